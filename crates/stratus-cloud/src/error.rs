@@ -311,10 +311,7 @@ mod tests {
 
     #[test]
     fn sentinel_messages_match_go() {
-        assert_eq!(
-            CloudError::not_implemented().to_string(),
-            "unimplemented"
-        );
+        assert_eq!(CloudError::not_implemented().to_string(), "unimplemented");
         assert_eq!(
             CloudError::implemented_elsewhere().to_string(),
             "implemented by alternate to cloud provider"
@@ -349,8 +346,7 @@ mod tests {
 
     #[test]
     fn retry_after_survives_wrapping() {
-        let err = CloudError::retry_after(Duration::from_secs(7), "provisioning")
-            .context("ensure");
+        let err = CloudError::retry_after(Duration::from_secs(7), "provisioning").context("ensure");
         let foreign = Wrapper(Box::new(err));
         assert_eq!(
             classify(&foreign),

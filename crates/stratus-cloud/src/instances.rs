@@ -199,13 +199,17 @@ mod tests {
         use InstanceState::*;
         assert_eq!(state(Ok(false), Ok(false)).await.unwrap(), Gone);
         assert_eq!(
-            state(Err(CloudError::not_found("x")), Ok(false)).await.unwrap(),
+            state(Err(CloudError::not_found("x")), Ok(false))
+                .await
+                .unwrap(),
             Gone
         );
         assert_eq!(state(Ok(true), Ok(true)).await.unwrap(), ShutDown);
         assert_eq!(state(Ok(true), Ok(false)).await.unwrap(), Running);
         assert_eq!(
-            state(Ok(true), Err(CloudError::not_implemented())).await.unwrap(),
+            state(Ok(true), Err(CloudError::not_implemented()))
+                .await
+                .unwrap(),
             Running
         );
         let err = state(Err(CloudError::throttled(None)), Ok(false))

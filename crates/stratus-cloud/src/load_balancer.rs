@@ -130,8 +130,11 @@ pub trait LoadBalancer: Send + Sync {
 
     /// Delete the load balancer if it exists; `Ok` if it is absent. Must not
     /// fail with `ImplementedElsewhere`.
-    async fn ensure_load_balancer_deleted(&self, cluster_name: &str, service: &Service)
-    -> Result<()>;
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<()>;
 
     /// The `spec.loadBalancerClass` values this implementation serves.
     /// Defaults to Services without a class only, as Go.

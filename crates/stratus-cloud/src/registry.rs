@@ -183,12 +183,14 @@ impl Registry {
             });
         }
         let config = match config_path.filter(|p| !p.as_os_str().is_empty()) {
-            Some(path) => Some(std::fs::read(path).map_err(|source| {
-                RegistryError::ReadConfig {
-                    path: path.to_owned(),
-                    source,
-                }
-            })?),
+            Some(path) => {
+                Some(
+                    std::fs::read(path).map_err(|source| RegistryError::ReadConfig {
+                        path: path.to_owned(),
+                        source,
+                    })?,
+                )
+            }
             None => None,
         };
         self.get(name, config.as_deref()).map(Some)
@@ -287,7 +289,10 @@ mod tests {
         let err = registry
             .register("echo", |_| Err(CloudError::not_implemented()))
             .unwrap_err();
-        assert_eq!(err.to_string(), "cloud provider \"echo\" was registered twice");
+        assert_eq!(
+            err.to_string(),
+            "cloud provider \"echo\" was registered twice"
+        );
     }
 
     #[test]
@@ -319,7 +324,10 @@ mod tests {
 
         let cloud = registry.init("echo", Some(&path)).unwrap().unwrap();
         assert_eq!(cloud.provider_name(), "echo");
-        assert_eq!(seen.lock().unwrap().as_deref(), Some(&b"[Global]\nzone = a\n"[..]));
+        assert_eq!(
+            seen.lock().unwrap().as_deref(),
+            Some(&b"[Global]\nzone = a\n"[..])
+        );
 
         registry.init("echo", None).unwrap();
         assert_eq!(*seen.lock().unwrap(), None);
@@ -335,8 +343,9 @@ mod tests {
         let err = registry.init("echo", Some(path)).err().expect("read error");
         assert!(matches!(err, RegistryError::ReadConfig { .. }));
         assert!(
-            err.to_string()
-                .starts_with("couldn't open cloud provider configuration /nonexistent/stratus/cloud.conf: "),
+            err.to_string().starts_with(
+                "couldn't open cloud provider configuration /nonexistent/stratus/cloud.conf: "
+            ),
             "{err}"
         );
     }
@@ -362,7 +371,12 @@ mod tests {
         })
         .unwrap();
         assert!(is_cloud_provider("registry-test-global"));
-        assert!(register_cloud_provider("registry-test-global", |_| Err(CloudError::not_implemented())).is_err());
+        assert!(
+            register_cloud_provider("registry-test-global", |_| Err(
+                CloudError::not_implemented()
+            ))
+            .is_err()
+        );
         let cloud = init_cloud_provider("registry-test-global", None)
             .unwrap()
             .unwrap();

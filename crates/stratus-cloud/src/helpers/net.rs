@@ -31,7 +31,10 @@ pub fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
         return None;
     }
     let v4 = parse_ipv4_sloppy(tail)?;
-    format!("{head}:{v4}").parse::<Ipv6Addr>().ok().map(IpAddr::V6)
+    format!("{head}:{v4}")
+        .parse::<Ipv6Addr>()
+        .ok()
+        .map(IpAddr::V6)
 }
 
 fn parse_ipv4_sloppy(s: &str) -> Option<Ipv4Addr> {
@@ -217,8 +220,14 @@ mod tests {
     #[test]
     fn sloppy_ipv4() {
         assert_eq!(parse_ip_sloppy("1.2.3.4"), Some("1.2.3.4".parse().unwrap()));
-        assert_eq!(parse_ip_sloppy("01.02.03.004"), Some("1.2.3.4".parse().unwrap()));
-        assert_eq!(parse_ip_sloppy("0000.0.0.0"), Some("0.0.0.0".parse().unwrap()));
+        assert_eq!(
+            parse_ip_sloppy("01.02.03.004"),
+            Some("1.2.3.4".parse().unwrap())
+        );
+        assert_eq!(
+            parse_ip_sloppy("0000.0.0.0"),
+            Some("0.0.0.0".parse().unwrap())
+        );
         assert_eq!(parse_ip_sloppy("256.0.0.1"), None);
         assert_eq!(parse_ip_sloppy("1.2.3"), None);
         assert_eq!(parse_ip_sloppy("1.2.3.4.5"), None);
@@ -256,7 +265,15 @@ mod tests {
         assert_eq!(all.last().to_string(), "255.255.255.255");
         let host: Cidr = "10.1.2.3/32".parse().unwrap();
         assert_eq!(host.first(), host.last());
-        for bad in ["10.0.0.0", "10.0.0.0/", "10.0.0.0/-1", "x/8", "10.0.0.0/8/8", "::/129", "10.0.0.0/ 8"] {
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/",
+            "10.0.0.0/-1",
+            "x/8",
+            "10.0.0.0/8/8",
+            "::/129",
+            "10.0.0.0/ 8",
+        ] {
             assert!(bad.parse::<Cidr>().is_err(), "{bad}");
         }
         assert!(!c.contains("10.0.0.1".parse().unwrap()));

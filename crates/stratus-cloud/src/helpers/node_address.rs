@@ -21,13 +21,17 @@ pub enum NodeIpError {
         part: String,
     },
     /// More than two IPs, or two of the same family.
-    #[error("failed to parse node IP {value:?}: must contain either a single IP or a dual-stack pair of IPs")]
+    #[error(
+        "failed to parse node IP {value:?}: must contain either a single IP or a dual-stack pair of IPs"
+    )]
     NotSingleOrDualStack {
         /// The whole annotation.
         value: String,
     },
     /// A dual-stack pair with an unspecified address.
-    #[error("failed to parse node IP {value:?}: dual-stack node IP cannot include '0.0.0.0' or '::'")]
+    #[error(
+        "failed to parse node IP {value:?}: dual-stack node IP cannot include '0.0.0.0' or '::'"
+    )]
     UnspecifiedInDualStack {
         /// The whole annotation.
         value: String,
@@ -250,7 +254,10 @@ mod tests {
         let got = node_addresses_from_node_ip("10.0.0.1", &cloud).unwrap();
         assert_eq!(
             got,
-            vec![addr("InternalIP", "10.0.0.1"), addr("ExternalIP", "10.0.0.1")]
+            vec![
+                addr("InternalIP", "10.0.0.1"),
+                addr("ExternalIP", "10.0.0.1")
+            ]
         );
     }
 
@@ -266,9 +273,18 @@ mod tests {
         let c = cloud();
         for (value, want) in [
             ("", "failed to parse node IP \"\": could not parse \"\""),
-            ("garbage", "failed to parse node IP \"garbage\": could not parse \"garbage\""),
-            (" 10.0.0.1", "failed to parse node IP \" 10.0.0.1\": could not parse \" 10.0.0.1\""),
-            ("10.0.0.1,", "failed to parse node IP \"10.0.0.1,\": could not parse \"\""),
+            (
+                "garbage",
+                "failed to parse node IP \"garbage\": could not parse \"garbage\"",
+            ),
+            (
+                " 10.0.0.1",
+                "failed to parse node IP \" 10.0.0.1\": could not parse \" 10.0.0.1\"",
+            ),
+            (
+                "10.0.0.1,",
+                "failed to parse node IP \"10.0.0.1,\": could not parse \"\"",
+            ),
             (
                 "10.0.0.1,10.0.0.2",
                 "failed to parse node IP \"10.0.0.1,10.0.0.2\": must contain either a single IP or a dual-stack pair of IPs",
@@ -289,7 +305,10 @@ mod tests {
                 "10.0.0.1,::",
                 "failed to parse node IP \"10.0.0.1,::\": dual-stack node IP cannot include '0.0.0.0' or '::'",
             ),
-            ("10.9.9.9", "failed to get node address from cloud provider that matches ip: 10.9.9.9"),
+            (
+                "10.9.9.9",
+                "failed to get node address from cloud provider that matches ip: 10.9.9.9",
+            ),
             (
                 "10.0.0.1,fd00::9",
                 "failed to get node address from cloud provider that matches ip: fd00::9",
@@ -308,7 +327,10 @@ mod tests {
 
     #[test]
     fn hostnames_never_match_an_ip() {
-        let cloud = vec![addr("Hostname", "10.0.0.1.example"), addr("InternalIP", "10.0.0.2")];
+        let cloud = vec![
+            addr("Hostname", "10.0.0.1.example"),
+            addr("InternalIP", "10.0.0.2"),
+        ];
         assert!(node_addresses_from_node_ip("10.0.0.1", &cloud).is_err());
     }
 

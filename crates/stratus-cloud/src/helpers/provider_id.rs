@@ -71,7 +71,10 @@ impl ProviderId {
     pub const SEPARATOR: &'static str = "://";
 
     /// Build a provider ID from its parts, validating both.
-    pub fn new(provider: impl Into<String>, id: impl Into<String>) -> Result<Self, ProviderIdError> {
+    pub fn new(
+        provider: impl Into<String>,
+        id: impl Into<String>,
+    ) -> Result<Self, ProviderIdError> {
         let provider = provider.into();
         let id = id.into();
         let whole = format!("{provider}{}{id}", Self::SEPARATOR);
@@ -173,16 +176,46 @@ mod tests {
     #[test]
     fn garbage_is_rejected_with_a_typed_error() {
         assert_eq!("".parse::<ProviderId>(), Err(ProviderIdError::Empty));
-        assert!(matches!("i-123".parse::<ProviderId>(), Err(ProviderIdError::MissingSeparator(_))));
-        assert!(matches!("aws:/i-123".parse::<ProviderId>(), Err(ProviderIdError::MissingSeparator(_))));
-        assert!(matches!("://i-123".parse::<ProviderId>(), Err(ProviderIdError::InvalidProviderName(_))));
-        assert!(matches!("1aws://i-123".parse::<ProviderId>(), Err(ProviderIdError::InvalidProviderName(_))));
-        assert!(matches!("a ws://i-123".parse::<ProviderId>(), Err(ProviderIdError::InvalidProviderName(_))));
-        assert!(matches!("aws://".parse::<ProviderId>(), Err(ProviderIdError::EmptyId(_))));
-        assert!(matches!("aws:///".parse::<ProviderId>(), Err(ProviderIdError::EmptyId(_))));
-        assert!(matches!("aws://i 123".parse::<ProviderId>(), Err(ProviderIdError::InvalidId(_))));
-        assert!(matches!("aws://i-1\n".parse::<ProviderId>(), Err(ProviderIdError::InvalidId(_))));
-        assert!(matches!(ProviderId::new("aws", ""), Err(ProviderIdError::EmptyId(_))));
+        assert!(matches!(
+            "i-123".parse::<ProviderId>(),
+            Err(ProviderIdError::MissingSeparator(_))
+        ));
+        assert!(matches!(
+            "aws:/i-123".parse::<ProviderId>(),
+            Err(ProviderIdError::MissingSeparator(_))
+        ));
+        assert!(matches!(
+            "://i-123".parse::<ProviderId>(),
+            Err(ProviderIdError::InvalidProviderName(_))
+        ));
+        assert!(matches!(
+            "1aws://i-123".parse::<ProviderId>(),
+            Err(ProviderIdError::InvalidProviderName(_))
+        ));
+        assert!(matches!(
+            "a ws://i-123".parse::<ProviderId>(),
+            Err(ProviderIdError::InvalidProviderName(_))
+        ));
+        assert!(matches!(
+            "aws://".parse::<ProviderId>(),
+            Err(ProviderIdError::EmptyId(_))
+        ));
+        assert!(matches!(
+            "aws:///".parse::<ProviderId>(),
+            Err(ProviderIdError::EmptyId(_))
+        ));
+        assert!(matches!(
+            "aws://i 123".parse::<ProviderId>(),
+            Err(ProviderIdError::InvalidId(_))
+        ));
+        assert!(matches!(
+            "aws://i-1\n".parse::<ProviderId>(),
+            Err(ProviderIdError::InvalidId(_))
+        ));
+        assert!(matches!(
+            ProviderId::new("aws", ""),
+            Err(ProviderIdError::EmptyId(_))
+        ));
     }
 
     #[test]

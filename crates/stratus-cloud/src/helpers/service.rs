@@ -2,7 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, PortStatus, Service};
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, Node, PortStatus, Service,
+};
 
 use super::net::Cidr;
 use crate::names::{annotations, finalizers, labels, taints};
@@ -40,7 +42,9 @@ pub enum SourceRangesError {
         invalid: String,
     },
     /// The annotation is not a comma-separated list of CIDRs.
-    #[error("service.beta.kubernetes.io/load-balancer-source-ranges: {value} is not valid. Expecting a comma-separated list of source IP ranges. For example, 10.0.0.0/24,192.168.2.0/24")]
+    #[error(
+        "service.beta.kubernetes.io/load-balancer-source-ranges: {value} is not valid. Expecting a comma-separated list of source IP ranges. For example, 10.0.0.0/24,192.168.2.0/24"
+    )]
     Annotation {
         /// The annotation value, trimmed.
         value: String,
@@ -204,9 +208,9 @@ fn ports_equal(a: &Option<Vec<PortStatus>>, b: &Option<Vec<PortStatus>>) -> bool
     let a = a.as_deref().unwrap_or_default();
     let b = b.as_deref().unwrap_or_default();
     a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.port == y.port && x.protocol == y.protocol && x.error == y.error
-        })
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.port == y.port && x.protocol == y.protocol && x.error == y.error)
 }
 
 fn ingress_equal(a: &LoadBalancerIngress, b: &LoadBalancerIngress) -> bool {
@@ -344,15 +348,23 @@ mod tests {
     #[test]
     fn source_ranges_precedence() {
         let base = svc("LoadBalancer");
-        assert_eq!(load_balancer_source_ranges(&base).unwrap().to_strings(), ["0.0.0.0/0"]);
+        assert_eq!(
+            load_balancer_source_ranges(&base).unwrap().to_strings(),
+            ["0.0.0.0/0"]
+        );
         let annotated = with_annotation(base.clone(), " 10.0.0.0/8, 192.168.1.1/24 ");
         assert_eq!(
-            load_balancer_source_ranges(&annotated).unwrap().to_strings(),
+            load_balancer_source_ranges(&annotated)
+                .unwrap()
+                .to_strings(),
             ["10.0.0.0/8", "192.168.1.0/24"]
         );
         // The spec wins over the annotation, even an invalid annotation.
         let both = with_ranges(with_annotation(base.clone(), "garbage"), &["172.16.0.0/12"]);
-        assert_eq!(load_balancer_source_ranges(&both).unwrap().to_strings(), ["172.16.0.0/12"]);
+        assert_eq!(
+            load_balancer_source_ranges(&both).unwrap().to_strings(),
+            ["172.16.0.0/12"]
+        );
         // Whitespace-only annotation means allow-all.
         let blank = with_annotation(base.clone(), "   ");
         assert!(load_balancer_source_ranges(&blank).unwrap().is_allow_all());
@@ -361,7 +373,12 @@ mod tests {
         assert_eq!(load_balancer_source_ranges(&dup).unwrap().len(), 1);
         // Empty spec list falls through to the annotation.
         let empty_spec = with_ranges(with_annotation(base, "10.1.0.0/16"), &[]);
-        assert_eq!(load_balancer_source_ranges(&empty_spec).unwrap().to_strings(), ["10.1.0.0/16"]);
+        assert_eq!(
+            load_balancer_source_ranges(&empty_spec)
+                .unwrap()
+                .to_strings(),
+            ["10.1.0.0/16"]
+        );
     }
 
     #[test]
@@ -373,8 +390,8 @@ mod tests {
             err.to_string(),
             "service.Spec.LoadBalancerSourceRanges: [10.0.0.0/8 nope] is not valid. Expecting a list of IP ranges. For example, 10.0.0.0/24. Error msg: invalid CIDR address: nope"
         );
-        let err = load_balancer_source_ranges(&with_annotation(base.clone(), "10.0.0.0/8,"))
-            .unwrap_err();
+        let err =
+            load_balancer_source_ranges(&with_annotation(base.clone(), "10.0.0.0/8,")).unwrap_err();
         assert_eq!(
             err.to_string(),
             "service.beta.kubernetes.io/load-balancer-source-ranges: 10.0.0.0/8, is not valid. Expecting a comma-separated list of source IP ranges. For example, 10.0.0.0/24,192.168.2.0/24"
@@ -388,8 +405,16 @@ mod tests {
     #[test]
     fn allow_all_is_ipv4_only_as_in_go() {
         let base = svc("LoadBalancer");
-        assert!(!load_balancer_source_ranges(&with_ranges(base.clone(), &["::/0"])).unwrap().is_allow_all());
-        assert!(load_balancer_source_ranges(&with_ranges(base, &["::/0", "0.0.0.0/0"])).unwrap().is_allow_all());
+        assert!(
+            !load_balancer_source_ranges(&with_ranges(base.clone(), &["::/0"]))
+                .unwrap()
+                .is_allow_all()
+        );
+        assert!(
+            load_balancer_source_ranges(&with_ranges(base, &["::/0", "0.0.0.0/0"]))
+                .unwrap()
+                .is_allow_all()
+        );
     }
 
     fn local(ty: &str, port: Option<i32>) -> Service {
@@ -408,10 +433,19 @@ mod tests {
         assert!(!requests_only_local_traffic(&svc("LoadBalancer")));
         assert!(needs_health_check(&local("LoadBalancer", None)));
         assert!(!needs_health_check(&local("NodePort", Some(30000))));
-        assert_eq!(health_check_path_port(&local("LoadBalancer", Some(31000))), Some(("/healthz", 31000)));
-        assert_eq!(health_check_path_port(&local("LoadBalancer", Some(0))), None);
+        assert_eq!(
+            health_check_path_port(&local("LoadBalancer", Some(31000))),
+            Some(("/healthz", 31000))
+        );
+        assert_eq!(
+            health_check_path_port(&local("LoadBalancer", Some(0))),
+            None
+        );
         assert_eq!(health_check_path_port(&local("LoadBalancer", None)), None);
-        assert_eq!(health_check_path_port(&local("NodePort", Some(30000))), None);
+        assert_eq!(
+            health_check_path_port(&local("NodePort", Some(30000))),
+            None
+        );
         let mut cluster = local("LoadBalancer", Some(1));
         cluster.spec.as_mut().unwrap().external_traffic_policy = Some("Cluster".into());
         assert_eq!(health_check_path_port(&cluster), None);
@@ -431,15 +465,24 @@ mod tests {
 
     #[test]
     fn status_equality_is_semantic_on_ingress_only() {
-        assert!(load_balancer_status_equal(&status(None), &status(Some(vec![]))));
+        assert!(load_balancer_status_equal(
+            &status(None),
+            &status(Some(vec![]))
+        ));
         assert!(load_balancer_status_equal(
             &status(Some(vec![ingress(Some("1.2.3.4"), None)])),
             &status(Some(vec![ingress(Some("1.2.3.4"), Some(""))]))
         ));
         // Order matters, as in Go's DeepEqual.
         assert!(!load_balancer_status_equal(
-            &status(Some(vec![ingress(Some("1.1.1.1"), None), ingress(Some("2.2.2.2"), None)])),
-            &status(Some(vec![ingress(Some("2.2.2.2"), None), ingress(Some("1.1.1.1"), None)]))
+            &status(Some(vec![
+                ingress(Some("1.1.1.1"), None),
+                ingress(Some("2.2.2.2"), None)
+            ])),
+            &status(Some(vec![
+                ingress(Some("2.2.2.2"), None),
+                ingress(Some("1.1.1.1"), None)
+            ]))
         ));
         let mut with_mode = ingress(Some("1.1.1.1"), None);
         with_mode.ip_mode = Some("VIP".into());
@@ -449,7 +492,10 @@ mod tests {
         ));
         let mut with_ports = with_mode.clone();
         with_ports.ports = Some(vec![]);
-        assert!(load_balancer_status_equal(&status(Some(vec![with_mode])), &status(Some(vec![with_ports]))));
+        assert!(load_balancer_status_equal(
+            &status(Some(vec![with_mode])),
+            &status(Some(vec![with_ports]))
+        ));
     }
 
     #[test]
@@ -462,7 +508,10 @@ mod tests {
         let mut classed = lb.clone();
         classed.spec.as_mut().unwrap().load_balancer_class = Some("example.com/x".into());
         assert!(!wants_load_balancer(&classed, &classes));
-        assert!(wants_load_balancer(&classed, &classes.clone().with_class("example.com/x")));
+        assert!(wants_load_balancer(
+            &classed,
+            &classes.clone().with_class("example.com/x")
+        ));
 
         assert!(!needs_cleanup(&lb));
         let mut finalized = lb.clone();
@@ -511,7 +560,15 @@ mod tests {
         assert!(is_load_balancer_backend(&node(Some("false"), None, false)));
         assert!(is_load_balancer_backend(&node(Some("F"), None, false)));
         assert!(is_load_balancer_backend(&node(Some("0"), None, false)));
-        assert!(!is_load_balancer_backend(&node(None, Some("ToBeDeletedByClusterAutoscaler"), false)));
-        assert!(is_load_balancer_backend(&node(None, Some(taints::UNINITIALIZED), false)));
+        assert!(!is_load_balancer_backend(&node(
+            None,
+            Some("ToBeDeletedByClusterAutoscaler"),
+            false
+        )));
+        assert!(is_load_balancer_backend(&node(
+            None,
+            Some(taints::UNINITIALIZED),
+            false
+        )));
     }
 }

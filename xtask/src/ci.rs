@@ -1,0 +1,81 @@
+//! `cargo xtask ci`: every check CI runs, one summary line per step.
+
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+struct Step {
+    name: &'static str,
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+const STEPS: &[Step] = &[
+    Step {
+        name: "fmt",
+        args: &["fmt", "--all", "--", "--check"],
+        env: &[],
+    },
+    Step {
+        name: "clippy",
+        args: &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+    Step {
+        name: "test",
+        args: &["test", "--workspace", "--all-features"],
+        env: &[],
+    },
+    Step {
+        name: "doc",
+        args: &["doc", "--workspace", "--no-deps", "--all-features"],
+        env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+];
+
+/// Run every step (all of them, even after a failure) and print a summary.
+pub(crate) fn run(args: &[String]) -> ExitCode {
+    if let Some(arg) = args.first() {
+        eprintln!("cargo xtask ci takes no arguments (got {arg:?})");
+        return ExitCode::from(2);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut results = Vec::new();
+    for step in STEPS {
+        eprintln!("==> ci step {}: cargo {}", step.name, step.args.join(" "));
+        let started = Instant::now();
+        let status = Command::new(&cargo)
+            .args(step.args)
+            .envs(step.env.iter().copied())
+            .status();
+        let ok = match status {
+            Ok(s) => s.success(),
+            Err(e) => {
+                eprintln!("could not run cargo: {e}");
+                false
+            }
+        };
+        results.push((step.name, ok, started.elapsed()));
+    }
+    println!();
+    println!("ci summary:");
+    for (name, ok, took) in &results {
+        let verdict = if *ok { "ok" } else { "FAILED" };
+        println!("  {name:<8} {verdict:<7} {:>7.1}s", took.as_secs_f64());
+    }
+    let failed = results.iter().filter(|(_, ok, _)| !ok).count();
+    if failed == 0 {
+        println!("ci: all {} steps passed", results.len());
+        ExitCode::SUCCESS
+    } else {
+        println!("ci: {failed} of {} steps failed", results.len());
+        ExitCode::FAILURE
+    }
+}
