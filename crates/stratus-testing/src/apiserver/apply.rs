@@ -1,0 +1,658 @@
+//! Field ownership (`metadata.managedFields`) and server-side apply.
+//!
+//! Each manager owns a set of leaf fields. An update (PUT, or a non-apply
+//! PATCH) gives its manager the leaves it changed and takes them from the
+//! others. An apply gives its manager exactly the leaves of its
+//! configuration: a leaf another manager owns with a different value is a
+//! conflict (409) unless `force=true`, which takes it over; leaves the
+//! manager applied before and no longer applies are removed unless someone
+//! else owns them. Lists merge as in strategic merge patch (by key, as sets,
+//! or atomically).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::error::ApiError;
+use super::meta::{self, str_at};
+use super::patch::{ListStrategy, list_strategy};
+use super::state::{Inner, ResourceRequest};
+use super::store::{Mutation, StoreError};
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Elem {
+    Field(String),
+    /// A list item identified by its merge key (JSON of `{key: value}`).
+    Key(String),
+    /// A set item (JSON of the value).
+    Value(String),
+}
+
+type Path = Vec<Elem>;
+type FieldSet = BTreeSet<Path>;
+
+/// Metadata fields the server owns; never tracked.
+const SYSTEM_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "generateName",
+];
+
+fn field_names(path: &Path) -> Vec<&str> {
+    path.iter()
+        .filter_map(|e| match e {
+            Elem::Field(f) => Some(f.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The leaf fields of `value` at `path`.
+fn collect(kind: &str, value: &Value, path: &mut Path, out: &mut FieldSet) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind") {
+                    continue;
+                }
+                if path.len() == 1 && path[0] == Elem::Field("metadata".into()) && SYSTEM_META.contains(&k.as_str()) {
+                    continue;
+                }
+                path.push(Elem::Field(k.clone()));
+                collect(kind, v, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let names = field_names(path);
+            match list_strategy(kind, &names) {
+                ListStrategy::Atomic => {
+                    out.insert(path.clone());
+                }
+                ListStrategy::MergePrimitive => {
+                    for item in items {
+                        path.push(Elem::Value(item.to_string()));
+                        out.insert(path.clone());
+                        path.pop();
+                    }
+                }
+                ListStrategy::MergeByKey(key) => {
+                    for item in items {
+                        let Some(id) = item.get(key) else {
+                            out.insert(path.clone());
+                            continue;
+                        };
+                        path.push(Elem::Key(json!({ key: id }).to_string()));
+                        collect(kind, item, path, out);
+                        path.pop();
+                    }
+                }
+            }
+        }
+        _ => {
+            if !path.is_empty() {
+                out.insert(path.clone());
+            }
+        }
+    }
+}
+
+fn fields_of(kind: &str, value: &Value) -> FieldSet {
+    let mut out = FieldSet::new();
+    collect(kind, value, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The value at a path, if present.
+fn lookup<'a>(root: &'a Value, path: &Path) -> Option<&'a Value> {
+    let mut cur = root;
+    for elem in path {
+        match elem {
+            Elem::Field(f) => {
+                cur = cur.get(f)?;
+            }
+            Elem::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+                let (kname, kval) = key.iter().next()?;
+                cur = cur.as_array()?.iter().find(|i| i.get(kname) == Some(kval))?;
+            }
+            Elem::Value(v) => {
+                let value: Value = serde_json::from_str(v).ok()?;
+                cur = cur.as_array()?.iter().find(|i| **i == value)?;
+            }
+        }
+    }
+    Some(cur)
+}
+
+/// Remove the value at a path.
+fn remove_path(root: &mut Value, path: &Path) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = root;
+    for elem in parents {
+        let next = match elem {
+            Elem::Field(f) => cur.get_mut(f),
+            Elem::Key(k) => {
+                let key: Map<String, Value> = match serde_json::from_str(k) {
+                    Ok(k) => k,
+                    Err(_) => return,
+                };
+                let Some((kname, kval)) = key.iter().next() else { return };
+                cur.as_array_mut().and_then(|a| a.iter_mut().find(|i| i.get(kname) == Some(kval)))
+            }
+            Elem::Value(_) => return,
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    match last {
+        Elem::Field(f) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(f);
+            }
+        }
+        Elem::Key(k) => {
+            if let (Ok(key), Some(list)) = (serde_json::from_str::<Map<String, Value>>(k), cur.as_array_mut())
+                && let Some((kname, kval)) = key.iter().next()
+            {
+                list.retain(|i| i.get(kname) != Some(kval));
+            }
+        }
+        Elem::Value(v) => {
+            if let (Ok(value), Some(list)) = (serde_json::from_str::<Value>(v), cur.as_array_mut()) {
+                list.retain(|i| *i != value);
+            }
+        }
+    }
+}
+
+/// The `fieldsV1` form of a field set.
+fn to_fields_v1(set: &FieldSet) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut cur = &mut root;
+        for elem in path {
+            let key = match elem {
+                Elem::Field(f) => format!("f:{f}"),
+                Elem::Key(k) => format!("k:{k}"),
+                Elem::Value(v) => format!("v:{v}"),
+            };
+            let entry = cur.entry(key).or_insert_with(|| Value::Object(Map::new()));
+            if !entry.is_object() {
+                *entry = Value::Object(Map::new());
+            }
+            cur = match entry {
+                Value::Object(m) => m,
+                _ => return Value::Object(root),
+            };
+        }
+        cur.entry(".").or_insert_with(|| json!({}));
+    }
+    strip_leaf_dots(&mut root);
+    Value::Object(root)
+}
+
+/// Leaves are written `{}`; `"."` marks an owned node that also has children.
+fn strip_leaf_dots(map: &mut Map<String, Value>) {
+    for v in map.values_mut() {
+        if let Value::Object(child) = v {
+            if child.len() == 1 && child.contains_key(".") {
+                child.clear();
+            } else {
+                strip_leaf_dots(child);
+            }
+        }
+    }
+}
+
+fn from_fields_v1(value: &Value) -> FieldSet {
+    fn walk(map: &Map<String, Value>, path: &mut Path, out: &mut FieldSet) {
+        let children: Vec<_> = map.iter().filter(|(k, _)| k.as_str() != ".").collect();
+        if (children.is_empty() || map.contains_key(".")) && !path.is_empty() {
+            out.insert(path.clone());
+        }
+        for (k, v) in children {
+            let elem = if let Some(f) = k.strip_prefix("f:") {
+                Elem::Field(f.to_owned())
+            } else if let Some(key) = k.strip_prefix("k:") {
+                Elem::Key(key.to_owned())
+            } else if let Some(val) = k.strip_prefix("v:") {
+                Elem::Value(val.to_owned())
+            } else {
+                continue;
+            };
+            path.push(elem);
+            if let Value::Object(m) = v {
+                walk(m, path, out);
+            }
+            path.pop();
+        }
+    }
+    let mut out = FieldSet::new();
+    if let Value::Object(m) = value {
+        walk(m, &mut Vec::new(), &mut out);
+    }
+    out
+}
+
+/// A manager's entry in `managedFields`.
+#[derive(Debug, Clone)]
+struct Entry {
+    manager: String,
+    operation: String,
+    api_version: String,
+    time: String,
+    subresource: String,
+    fields: FieldSet,
+}
+
+fn read_entries(obj: &Value) -> Vec<Entry> {
+    meta::meta(obj)
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|e| Entry {
+                    manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    operation: e.get("operation").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    api_version: e.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    time: e.get("time").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    subresource: e.get("subresource").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_entries(obj: &mut Value, entries: &[Entry]) {
+    let list: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| {
+            let mut v = json!({
+                "manager": e.manager,
+                "operation": e.operation,
+                "apiVersion": e.api_version,
+                "time": e.time,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": to_fields_v1(&e.fields),
+            });
+            if !e.subresource.is_empty() {
+                v["subresource"] = json!(e.subresource);
+            }
+            v
+        })
+        .collect();
+    if let Some(m) = meta::meta_mut(obj) {
+        if list.is_empty() {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+}
+
+fn kind_of(obj: &Value) -> String {
+    str_at(obj, &["kind"]).unwrap_or_default().to_owned()
+}
+
+/// Record an update (create when `old` is `None`): the manager owns the
+/// leaves it changed; other managers lose them.
+pub(crate) fn record_update(new: &mut Value, old: Option<&Value>, manager: &str, operation: &str, api_version: &str) {
+    let kind = kind_of(new);
+    let new_fields = fields_of(&kind, new);
+    let changed: FieldSet = match old {
+        None => new_fields.clone(),
+        Some(old) => new_fields
+            .iter()
+            .filter(|p| lookup(new, p) != lookup(old, p))
+            .cloned()
+            .collect(),
+    };
+    let mut entries = old.map(read_entries).unwrap_or_default();
+    // Removed leaves are owned by nobody.
+    for e in &mut entries {
+        e.fields.retain(|p| new_fields.contains(p));
+    }
+    if !changed.is_empty() {
+        for e in &mut entries {
+            if !(e.manager == manager && e.operation == operation) {
+                e.fields.retain(|p| !changed.contains(p));
+            }
+        }
+        match entries.iter_mut().find(|e| e.manager == manager && e.operation == operation) {
+            Some(e) => {
+                e.fields.extend(changed);
+                e.time = meta::now();
+            }
+            None => entries.push(Entry {
+                manager: manager.to_owned(),
+                operation: operation.to_owned(),
+                api_version: api_version.to_owned(),
+                time: meta::now(),
+                subresource: String::new(),
+                fields: changed,
+            }),
+        }
+    }
+    write_entries(new, &entries);
+}
+
+fn render(path: &Path) -> String {
+    let mut s = String::new();
+    for e in path {
+        match e {
+            Elem::Field(f) => {
+                s.push('.');
+                s.push_str(f);
+            }
+            Elem::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+            Elem::Value(v) => s.push_str(&format!("[={v}]")),
+        }
+    }
+    s
+}
+
+/// Merge an apply configuration into the live object (lists by their
+/// strategy, maps recursively).
+fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<String>) {
+    match (live, config) {
+        (Value::Object(l), Value::Object(c)) => {
+            for (k, v) in c {
+                if names.len() == 1 && names[0] == "metadata" && SYSTEM_META.contains(&k.as_str()) {
+                    continue;
+                }
+                names.push(k.clone());
+                match l.get_mut(k) {
+                    Some(existing) if !v.is_null() => merge_config(kind, existing, v, names),
+                    _ => {
+                        if v.is_null() {
+                            l.remove(k);
+                        } else {
+                            l.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+                names.pop();
+            }
+        }
+        (l @ Value::Array(_), Value::Array(items)) => {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match list_strategy(kind, &refs) {
+                ListStrategy::Atomic => *l = Value::Array(items.clone()),
+                ListStrategy::MergePrimitive => {
+                    if let Value::Array(list) = l {
+                        for i in items {
+                            if !list.contains(i) {
+                                list.push(i.clone());
+                            }
+                        }
+                    }
+                }
+                ListStrategy::MergeByKey(key) => {
+                    if let Value::Array(list) = l {
+                        for item in items {
+                            match list.iter_mut().find(|e| item.get(key).is_some() && e.get(key) == item.get(key)) {
+                                Some(existing) => merge_config(kind, existing, item, names),
+                                None => list.push(item.clone()),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (l, c) => *l = c.clone(),
+    }
+}
+
+fn conflict_error(def_plural: &str, name: &str, conflicts: &[(String, String)]) -> ApiError {
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(manager, field)| {
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager:?}"), "field": field})
+        })
+        .collect();
+    let lines: Vec<String> = conflicts.iter().map(|(m, f)| format!("- {m:?}: {f}")).collect();
+    let message = format!(
+        "Apply failed with {} conflict{}: conflict{} with {}",
+        conflicts.len(),
+        if conflicts.len() == 1 { "" } else { "s" },
+        if conflicts.len() == 1 { "" } else { "s" },
+        lines.join("\n")
+    );
+    ApiError {
+        details: Some(json!({"name": name, "kind": def_plural, "causes": causes})),
+        ..ApiError::new(409, "Conflict", message)
+    }
+}
+
+/// Compute the applied object from the live one (`None`: create).
+fn applied(
+    kind: &str,
+    live: Option<&Value>,
+    config: &Value,
+    manager: &str,
+    force: bool,
+    plural: &str,
+    name: &str,
+    api_version: &str,
+) -> Result<Value, ApiError> {
+    let config_fields = fields_of(kind, config);
+    let mut entries = live.map(read_entries).unwrap_or_default();
+    let mut conflicts = Vec::new();
+    let mut conflicting = FieldSet::new();
+    if let Some(live) = live {
+        for e in &entries {
+            if e.manager == manager && e.operation == "Apply" {
+                continue;
+            }
+            for p in &e.fields {
+                if config_fields.contains(p) && lookup(live, p) != lookup(config, p) {
+                    conflicts.push((e.manager.clone(), render(p)));
+                    conflicting.insert(p.clone());
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflict_error(plural, name, &conflicts));
+    }
+    let mut out = live.cloned().unwrap_or_else(|| json!({}));
+    // Fields this manager applied before and no longer applies go away,
+    // unless another manager owns them.
+    let previous: FieldSet = entries
+        .iter()
+        .find(|e| e.manager == manager && e.operation == "Apply")
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    for p in previous.difference(&config_fields) {
+        let owned_elsewhere = entries.iter().any(|e| !(e.manager == manager && e.operation == "Apply") && e.fields.contains(p));
+        if !owned_elsewhere {
+            remove_path(&mut out, p);
+        }
+    }
+    merge_config(kind, &mut out, config, &mut Vec::new());
+    // Forced conflicts change hands; equal values are shared.
+    for e in &mut entries {
+        if !(e.manager == manager && e.operation == "Apply") {
+            e.fields.retain(|p| !conflicting.contains(p) && lookup(&out, p).is_some());
+        }
+    }
+    entries.retain(|e| !(e.manager == manager && e.operation == "Apply"));
+    entries.push(Entry {
+        manager: manager.to_owned(),
+        operation: "Apply".to_owned(),
+        api_version: api_version.to_owned(),
+        time: meta::now(),
+        subresource: String::new(),
+        fields: config_fields,
+    });
+    write_entries(&mut out, &entries);
+    Ok(out)
+}
+
+/// PATCH with `application/apply-patch+yaml`.
+pub(crate) fn server_side_apply(inner: &Inner, req: &ResourceRequest, config: Value) -> Result<(u16, Value), ApiError> {
+    let def = inner.defs[req.def];
+    let name = req.name.clone().unwrap_or_default();
+    let Some(manager) = req.query.get("fieldManager").map(str::to_owned) else {
+        return Err(ApiError::bad_request("PATCH, PUT and POST requests must have fieldManager when using server-side apply"));
+    };
+    if !config.is_object() {
+        return Err(ApiError::bad_request("the apply configuration must be an object"));
+    }
+    let force = req.query.flag("force");
+    let config_name = str_at(&config, &["metadata", "name"]).unwrap_or_default();
+    if !config_name.is_empty() && config_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({config_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let api_version = def.api_version();
+    match inner.store.get(req.def, req.ns_key(), &name) {
+        None => {
+            // Create on apply.
+            let mut obj = applied(def.kind, None, &config, &manager, force, def.plural, &name, &api_version)?;
+            if let Some(m) = meta::meta_mut(&mut obj) {
+                m.insert("name".into(), json!(name));
+            }
+            let managed = meta::meta(&obj).and_then(|m| m.get("managedFields")).cloned();
+            let body = serde_json::to_vec(&obj).unwrap_or_default();
+            let create_req = ResourceRequest {
+                query: {
+                    let mut q = req.query.clone();
+                    q.0.insert("fieldManager".into(), manager.clone());
+                    q
+                },
+                ..req.clone()
+            };
+            let (code, created) = super::write::create(inner, &create_req, &body)?;
+            // Creation recorded an Update; the apply owns those fields instead.
+            if let Some(managed) = managed
+                && code == 201
+                && !req.dry_run()
+            {
+                let (stored, _) = inner
+                    .store
+                    .update::<ApiError>(req.def, req.ns_key(), &name, |cur| {
+                        let mut v = (*cur.object).clone();
+                        if let Some(m) = meta::meta_mut(&mut v) {
+                            m.insert("managedFields".into(), managed.clone());
+                        }
+                        Ok(Mutation::Replace(v))
+                    })
+                    .map_err(|e| match e {
+                        StoreError::Rejected(e) => e,
+                        _ => ApiError::not_found(&def, &name),
+                    })?;
+                return Ok((201, (*stored.object).clone()));
+            }
+            Ok((code, created))
+        }
+        Some(_) => {
+            let (stored, deleted) = inner
+                .store
+                .update(req.def, req.ns_key(), &name, |cur| {
+                    let mut desired = applied(def.kind, Some(&cur.object), &config, &manager, force, def.plural, &name, &api_version)?;
+                    // Apply never changes what the update path protects.
+                    let rv = str_at(&cur.object, &["metadata", "resourceVersion"]).unwrap_or_default().to_owned();
+                    meta::set_at(&mut desired, &["metadata", "resourceVersion"], json!(rv));
+                    let managed = meta::meta(&desired).and_then(|m| m.get("managedFields")).cloned();
+                    let mutation = super::write::next_state_for_apply(inner, &def, req, &cur.object, desired)?;
+                    Ok(match mutation {
+                        Mutation::Replace(mut v) => {
+                            if let (Some(m), Some(managed)) = (meta::meta_mut(&mut v), managed) {
+                                m.insert("managedFields".into(), managed);
+                            }
+                            Mutation::Replace(v)
+                        }
+                        other => other,
+                    })
+                })
+                .map_err(|e| match e {
+                    StoreError::NotFound => ApiError::not_found(&def, &name),
+                    StoreError::AlreadyExists => ApiError::already_exists(&def, &name),
+                    StoreError::Rejected(e) => e,
+                })?;
+            let _ = deleted;
+            Ok((200, (*stored.object).clone()))
+        }
+    }
+}
+
+/// The managers owning each field of an object, for assertions in tests.
+#[cfg(test)]
+pub(crate) fn owners(obj: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for e in read_entries(obj) {
+        for p in &e.fields {
+            out.entry(render(p)).or_default().push(e.manager.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let obj = json!({"kind": "Pod", "metadata": {"name": "x", "labels": {"a": "1"}, "finalizers": ["f"]},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "k"}]}});
+        let set = fields_of("Pod", &obj);
+        let v1 = to_fields_v1(&set);
+        assert_eq!(from_fields_v1(&v1), set);
+        let rendered: Vec<String> = set.iter().map(render).collect();
+        assert!(rendered.contains(&".spec.containers[name=\"app\"].image".to_owned()), "{rendered:?}");
+        assert!(rendered.contains(&".metadata.finalizers[=\"f\"]".to_owned()));
+        assert!(rendered.contains(&".spec.tolerations".to_owned()));
+        assert!(!rendered.iter().any(|r| r == ".metadata.name"));
+    }
+
+    #[test]
+    fn apply_conflicts_and_force() {
+        let mut live = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        record_update(&mut live, None, "kubectl-edit", "Update", "v1");
+        let config = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}});
+        let err = applied("ConfigMap", Some(&live), &config, "mgr", false, "configmaps", "c", "v1").unwrap_err();
+        assert_eq!(err.code, 409);
+        assert!(err.message.contains(".data.a"), "{}", err.message);
+        let forced = applied("ConfigMap", Some(&live), &config, "mgr", true, "configmaps", "c", "v1").unwrap();
+        assert_eq!(forced["data"], json!({"a": "9", "b": "2"}));
+        let owners = owners(&forced);
+        assert_eq!(owners[".data.a"], vec!["mgr".to_owned()]);
+        assert_eq!(owners[".data.b"], vec!["kubectl-edit".to_owned()]);
+        // Same value: no conflict.
+        let same = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"b": "2"}});
+        assert!(applied("ConfigMap", Some(&live), &same, "other", false, "configmaps", "c", "v1").is_ok());
+    }
+
+    #[test]
+    fn apply_removes_fields_it_stopped_applying() {
+        let config1 = json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"x": "1"}}, "data": {"a": "1", "b": "2"}});
+        let first = applied("ConfigMap", None, &config1, "mgr", false, "configmaps", "c", "v1").unwrap();
+        let config2 = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        let second = applied("ConfigMap", Some(&first), &config2, "mgr", false, "configmaps", "c", "v1").unwrap();
+        assert_eq!(second["data"], json!({"a": "1"}));
+        assert!(second["metadata"].get("labels").is_none_or(|l| l.as_object().is_none_or(|m| m.is_empty())));
+    }
+}

@@ -1,0 +1,120 @@
+//! Discovery documents: `/version`, `/api`, `/apis` and the resource lists.
+
+use serde_json::{Value, json};
+
+use super::resources::{ResourceDef, groups};
+
+/// The Kubernetes version the harness reports (the version of the
+/// `k8s-openapi` types it is built with).
+pub(crate) const MINOR: &str = "37";
+
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": MINOR,
+        "emulationMajor": "1",
+        "emulationMinor": MINOR,
+        "gitVersion": format!("v1.{MINOR}.0-stratus"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "n/a (stratus-testing in-memory API server)",
+        "compiler": "rustc",
+        "platform": "linux/amd64",
+    })
+}
+
+pub(crate) fn api_versions(addr: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}],
+    })
+}
+
+fn group_doc(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+pub(crate) fn group_list(defs: &[ResourceDef]) -> Value {
+    let groups: Vec<Value> = groups(defs).into_iter().map(|(g, v)| group_doc(g, v)).collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub(crate) fn group(defs: &[ResourceDef], name: &str) -> Option<Value> {
+    groups(defs).into_iter().find(|(g, _)| *g == name).map(|(g, v)| {
+        let mut doc = group_doc(g, v);
+        doc["kind"] = json!("APIGroup");
+        doc["apiVersion"] = json!("v1");
+        doc
+    })
+}
+
+fn subresource(def: &ResourceDef, sub: &str) -> Value {
+    let (kind, group, version, verbs): (&str, &str, &str, &[&str]) = match sub {
+        "status" => (def.kind, "", "", &["get", "patch", "update"]),
+        "approval" => (def.kind, "", "", &["get", "patch", "update"]),
+        "finalize" => (def.kind, "", "", &["update"]),
+        "binding" => ("Binding", "", "", &["create"]),
+        "eviction" => ("Eviction", "policy", "v1", &["create"]),
+        "log" => ("Pod", "", "", &["get"]),
+        "exec" => ("PodExecOptions", "", "", &["create", "get"]),
+        "attach" => ("PodAttachOptions", "", "", &["create", "get"]),
+        "portforward" => ("PodPortForwardOptions", "", "", &["create", "get"]),
+        "proxy" => ("NodeProxyOptions", "", "", &["create", "delete", "get", "patch", "update"]),
+        _ => (def.kind, "", "", &["get"]),
+    };
+    let mut doc = json!({
+        "name": format!("{}/{sub}", def.plural),
+        "singularName": "",
+        "namespaced": def.namespaced,
+        "kind": kind,
+        "verbs": verbs,
+    });
+    if !group.is_empty() {
+        doc["group"] = json!(group);
+        doc["version"] = json!(version);
+    }
+    doc
+}
+
+pub(crate) fn resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+    let in_group: Vec<&ResourceDef> = defs.iter().filter(|d| d.group == group && d.version == version).collect();
+    if in_group.is_empty() {
+        return None;
+    }
+    let mut resources = Vec::new();
+    for d in in_group {
+        let mut doc = json!({
+            "name": d.plural,
+            "singularName": d.singular,
+            "namespaced": d.namespaced,
+            "kind": d.kind,
+            "verbs": d.verbs(),
+        });
+        if !d.short_names.is_empty() {
+            doc["shortNames"] = json!(d.short_names);
+        }
+        if !d.categories.is_empty() {
+            doc["categories"] = json!(d.categories);
+        }
+        resources.push(doc);
+        for sub in d.subresources {
+            resources.push(subresource(d, sub));
+        }
+    }
+    let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+}
+
+/// The root document: every path served.
+pub(crate) fn root(defs: &[ResourceDef]) -> Value {
+    let mut paths = vec!["/api".to_owned(), "/api/v1".to_owned(), "/apis".to_owned()];
+    for (g, v) in groups(defs) {
+        paths.push(format!("/apis/{g}"));
+        paths.push(format!("/apis/{g}/{v}"));
+    }
+    paths.extend(["/healthz", "/livez", "/readyz", "/version"].map(str::to_owned));
+    json!({"paths": paths})
+}

@@ -1,0 +1,329 @@
+//! HTTP: routing, content negotiation, faults, the request log, and
+//! dispatch to the read, write and watch handlers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::controls::{FaultAction, RequestRecord, Verb};
+use super::discovery;
+use super::error::ApiError;
+use super::read::{self, Representation};
+use super::state::{Inner, Query, ResourceRequest};
+use super::watch;
+use super::write;
+
+/// The response body type.
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).boxed_unsync()
+}
+
+fn json_response(code: u16, bytes: Bytes) -> Response<Body> {
+    let mut resp = Response::new(full(bytes));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn value_response(code: u16, value: &Value) -> Response<Body> {
+    json_response(code, Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+fn error_response(err: &ApiError) -> Response<Body> {
+    let mut resp = value_response(err.code, &err.to_status());
+    if let Some(secs) = err.retry_after
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+fn not_found_path() -> ApiError {
+    ApiError::new(404, "NotFound", "the server could not find the requested resource")
+}
+
+/// A routed request.
+enum Route {
+    Text(&'static str),
+    Document(Value),
+    Resource(ResourceRequest),
+}
+
+fn decode(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+fn find_def(inner: &Inner, group: &str, version: &str, plural: &str) -> Option<usize> {
+    inner
+        .defs
+        .iter()
+        .position(|d| d.group == group && d.version == version && d.plural == plural)
+}
+
+fn route(inner: &Inner, path: &str, query: &Query, user_agent: &str, host: &str) -> Result<Route, ApiError> {
+    let segs: Vec<String> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode)
+        .collect();
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let (group, version, rest): (&str, &str, &[&str]) = match s.as_slice() {
+        [] => return Ok(Route::Document(discovery::root(&inner.defs))),
+        ["version"] => return Ok(Route::Document(discovery::version())),
+        ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text("ok")),
+        ["api"] => return Ok(Route::Document(discovery::api_versions(host))),
+        ["api", "v1"] => {
+            return discovery::resource_list(&inner.defs, "", "v1").map(Route::Document).ok_or_else(not_found_path);
+        }
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis"] => return Ok(Route::Document(discovery::group_list(&inner.defs))),
+        ["apis", g] => return discovery::group(&inner.defs, g).map(Route::Document).ok_or_else(not_found_path),
+        ["apis", g, v] => {
+            return discovery::resource_list(&inner.defs, g, v).map(Route::Document).ok_or_else(not_found_path);
+        }
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(not_found_path()),
+    };
+    let namespaced_plural = |p: &str| find_def(inner, group, version, p).filter(|&i| inner.defs[i].namespaced);
+    let (def, namespace, name, sub) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if namespaced_plural(plural).is_some() => {
+            let def = namespaced_plural(plural).ok_or_else(not_found_path)?;
+            match tail {
+                [] => (def, Some(*ns), None, None),
+                [name] => (def, Some(*ns), Some(*name), None),
+                [name, sub] => (def, Some(*ns), Some(*name), Some(*sub)),
+                _ => return Err(not_found_path()),
+            }
+        }
+        [plural, tail @ ..] => {
+            let def = find_def(inner, group, version, plural).ok_or_else(not_found_path)?;
+            if inner.defs[def].namespaced && !tail.is_empty() {
+                return Err(not_found_path());
+            }
+            match tail {
+                [] => (def, None, None, None),
+                [name] => (def, None, Some(*name), None),
+                [name, sub] => (def, None, Some(*name), Some(*sub)),
+                _ => return Err(not_found_path()),
+            }
+        }
+        [] => return Err(not_found_path()),
+    };
+    if let Some(sub) = sub
+        && !inner.defs[def].subresources.contains(&sub)
+    {
+        return Err(not_found_path());
+    }
+    Ok(Route::Resource(ResourceRequest {
+        def,
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        sub: sub.map(str::to_owned),
+        query: query.clone(),
+        user_agent: user_agent.to_owned(),
+    }))
+}
+
+fn verb_of(method: &Method, req: &ResourceRequest) -> Verb {
+    match (method, req.name.is_some()) {
+        (&Method::GET, true) => Verb::Get,
+        (&Method::GET, false) if req.query.flag("watch") => Verb::Watch,
+        (&Method::GET, false) => Verb::List,
+        (&Method::POST, _) => Verb::Create,
+        (&Method::PUT, _) => Verb::Update,
+        (&Method::PATCH, _) => Verb::Patch,
+        (&Method::DELETE, true) => Verb::Delete,
+        (&Method::DELETE, false) => Verb::DeleteCollection,
+        _ => Verb::Other,
+    }
+}
+
+fn header_str<'a>(parts: &'a http::request::Parts, name: header::HeaderName) -> &'a str {
+    parts.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+}
+
+async fn read_body(inner: &Inner, body: Incoming) -> Result<Bytes, ApiError> {
+    match Limited::new(body, inner.settings.max_body).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {}", inner.settings.max_body),
+        )),
+        Err(e) => Err(ApiError::bad_request(format!("could not read the request body: {e}"))),
+    }
+}
+
+fn fault_error(action: &FaultAction) -> ApiError {
+    match action {
+        FaultAction::Throttle { retry_after_secs } => ApiError {
+            retry_after: Some(*retry_after_secs),
+            ..ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later")
+        },
+        FaultAction::Error(code) => {
+            let reason = match code {
+                400 => "BadRequest",
+                401 => "Unauthorized",
+                403 => "Forbidden",
+                404 => "NotFound",
+                409 => "Conflict",
+                410 => "Expired",
+                422 => "Invalid",
+                429 => "TooManyRequests",
+                500 => "InternalError",
+                503 => "ServiceUnavailable",
+                504 => "Timeout",
+                _ => "InternalError",
+            };
+            ApiError::new(*code, reason, format!("injected fault: {code}"))
+        }
+        FaultAction::Latency(_) => ApiError::internal("a latency fault is not an error"),
+    }
+}
+
+fn watch_response(inner: Arc<Inner>, plan: watch::WatchPlan) -> Response<Body> {
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    tokio::spawn(watch::run(inner, plan, tx));
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+async fn resource(
+    inner: &Arc<Inner>,
+    method: &Method,
+    req: ResourceRequest,
+    parts: &http::request::Parts,
+    body: Incoming,
+) -> Result<Response<Body>, ApiError> {
+    let accept = header_str(parts, header::ACCEPT);
+    let repr = Representation::from_accept(accept);
+    let sub = req.sub.clone();
+    let answer = |r: Result<write::Answer, ApiError>| r.map(|(code, v)| value_response(code, &v));
+    match (method, req.name.is_some(), sub.as_deref()) {
+        (&Method::GET, false, None) if req.query.flag("watch") => {
+            let plan = watch::plan(inner, &req, repr)?;
+            Ok(watch_response(inner.clone(), plan))
+        }
+        (&Method::GET, false, None) => read::list(inner, &req, repr).map(|b| json_response(200, b)),
+        (&Method::GET, true, None | Some("status" | "approval")) => {
+            if req.query.flag("watch") {
+                let plan = watch::plan(inner, &req, repr)?;
+                return Ok(watch_response(inner.clone(), plan));
+            }
+            read::get(inner, &req, repr).map(|b| json_response(200, b))
+        }
+        (_, true, Some("log" | "exec" | "attach" | "portforward" | "proxy")) => Err(ApiError::new(
+            501,
+            "NotImplemented",
+            "the harness API server does not proxy to kubelet endpoints (pods/log, exec, attach, portforward, nodes/proxy)",
+        )),
+        (&Method::POST, false, None) => {
+            let body = read_body(inner, body).await?;
+            answer(write::create(inner, &req, &body))
+        }
+        (&Method::POST, true, Some("binding")) => {
+            let body = read_body(inner, body).await?;
+            answer(write::bind(inner, &req, &body))
+        }
+        (&Method::POST, true, Some("eviction")) => {
+            let body = read_body(inner, body).await?;
+            answer(write::evict(inner, &req, &body))
+        }
+        (&Method::PUT, true, None | Some("status" | "approval" | "finalize")) => {
+            let body = read_body(inner, body).await?;
+            answer(write::update(inner, &req, &body))
+        }
+        (&Method::PATCH, true, None | Some("status" | "approval")) => {
+            let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
+            let body = read_body(inner, body).await?;
+            answer(write::patch(inner, &req, &content_type, &body))
+        }
+        (&Method::DELETE, true, None) => {
+            let body = read_body(inner, body).await?;
+            answer(write::delete(inner, &req, &body))
+        }
+        (&Method::DELETE, false, None) => {
+            let body = read_body(inner, body).await?;
+            answer(write::delete_collection(inner, &req, &body))
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))),
+    }
+}
+
+/// Serve one request.
+pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, host: Arc<str>) -> Response<Body> {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let query = Query::parse(parts.uri.query());
+    let user_agent = header_str(&parts, header::USER_AGENT).to_owned();
+    let method = parts.method.clone();
+    let routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
+    let (verb, resource_name, namespace, name) = match &routed {
+        Ok(Route::Resource(r)) => {
+            let def = &inner.defs[r.def];
+            let res = match &r.sub {
+                Some(sub) => format!("{}/{sub}", def.plural),
+                None => def.plural.to_owned(),
+            };
+            (verb_of(&method, r), res, r.namespace.clone(), r.name.clone())
+        }
+        _ => (Verb::Other, String::new(), None, None),
+    };
+    let faults = inner.faults.apply(verb, resource_name.split('/').next().unwrap_or_default());
+    let response = if let Some(paused) = faults.paused_for {
+        let secs = paused.as_secs().max(1);
+        error_response(&ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request (paused by a test)")
+        })
+    } else {
+        if !faults.delay.is_zero() {
+            tokio::time::sleep(faults.delay).await;
+        }
+        match (&faults.error, routed) {
+            (Some(action), _) => error_response(&fault_error(action)),
+            (None, Err(e)) => error_response(&e),
+            (None, Ok(Route::Text(t))) => {
+                let mut resp = Response::new(full(Bytes::from_static(t.as_bytes())));
+                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                resp
+            }
+            (None, Ok(Route::Document(doc))) => value_response(200, &doc),
+            (None, Ok(Route::Resource(r))) => match resource(&inner, &method, r, &parts, body).await {
+                Ok(resp) => resp,
+                Err(e) => error_response(&e),
+            },
+        }
+    };
+    inner.log.push(RequestRecord {
+        verb,
+        resource: resource_name,
+        namespace,
+        name,
+        user_agent,
+        status: response.status().as_u16(),
+        latency: started.elapsed(),
+    });
+    response
+}

@@ -1,0 +1,425 @@
+//! An in-memory Kubernetes API server that `kube::Client` and kubectl talk to
+//! over real HTTP.
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//! use stratus_testing::ApiServer;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let server = ApiServer::start().await.unwrap();
+//! let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("settings".into());
+//! let created = api.create(&PostParams::default(), &cm).await.unwrap();
+//! assert!(created.metadata.uid.is_some());
+//! assert_eq!(api.get("settings").await.unwrap().metadata.name.as_deref(), Some("settings"));
+//! server.shutdown().await;
+//! # });
+//! ```
+
+mod apply;
+mod controls;
+mod defaults;
+mod discovery;
+mod error;
+mod fields;
+mod http;
+mod meta;
+mod patch;
+mod read;
+mod resources;
+mod reviews;
+mod selectors;
+mod state;
+mod store;
+mod table;
+mod validation;
+mod watch;
+mod write;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch as tokio_watch;
+use tokio::task::JoinHandle;
+
+pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
+
+use state::{Inner, Query, ResourceRequest, Settings};
+
+/// Why the server could not start or act.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiServerError {
+    /// The listening socket could not be bound.
+    #[error("could not bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `kube::Client` could not be built.
+    #[error("could not build a client: {0}")]
+    Client(String),
+    /// An object could not be seeded.
+    #[error("could not seed {what}: {message}")]
+    Seed {
+        /// The object.
+        what: String,
+        /// The API error message.
+        message: String,
+    },
+    /// Writing the kubeconfig failed.
+    #[error("could not write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Builds an [`ApiServer`].
+#[derive(Debug, Clone)]
+pub struct ApiServerBuilder {
+    addr: SocketAddr,
+    settings: Settings,
+}
+
+impl Default for ApiServerBuilder {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            settings: Settings::default(),
+        }
+    }
+}
+
+impl ApiServerBuilder {
+    /// Listen on `addr` (default `127.0.0.1:0`, a free port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Keep this many events for watch resumption (default 100,000); older
+    /// resumes get 410 Gone.
+    pub fn history(mut self, events: usize) -> Self {
+        self.settings.history = events;
+        self
+    }
+
+    /// Send bookmarks this often to watches that allow them (default 5 s).
+    pub fn bookmark_interval(mut self, every: Duration) -> Self {
+        self.settings.bookmark_interval = every;
+        self
+    }
+
+    /// Refuse request bodies larger than this (default 3 MiB, as
+    /// kube-apiserver).
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.settings.max_body = bytes;
+        self
+    }
+
+    /// Start serving.
+    pub async fn start(self) -> Result<ApiServer, ApiServerError> {
+        let inner = Inner::new(self.settings);
+        seed_defaults(&inner)?;
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| ApiServerError::Bind { addr: self.addr, source })?;
+        let addr = listener.local_addr().map_err(|source| ApiServerError::Bind { addr: self.addr, source })?;
+        let (generation, _) = tokio_watch::channel(0u64);
+        let task = spawn_serving(inner.clone(), listener, addr, generation.subscribe());
+        Ok(ApiServer {
+            inner,
+            addr,
+            task: Some(task),
+            generation,
+        })
+    }
+}
+
+fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
+    for ns in write::SYSTEM_NAMESPACES {
+        create_json(inner, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))?;
+    }
+    create_json(
+        inner,
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}
+        }),
+    )?;
+    Ok(())
+}
+
+/// Create an object from JSON through the normal create path.
+fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let what = format!("{api_version} {kind}");
+    let def = inner
+        .defs
+        .iter()
+        .position(|d| d.api_version() == api_version && d.kind == kind)
+        .ok_or_else(|| ApiServerError::Seed { what: what.clone(), message: "unknown kind".into() })?;
+    let namespace = inner.defs[def].namespaced.then(|| {
+        obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_owned()
+    });
+    let req = ResourceRequest {
+        def,
+        namespace,
+        name: None,
+        sub: None,
+        query: Query::parse(Some("fieldManager=stratus-harness")),
+        user_agent: "stratus-harness".into(),
+    };
+    let body = serde_json::to_vec(&obj).unwrap_or_default();
+    write::create(inner, &req, &body)
+        .map(|(_, v)| v)
+        .map_err(|e| ApiServerError::Seed { what, message: e.message })
+}
+
+fn spawn_serving(
+    inner: Arc<Inner>,
+    listener: TcpListener,
+    addr: SocketAddr,
+    mut generation: tokio_watch::Receiver<u64>,
+) -> JoinHandle<()> {
+    let host: Arc<str> = Arc::from(addr.to_string());
+    tokio::spawn(async move {
+        let mut closing = inner.closing.subscribe();
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = generation.changed() => break,
+                _ = closing.changed() => break,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let _ = stream.set_nodelay(true);
+            let inner = inner.clone();
+            let host = host.clone();
+            let mut conn_generation = generation.clone();
+            let mut conn_closing = inner.closing.subscribe();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let inner = inner.clone();
+                    let host = host.clone();
+                    async move { Ok::<_, std::convert::Infallible>(http::handle(inner, req, host).await) }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = conn_generation.changed() => {}
+                    _ = conn_closing.changed() => {}
+                }
+            });
+        }
+    })
+}
+
+/// A running in-memory API server. Dropping it stops it.
+pub struct ApiServer {
+    inner: Arc<Inner>,
+    addr: SocketAddr,
+    task: Option<JoinHandle<()>>,
+    generation: tokio_watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl ApiServer {
+    /// Start a server on a free port of 127.0.0.1 with the defaults.
+    pub async fn start() -> Result<Self, ApiServerError> {
+        ApiServerBuilder::default().start().await
+    }
+
+    /// A builder for other settings.
+    pub fn builder() -> ApiServerBuilder {
+        ApiServerBuilder::default()
+    }
+
+    /// The address served.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A `kube::Client` for this server.
+    pub fn client(&self) -> kube::Client {
+        self.try_client().unwrap_or_else(|e| panic!("harness client: {e}"))
+    }
+
+    /// A `kube::Client` for this server, or why not.
+    pub fn try_client(&self) -> Result<kube::Client, ApiServerError> {
+        let url = self.url().parse().map_err(|e| ApiServerError::Client(format!("{e}")))?;
+        let config = kube::Config::new(url);
+        kube::Client::try_from(config).map_err(|e| ApiServerError::Client(e.to_string()))
+    }
+
+    /// A kubeconfig (YAML) pointing at this server, for kubectl.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus\n  cluster:\n    server: {url}\ncontexts:\n- name: stratus\n  context:\n    cluster: stratus\n    user: stratus\n    namespace: default\ncurrent-context: stratus\nusers:\n- name: stratus\n  user:\n    token: stratus-harness\n",
+            url = self.url()
+        )
+    }
+
+    /// Write [`ApiServer::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), ApiServerError> {
+        let path = path.as_ref();
+        std::fs::write(path, self.kubeconfig()).map_err(|source| ApiServerError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Create an object (any served kind, as JSON with `apiVersion` and
+    /// `kind`) through the normal create path, with the field manager
+    /// `stratus-harness`.
+    pub fn seed(&self, object: Value) -> Result<Value, ApiServerError> {
+        create_json(&self.inner, object)
+    }
+
+    /// Create a typed object through the normal create path.
+    pub fn seed_typed<K: serde::Serialize + kube::Resource<DynamicType = ()>>(&self, object: &K) -> Result<Value, ApiServerError> {
+        let mut value = serde_json::to_value(object).map_err(|e| ApiServerError::Seed {
+            what: K::kind(&()).into_owned(),
+            message: e.to_string(),
+        })?;
+        value["apiVersion"] = json!(K::api_version(&()));
+        value["kind"] = json!(K::kind(&()));
+        self.seed(value)
+    }
+
+    /// Every request served so far.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.inner.log.snapshot()
+    }
+
+    /// Requests served so far, by verb.
+    pub fn request_counts(&self) -> BTreeMap<Verb, usize> {
+        self.inner.log.counts()
+    }
+
+    /// Forget the request log.
+    pub fn clear_requests(&self) {
+        self.inner.log.clear();
+    }
+
+    /// Inject a fault.
+    pub fn inject(&self, fault: Fault) {
+        self.inner.faults.add(fault);
+    }
+
+    /// Remove every fault and end a pause.
+    pub fn clear_faults(&self) {
+        self.inner.faults.clear();
+    }
+
+    /// Answer every request with 503 (and `Retry-After`) for `duration`.
+    pub fn pause(&self, duration: Duration) {
+        self.inner.faults.pause(duration);
+    }
+
+    /// End every open watch, as a load balancer or API server restart would.
+    pub fn drop_watches(&self) {
+        self.inner.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Forget the event history: resuming a watch from any earlier
+    /// resourceVersion gets 410 Gone, and so does continuing a paginated
+    /// list started before.
+    pub fn compact(&self) {
+        self.inner.store.compact();
+    }
+
+    /// The current global resourceVersion.
+    pub fn revision(&self) -> u64 {
+        self.inner.store.revision()
+    }
+
+    /// Make TokenReviews of `token` authenticate as `user`.
+    pub fn add_token(&self, token: &str, user: ReviewUser) {
+        self.inner
+            .reviews
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_owned(), user);
+    }
+
+    /// Decide SubjectAccessReviews with `policy` (default: allow all).
+    pub fn set_access_policy(&self, policy: impl Fn(&AccessRequest) -> (bool, String) + Send + Sync + 'static) {
+        *self.inner.reviews.policy.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+    }
+
+    /// Close every connection and open watch and serve again on the same
+    /// address, keeping all objects: what clients see when kube-apiserver
+    /// restarts.
+    pub async fn restart(&mut self) -> Result<(), ApiServerError> {
+        self.generation.send_modify(|g| *g += 1);
+        self.drop_watches();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let listener = bind_retry(self.addr).await?;
+        self.task = Some(spawn_serving(self.inner.clone(), listener, self.addr, self.generation.subscribe()));
+        Ok(())
+    }
+
+    /// Stop serving and wait for the accept loop to end.
+    pub async fn shutdown(mut self) {
+        self.inner.closing.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+async fn bind_retry(addr: SocketAddr) -> Result<TcpListener, ApiServerError> {
+    let mut last = None;
+    for _ in 0..50 {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Ok(l),
+            Err(e) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    Err(ApiServerError::Bind {
+        addr,
+        source: last.unwrap_or_else(|| std::io::Error::other("bind failed")),
+    })
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.inner.closing.send_replace(true);
+    }
+}

@@ -1,0 +1,357 @@
+//! JSON patch, JSON merge patch and strategic merge patch.
+//!
+//! Strategic merge patch follows the patch strategies and merge keys of the
+//! core types (`patchStrategy` / `patchMergeKey` in the Go types): lists of
+//! conditions and node addresses merge by `type`; containers, env, volumes
+//! by `name`; ports by `containerPort` / `port`; owner references by `uid`;
+//! finalizers and pod CIDRs merge as sets; every other list (taints,
+//! tolerations, ...) is replaced. The `$patch`, `$retainKeys`,
+//! `$deleteFromPrimitiveList/` and `$setElementOrder/` directives are
+//! honoured.
+
+use serde_json::{Map, Value};
+
+/// How a list field merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListStrategy {
+    /// The patch replaces the list.
+    Atomic,
+    /// Elements merge by this key.
+    MergeByKey(&'static str),
+    /// A list of scalars merged as a set.
+    MergePrimitive,
+}
+
+/// The strategy of the list at `path` (field names from the object root,
+/// list indexes omitted) of an object of `kind`.
+pub(crate) fn list_strategy(kind: &str, path: &[&str]) -> ListStrategy {
+    use ListStrategy::*;
+    match path {
+        ["metadata", "finalizers"] => MergePrimitive,
+        ["metadata", "ownerReferences"] => MergeByKey("uid"),
+        ["status", "conditions"] => MergeByKey("type"),
+        _ => match (kind, path) {
+            ("Pod", ["spec", "containers" | "initContainers" | "ephemeralContainers"]) => {
+                MergeByKey("name")
+            }
+            ("Pod", ["spec", "containers" | "initContainers" | "ephemeralContainers", field]) => {
+                match *field {
+                    "env" => MergeByKey("name"),
+                    "ports" => MergeByKey("containerPort"),
+                    "volumeMounts" => MergeByKey("mountPath"),
+                    "volumeDevices" => MergeByKey("devicePath"),
+                    "resizePolicy" => MergeByKey("resourceName"),
+                    _ => Atomic,
+                }
+            }
+            ("Pod", ["spec", "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates"]) => {
+                MergeByKey("name")
+            }
+            ("Pod", ["spec", "hostAliases"]) => MergeByKey("ip"),
+            ("Pod", ["spec", "topologySpreadConstraints"]) => MergeByKey("topologyKey"),
+            ("Pod", ["status", "podIPs" | "hostIPs"]) => MergeByKey("ip"),
+            ("Node", ["spec", "podCIDRs"]) => MergePrimitive,
+            ("Node", ["status", "addresses"]) => MergeByKey("type"),
+            ("Service", ["spec", "ports"]) => MergeByKey("port"),
+            ("ServiceAccount", ["secrets"]) => MergeByKey("name"),
+            _ => Atomic,
+        },
+    }
+}
+
+/// Apply an RFC 6902 JSON patch.
+pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
+    let ops: json_patch::Patch =
+        serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
+    json_patch::patch(target, &ops).map_err(|e| e.to_string())
+}
+
+/// Apply an RFC 7386 JSON merge patch.
+pub(crate) fn merge_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
+    if !patch.is_object() {
+        return Err("a merge patch must be a JSON object".to_owned());
+    }
+    json_patch::merge(target, patch);
+    Ok(())
+}
+
+/// Apply a strategic merge patch to an object of `kind`.
+pub(crate) fn strategic_merge(kind: &str, target: &mut Value, patch: &Value) -> Result<(), String> {
+    let Value::Object(patch) = patch else {
+        return Err("a strategic merge patch must be a JSON object".to_owned());
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let mut path = Vec::new();
+    merge_map(kind, target, patch, &mut path)
+}
+
+/// A copy of `v` without `$`-directives (for values inserted whole).
+fn clean(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), clean(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .filter(|e| !e.as_object().is_some_and(|m| m.contains_key("$patch")))
+                .map(clean)
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn merge_map(
+    kind: &str,
+    target: &mut Value,
+    patch: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    match patch.get("$patch").and_then(Value::as_str) {
+        Some("replace") => {
+            *target = clean(&Value::Object(patch.clone()));
+            return Ok(());
+        }
+        Some("delete") => {
+            *target = Value::Null;
+            return Ok(());
+        }
+        Some("merge") | None => {}
+        Some(other) => return Err(format!("unknown patch type {other:?}")),
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let mut orders: Vec<(String, Vec<Value>)> = Vec::new();
+    for (key, value) in patch {
+        if key == "$patch" || key == "$retainKeys" {
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$setElementOrder/") {
+            let order = value
+                .as_array()
+                .ok_or_else(|| format!("{key} must be a list"))?
+                .clone();
+            orders.push((field.to_owned(), order));
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            let remove = value.as_array().ok_or_else(|| format!("{key} must be a list"))?;
+            let map = target.as_object_mut().ok_or("target is not an object")?;
+            if let Some(Value::Array(list)) = map.get_mut(field) {
+                list.retain(|v| !remove.contains(v));
+            }
+            continue;
+        }
+        if key.starts_with('$') {
+            return Err(format!("unknown directive {key:?}"));
+        }
+        let map = target.as_object_mut().ok_or("target is not an object")?;
+        match value {
+            Value::Null => {
+                map.remove(key);
+            }
+            Value::Object(sub) => {
+                path.push(key.clone());
+                let entry = map.entry(key.clone()).or_insert(Value::Null);
+                merge_map(kind, entry, sub, path)?;
+                if entry.is_null() {
+                    map.remove(key);
+                }
+                path.pop();
+            }
+            Value::Array(items) => {
+                path.push(key.clone());
+                let names: Vec<&str> = path.iter().map(String::as_str).collect();
+                let strategy = list_strategy(kind, &names);
+                let entry = map.entry(key.clone()).or_insert(Value::Array(Vec::new()));
+                merge_list(kind, strategy, entry, items, path)?;
+                path.pop();
+            }
+            scalar => {
+                map.insert(key.clone(), scalar.clone());
+            }
+        }
+    }
+    if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
+        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
+        if let Some(map) = target.as_object_mut() {
+            map.retain(|k, _| keep.contains(&k.as_str()));
+        }
+    }
+    for (field, order) in orders {
+        let names: Vec<String> = path.iter().cloned().chain([field.clone()]).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let strategy = list_strategy(kind, &names);
+        if let Some(Value::Array(list)) = target.get_mut(&field) {
+            reorder(list, &order, strategy);
+        }
+    }
+    Ok(())
+}
+
+fn key_of<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.as_object().and_then(|m| m.get(key))
+}
+
+fn reorder(list: &mut [Value], order: &[Value], strategy: ListStrategy) {
+    let position = |v: &Value| -> usize {
+        order
+            .iter()
+            .position(|o| match strategy {
+                ListStrategy::MergeByKey(k) => key_of(o, k).is_some() && key_of(o, k) == key_of(v, k),
+                _ => o == v,
+            })
+            .unwrap_or(usize::MAX)
+    };
+    list.sort_by_key(|v| position(v));
+}
+
+fn merge_list(
+    kind: &str,
+    strategy: ListStrategy,
+    target: &mut Value,
+    items: &[Value],
+    path: &mut Vec<String>,
+) -> Result<(), String> {
+    let replace_all = items
+        .iter()
+        .any(|e| key_of(e, "$patch").and_then(Value::as_str) == Some("replace"));
+    if replace_all || !target.is_array() {
+        *target = clean(&Value::Array(items.to_vec()));
+        return Ok(());
+    }
+    match strategy {
+        ListStrategy::Atomic => *target = clean(&Value::Array(items.to_vec())),
+        ListStrategy::MergePrimitive => {
+            let list = target.as_array_mut().ok_or("target is not a list")?;
+            for item in items {
+                if !list.contains(item) {
+                    list.push(item.clone());
+                }
+            }
+        }
+        ListStrategy::MergeByKey(key) => {
+            let list = target.as_array_mut().ok_or("target is not a list")?;
+            for item in items {
+                let Some(id) = key_of(item, key).cloned() else {
+                    return Err(format!(
+                        "map: {item} does not contain declared merge key: {key}"
+                    ));
+                };
+                let existing = list.iter().position(|e| key_of(e, key) == Some(&id));
+                if key_of(item, "$patch").and_then(Value::as_str) == Some("delete") {
+                    if let Some(i) = existing {
+                        list.remove(i);
+                    }
+                    continue;
+                }
+                match existing {
+                    Some(i) => {
+                        let sub = item.as_object().ok_or("list element is not an object")?;
+                        merge_map(kind, &mut list[i], sub, path)?;
+                    }
+                    None => list.push(clean(item)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn smp(kind: &str, mut target: Value, patch: Value) -> Value {
+        strategic_merge(kind, &mut target, &patch).unwrap();
+        target
+    }
+
+    #[test]
+    fn conditions_merge_by_type() {
+        let node = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "NetworkUnavailable", "status": "True"}
+        ]}});
+        let out = smp("Node", node, json!({"status": {"conditions": [
+            {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
+        ]}}));
+        assert_eq!(out["status"]["conditions"], json!([
+            {"type": "Ready", "status": "True"},
+            {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
+        ]));
+    }
+
+    #[test]
+    fn taints_are_replaced_and_finalizers_merged() {
+        let node = json!({"metadata": {"finalizers": ["a"]}, "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}});
+        let out = smp("Node", node, json!({"metadata": {"finalizers": ["b", "a"]}, "spec": {"taints": [{"key": "y", "effect": "NoSchedule"}]}}));
+        assert_eq!(out["spec"]["taints"], json!([{"key": "y", "effect": "NoSchedule"}]));
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+    }
+
+    #[test]
+    fn containers_and_env_by_name_with_delete_directive() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "app", "image": "a:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+            {"name": "side", "image": "s:1"}
+        ]}});
+        let out = smp("Pod", pod, json!({"spec": {"containers": [
+            {"name": "app", "image": "a:2", "env": [{"name": "B", "$patch": "delete"}, {"name": "C", "value": "3"}]},
+            {"name": "side", "$patch": "delete"}
+        ]}}));
+        assert_eq!(out["spec"]["containers"], json!([
+            {"name": "app", "image": "a:2", "env": [{"name": "A", "value": "1"}, {"name": "C", "value": "3"}]}
+        ]));
+    }
+
+    #[test]
+    fn directives() {
+        let obj = json!({"metadata": {"finalizers": ["a", "b", "c"], "labels": {"x": "1", "y": "2"}}});
+        let out = smp("Pod", obj.clone(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}));
+        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]));
+        let out = smp("Pod", obj.clone(), json!({"metadata": {"labels": {"$patch": "replace", "z": "3"}}}));
+        assert_eq!(out["metadata"]["labels"], json!({"z": "3"}));
+        let out = smp("Pod", obj.clone(), json!({"metadata": {"labels": {"y": null}}}));
+        assert_eq!(out["metadata"]["labels"], json!({"x": "1"}));
+        let out = smp("Pod", obj.clone(), json!({"metadata": {"$setElementOrder/finalizers": ["c", "a", "b"]}}));
+        assert_eq!(out["metadata"]["finalizers"], json!(["c", "a", "b"]));
+        let out = smp("Pod", obj.clone(), json!({"metadata": {"labels": {"$retainKeys": ["y"], "y": "5"}}}));
+        assert_eq!(out["metadata"]["labels"], json!({"y": "5"}));
+        let out = smp("Pod", obj, json!({"metadata": {"labels": {"$patch": "delete"}}}));
+        assert!(out["metadata"].get("labels").is_none());
+        let mut t = json!({});
+        assert!(strategic_merge("Pod", &mut t, &json!({"$bogus": 1})).is_err());
+        assert!(strategic_merge("Pod", &mut t, &json!([1])).is_err());
+    }
+
+    #[test]
+    fn owner_references_by_uid_and_replace_list() {
+        let obj = json!({"metadata": {"ownerReferences": [{"uid": "1", "name": "a"}]}, "spec": {"ports": [{"port": 80, "name": "http"}]}});
+        let out = smp("Service", obj, json!({
+            "metadata": {"ownerReferences": [{"uid": "2", "name": "b"}]},
+            "spec": {"ports": [{"$patch": "replace"}, {"port": 443}]}
+        }));
+        assert_eq!(out["metadata"]["ownerReferences"].as_array().unwrap().len(), 2);
+        assert_eq!(out["spec"]["ports"], json!([{"port": 443}]));
+    }
+
+    #[test]
+    fn json_and_merge_patches() {
+        let mut v = json!({"a": 1, "b": {"c": 2}});
+        json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 1}, {"op": "replace", "path": "/a", "value": 5}])).unwrap();
+        assert_eq!(v["a"], 5);
+        assert!(json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 1}])).is_err());
+        assert!(json_patch(&mut v, &json!({"op": "add"})).is_err());
+        merge_patch(&mut v, &json!({"b": {"c": null, "d": 3}})).unwrap();
+        assert_eq!(v["b"], json!({"d": 3}));
+        assert!(merge_patch(&mut v, &json!([1])).is_err());
+    }
+}

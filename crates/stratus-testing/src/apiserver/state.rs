@@ -1,0 +1,172 @@
+//! The server's shared state and the parsed form of a resource request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::controls::{Faults, RequestLog, Reviews};
+use super::defaults::Allocators;
+use super::error::ApiError;
+use super::resources::ResourceDef;
+use super::store::Store;
+
+/// Tunables of the server.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Events kept for watch resumption.
+    pub(crate) history: usize,
+    /// How often watches with `allowWatchBookmarks` get a bookmark.
+    pub(crate) bookmark_interval: Duration,
+    /// The largest request body accepted.
+    pub(crate) max_body: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            history: 100_000,
+            bookmark_interval: Duration::from_secs(5),
+            max_body: 3 * 1024 * 1024,
+        }
+    }
+}
+
+/// Everything the handlers share.
+pub(crate) struct Inner {
+    pub(crate) defs: Vec<ResourceDef>,
+    pub(crate) store: Store,
+    pub(crate) alloc: Allocators,
+    pub(crate) settings: Settings,
+    pub(crate) reviews: Reviews,
+    pub(crate) faults: Faults,
+    pub(crate) log: RequestLog,
+    /// Bumped to end every open watch.
+    pub(crate) watch_epoch: watch::Sender<u64>,
+    /// Set when the server shuts down.
+    pub(crate) closing: watch::Sender<bool>,
+    pub(crate) generate: Mutex<u64>,
+}
+
+impl Inner {
+    pub(crate) fn new(settings: Settings) -> Arc<Self> {
+        let defs = super::resources::builtin();
+        let store = Store::new(defs.len(), settings.history);
+        Arc::new(Self {
+            defs,
+            store,
+            alloc: Allocators::default(),
+            settings,
+            reviews: Reviews::default(),
+            faults: Faults::default(),
+            log: RequestLog::default(),
+            watch_epoch: watch::channel(0).0,
+            closing: watch::channel(false).0,
+            generate: Mutex::new(0x5eed),
+        })
+    }
+
+    /// A random-looking 5-character suffix for `generateName`, from the
+    /// alphabet the API server uses.
+    pub(crate) fn name_suffix(&self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut state = self.generate.lock().unwrap_or_else(|e| e.into_inner());
+        let seed = uuid::Uuid::new_v4().as_u128() as u64;
+        *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(seed | 1);
+        let mut x = *state;
+        (0..5)
+            .map(|_| {
+                let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+                x /= ALPHABET.len() as u64;
+                c
+            })
+            .collect()
+    }
+}
+
+/// The parsed query string.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Query(pub(crate) HashMap<String, String>);
+
+impl Query {
+    pub(crate) fn parse(raw: Option<&str>) -> Self {
+        let mut map = HashMap::new();
+        for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(&s.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            map.insert(decode(k), decode(v));
+        }
+        Self(map)
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str).filter(|s| !s.is_empty())
+    }
+
+    /// A boolean parameter, parsed as Go's `strconv.ParseBool`.
+    pub(crate) fn flag(&self, key: &str) -> bool {
+        matches!(
+            self.0.get(key).map(String::as_str),
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+        )
+    }
+
+    pub(crate) fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request(format!("invalid value {v:?} for query parameter {key}"))),
+        }
+    }
+}
+
+/// A request on a resource, after routing.
+#[derive(Debug, Clone)]
+pub(crate) struct ResourceRequest {
+    pub(crate) def: usize,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) sub: Option<String>,
+    pub(crate) query: Query,
+    pub(crate) user_agent: String,
+}
+
+impl ResourceRequest {
+    /// The namespace key in the store ("" for cluster-scoped resources).
+    pub(crate) fn ns_key(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+
+    /// The field manager: the `fieldManager` parameter, else derived from
+    /// the user agent as the API server does (the part before the first `/`).
+    pub(crate) fn manager(&self) -> String {
+        if let Some(m) = self.query.get("fieldManager") {
+            return m.to_owned();
+        }
+        let ua = self.user_agent.split('/').next().unwrap_or_default();
+        if ua.is_empty() { "unknown".to_owned() } else { ua.to_owned() }
+    }
+
+    pub(crate) fn dry_run(&self) -> bool {
+        self.query.get("dryRun") == Some("All")
+    }
+}
+
+/// A JSON object body, or a 400.
+pub(crate) fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
+    Ok(value)
+}

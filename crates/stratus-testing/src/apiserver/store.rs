@@ -1,0 +1,362 @@
+//! The object store: every object of every resource, one global revision
+//! counter (as etcd), and a bounded event history that watches read from.
+//!
+//! The store knows nothing of HTTP or Kubernetes semantics beyond
+//! `metadata.resourceVersion`; the handlers build on its atomic
+//! read-modify-write operations.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// The kind of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// A stored object and its serialized form.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub(crate) object: Arc<Value>,
+    pub(crate) json: Bytes,
+    pub(crate) rv: u64,
+}
+
+/// A change, as watches see it.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub(crate) rv: u64,
+    pub(crate) resource: usize,
+    pub(crate) namespace: String,
+    pub(crate) kind: EventType,
+    /// The object after the change (for a deletion: its last state, carrying
+    /// the deletion's resourceVersion).
+    pub(crate) object: Stored,
+    /// The object before the change (modifications and deletions).
+    pub(crate) previous: Option<Arc<Value>>,
+}
+
+/// What an update closure decided.
+pub(crate) enum Mutation {
+    /// Store this new state.
+    Replace(Value),
+    /// Remove the object; the value is its final state.
+    Delete(Value),
+    /// Leave the object as it is (no new revision).
+    Unchanged,
+}
+
+/// Why a store operation failed.
+#[derive(Debug)]
+pub(crate) enum StoreError<E> {
+    NotFound,
+    AlreadyExists,
+    Rejected(E),
+}
+
+/// Watch resumption from a revision older than the history holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Expired {
+    pub(crate) oldest: u64,
+}
+
+type Key = (String, String);
+
+struct State {
+    revision: u64,
+    buckets: Vec<BTreeMap<Key, Stored>>,
+    history: VecDeque<Arc<Event>>,
+    history_limit: usize,
+    /// Events with `rv <= compacted` are gone from the history.
+    compacted: u64,
+}
+
+/// The store.
+pub(crate) struct Store {
+    state: Mutex<State>,
+    notify: watch::Sender<u64>,
+}
+
+fn stamp(mut object: Value, rv: u64) -> Stored {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+    let json = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+    Stored {
+        object: Arc::new(object),
+        json,
+        rv,
+    }
+}
+
+impl Store {
+    pub(crate) fn new(resources: usize, history_limit: usize) -> Self {
+        let (notify, _) = watch::channel(1);
+        Self {
+            state: Mutex::new(State {
+                revision: 1,
+                buckets: (0..resources).map(|_| BTreeMap::new()).collect(),
+                history: VecDeque::new(),
+                history_limit: history_limit.max(1),
+                compacted: 1,
+            }),
+            notify,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    pub(crate) fn oldest_resumable(&self) -> u64 {
+        self.lock().compacted
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.notify.subscribe()
+    }
+
+    pub(crate) fn get(&self, resource: usize, namespace: &str, name: &str) -> Option<Stored> {
+        self.lock()
+            .buckets
+            .get(resource)?
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Every object of `resource` (in `namespace` if given), sorted by
+    /// namespace and name, with the revision of the snapshot.
+    pub(crate) fn list(&self, resource: usize, namespace: Option<&str>) -> (Vec<Stored>, u64) {
+        let state = self.lock();
+        let Some(bucket) = state.buckets.get(resource) else {
+            return (Vec::new(), state.revision);
+        };
+        let items = match namespace {
+            Some(ns) => bucket
+                .range((ns.to_owned(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, s)| s.clone())
+                .collect(),
+            None => bucket.values().cloned().collect(),
+        };
+        (items, state.revision)
+    }
+
+    /// The number of objects of `resource` in `namespace`.
+    pub(crate) fn count(&self, resource: usize, namespace: &str) -> usize {
+        let state = self.lock();
+        state.buckets.get(resource).map_or(0, |bucket| {
+            bucket
+                .range((namespace.to_owned(), String::new())..)
+                .take_while(|((n, _), _)| n == namespace)
+                .count()
+        })
+    }
+
+    fn record(
+        &self,
+        state: &mut State,
+        resource: usize,
+        namespace: &str,
+        kind: EventType,
+        object: Stored,
+        previous: Option<Arc<Value>>,
+    ) {
+        let event = Arc::new(Event {
+            rv: object.rv,
+            resource,
+            namespace: namespace.to_owned(),
+            kind,
+            object,
+            previous,
+        });
+        state.history.push_back(event);
+        while state.history.len() > state.history_limit {
+            if let Some(dropped) = state.history.pop_front() {
+                state.compacted = dropped.rv;
+            }
+        }
+    }
+
+    fn publish(&self, rv: u64) {
+        self.notify.send_replace(rv);
+    }
+
+    /// Create an object. Fails if one with the same key exists.
+    pub(crate) fn create(
+        &self,
+        resource: usize,
+        namespace: &str,
+        name: &str,
+        object: Value,
+    ) -> Result<Stored, StoreError<std::convert::Infallible>> {
+        let mut state = self.lock();
+        let key = (namespace.to_owned(), name.to_owned());
+        if state.buckets[resource].contains_key(&key) {
+            return Err(StoreError::AlreadyExists);
+        }
+        state.revision += 1;
+        let stored = stamp(object, state.revision);
+        state.buckets[resource].insert(key, stored.clone());
+        self.record(&mut state, resource, namespace, EventType::Added, stored.clone(), None);
+        drop(state);
+        self.publish(stored.rv);
+        Ok(stored)
+    }
+
+    /// Read-modify-write one object atomically. `f` sees the current state
+    /// and decides; the new revision is assigned here. Returns the stored
+    /// result and whether the object was deleted.
+    pub(crate) fn update<E>(
+        &self,
+        resource: usize,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&Stored) -> Result<Mutation, E>,
+    ) -> Result<(Stored, bool), StoreError<E>> {
+        let mut state = self.lock();
+        let key = (namespace.to_owned(), name.to_owned());
+        let current = state.buckets[resource]
+            .get(&key)
+            .cloned()
+            .ok_or(StoreError::NotFound)?;
+        match f(&current).map_err(StoreError::Rejected)? {
+            Mutation::Unchanged => Ok((current, false)),
+            Mutation::Replace(object) => {
+                state.revision += 1;
+                let stored = stamp(object, state.revision);
+                state.buckets[resource].insert(key, stored.clone());
+                self.record(
+                    &mut state,
+                    resource,
+                    namespace,
+                    EventType::Modified,
+                    stored.clone(),
+                    Some(current.object),
+                );
+                let rv = state.revision;
+                drop(state);
+                self.publish(rv);
+                Ok((stored, false))
+            }
+            Mutation::Delete(object) => {
+                state.revision += 1;
+                let stored = stamp(object, state.revision);
+                state.buckets[resource].remove(&key);
+                self.record(
+                    &mut state,
+                    resource,
+                    namespace,
+                    EventType::Deleted,
+                    stored.clone(),
+                    Some(current.object),
+                );
+                let rv = state.revision;
+                drop(state);
+                self.publish(rv);
+                Ok((stored, true))
+            }
+        }
+    }
+
+    /// Events with `rv > after`, at most `limit`, or `Expired` when the
+    /// history no longer reaches back to `after`.
+    pub(crate) fn events_after(&self, after: u64, limit: usize) -> Result<Vec<Arc<Event>>, Expired> {
+        let state = self.lock();
+        if after < state.compacted {
+            return Err(Expired {
+                oldest: state.compacted,
+            });
+        }
+        let start = state.history.partition_point(|e| e.rv <= after);
+        Ok(state.history.range(start..).take(limit).cloned().collect())
+    }
+
+    /// Forget the whole history: every resume from an older revision gets
+    /// 410 Gone.
+    pub(crate) fn compact(&self) {
+        let mut state = self.lock();
+        state.history.clear();
+        state.compacted = state.revision;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(name: &str) -> Value {
+        json!({"metadata": {"name": name}})
+    }
+
+    #[test]
+    fn revisions_are_global_and_stamped() {
+        let store = Store::new(2, 10);
+        let a = store.create(0, "ns", "a", obj("a")).unwrap();
+        let b = store.create(1, "", "b", obj("b")).unwrap();
+        assert_eq!(b.rv, a.rv + 1);
+        assert_eq!(a.object["metadata"]["resourceVersion"], json!(a.rv.to_string()));
+        assert!(matches!(
+            store.create(0, "ns", "a", obj("a")),
+            Err(StoreError::AlreadyExists)
+        ));
+        let (items, rv) = store.list(0, Some("ns"));
+        assert_eq!(items.len(), 1);
+        assert_eq!(rv, b.rv);
+        assert!(store.list(0, Some("other")).0.is_empty());
+    }
+
+    #[test]
+    fn update_and_delete_record_events() {
+        let store = Store::new(1, 10);
+        let created = store.create(0, "ns", "a", obj("a")).unwrap();
+        let (updated, deleted) = store
+            .update::<()>(0, "ns", "a", |cur| {
+                let mut v = (*cur.object).clone();
+                v["spec"] = json!({"x": 1});
+                Ok(Mutation::Replace(v))
+            })
+            .unwrap();
+        assert!(!deleted);
+        assert!(updated.rv > created.rv);
+        let (_, deleted) = store
+            .update::<()>(0, "ns", "a", |cur| Ok(Mutation::Delete((*cur.object).clone())))
+            .unwrap();
+        assert!(deleted);
+        assert!(store.get(0, "ns", "a").is_none());
+        let events = store.events_after(created.rv - 1, 100).unwrap();
+        let kinds: Vec<_> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventType::Added, EventType::Modified, EventType::Deleted]);
+        assert!(events[2].previous.is_some());
+        assert!(matches!(
+            store.update::<()>(0, "ns", "a", |_| Ok(Mutation::Unchanged)),
+            Err(StoreError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn bounded_history_expires_old_resumes() {
+        let store = Store::new(1, 3);
+        let first = store.create(0, "", "a0", obj("a0")).unwrap();
+        for i in 1..6 {
+            store.create(0, "", &format!("a{i}"), obj("x")).unwrap();
+        }
+        assert!(store.events_after(first.rv, 10).is_err());
+        let current = store.revision();
+        assert_eq!(store.events_after(current - 3, 10).unwrap().len(), 3);
+        store.compact();
+        assert!(store.events_after(current - 1, 10).is_err());
+        assert!(store.events_after(current, 10).unwrap().is_empty());
+    }
+}

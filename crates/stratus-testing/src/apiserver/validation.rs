@@ -1,0 +1,207 @@
+//! Validation: names, required fields and immutable fields.
+
+use serde_json::Value;
+
+use super::error::Cause;
+use super::meta::{at, str_at};
+use super::resources::{NameRule, ResourceDef};
+
+fn dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().next().is_some_and(|b| if first_alpha { b.is_ascii_lowercase() } else { b.is_ascii_alphanumeric() })
+        && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+fn dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(|p| dns_label(p, 63, false))
+}
+
+/// Check an object name against the resource's rule; the message is the API
+/// server's.
+pub(crate) fn name_error(rule: NameRule, name: &str) -> Option<String> {
+    match rule {
+        NameRule::Subdomain if !dns_subdomain(name) => Some(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".to_owned(),
+        ),
+        NameRule::Label if !dns_label(name, 63, false) => Some(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character".to_owned(),
+        ),
+        NameRule::Dns1035 if !dns_label(name, 63, true) => Some(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character".to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+fn label_value_ok(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()))
+}
+
+/// Validate a new or updated object.
+pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let name = str_at(obj, &["metadata", "name"]).unwrap_or_default();
+    if name.is_empty() {
+        causes.push(Cause::required("metadata.name", "name or generateName is required"));
+    } else if let Some(msg) = name_error(def.names, name) {
+        causes.push(Cause::invalid("metadata.name", name, msg.as_str()));
+    }
+    if let Some(labels) = at(obj, &["metadata", "labels"]).and_then(Value::as_object) {
+        for (k, v) in labels {
+            match v.as_str() {
+                Some(s) if label_value_ok(s) => {}
+                _ => causes.push(Cause::invalid(
+                    "metadata.labels",
+                    v.as_str().unwrap_or_default(),
+                    &format!("a valid label value for key {k:?} must be 63 characters or less and consist of alphanumeric characters, '-', '_' or '.'"),
+                )),
+            }
+        }
+    }
+    match (def.group, def.kind) {
+        ("", "Pod") => {
+            let containers = at(obj, &["spec", "containers"]).and_then(Value::as_array);
+            match containers {
+                None => causes.push(Cause::required("spec.containers", "")),
+                Some(list) if list.is_empty() => causes.push(Cause::required("spec.containers", "")),
+                Some(list) => {
+                    for (i, c) in list.iter().enumerate() {
+                        if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                            causes.push(Cause::required(format!("spec.containers[{i}].name"), ""));
+                        }
+                        if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                            causes.push(Cause::required(format!("spec.containers[{i}].image"), ""));
+                        }
+                    }
+                }
+            }
+        }
+        ("", "Service") => {
+            let ty = str_at(obj, &["spec", "type"]).unwrap_or("ClusterIP");
+            let headless = str_at(obj, &["spec", "clusterIP"]) == Some("None");
+            let ports = at(obj, &["spec", "ports"]).and_then(Value::as_array);
+            if ty != "ExternalName" && !headless && ports.is_none_or(Vec::is_empty) {
+                causes.push(Cause::required("spec.ports", ""));
+            }
+            if !matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
+                causes.push(Cause::invalid("spec.type", ty, "supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""));
+            }
+            for (i, p) in ports.into_iter().flatten().enumerate() {
+                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+                if !(1..=65535).contains(&port) {
+                    causes.push(Cause::invalid(format!("spec.ports[{i}].port"), &port.to_string(), "must be between 1 and 65535, inclusive"));
+                }
+            }
+        }
+        ("coordination.k8s.io", "Lease") => {
+            if let Some(d) = at(obj, &["spec", "leaseDurationSeconds"]).and_then(Value::as_i64)
+                && d <= 0
+            {
+                causes.push(Cause::invalid("spec.leaseDurationSeconds", &d.to_string(), "must be greater than 0"));
+            }
+        }
+        _ => {}
+    }
+    causes
+}
+
+/// Fields that may not change on update.
+pub(crate) fn immutable(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match (def.group, def.kind) {
+        ("", "Node") => {
+            let old_id = str_at(old, &["spec", "providerID"]).unwrap_or_default();
+            let new_id = str_at(new, &["spec", "providerID"]).unwrap_or_default();
+            if !old_id.is_empty() && old_id != new_id {
+                causes.push(Cause::forbidden(
+                    "spec.providerID",
+                    "node updates may not change providerID except from \"\" to valid",
+                ));
+            }
+        }
+        ("", "Pod") => {
+            let normalize = |pod: &Value| {
+                let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
+                if let Some(m) = spec.as_object_mut() {
+                    for field in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"] {
+                        m.remove(field);
+                    }
+                    for list in ["containers", "initContainers"] {
+                        if let Some(Value::Array(cs)) = m.get_mut(list) {
+                            for c in cs {
+                                if let Some(cm) = c.as_object_mut() {
+                                    cm.remove("image");
+                                }
+                            }
+                        }
+                    }
+                }
+                spec
+            };
+            if normalize(old) != normalize(new) {
+                causes.push(Cause::forbidden(
+                    "spec",
+                    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+                ));
+            }
+            let old_tol = at(old, &["spec", "tolerations"]).and_then(Value::as_array).cloned().unwrap_or_default();
+            let new_tol = at(new, &["spec", "tolerations"]).and_then(Value::as_array).cloned().unwrap_or_default();
+            if old_tol.iter().any(|t| !new_tol.contains(t)) {
+                causes.push(Cause::forbidden("spec.tolerations", "existing toleration can not be modified except its tolerationSeconds"));
+            }
+        }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            if old.get("spec") != new.get("spec") {
+                causes.push(Cause::forbidden("spec", "field is immutable"));
+            }
+        }
+        _ => {}
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::{builtin, idx};
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        assert!(name_error(NameRule::Subdomain, "a.b-c").is_none());
+        assert!(name_error(NameRule::Subdomain, "A").is_some());
+        assert!(name_error(NameRule::Label, "a.b").is_some());
+        assert!(name_error(NameRule::Dns1035, "1abc").is_some());
+        assert!(name_error(NameRule::Dns1035, "abc-1").is_none());
+    }
+
+    #[test]
+    fn required_fields() {
+        let defs = builtin();
+        let causes = validate(&defs[idx::PODS], &json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}));
+        assert_eq!(causes[0].field, "spec.containers[0].image");
+        let causes = validate(&defs[idx::SERVICES], &json!({"metadata": {"name": "s"}, "spec": {}}));
+        assert_eq!(causes[0].field, "spec.ports");
+        let causes = validate(&defs[idx::NODES], &json!({"metadata": {}}));
+        assert_eq!(causes[0].field, "metadata.name");
+    }
+
+    #[test]
+    fn immutables() {
+        let defs = builtin();
+        let old = json!({"spec": {"providerID": "aws:///a/i-1"}});
+        assert!(!immutable(&defs[idx::NODES], &old, &json!({"spec": {"providerID": "aws:///a/i-2"}})).is_empty());
+        assert!(immutable(&defs[idx::NODES], &json!({"spec": {}}), &old).is_empty());
+        let pod = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "n"}});
+        let image = json!({"spec": {"containers": [{"name": "c", "image": "b"}], "nodeName": "n"}});
+        assert!(immutable(&defs[idx::PODS], &pod, &image).is_empty());
+        let moved = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "m"}});
+        assert!(!immutable(&defs[idx::PODS], &pod, &moved).is_empty());
+    }
+}

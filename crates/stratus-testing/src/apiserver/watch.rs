@@ -1,0 +1,213 @@
+//! Watch streams: initial events, resumption from a resourceVersion, 410
+//! Gone for expired history, bookmarks, `sendInitialEvents`, timeouts, and
+//! selector transitions (an object that stops matching is sent as DELETED,
+//! one that starts matching as ADDED).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::error::ApiError;
+use super::read::{Filter, Representation, partial};
+use super::state::{Inner, ResourceRequest};
+use super::store::{Event, EventType};
+
+/// Where a watch starts.
+enum Start {
+    /// Send the current state as ADDED events first.
+    FromState { end_bookmark: bool },
+    /// Send only changes after this revision.
+    After(u64),
+}
+
+/// A validated watch, ready to stream.
+pub(crate) struct WatchPlan {
+    req: ResourceRequest,
+    filter: Filter,
+    repr: Representation,
+    start: Start,
+    bookmarks: bool,
+    timeout: Option<Duration>,
+}
+
+/// Check the parameters of a watch request.
+pub(crate) fn plan(inner: &Inner, req: &ResourceRequest, repr: Representation) -> Result<WatchPlan, ApiError> {
+    let def = &inner.defs[req.def];
+    let mut query = req.query.clone();
+    if let Some(name) = &req.name {
+        query.0.insert("fieldSelector".into(), format!("metadata.name={name}"));
+    }
+    let filter = Filter::from_query(def, &query)?;
+    let send_initial = req.query.flag("sendInitialEvents");
+    let bookmarks = req.query.flag("allowWatchBookmarks");
+    if send_initial && (req.query.get("resourceVersionMatch") != Some("NotOlderThan") || !bookmarks) {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "sendInitialEvents requires resourceVersionMatch=NotOlderThan and allowWatchBookmarks=true",
+        ));
+    }
+    let rv: Option<u64> = match req.query.get("resourceVersion") {
+        None => None,
+        Some(v) => Some(v.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?),
+    };
+    let start = match (send_initial, rv) {
+        (true, _) => Start::FromState { end_bookmark: true },
+        (false, None | Some(0)) => Start::FromState { end_bookmark: false },
+        (false, Some(rv)) => Start::After(rv),
+    };
+    let timeout = req.query.number::<u64>("timeoutSeconds")?.map(Duration::from_secs);
+    Ok(WatchPlan {
+        req: req.clone(),
+        filter,
+        repr,
+        start,
+        bookmarks,
+        timeout,
+    })
+}
+
+fn line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(object.len() + kind.len() + 24);
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(kind.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    out.put_slice(object);
+    out.put_slice(b"}\n");
+    out.freeze()
+}
+
+fn value_line(kind: &str, object: &Value) -> Bytes {
+    line(kind, &serde_json::to_vec(object).unwrap_or_default())
+}
+
+/// The line for one stored object in the plan's representation.
+fn object_line(plan: &WatchPlan, kind: &str, json: &Bytes, object: &Value) -> Bytes {
+    match plan.repr {
+        Representation::Metadata => value_line(kind, &partial(object)),
+        _ => line(kind, json),
+    }
+}
+
+/// The line a watch sends for `event`, if any.
+fn render(inner: &Inner, plan: &WatchPlan, event: &Event) -> Option<Bytes> {
+    if event.resource != plan.req.def {
+        return None;
+    }
+    if let Some(ns) = &plan.req.namespace
+        && &event.namespace != ns
+    {
+        return None;
+    }
+    let def = &inner.defs[plan.req.def];
+    let now = plan.filter.matches(def, &event.object.object);
+    let before = event.previous.as_ref().is_some_and(|p| plan.filter.matches(def, p));
+    let obj = &event.object;
+    match event.kind {
+        EventType::Added if now => Some(object_line(plan, "ADDED", &obj.json, &obj.object)),
+        EventType::Deleted if now || before => Some(object_line(plan, "DELETED", &obj.json, &obj.object)),
+        EventType::Modified => match (before, now) {
+            (true, true) => Some(object_line(plan, "MODIFIED", &obj.json, &obj.object)),
+            (false, true) => Some(object_line(plan, "ADDED", &obj.json, &obj.object)),
+            (true, false) => {
+                // The previous state, at the event's revision.
+                let mut prev = event.previous.as_deref().cloned().unwrap_or(Value::Null);
+                super::meta::set_at(&mut prev, &["metadata", "resourceVersion"], json!(event.rv.to_string()));
+                let v = match plan.repr {
+                    Representation::Metadata => partial(&prev),
+                    _ => prev,
+                };
+                Some(value_line("DELETED", &v))
+            }
+            (false, false) => None,
+        },
+        _ => None,
+    }
+}
+
+fn bookmark(inner: &Inner, plan: &WatchPlan, rv: u64, initial_end: bool) -> Bytes {
+    let def = &inner.defs[plan.req.def];
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    value_line(
+        "BOOKMARK",
+        &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata}),
+    )
+}
+
+/// Stream the watch into `tx` until the client goes away, the timeout
+/// passes, the watch is dropped by a test control, or the server stops.
+pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Bytes>) {
+    let mut changes = inner.store.subscribe();
+    let mut epoch = inner.watch_epoch.subscribe();
+    epoch.borrow_and_update();
+    let mut closing = inner.closing.subscribe();
+    let deadline = plan.timeout.map(|t| Instant::now() + t);
+    let mut cursor = match plan.start {
+        Start::After(rv) => rv,
+        Start::FromState { end_bookmark } => {
+            changes.borrow_and_update();
+            let (items, rv) = inner.store.list(plan.req.def, plan.req.namespace.as_deref());
+            let def = &inner.defs[plan.req.def];
+            for item in items.iter().filter(|s| plan.filter.matches(def, &s.object)) {
+                if tx.send(object_line(&plan, "ADDED", &item.json, &item.object)).await.is_err() {
+                    return;
+                }
+            }
+            if end_bookmark && tx.send(bookmark(&inner, &plan, rv, true)).await.is_err() {
+                return;
+            }
+            rv
+        }
+    };
+    let mut ticker = tokio::time::interval(inner.settings.bookmark_interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        changes.borrow_and_update();
+        match inner.store.events_after(cursor, 512) {
+            Err(expired) => {
+                let status = ApiError::gone(format!("too old resource version: {cursor} ({})", expired.oldest)).to_status();
+                let _ = tx.send(value_line("ERROR", &status)).await;
+                return;
+            }
+            Ok(events) if !events.is_empty() => {
+                for event in &events {
+                    cursor = event.rv;
+                    if let Some(l) = render(&inner, &plan, event)
+                        && tx.send(l).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { return },
+            _ = epoch.changed() => return,
+            _ = closing.changed() => return,
+            _ = sleep => return,
+            _ = tx.closed() => return,
+            _ = ticker.tick(), if plan.bookmarks => {
+                // Every event up to `cursor` has been seen (none are pending).
+                if tx.send(bookmark(&inner, &plan, cursor, false)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,727 @@
+//! Writes: create, update, patch, delete, and the write subresources.
+
+use serde_json::{Map, Value, json};
+
+use super::apply;
+use super::defaults;
+use super::error::{ApiError, Cause, success_status};
+use super::meta::{self, at, is_terminating, set_at, str_at};
+use super::patch;
+use super::resources::{ResourceDef, idx};
+use super::state::{Inner, ResourceRequest, parse_object};
+use super::store::{Mutation, Stored, StoreError};
+use super::validation;
+
+/// The namespaces that always exist and cannot be deleted.
+pub(crate) const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// A write's answer: status code and body.
+pub(crate) type Answer = (u16, Value);
+
+fn to_value(stored: &Stored) -> Value {
+    (*stored.object).clone()
+}
+
+fn map_store_err(def: &ResourceDef, name: &str, e: StoreError<ApiError>) -> ApiError {
+    match e {
+        StoreError::NotFound => ApiError::not_found(def, name),
+        StoreError::AlreadyExists => ApiError::already_exists(def, name),
+        StoreError::Rejected(e) => e,
+    }
+}
+
+/// Check `kind` / `apiVersion` of a body against the resource, filling them
+/// in when absent.
+fn check_type(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    let want_version = def.api_version();
+    match str_at(obj, &["apiVersion"]) {
+        Some(v) if v != want_version => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({want_version})"
+            )));
+        }
+        _ => {}
+    }
+    match str_at(obj, &["kind"]) {
+        Some(k) if k != def.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+        _ => {}
+    }
+    if let Some(m) = obj.as_object_mut() {
+        m.insert("apiVersion".into(), json!(want_version));
+        m.insert("kind".into(), json!(def.kind));
+    }
+    Ok(())
+}
+
+/// The namespace a request writes into must exist and not be terminating.
+fn check_namespace(inner: &Inner, req: &ResourceRequest) -> Result<(), ApiError> {
+    let Some(ns) = req.namespace.as_deref() else {
+        return Ok(());
+    };
+    match inner.store.get(idx::NAMESPACES, "", ns) {
+        None => Err(ApiError::namespace_not_found(ns)),
+        Some(n) if is_terminating(&n.object) => Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!("unable to create new content in namespace {ns} because it is being terminated"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+fn check_body_namespace(req: &ResourceRequest, obj: &mut Value) -> Result<(), ApiError> {
+    let def_namespaced = req.namespace.is_some();
+    let body_ns = str_at(obj, &["metadata", "namespace"]).map(str::to_owned);
+    if def_namespaced {
+        if let Some(b) = body_ns.filter(|b| !b.is_empty())
+            && Some(b.as_str()) != req.namespace.as_deref()
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        if let Some(m) = meta::meta_mut(obj) {
+            m.insert("namespace".into(), json!(req.namespace));
+        }
+    } else if let Some(m) = meta::meta_mut(obj) {
+        m.remove("namespace");
+    }
+    Ok(())
+}
+
+/// Everything outside `metadata` and `status`.
+fn spec_part(obj: &Value) -> Map<String, Value> {
+    obj.as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reset status on create, as each resource's strategy does.
+fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
+    if def.has_status && def.kind != "Node"
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+}
+
+/// Kind-specific defaulting and allocation on create (`old` on update).
+fn default_for(inner: &Inner, def: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    match (def.group, def.kind) {
+        ("", "Pod") if old.is_none() => defaults::pod(obj),
+        ("", "Namespace") if old.is_none() => defaults::namespace(obj),
+        ("", "Service") => defaults::service(obj, old, &inner.alloc)
+            .map_err(|causes| ApiError::invalid(def, meta::name(obj), causes))?,
+        ("certificates.k8s.io", "CertificateSigningRequest") if old.is_none() => {
+            meta::default_at(obj, &["status"], json!({}));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// POST on a collection.
+pub(crate) fn create(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let mut obj = parse_object(body)?;
+    if def.review {
+        return super::reviews::answer(inner, &def, obj);
+    }
+    check_type(&def, &mut obj)?;
+    check_body_namespace(req, &mut obj)?;
+    check_namespace(inner, req)?;
+    if str_at(&obj, &["metadata", "resourceVersion"]).is_some_and(|rv| !rv.is_empty()) {
+        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+    }
+    let name = match str_at(&obj, &["metadata", "name"]).filter(|n| !n.is_empty()) {
+        Some(n) => n.to_owned(),
+        None => match str_at(&obj, &["metadata", "generateName"]).filter(|g| !g.is_empty()) {
+            Some(prefix) => {
+                let prefix = prefix.to_owned();
+                format!("{prefix}{}", inner.name_suffix())
+            }
+            None => String::new(),
+        },
+    };
+    if let Some(m) = meta::meta_mut(&mut obj) {
+        m.insert("name".into(), json!(name));
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(meta::now()));
+        m.insert("generation".into(), json!(1));
+        for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+            m.remove(field);
+        }
+    }
+    reset_status_on_create(&def, &mut obj);
+    let causes = validation::validate(&def, &obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&def, &name, causes));
+    }
+    default_for(inner, &def, &mut obj, None)?;
+    apply::record_update(&mut obj, None, &req.manager(), "Update", &def.api_version());
+    if req.dry_run() {
+        if def.kind == "Service" {
+            inner.alloc.release_service(&obj);
+        }
+        return Ok((201, obj));
+    }
+    let allocated = (def.kind == "Service").then(|| obj.clone());
+    match inner.store.create(req.def, req.ns_key(), &name, obj) {
+        Ok(stored) => {
+            if def.kind == "Namespace" {
+                ensure_default_service_account(inner, &name);
+            }
+            Ok((201, to_value(&stored)))
+        }
+        Err(_) => {
+            // Give back what was allocated for the rejected object.
+            if let Some(svc) = allocated {
+                inner.alloc.release_service(&svc);
+            }
+            Err(ApiError::already_exists(&def, &name))
+        }
+    }
+}
+
+/// The serviceaccount controller's `default` ServiceAccount.
+pub(crate) fn ensure_default_service_account(inner: &Inner, namespace: &str) {
+    let sa_idx = inner
+        .defs
+        .iter()
+        .position(|d| d.group.is_empty() && d.plural == "serviceaccounts");
+    if let Some(sa_idx) = sa_idx {
+        let sa = json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": "default",
+                "namespace": namespace,
+                "uid": uuid::Uuid::new_v4().to_string(),
+                "creationTimestamp": meta::now(),
+            }
+        });
+        let _ = inner.store.create(sa_idx, namespace, "default", sa);
+    }
+}
+
+/// Build the next state of an object from a desired body, enforcing the
+/// update rules; returns the mutation to store.
+fn next_state(
+    inner: &Inner,
+    def: &ResourceDef,
+    req: &ResourceRequest,
+    current: &Value,
+    mut desired: Value,
+    operation: Option<&str>,
+) -> Result<Mutation, ApiError> {
+    let name = meta::name(current).to_owned();
+    // Optimistic concurrency.
+    let wanted_rv = str_at(&desired, &["metadata", "resourceVersion"]).unwrap_or_default().to_owned();
+    let current_rv = str_at(current, &["metadata", "resourceVersion"]).unwrap_or_default();
+    if !wanted_rv.is_empty() && wanted_rv != current_rv {
+        return Err(ApiError::stale(def, &name));
+    }
+    check_type(def, &mut desired)?;
+    let sub = req.sub.as_deref();
+    match sub {
+        Some("status") => {
+            // Status writes keep everything but status (and metadata the
+            // caller may change).
+            let mut merged = current.clone();
+            if let Some(m) = merged.as_object_mut() {
+                match desired.get("status") {
+                    Some(s) => m.insert("status".into(), s.clone()),
+                    None => m.remove("status"),
+                };
+            }
+            for field in ["labels", "annotations", "finalizers"] {
+                match at(&desired, &["metadata", field]) {
+                    Some(v) => set_at(&mut merged, &["metadata", field], v.clone()),
+                    None => {
+                        if let Some(m) = meta::meta_mut(&mut merged) {
+                            m.remove(field);
+                        }
+                    }
+                }
+            }
+            desired = merged;
+        }
+        Some("approval") => {
+            let mut merged = current.clone();
+            let conditions = at(&desired, &["status", "conditions"]).cloned().unwrap_or(json!([]));
+            set_at(&mut merged, &["status", "conditions"], conditions);
+            desired = merged;
+        }
+        Some("finalize") | None => {
+            if def.has_status && sub.is_none() {
+                match current.get("status") {
+                    Some(s) => set_at(&mut desired, &["status"], s.clone()),
+                    None => {
+                        if let Some(m) = desired.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            if sub == Some("finalize") {
+                let finalizers = at(&desired, &["spec", "finalizers"]).cloned().unwrap_or(json!([]));
+                let mut merged = current.clone();
+                set_at(&mut merged, &["spec", "finalizers"], finalizers);
+                desired = merged;
+            }
+        }
+        Some(other) => return Err(ApiError::method_not_allowed(format!("the subresource {other:?} does not accept updates"))),
+    }
+    // Identity and system metadata come from the stored object.
+    let body_name = str_at(&desired, &["metadata", "name"]).unwrap_or_default();
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if let Some(body_uid) = str_at(&desired, &["metadata", "uid"]).filter(|u| !u.is_empty())
+        && body_uid != meta::uid(current)
+    {
+        return Err(ApiError::conflict(
+            def,
+            &name,
+            &format!("Precondition failed: UID in precondition: {body_uid}, UID in object meta: {}", meta::uid(current)),
+        ));
+    }
+    let current_meta = meta::meta(current).cloned().unwrap_or_default();
+    if let Some(m) = meta::meta_mut(&mut desired) {
+        for field in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields"] {
+            match current_meta.get(field) {
+                Some(v) => m.insert(field.into(), v.clone()),
+                None => m.remove(field),
+            };
+        }
+    }
+    // Once terminating, finalizers may only be removed.
+    if is_terminating(current) {
+        let before = meta::finalizers(current);
+        let after = meta::finalizers(&desired);
+        if after.iter().any(|f| !before.contains(f)) {
+            return Err(ApiError::invalid(
+                def,
+                &name,
+                vec![Cause::forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted")],
+            ));
+        }
+    }
+    let mut causes = validation::validate(def, &desired);
+    causes.extend(validation::immutable(def, current, &desired));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(def, &name, causes));
+    }
+    default_for(inner, def, &mut desired, Some(current))?;
+    if spec_part(&desired) != spec_part(current) {
+        let generation = at(current, &["metadata", "generation"]).and_then(Value::as_i64).unwrap_or(1);
+        set_at(&mut desired, &["metadata", "generation"], json!(generation + 1));
+    }
+    if let Some(operation) = operation {
+        apply::record_update(&mut desired, Some(current), &req.manager(), operation, &def.api_version());
+    }
+    finish(def, current, desired)
+}
+
+/// The update rules for a server-side apply: as an update, but the apply
+/// has already recorded field ownership.
+pub(crate) fn next_state_for_apply(
+    inner: &Inner,
+    def: &ResourceDef,
+    req: &ResourceRequest,
+    current: &Value,
+    desired: Value,
+) -> Result<Mutation, ApiError> {
+    next_state(inner, def, req, current, desired, None)
+}
+
+/// Decide between delete (terminating, no finalizers, no grace left),
+/// unchanged and replace.
+fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation, ApiError> {
+    if is_terminating(&desired) && meta::finalizers(&desired).is_empty() {
+        let graceful_pod = def.kind == "Pod"
+            && at(&desired, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64).unwrap_or(0) > 0;
+        if !graceful_pod {
+            return Ok(Mutation::Delete(desired));
+        }
+    }
+    let strip_rv = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = meta::meta_mut(&mut v) {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    if strip_rv(&desired) == strip_rv(current) {
+        return Ok(Mutation::Unchanged);
+    }
+    Ok(Mutation::Replace(desired))
+}
+
+fn committed(inner: &Inner, req: &ResourceRequest, def: &ResourceDef, stored: Stored, deleted: bool) -> Answer {
+    if deleted {
+        after_delete(inner, req.def, def, &stored.object);
+    }
+    (200, to_value(&stored))
+}
+
+/// PUT on an object (or its status / approval / finalize subresource).
+pub(crate) fn update(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let name = req.name.clone().unwrap_or_default();
+    let mut desired = parse_object(body)?;
+    check_body_namespace(req, &mut desired)?;
+    if req.dry_run() {
+        let current = inner.store.get(req.def, req.ns_key(), &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
+        return match next_state(inner, &def, req, &current.object, desired, Some("Update"))? {
+            Mutation::Replace(v) | Mutation::Delete(v) => Ok((200, v)),
+            Mutation::Unchanged => Ok((200, to_value(&current))),
+        };
+    }
+    let (stored, deleted) = inner
+        .store
+        .update(req.def, req.ns_key(), &name, |cur| next_state(inner, &def, req, &cur.object, desired, Some("Update")))
+        .map_err(|e| map_store_err(&def, &name, e))?;
+    Ok(committed(inner, req, &def, stored, deleted))
+}
+
+/// PATCH on an object (or its status subresource).
+pub(crate) fn patch(inner: &Inner, req: &ResourceRequest, content_type: &str, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let name = req.name.clone().unwrap_or_default();
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let patch_doc: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body of the request was not valid JSON: {e}")))?;
+    if media == "application/apply-patch+yaml" {
+        return apply::server_side_apply(inner, req, patch_doc);
+    }
+    let apply_patch = |current: &Value| -> Result<Value, ApiError> {
+        let mut target = current.clone();
+        match media {
+            "application/json-patch+json" => patch::json_patch(&mut target, &patch_doc)
+                .map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?,
+            "application/merge-patch+json" => patch::merge_patch(&mut target, &patch_doc).map_err(ApiError::bad_request)?,
+            "application/strategic-merge-patch+json" => {
+                patch::strategic_merge(def.kind, &mut target, &patch_doc).map_err(ApiError::bad_request)?
+            }
+            other => {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"),
+                ));
+            }
+        }
+        // A patch that does not name a resourceVersion applies to the current one.
+        if str_at(&target, &["metadata", "resourceVersion"]).is_none() {
+            let rv = str_at(current, &["metadata", "resourceVersion"]).unwrap_or_default().to_owned();
+            set_at(&mut target, &["metadata", "resourceVersion"], json!(rv));
+        }
+        Ok(target)
+    };
+    if req.dry_run() {
+        let current = inner.store.get(req.def, req.ns_key(), &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
+        let desired = apply_patch(&current.object)?;
+        return match next_state(inner, &def, req, &current.object, desired, Some("Update"))? {
+            Mutation::Replace(v) | Mutation::Delete(v) => Ok((200, v)),
+            Mutation::Unchanged => Ok((200, to_value(&current))),
+        };
+    }
+    let (stored, deleted) = inner
+        .store
+        .update(req.def, req.ns_key(), &name, |cur| {
+            let desired = apply_patch(&cur.object)?;
+            next_state(inner, &def, req, &cur.object, desired, Some("Update"))
+        })
+        .map_err(|e| map_store_err(&def, &name, e))?;
+    Ok(committed(inner, req, &def, stored, deleted))
+}
+
+/// Delete options from the query and the body.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct DeleteOptions {
+    grace: Option<i64>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    dry_run: bool,
+}
+
+pub(crate) fn delete_options(req: &ResourceRequest, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        grace: req.query.number("gracePeriodSeconds")?,
+        dry_run: req.dry_run(),
+        ..Default::default()
+    };
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+        if let Some(g) = v.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            opts.grace = Some(g);
+        }
+        opts.uid = str_at(&v, &["preconditions", "uid"]).map(str::to_owned);
+        opts.resource_version = str_at(&v, &["preconditions", "resourceVersion"]).map(str::to_owned);
+        if v.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|x| x == "All")) {
+            opts.dry_run = true;
+        }
+    }
+    Ok(opts)
+}
+
+/// The deletion decision for one object.
+fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Result<Mutation, ApiError> {
+    let name = meta::name(current).to_owned();
+    if let Some(uid) = &opts.uid
+        && uid != meta::uid(current)
+    {
+        return Err(ApiError::conflict(
+            def,
+            &name,
+            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(current)),
+        ));
+    }
+    if let Some(rv) = &opts.resource_version
+        && Some(rv.as_str()) != str_at(current, &["metadata", "resourceVersion"])
+    {
+        return Err(ApiError::conflict(
+            def,
+            &name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                str_at(current, &["metadata", "resourceVersion"]).unwrap_or_default()
+            ),
+        ));
+    }
+    let mut next = current.clone();
+    // Pods bound to a node terminate gracefully, as a kubelet would see them.
+    let mut grace = 0;
+    if def.kind == "Pod" {
+        let bound = str_at(current, &["spec", "nodeName"]).is_some_and(|n| !n.is_empty());
+        let terminal = matches!(str_at(current, &["status", "phase"]), Some("Succeeded" | "Failed"));
+        if bound && !terminal {
+            let default_grace = at(current, &["spec", "terminationGracePeriodSeconds"]).and_then(Value::as_i64).unwrap_or(30);
+            grace = opts.grace.unwrap_or(default_grace).max(0);
+            if let Some(existing) = at(current, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64)
+                && is_terminating(current)
+            {
+                grace = grace.min(existing);
+            }
+        }
+    }
+    let finalizers = meta::finalizers(current);
+    if grace == 0 && finalizers.is_empty() {
+        return Ok(Mutation::Delete(next));
+    }
+    if let Some(m) = meta::meta_mut(&mut next) {
+        let shortened = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64).is_none_or(|g| grace < g);
+        if !is_terminating(current) || shortened {
+            m.insert("deletionTimestamp".into(), json!(meta::now_plus(grace)));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+    }
+    if def.kind == "Namespace" {
+        set_at(&mut next, &["status", "phase"], json!("Terminating"));
+    }
+    if next == *current {
+        return Ok(Mutation::Unchanged);
+    }
+    Ok(Mutation::Replace(next))
+}
+
+/// Delete one object: remove it, or mark it terminating.
+pub(crate) fn delete_one(inner: &Inner, resource: usize, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<(Stored, bool), ApiError> {
+    let def = inner.defs[resource];
+    if def.kind == "Namespace" && def.group.is_empty() && SYSTEM_NAMESPACES.contains(&name) {
+        return Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!("namespaces {name:?} is forbidden: this namespace may not be deleted"),
+        ));
+    }
+    if opts.dry_run {
+        let current = inner.store.get(resource, namespace, name).ok_or_else(|| ApiError::not_found(&def, name))?;
+        delete_state(&def, &current.object, opts)?;
+        return Ok((current, false));
+    }
+    let (stored, deleted) = inner
+        .store
+        .update(resource, namespace, name, |cur| delete_state(&def, &cur.object, opts))
+        .map_err(|e| map_store_err(&def, name, e))?;
+    if deleted {
+        after_delete(inner, resource, &def, &stored.object);
+    } else if def.kind == "Namespace" {
+        empty_namespace(inner, name);
+    }
+    Ok((stored, deleted))
+}
+
+/// DELETE on an object.
+pub(crate) fn delete(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let opts = delete_options(req, body)?;
+    let name = req.name.clone().unwrap_or_default();
+    let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
+    Ok((200, to_value(&stored)))
+}
+
+/// DELETE on a collection: every object the selectors match.
+pub(crate) fn delete_collection(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let opts = delete_options(req, body)?;
+    let filter = super::read::Filter::from_query(&def, &req.query)?;
+    let (items, _) = inner.store.list(req.def, req.namespace.as_deref());
+    let mut deleted = Vec::new();
+    for item in items.iter().filter(|s| filter.matches(&def, &s.object)) {
+        let ns = str_at(&item.object, &["metadata", "namespace"]).unwrap_or_default().to_owned();
+        match delete_one(inner, req.def, &ns, meta::name(&item.object), &opts) {
+            Ok((stored, _)) => deleted.push(to_value(&stored)),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((
+        200,
+        json!({
+            "kind": def.list_kind(),
+            "apiVersion": def.api_version(),
+            "metadata": {"resourceVersion": inner.store.revision().to_string()},
+            "items": deleted,
+        }),
+    ))
+}
+
+/// After an object is gone: give back allocations, collect dependents,
+/// finish a terminating namespace.
+fn after_delete(inner: &Inner, resource: usize, def: &ResourceDef, obj: &Value) {
+    if def.kind == "Service" && def.group.is_empty() {
+        inner.alloc.release_service(obj);
+    }
+    collect_dependents(inner, meta::uid(obj));
+    if def.namespaced
+        && let Some(ns) = str_at(obj, &["metadata", "namespace"])
+    {
+        finalize_namespace_if_empty(inner, ns);
+    }
+    let _ = resource;
+}
+
+/// Background garbage collection: delete objects whose owners are all gone.
+fn collect_dependents(inner: &Inner, owner_uid: &str) {
+    if owner_uid.is_empty() {
+        return;
+    }
+    for (resource, def) in inner.defs.iter().enumerate() {
+        if def.review {
+            continue;
+        }
+        let (items, _) = inner.store.list(resource, None);
+        for item in items {
+            let owners: Vec<&str> = at(&item.object, &["metadata", "ownerReferences"])
+                .and_then(Value::as_array)
+                .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).collect())
+                .unwrap_or_default();
+            if !owners.contains(&owner_uid) {
+                continue;
+            }
+            let others_alive = owners.iter().any(|uid| *uid != owner_uid && uid_exists(inner, uid));
+            if !others_alive {
+                let ns = str_at(&item.object, &["metadata", "namespace"]).unwrap_or_default().to_owned();
+                let _ = delete_one(inner, resource, &ns, meta::name(&item.object), &DeleteOptions { grace: Some(0), ..Default::default() });
+            }
+        }
+    }
+}
+
+fn uid_exists(inner: &Inner, uid: &str) -> bool {
+    inner.defs.iter().enumerate().any(|(i, d)| {
+        !d.review && inner.store.list(i, None).0.iter().any(|s| meta::uid(&s.object) == uid)
+    })
+}
+
+/// Delete the contents of a terminating namespace.
+fn empty_namespace(inner: &Inner, namespace: &str) {
+    for (resource, def) in inner.defs.iter().enumerate() {
+        if !def.namespaced || def.review {
+            continue;
+        }
+        let (items, _) = inner.store.list(resource, Some(namespace));
+        for item in items {
+            let _ = delete_one(inner, resource, namespace, meta::name(&item.object), &DeleteOptions { grace: Some(0), ..Default::default() });
+        }
+    }
+    finalize_namespace_if_empty(inner, namespace);
+}
+
+/// Remove a terminating namespace once nothing is left in it.
+fn finalize_namespace_if_empty(inner: &Inner, namespace: &str) {
+    let Some(ns) = inner.store.get(idx::NAMESPACES, "", namespace) else {
+        return;
+    };
+    if !is_terminating(&ns.object) {
+        return;
+    }
+    let empty = inner
+        .defs
+        .iter()
+        .enumerate()
+        .all(|(i, d)| !d.namespaced || d.review || inner.store.count(i, namespace) == 0);
+    if empty {
+        let _ = inner.store.update::<ApiError>(idx::NAMESPACES, "", namespace, |cur| {
+            Ok(Mutation::Delete((*cur.object).clone()))
+        });
+    }
+}
+
+/// POST pods/{name}/binding: assign the pod to a node.
+pub(crate) fn bind(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let name = req.name.clone().unwrap_or_default();
+    let binding = parse_object(body)?;
+    let node = str_at(&binding, &["target", "name"]).filter(|n| !n.is_empty()).map(str::to_owned).ok_or_else(|| {
+        ApiError::invalid(&def, &name, vec![Cause::required("target.name", "")])
+    })?;
+    let (stored, _) = inner
+        .store
+        .update(req.def, req.ns_key(), &name, |cur| {
+            let current = &*cur.object;
+            if is_terminating(current) {
+                return Err(ApiError::conflict(&def, &name, "pod is being deleted, cannot be assigned to a host"));
+            }
+            if let Some(existing) = str_at(current, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict(&def, &name, &format!("pod {name} is already assigned to node {existing:?}")));
+            }
+            let mut next = current.clone();
+            set_at(&mut next, &["spec", "nodeName"], json!(node));
+            let mut conditions = at(&next, &["status", "conditions"]).and_then(Value::as_array).cloned().unwrap_or_default();
+            conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+            conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": meta::now()}));
+            set_at(&mut next, &["status", "conditions"], Value::Array(conditions));
+            Ok(Mutation::Replace(next))
+        })
+        .map_err(|e| map_store_err(&def, &name, e))?;
+    Ok((201, success_status(&def, &name, meta::uid(&stored.object))))
+}
+
+/// POST pods/{name}/eviction: a graceful delete.
+pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let name = req.name.clone().unwrap_or_default();
+    let eviction = parse_object(body)?;
+    let opts = match eviction.get("deleteOptions") {
+        Some(d) => delete_options(req, &serde_json::to_vec(d).unwrap_or_default())?,
+        None => DeleteOptions::default(),
+    };
+    let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
+    Ok((201, success_status(&def, &name, meta::uid(&stored.object))))
+}

@@ -1,0 +1,33 @@
+//! The Stratus test harness.
+//!
+//! [`ApiServer`] is an in-memory Kubernetes API server: `kube::Client`,
+//! kube-runtime's `watcher` / `reflector` / `Controller`, and kubectl talk to
+//! it over real HTTP. It is the cluster every Stratus test runs against and
+//! the embedded default of `cargo xtask demo`. See `docs/testing.md` for what
+//! it matches of kube-apiserver and where it differs.
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::Namespace;
+//! use kube::api::{Api, ListParams};
+//! use stratus_testing::ApiServer;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let server = ApiServer::start().await.unwrap();
+//! let namespaces: Api<Namespace> = Api::all(server.client());
+//! let names: Vec<String> = namespaces
+//!     .list(&ListParams::default())
+//!     .await
+//!     .unwrap()
+//!     .into_iter()
+//!     .filter_map(|n| n.metadata.name)
+//!     .collect();
+//! assert_eq!(names, ["default", "kube-node-lease", "kube-public", "kube-system"]);
+//! # });
+//! ```
+
+pub mod apiserver;
+
+pub use apiserver::{
+    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, Fault, FaultAction, RequestRecord,
+    ReviewUser, Verb,
+};
