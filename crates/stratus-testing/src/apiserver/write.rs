@@ -521,7 +521,9 @@ fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Res
         }
     }
     let finalizers = meta::finalizers(current);
-    if grace == 0 && finalizers.is_empty() {
+    // A namespace always terminates first: its contents are deleted, then it.
+    let is_namespace = def.kind == "Namespace" && def.group.is_empty();
+    if grace == 0 && finalizers.is_empty() && !is_namespace {
         return Ok(Mutation::Delete(next));
     }
     if let Some(m) = meta::meta_mut(&mut next) {
@@ -531,7 +533,7 @@ fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Res
             m.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
     }
-    if def.kind == "Namespace" {
+    if is_namespace {
         set_at(&mut next, &["status", "phase"], json!("Terminating"));
     }
     if next == *current {

@@ -1,0 +1,340 @@
+//! Create / read / update / delete semantics through `kube::Client`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeSpec, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::PartialObjectMeta;
+use serde_json::json;
+use stratus_testing::ApiServer;
+
+fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<BTreeMap<_, _>>(),
+        },
+        "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}
+    }))
+    .unwrap()
+}
+
+fn status_code(err: kube::Error) -> (u16, String) {
+    match err {
+        kube::Error::Api(s) => (s.code, s.reason.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_defaults_and_metadata() {
+    let server = ApiServer::start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let created = pods.create(&PostParams::default(), &pod("web", &[])).await.unwrap();
+    let meta = &created.metadata;
+    assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
+    assert!(meta.creation_timestamp.is_some());
+    assert_eq!(meta.generation, Some(1));
+    let rv: u64 = meta.resource_version.as_deref().unwrap().parse().unwrap();
+    assert!(rv > 1);
+    let spec = created.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+    assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
+
+    // generateName.
+    let mut generated = pod("", &[]);
+    generated.metadata.name = None;
+    generated.metadata.generate_name = Some("worker-".into());
+    let g = pods.create(&PostParams::default(), &generated).await.unwrap();
+    let name = g.metadata.name.unwrap();
+    assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 5, "{name}");
+
+    // Global revision counter: every write increases it.
+    let other: Api<ConfigMap> = Api::namespaced(server.client(), "kube-system");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("x".into());
+    let cm = other.create(&PostParams::default(), &cm).await.unwrap();
+    let cm_rv: u64 = cm.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(cm_rv > rv);
+}
+
+#[tokio::test]
+async fn create_errors() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("dup", &[])).await.unwrap();
+    let (code, reason) = status_code(pods.create(&PostParams::default(), &pod("dup", &[])).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
+
+    let missing: Api<Pod> = Api::namespaced(client.clone(), "nowhere");
+    let err = missing.create(&PostParams::default(), &pod("p", &[])).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.is_not_found()));
+
+    let (code, reason) = status_code(pods.create(&PostParams::default(), &pod("Bad_Name", &[])).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+
+    let mut no_image = pod("noimage", &[]);
+    no_image.spec.as_mut().unwrap().containers[0].image = None;
+    let err = pods.create(&PostParams::default(), &no_image).await.unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("spec.containers[0].image: Required value"), "{}", s.message);
+            let causes = s.details.unwrap().causes;
+            assert_eq!(causes[0].field, "spec.containers[0].image");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let services: Api<Service> = Api::namespaced(client, "default");
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "noports"}, "spec": {}})).unwrap();
+    let (code, _) = status_code(services.create(&PostParams::default(), &svc).await.unwrap_err());
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
+async fn update_concurrency_status_and_generation() {
+    let server = ApiServer::start().await.unwrap();
+    let nodes: Api<Node> = Api::all(server.client());
+    let mut node = Node::default();
+    node.metadata.name = Some("n1".into());
+    node.spec = Some(NodeSpec::default());
+    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+
+    // Stale resourceVersion → 409 Conflict.
+    let mut stale = created.clone();
+    let mut fresh = created.clone();
+    fresh.metadata.labels = Some(BTreeMap::from([("a".into(), "1".into())]));
+    let updated = nodes.replace("n1", &PostParams::default(), &fresh).await.unwrap();
+    assert_eq!(updated.metadata.generation, Some(1), "label changes do not bump generation");
+    stale.metadata.labels = Some(BTreeMap::from([("b".into(), "2".into())]));
+    let err = nodes.replace("n1", &PostParams::default(), &stale).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.is_conflict()), "{err:?}");
+
+    // Main writes ignore status; status writes ignore spec.
+    let mut with_status = updated.clone();
+    with_status.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]})).unwrap());
+    with_status.spec.as_mut().unwrap().unschedulable = Some(true);
+    let after_main = nodes.replace("n1", &PostParams::default(), &with_status).await.unwrap();
+    assert!(after_main.status.as_ref().and_then(|s| s.conditions.as_ref()).is_none());
+    assert_eq!(after_main.spec.as_ref().unwrap().unschedulable, Some(true));
+    assert_eq!(after_main.metadata.generation, Some(2), "spec change bumps generation");
+
+    let mut status_write = after_main.clone();
+    status_write.status = with_status.status.clone();
+    status_write.spec.as_mut().unwrap().unschedulable = Some(false);
+    let after_status = nodes
+        .replace_status("n1", &PostParams::default(), &status_write)
+        .await
+        .unwrap();
+    assert_eq!(after_status.spec.unwrap().unschedulable, Some(true), "status writes keep spec");
+    assert_eq!(after_status.status.unwrap().conditions.unwrap()[0].type_, "Ready");
+    assert_eq!(after_status.metadata.generation, Some(2));
+
+    // Immutable providerID once set.
+    let set = nodes
+        .patch("n1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"providerID": "fake://n1"}})))
+        .await
+        .unwrap();
+    assert_eq!(set.spec.unwrap().provider_id.as_deref(), Some("fake://n1"));
+    let err = nodes
+        .patch("n1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"providerID": "fake://other"}})))
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("providerID")), "{err:?}");
+}
+
+#[tokio::test]
+async fn list_selectors_and_pagination() {
+    let server = ApiServer::start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for i in 0..7 {
+        let tier = if i % 2 == 0 { "front" } else { "back" };
+        pods.create(&PostParams::default(), &pod(&format!("p{i}"), &[("tier", tier), ("n", &i.to_string())]))
+            .await
+            .unwrap();
+    }
+    let names = |list: kube::core::ObjectList<Pod>| -> Vec<String> {
+        list.items.into_iter().filter_map(|p| p.metadata.name).collect()
+    };
+    assert_eq!(names(pods.list(&ListParams::default().labels("tier=front")).await.unwrap()), ["p0", "p2", "p4", "p6"]);
+    assert_eq!(names(pods.list(&ListParams::default().labels("tier in (back),n notin (1)")).await.unwrap()), ["p3", "p5"]);
+    assert_eq!(names(pods.list(&ListParams::default().labels("!tier")).await.unwrap()).len(), 0);
+    assert_eq!(names(pods.list(&ListParams::default().fields("metadata.name=p3")).await.unwrap()), ["p3"]);
+
+    // Bind one pod; select by spec.nodeName.
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        "p1",
+        &PostParams::default(),
+        &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1"}, "target": {"kind": "Node", "name": "n9"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=n9")).await.unwrap()), ["p1"]);
+    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName!=n9,status.phase=Pending")).await.unwrap()).len(), 6);
+
+    // Invalid selectors are 400s; the server keeps serving.
+    let err = pods.list(&ListParams::default().labels("tier in front")).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 400), "{err:?}");
+    let err = pods.list(&ListParams::default().fields("spec.containers=x")).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 400 && s.message.contains("field label not supported")), "{err:?}");
+
+    // Pagination.
+    let page1 = pods.list(&ListParams::default().limit(3)).await.unwrap();
+    assert_eq!(page1.items.len(), 3);
+    let token = page1.metadata.continue_.clone().unwrap();
+    assert_eq!(page1.metadata.remaining_item_count, Some(4));
+    let page2 = pods.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap();
+    let page3 = pods
+        .list(&ListParams::default().limit(3).continue_token(page2.metadata.continue_.as_deref().unwrap()))
+        .await
+        .unwrap();
+    assert!(page3.metadata.continue_.is_none());
+    let all: Vec<String> = [page1, page2, page3].into_iter().flat_map(names).collect();
+    assert_eq!(all, ["p0", "p1", "p2", "p3", "p4", "p5", "p6"]);
+
+    // An expired continue token is 410.
+    pods.create(&PostParams::default(), &pod("late", &[])).await.unwrap();
+    server.compact();
+    let err = pods.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 410), "{err:?}");
+
+    // Metadata-only lists.
+    let meta: Api<PartialObjectMeta<Pod>> = Api::namespaced(server.client(), "default");
+    let list = meta.list_metadata(&ListParams::default().labels("tier=back")).await.unwrap();
+    assert_eq!(list.items.len(), 3);
+    assert!(list.items[0].metadata.uid.is_some());
+}
+
+#[tokio::test]
+async fn deletion_semantics() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    // Finalizers: deletionTimestamp + MODIFIED, gone when the last finalizer goes.
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("held".into());
+    cm.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let deleted = cms.delete("held", &DeleteParams::default()).await.unwrap();
+    let terminating = deleted.left().expect("object, not status");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert!(cms.get("held").await.is_ok());
+    let err = cms
+        .patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})))
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422), "no new finalizers while terminating");
+    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .unwrap();
+    assert!(cms.get_opt("held").await.unwrap().is_none());
+
+    // Preconditions.
+    let mut plain = ConfigMap::default();
+    plain.metadata.name = Some("plain".into());
+    cms.create(&PostParams::default(), &plain).await.unwrap();
+    let wrong = DeleteParams {
+        preconditions: Some(Preconditions { uid: Some("not-the-uid".into()), resource_version: None }),
+        ..Default::default()
+    };
+    let err = cms.delete("plain", &wrong).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.is_conflict()));
+    cms.delete("plain", &DeleteParams::default()).await.unwrap();
+    assert!(cms.get_opt("plain").await.unwrap().is_none());
+
+    // Pods: unbound go at once; bound ones terminate gracefully until grace 0.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("unbound", &[])).await.unwrap();
+    pods.delete("unbound", &DeleteParams::default()).await.unwrap();
+    assert!(pods.get_opt("unbound").await.unwrap().is_none());
+
+    let mut bound = pod("bound", &[]);
+    bound.spec.as_mut().unwrap().node_name = Some("vk".into());
+    bound.spec.as_mut().unwrap().termination_grace_period_seconds = Some(45);
+    pods.create(&PostParams::default(), &bound).await.unwrap();
+    pods.delete("bound", &DeleteParams::default()).await.unwrap();
+    let graceful = pods.get("bound").await.unwrap();
+    assert_eq!(graceful.metadata.deletion_grace_period_seconds, Some(45));
+    let uid = graceful.metadata.uid.clone().unwrap();
+    let mut force = DeleteParams::default().grace_period(0);
+    force.preconditions = Some(Preconditions { uid: Some(uid), resource_version: None });
+    pods.delete("bound", &force).await.unwrap();
+    assert!(pods.get_opt("bound").await.unwrap().is_none());
+
+    // deletecollection with a selector.
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(&format!("c{i}"), &[("batch", "x")])).await.unwrap();
+    }
+    pods.create(&PostParams::default(), &pod("keep", &[])).await.unwrap();
+    pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("batch=x")).await.unwrap();
+    let left: Vec<String> = pods.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|p| p.metadata.name).collect();
+    assert_eq!(left, ["keep"]);
+
+    // Owner-reference garbage collection: a Lease owned by a deleted Node goes.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut node = Node::default();
+    node.metadata.name = Some("owner".into());
+    let node = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let mut lease = Lease::default();
+    lease.metadata.name = Some("owner".into());
+    lease.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: "owner".into(),
+        uid: node.metadata.uid.unwrap(),
+        ..Default::default()
+    }]);
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    nodes.delete("owner", &DeleteParams::default()).await.unwrap();
+    assert!(leases.get_opt("owner").await.unwrap().is_none());
+
+    // Namespaces: contents go with them; system namespaces stay.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some("scratch".into());
+    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    let scratch: Api<ConfigMap> = Api::namespaced(client.clone(), "scratch");
+    let mut inside = ConfigMap::default();
+    inside.metadata.name = Some("inside".into());
+    scratch.create(&PostParams::default(), &inside).await.unwrap();
+    namespaces.delete("scratch", &DeleteParams::default()).await.unwrap();
+    assert!(namespaces.get_opt("scratch").await.unwrap().is_none());
+    assert!(scratch.get_opt("inside").await.unwrap().is_none());
+    let err = namespaces.delete("kube-system", &DeleteParams::default()).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 403));
+}
+
+#[tokio::test]
+async fn services_get_cluster_ips_and_node_ports() {
+    let server = ApiServer::start().await.unwrap();
+    let services: Api<Service> = Api::namespaced(server.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let created = services.create(&PostParams::default(), &svc).await.unwrap();
+    let spec = created.spec.unwrap();
+    assert!(spec.cluster_ip.as_deref().is_some_and(|ip| ip.starts_with("10.")));
+    let port = &spec.ports.unwrap()[0];
+    assert!(port.node_port.is_some_and(|p| (30000..=32767).contains(&p)));
+    assert_eq!(port.protocol.as_deref(), Some("TCP"));
+    assert!(spec.health_check_node_port.is_some());
+    let err = services
+        .patch("lb", &PatchParams::default(), &Patch::Merge(json!({"spec": {"clusterIP": "10.96.200.200"}})))
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422), "{err:?}");
+    let kubernetes = services.get("kubernetes").await.unwrap();
+    assert_eq!(kubernetes.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.1"));
+}
