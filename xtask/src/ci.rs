@@ -1,10 +1,14 @@
-//! `cargo xtask ci`: every check CI runs, one summary line per step.
+//! `cargo xtask ci`: every check CI runs, one summary line per step:
+//! formatting, clippy, the workspace tests, the docs, and the kubectl script
+//! against the standalone harness API server.
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 struct Step {
     name: &'static str,
+    /// The program: `cargo` (the running one) or another command.
+    program: &'static str,
     args: &'static [&'static str],
     env: &'static [(&'static str, &'static str)],
 }
@@ -12,11 +16,13 @@ struct Step {
 const STEPS: &[Step] = &[
     Step {
         name: "fmt",
+        program: "cargo",
         args: &["fmt", "--all", "--", "--check"],
         env: &[],
     },
     Step {
         name: "clippy",
+        program: "cargo",
         args: &[
             "clippy",
             "--workspace",
@@ -30,13 +36,21 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "test",
+        program: "cargo",
         args: &["test", "--workspace", "--all-features"],
         env: &[],
     },
     Step {
         name: "doc",
+        program: "cargo",
         args: &["doc", "--workspace", "--no-deps", "--all-features"],
         env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+    Step {
+        name: "kubectl",
+        program: "bash",
+        args: &["scripts/kubectl-harness.sh"],
+        env: &[],
     },
 ];
 
@@ -49,16 +63,26 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut results = Vec::new();
     for step in STEPS {
-        eprintln!("==> ci step {}: cargo {}", step.name, step.args.join(" "));
+        let program = if step.program == "cargo" {
+            cargo.as_str()
+        } else {
+            step.program
+        };
+        eprintln!(
+            "==> ci step {}: {} {}",
+            step.name,
+            step.program,
+            step.args.join(" ")
+        );
         let started = Instant::now();
-        let status = Command::new(&cargo)
+        let status = Command::new(program)
             .args(step.args)
             .envs(step.env.iter().copied())
             .status();
         let ok = match status {
             Ok(s) => s.success(),
             Err(e) => {
-                eprintln!("could not run cargo: {e}");
+                eprintln!("could not run {program}: {e}");
                 false
             }
         };

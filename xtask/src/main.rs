@@ -1,20 +1,80 @@
 //! Project tasks for the Stratus workspace: `cargo xtask <task>`.
 //!
 //! - `ci`: formatting, lints, tests and docs, as CI runs them.
+//! - `apiserver`: the harness's in-memory API server in the foreground.
 
+mod apiserver;
 mod ci;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: cargo xtask <task>
+use clap::Parser;
+
+const USAGE: &str = "usage: cargo xtask <task> [options]
 
 tasks:
-  ci      cargo fmt --check, clippy -D warnings, the workspace tests, and cargo doc with warnings denied";
+  ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
+              and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
+  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE)";
+
+/// Wait for SIGINT or SIGTERM.
+pub(crate) async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            None
+        }
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&args[1..]),
+        Some("apiserver") => {
+            let parsed = match apiserver::Args::try_parse_from(&args) {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = e.print();
+                    return if e.use_stderr() {
+                        ExitCode::from(2)
+                    } else {
+                        ExitCode::SUCCESS
+                    };
+                }
+            };
+            match runtime() {
+                Some(rt) => rt.block_on(apiserver::run(parsed)),
+                None => ExitCode::FAILURE,
+            }
+        }
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -32,7 +32,10 @@ fn status_code(err: kube::Error) -> (u16, String) {
 async fn create_defaults_and_metadata() {
     let server = ApiServer::start().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    let created = pods.create(&PostParams::default(), &pod("web", &[])).await.unwrap();
+    let created = pods
+        .create(&PostParams::default(), &pod("web", &[]))
+        .await
+        .unwrap();
     let meta = &created.metadata;
     assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
     assert!(meta.creation_timestamp.is_some());
@@ -50,9 +53,15 @@ async fn create_defaults_and_metadata() {
     let mut generated = pod("", &[]);
     generated.metadata.name = None;
     generated.metadata.generate_name = Some("worker-".into());
-    let g = pods.create(&PostParams::default(), &generated).await.unwrap();
+    let g = pods
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
     let name = g.metadata.name.unwrap();
-    assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 5, "{name}");
+    assert!(
+        name.starts_with("worker-") && name.len() == "worker-".len() + 5,
+        "{name}"
+    );
 
     // Global revision counter: every write increases it.
     let other: Api<ConfigMap> = Api::namespaced(server.client(), "kube-system");
@@ -68,24 +77,45 @@ async fn create_errors() {
     let server = ApiServer::start().await.unwrap();
     let client = server.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("dup", &[])).await.unwrap();
-    let (code, reason) = status_code(pods.create(&PostParams::default(), &pod("dup", &[])).await.unwrap_err());
+    pods.create(&PostParams::default(), &pod("dup", &[]))
+        .await
+        .unwrap();
+    let (code, reason) = status_code(
+        pods.create(&PostParams::default(), &pod("dup", &[]))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
 
     let missing: Api<Pod> = Api::namespaced(client.clone(), "nowhere");
-    let err = missing.create(&PostParams::default(), &pod("p", &[])).await.unwrap_err();
+    let err = missing
+        .create(&PostParams::default(), &pod("p", &[]))
+        .await
+        .unwrap_err();
     assert!(matches!(&err, kube::Error::Api(s) if s.is_not_found()));
 
-    let (code, reason) = status_code(pods.create(&PostParams::default(), &pod("Bad_Name", &[])).await.unwrap_err());
+    let (code, reason) = status_code(
+        pods.create(&PostParams::default(), &pod("Bad_Name", &[]))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((code, reason.as_str()), (422, "Invalid"));
 
     let mut no_image = pod("noimage", &[]);
     no_image.spec.as_mut().unwrap().containers[0].image = None;
-    let err = pods.create(&PostParams::default(), &no_image).await.unwrap_err();
+    let err = pods
+        .create(&PostParams::default(), &no_image)
+        .await
+        .unwrap_err();
     match err {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422);
-            assert!(s.message.contains("spec.containers[0].image: Required value"), "{}", s.message);
+            assert!(
+                s.message
+                    .contains("spec.containers[0].image: Required value"),
+                "{}",
+                s.message
+            );
             let causes = s.details.unwrap().causes;
             assert_eq!(causes[0].field, "spec.containers[0].image");
         }
@@ -93,8 +123,14 @@ async fn create_errors() {
     }
 
     let services: Api<Service> = Api::namespaced(client, "default");
-    let svc: Service = serde_json::from_value(json!({"metadata": {"name": "noports"}, "spec": {}})).unwrap();
-    let (code, _) = status_code(services.create(&PostParams::default(), &svc).await.unwrap_err());
+    let svc: Service =
+        serde_json::from_value(json!({"metadata": {"name": "noports"}, "spec": {}})).unwrap();
+    let (code, _) = status_code(
+        services
+            .create(&PostParams::default(), &svc)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(code, 422);
 }
 
@@ -111,20 +147,49 @@ async fn update_concurrency_status_and_generation() {
     let mut stale = created.clone();
     let mut fresh = created.clone();
     fresh.metadata.labels = Some(BTreeMap::from([("a".into(), "1".into())]));
-    let updated = nodes.replace("n1", &PostParams::default(), &fresh).await.unwrap();
-    assert_eq!(updated.metadata.generation, Some(1), "label changes do not bump generation");
+    let updated = nodes
+        .replace("n1", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    assert_eq!(
+        updated.metadata.generation,
+        Some(1),
+        "label changes do not bump generation"
+    );
     stale.metadata.labels = Some(BTreeMap::from([("b".into(), "2".into())]));
-    let err = nodes.replace("n1", &PostParams::default(), &stale).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.is_conflict()), "{err:?}");
+    let err = nodes
+        .replace("n1", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.is_conflict()),
+        "{err:?}"
+    );
 
     // Main writes ignore status; status writes ignore spec.
     let mut with_status = updated.clone();
-    with_status.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]})).unwrap());
+    with_status.status = Some(
+        serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]}))
+            .unwrap(),
+    );
     with_status.spec.as_mut().unwrap().unschedulable = Some(true);
-    let after_main = nodes.replace("n1", &PostParams::default(), &with_status).await.unwrap();
-    assert!(after_main.status.as_ref().and_then(|s| s.conditions.as_ref()).is_none());
+    let after_main = nodes
+        .replace("n1", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert!(
+        after_main
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_none()
+    );
     assert_eq!(after_main.spec.as_ref().unwrap().unschedulable, Some(true));
-    assert_eq!(after_main.metadata.generation, Some(2), "spec change bumps generation");
+    assert_eq!(
+        after_main.metadata.generation,
+        Some(2),
+        "spec change bumps generation"
+    );
 
     let mut status_write = after_main.clone();
     status_write.status = with_status.status.clone();
@@ -133,21 +198,39 @@ async fn update_concurrency_status_and_generation() {
         .replace_status("n1", &PostParams::default(), &status_write)
         .await
         .unwrap();
-    assert_eq!(after_status.spec.unwrap().unschedulable, Some(true), "status writes keep spec");
-    assert_eq!(after_status.status.unwrap().conditions.unwrap()[0].type_, "Ready");
+    assert_eq!(
+        after_status.spec.unwrap().unschedulable,
+        Some(true),
+        "status writes keep spec"
+    );
+    assert_eq!(
+        after_status.status.unwrap().conditions.unwrap()[0].type_,
+        "Ready"
+    );
     assert_eq!(after_status.metadata.generation, Some(2));
 
     // Immutable providerID once set.
     let set = nodes
-        .patch("n1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"providerID": "fake://n1"}})))
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"providerID": "fake://n1"}})),
+        )
         .await
         .unwrap();
     assert_eq!(set.spec.unwrap().provider_id.as_deref(), Some("fake://n1"));
     let err = nodes
-        .patch("n1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"providerID": "fake://other"}})))
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"providerID": "fake://other"}})),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("providerID")), "{err:?}");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("providerID")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -156,17 +239,52 @@ async fn list_selectors_and_pagination() {
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
     for i in 0..7 {
         let tier = if i % 2 == 0 { "front" } else { "back" };
-        pods.create(&PostParams::default(), &pod(&format!("p{i}"), &[("tier", tier), ("n", &i.to_string())]))
-            .await
-            .unwrap();
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("p{i}"), &[("tier", tier), ("n", &i.to_string())]),
+        )
+        .await
+        .unwrap();
     }
     let names = |list: kube::core::ObjectList<Pod>| -> Vec<String> {
-        list.items.into_iter().filter_map(|p| p.metadata.name).collect()
+        list.items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect()
     };
-    assert_eq!(names(pods.list(&ListParams::default().labels("tier=front")).await.unwrap()), ["p0", "p2", "p4", "p6"]);
-    assert_eq!(names(pods.list(&ListParams::default().labels("tier in (back),n notin (1)")).await.unwrap()), ["p3", "p5"]);
-    assert_eq!(names(pods.list(&ListParams::default().labels("!tier")).await.unwrap()).len(), 0);
-    assert_eq!(names(pods.list(&ListParams::default().fields("metadata.name=p3")).await.unwrap()), ["p3"]);
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("tier=front"))
+                .await
+                .unwrap()
+        ),
+        ["p0", "p2", "p4", "p6"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("tier in (back),n notin (1)"))
+                .await
+                .unwrap()
+        ),
+        ["p3", "p5"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("!tier"))
+                .await
+                .unwrap()
+        )
+        .len(),
+        0
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("metadata.name=p3"))
+                .await
+                .unwrap()
+        ),
+        ["p3"]
+    );
 
     // Bind one pod; select by spec.nodeName.
     pods.create_subresource::<_, serde_json::Value>(
@@ -177,23 +295,57 @@ async fn list_selectors_and_pagination() {
     )
     .await
     .unwrap();
-    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=n9")).await.unwrap()), ["p1"]);
-    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName!=n9,status.phase=Pending")).await.unwrap()).len(), 6);
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("spec.nodeName=n9"))
+                .await
+                .unwrap()
+        ),
+        ["p1"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("spec.nodeName!=n9,status.phase=Pending"))
+                .await
+                .unwrap()
+        )
+        .len(),
+        6
+    );
 
     // Invalid selectors are 400s; the server keeps serving.
-    let err = pods.list(&ListParams::default().labels("tier in front")).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 400), "{err:?}");
-    let err = pods.list(&ListParams::default().fields("spec.containers=x")).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 400 && s.message.contains("field label not supported")), "{err:?}");
+    let err = pods
+        .list(&ListParams::default().labels("tier in front"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400),
+        "{err:?}"
+    );
+    let err = pods
+        .list(&ListParams::default().fields("spec.containers=x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400 && s.message.contains("field label not supported")),
+        "{err:?}"
+    );
 
     // Pagination.
     let page1 = pods.list(&ListParams::default().limit(3)).await.unwrap();
     assert_eq!(page1.items.len(), 3);
     let token = page1.metadata.continue_.clone().unwrap();
     assert_eq!(page1.metadata.remaining_item_count, Some(4));
-    let page2 = pods.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap();
+    let page2 = pods
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
     let page3 = pods
-        .list(&ListParams::default().limit(3).continue_token(page2.metadata.continue_.as_deref().unwrap()))
+        .list(
+            &ListParams::default()
+                .limit(3)
+                .continue_token(page2.metadata.continue_.as_deref().unwrap()),
+        )
         .await
         .unwrap();
     assert!(page3.metadata.continue_.is_none());
@@ -201,14 +353,25 @@ async fn list_selectors_and_pagination() {
     assert_eq!(all, ["p0", "p1", "p2", "p3", "p4", "p5", "p6"]);
 
     // An expired continue token is 410.
-    pods.create(&PostParams::default(), &pod("late", &[])).await.unwrap();
+    pods.create(&PostParams::default(), &pod("late", &[]))
+        .await
+        .unwrap();
     server.compact();
-    let err = pods.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 410), "{err:?}");
+    let err = pods
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 410),
+        "{err:?}"
+    );
 
     // Metadata-only lists.
     let meta: Api<PartialObjectMeta<Pod>> = Api::namespaced(server.client(), "default");
-    let list = meta.list_metadata(&ListParams::default().labels("tier=back")).await.unwrap();
+    let list = meta
+        .list_metadata(&ListParams::default().labels("tier=back"))
+        .await
+        .unwrap();
     assert_eq!(list.items.len(), 3);
     assert!(list.items[0].metadata.uid.is_some());
 }
@@ -229,13 +392,24 @@ async fn deletion_semantics() {
     assert!(terminating.metadata.deletion_timestamp.is_some());
     assert!(cms.get("held").await.is_ok());
     let err = cms
-        .patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})))
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422), "no new finalizers while terminating");
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422),
+        "no new finalizers while terminating"
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert!(cms.get_opt("held").await.unwrap().is_none());
 
     // Preconditions.
@@ -243,7 +417,10 @@ async fn deletion_semantics() {
     plain.metadata.name = Some("plain".into());
     cms.create(&PostParams::default(), &plain).await.unwrap();
     let wrong = DeleteParams {
-        preconditions: Some(Preconditions { uid: Some("not-the-uid".into()), resource_version: None }),
+        preconditions: Some(Preconditions {
+            uid: Some("not-the-uid".into()),
+            resource_version: None,
+        }),
         ..Default::default()
     };
     let err = cms.delete("plain", &wrong).await.unwrap_err();
@@ -253,30 +430,62 @@ async fn deletion_semantics() {
 
     // Pods: unbound go at once; bound ones terminate gracefully until grace 0.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &pod("unbound", &[])).await.unwrap();
-    pods.delete("unbound", &DeleteParams::default()).await.unwrap();
+    pods.create(&PostParams::default(), &pod("unbound", &[]))
+        .await
+        .unwrap();
+    pods.delete("unbound", &DeleteParams::default())
+        .await
+        .unwrap();
     assert!(pods.get_opt("unbound").await.unwrap().is_none());
 
     let mut bound = pod("bound", &[]);
     bound.spec.as_mut().unwrap().node_name = Some("vk".into());
-    bound.spec.as_mut().unwrap().termination_grace_period_seconds = Some(45);
+    bound
+        .spec
+        .as_mut()
+        .unwrap()
+        .termination_grace_period_seconds = Some(45);
     pods.create(&PostParams::default(), &bound).await.unwrap();
-    pods.delete("bound", &DeleteParams::default()).await.unwrap();
+    pods.delete("bound", &DeleteParams::default())
+        .await
+        .unwrap();
     let graceful = pods.get("bound").await.unwrap();
     assert_eq!(graceful.metadata.deletion_grace_period_seconds, Some(45));
     let uid = graceful.metadata.uid.clone().unwrap();
     let mut force = DeleteParams::default().grace_period(0);
-    force.preconditions = Some(Preconditions { uid: Some(uid), resource_version: None });
+    force.preconditions = Some(Preconditions {
+        uid: Some(uid),
+        resource_version: None,
+    });
     pods.delete("bound", &force).await.unwrap();
     assert!(pods.get_opt("bound").await.unwrap().is_none());
 
     // deletecollection with a selector.
     for i in 0..3 {
-        pods.create(&PostParams::default(), &pod(&format!("c{i}"), &[("batch", "x")])).await.unwrap();
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("c{i}"), &[("batch", "x")]),
+        )
+        .await
+        .unwrap();
     }
-    pods.create(&PostParams::default(), &pod("keep", &[])).await.unwrap();
-    pods.delete_collection(&DeleteParams::default(), &ListParams::default().labels("batch=x")).await.unwrap();
-    let left: Vec<String> = pods.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|p| p.metadata.name).collect();
+    pods.create(&PostParams::default(), &pod("keep", &[]))
+        .await
+        .unwrap();
+    pods.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("batch=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
     assert_eq!(left, ["keep"]);
 
     // Owner-reference garbage collection: a Lease owned by a deleted Node goes.
@@ -295,22 +504,37 @@ async fn deletion_semantics() {
         ..Default::default()
     }]);
     leases.create(&PostParams::default(), &lease).await.unwrap();
-    nodes.delete("owner", &DeleteParams::default()).await.unwrap();
+    nodes
+        .delete("owner", &DeleteParams::default())
+        .await
+        .unwrap();
     assert!(leases.get_opt("owner").await.unwrap().is_none());
 
     // Namespaces: contents go with them; system namespaces stay.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();
     ns.metadata.name = Some("scratch".into());
-    namespaces.create(&PostParams::default(), &ns).await.unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
     let scratch: Api<ConfigMap> = Api::namespaced(client.clone(), "scratch");
     let mut inside = ConfigMap::default();
     inside.metadata.name = Some("inside".into());
-    scratch.create(&PostParams::default(), &inside).await.unwrap();
-    namespaces.delete("scratch", &DeleteParams::default()).await.unwrap();
+    scratch
+        .create(&PostParams::default(), &inside)
+        .await
+        .unwrap();
+    namespaces
+        .delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
     assert!(namespaces.get_opt("scratch").await.unwrap().is_none());
     assert!(scratch.get_opt("inside").await.unwrap().is_none());
-    let err = namespaces.delete("kube-system", &DeleteParams::default()).await.unwrap_err();
+    let err = namespaces
+        .delete("kube-system", &DeleteParams::default())
+        .await
+        .unwrap_err();
     assert!(matches!(&err, kube::Error::Api(s) if s.code == 403));
 }
 
@@ -325,16 +549,30 @@ async fn services_get_cluster_ips_and_node_ports() {
     .unwrap();
     let created = services.create(&PostParams::default(), &svc).await.unwrap();
     let spec = created.spec.unwrap();
-    assert!(spec.cluster_ip.as_deref().is_some_and(|ip| ip.starts_with("10.")));
+    assert!(
+        spec.cluster_ip
+            .as_deref()
+            .is_some_and(|ip| ip.starts_with("10."))
+    );
     let port = &spec.ports.unwrap()[0];
     assert!(port.node_port.is_some_and(|p| (30000..=32767).contains(&p)));
     assert_eq!(port.protocol.as_deref(), Some("TCP"));
     assert!(spec.health_check_node_port.is_some());
     let err = services
-        .patch("lb", &PatchParams::default(), &Patch::Merge(json!({"spec": {"clusterIP": "10.96.200.200"}})))
+        .patch(
+            "lb",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"clusterIP": "10.96.200.200"}})),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(&err, kube::Error::Api(s) if s.code == 422), "{err:?}");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422),
+        "{err:?}"
+    );
     let kubernetes = services.get("kubernetes").await.unwrap();
-    assert_eq!(kubernetes.spec.unwrap().cluster_ip.as_deref(), Some("10.96.0.1"));
+    assert_eq!(
+        kubernetes.spec.unwrap().cluster_ip.as_deref(),
+        Some("10.96.0.1")
+    );
 }

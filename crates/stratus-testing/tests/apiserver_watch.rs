@@ -11,10 +11,15 @@ use serde_json::json;
 use stratus_testing::ApiServer;
 
 fn cm(name: &str, label: &str) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": label}}, "data": {"k": "v"}})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": label}}, "data": {"k": "v"}}),
+    )
+    .unwrap()
 }
 
-async fn next_event(stream: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin)) -> WatchEvent<ConfigMap> {
+async fn next_event(
+    stream: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin),
+) -> WatchEvent<ConfigMap> {
     tokio::time::timeout(Duration::from_secs(10), stream.next())
         .await
         .expect("an event within 10s")
@@ -25,8 +30,14 @@ async fn next_event(stream: &mut (impl futures_util::Stream<Item = kube::Result<
 fn name_of(e: &WatchEvent<ConfigMap>) -> (String, String) {
     match e {
         WatchEvent::Added(o) => ("ADDED".into(), o.metadata.name.clone().unwrap_or_default()),
-        WatchEvent::Modified(o) => ("MODIFIED".into(), o.metadata.name.clone().unwrap_or_default()),
-        WatchEvent::Deleted(o) => ("DELETED".into(), o.metadata.name.clone().unwrap_or_default()),
+        WatchEvent::Modified(o) => (
+            "MODIFIED".into(),
+            o.metadata.name.clone().unwrap_or_default(),
+        ),
+        WatchEvent::Deleted(o) => (
+            "DELETED".into(),
+            o.metadata.name.clone().unwrap_or_default(),
+        ),
         WatchEvent::Bookmark(b) => ("BOOKMARK".into(), b.metadata.resource_version.clone()),
         WatchEvent::Error(e) => ("ERROR".into(), e.code.to_string()),
     }
@@ -36,29 +47,60 @@ fn name_of(e: &WatchEvent<ConfigMap>) -> (String, String) {
 async fn watch_from_resource_version_and_selector_transitions() {
     let server = ApiServer::start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let first = cms.create(&PostParams::default(), &cm("a", "web")).await.unwrap();
+    let first = cms
+        .create(&PostParams::default(), &cm("a", "web"))
+        .await
+        .unwrap();
     let rv = first.metadata.resource_version.unwrap();
 
-    let mut stream = cms.watch(&WatchParams::default().labels("app=web"), &rv).await.unwrap().boxed();
-    cms.create(&PostParams::default(), &cm("b", "web")).await.unwrap();
-    cms.create(&PostParams::default(), &cm("c", "db")).await.unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default().labels("app=web"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &cm("b", "web"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("c", "db"))
+        .await
+        .unwrap();
     // c starts matching → ADDED; a stops matching → DELETED.
-    cms.patch("c", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})))
-        .await
-        .unwrap();
-    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})))
-        .await
-        .unwrap();
-    cms.patch("b", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w"}}))).await.unwrap();
+    cms.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "w"}})),
+    )
+    .await
+    .unwrap();
     cms.delete("b", &DeleteParams::default()).await.unwrap();
     let mut seen = Vec::new();
     for _ in 0..5 {
         seen.push(name_of(&next_event(&mut stream).await));
     }
-    let want: Vec<(String, String)> = [("ADDED", "b"), ("ADDED", "c"), ("DELETED", "a"), ("MODIFIED", "b"), ("DELETED", "b")]
-        .iter()
-        .map(|(t, n)| ((*t).into(), (*n).into()))
-        .collect();
+    let want: Vec<(String, String)> = [
+        ("ADDED", "b"),
+        ("ADDED", "c"),
+        ("DELETED", "a"),
+        ("MODIFIED", "b"),
+        ("DELETED", "b"),
+    ]
+    .iter()
+    .map(|(t, n)| ((*t).into(), (*n).into()))
+    .collect();
     assert_eq!(seen, want);
 }
 
@@ -66,17 +108,30 @@ async fn watch_from_resource_version_and_selector_transitions() {
 async fn watch_without_version_starts_with_state_and_expired_versions_get_410() {
     let server = ApiServer::builder().history(5).start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let first = cms.create(&PostParams::default(), &cm("x", "web")).await.unwrap();
+    let first = cms
+        .create(&PostParams::default(), &cm("x", "web"))
+        .await
+        .unwrap();
     let old_rv = first.metadata.resource_version.unwrap();
     for i in 0..10 {
-        cms.create(&PostParams::default(), &cm(&format!("y{i}"), "web")).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("y{i}"), "web"))
+            .await
+            .unwrap();
     }
     // "0": the current state first.
-    let mut stream = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let mut stream = cms
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
     let e = next_event(&mut stream).await;
     assert_eq!(name_of(&e), ("ADDED".into(), "x".into()));
     // An expired version gets an ERROR event with 410.
-    let mut stream = cms.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
+    let mut stream = cms
+        .watch(&WatchParams::default(), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
     match next_event(&mut stream).await {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
@@ -88,16 +143,35 @@ async fn watch_without_version_starts_with_state_and_expired_versions_get_410() 
 
 #[tokio::test]
 async fn bookmarks_initial_events_and_timeouts() {
-    let server = ApiServer::builder().bookmark_interval(Duration::from_millis(100)).start().await.unwrap();
+    let server = ApiServer::builder()
+        .bookmark_interval(Duration::from_millis(100))
+        .start()
+        .await
+        .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    cms.create(&PostParams::default(), &cm("a", "web")).await.unwrap();
-    let mut stream = cms.watch(&WatchParams::streaming_lists(), "").await.unwrap().boxed();
+    cms.create(&PostParams::default(), &cm("a", "web"))
+        .await
+        .unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::streaming_lists(), "")
+        .await
+        .unwrap()
+        .boxed();
     assert_eq!(name_of(&next_event(&mut stream).await).0, "ADDED");
     match next_event(&mut stream).await {
         WatchEvent::Bookmark(b) => {
-            assert_eq!(b.metadata.annotations.get("k8s.io/initial-events-end").map(String::as_str), Some("true"));
+            assert_eq!(
+                b.metadata
+                    .annotations
+                    .get("k8s.io/initial-events-end")
+                    .map(String::as_str),
+                Some("true")
+            );
         }
-        other => panic!("expected the initial-events-end bookmark, got {:?}", name_of(&other)),
+        other => panic!(
+            "expected the initial-events-end bookmark, got {:?}",
+            name_of(&other)
+        ),
     }
     // Periodic bookmarks.
     match next_event(&mut stream).await {
@@ -106,7 +180,11 @@ async fn bookmarks_initial_events_and_timeouts() {
     }
     // timeoutSeconds ends the stream.
     let rv = server.revision().to_string();
-    let mut short = cms.watch(&WatchParams::default().timeout(1), &rv).await.unwrap().boxed();
+    let mut short = cms
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap()
+        .boxed();
     let drained = tokio::time::timeout(Duration::from_secs(10), async {
         let mut kinds = Vec::new();
         while let Some(e) = short.next().await {
@@ -147,13 +225,17 @@ async fn reflector_follows_changes_and_recovers_from_dropped_watches_and_410() {
         }
     };
     for i in 0..3 {
-        pods.create(&PostParams::default(), &pod(&format!("p{i}"))).await.unwrap();
+        pods.create(&PostParams::default(), &pod(&format!("p{i}")))
+            .await
+            .unwrap();
     }
     wait_for(3).await;
 
     // A dropped watch is resumed; nothing is lost.
     server.drop_watches();
-    pods.create(&PostParams::default(), &pod("after-drop")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("after-drop"))
+        .await
+        .unwrap();
     wait_for(4).await;
 
     // History compacted while disconnected: the watcher relists after 410,
@@ -162,16 +244,25 @@ async fn reflector_follows_changes_and_recovers_from_dropped_watches_and_410() {
     server.drop_watches();
     pods.delete("p0", &DeleteParams::default()).await.unwrap();
     for i in 0..60 {
-        pods.create(&PostParams::default(), &pod(&format!("bulk{i}"))).await.unwrap();
+        pods.create(&PostParams::default(), &pod(&format!("bulk{i}")))
+            .await
+            .unwrap();
     }
     wait_for(3 + 60).await;
-    assert!(reader.get(&reflector::ObjectRef::new("p0").within("default")).is_none());
+    assert!(
+        reader
+            .get(&reflector::ObjectRef::new("p0").within("default"))
+            .is_none()
+    );
 
     // A restart of the server keeps state; the reflector reconnects.
     let mut server = server;
     server.restart().await.unwrap();
     let pods_after: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods_after.create(&PostParams::default(), &pod("after-restart")).await.unwrap();
+    pods_after
+        .create(&PostParams::default(), &pod("after-restart"))
+        .await
+        .unwrap();
     wait_for(3 + 60 + 1).await;
     task.abort();
 }

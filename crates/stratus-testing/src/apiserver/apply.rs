@@ -64,7 +64,10 @@ fn collect(kind: &str, value: &Value, path: &mut Path, out: &mut FieldSet) {
                 if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind") {
                     continue;
                 }
-                if path.len() == 1 && path[0] == Elem::Field("metadata".into()) && SYSTEM_META.contains(&k.as_str()) {
+                if path.len() == 1
+                    && path[0] == Elem::Field("metadata".into())
+                    && SYSTEM_META.contains(&k.as_str())
+                {
                     continue;
                 }
                 path.push(Elem::Field(k.clone()));
@@ -123,7 +126,10 @@ fn lookup<'a>(root: &'a Value, path: &Path) -> Option<&'a Value> {
             Elem::Key(k) => {
                 let key: Map<String, Value> = serde_json::from_str(k).ok()?;
                 let (kname, kval) = key.iter().next()?;
-                cur = cur.as_array()?.iter().find(|i| i.get(kname) == Some(kval))?;
+                cur = cur
+                    .as_array()?
+                    .iter()
+                    .find(|i| i.get(kname) == Some(kval))?;
             }
             Elem::Value(v) => {
                 let value: Value = serde_json::from_str(v).ok()?;
@@ -148,8 +154,11 @@ fn remove_path(root: &mut Value, path: &Path) {
                     Ok(k) => k,
                     Err(_) => return,
                 };
-                let Some((kname, kval)) = key.iter().next() else { return };
-                cur.as_array_mut().and_then(|a| a.iter_mut().find(|i| i.get(kname) == Some(kval)))
+                let Some((kname, kval)) = key.iter().next() else {
+                    return;
+                };
+                cur.as_array_mut()
+                    .and_then(|a| a.iter_mut().find(|i| i.get(kname) == Some(kval)))
             }
             Elem::Value(_) => return,
         };
@@ -165,14 +174,17 @@ fn remove_path(root: &mut Value, path: &Path) {
             }
         }
         Elem::Key(k) => {
-            if let (Ok(key), Some(list)) = (serde_json::from_str::<Map<String, Value>>(k), cur.as_array_mut())
-                && let Some((kname, kval)) = key.iter().next()
+            if let (Ok(key), Some(list)) = (
+                serde_json::from_str::<Map<String, Value>>(k),
+                cur.as_array_mut(),
+            ) && let Some((kname, kval)) = key.iter().next()
             {
                 list.retain(|i| i.get(kname) != Some(kval));
             }
         }
         Elem::Value(v) => {
-            if let (Ok(value), Some(list)) = (serde_json::from_str::<Value>(v), cur.as_array_mut()) {
+            if let (Ok(value), Some(list)) = (serde_json::from_str::<Value>(v), cur.as_array_mut())
+            {
                 list.retain(|i| *i != value);
             }
         }
@@ -266,11 +278,31 @@ fn read_entries(obj: &Value) -> Vec<Entry> {
         .map(|list| {
             list.iter()
                 .map(|e| Entry {
-                    manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    operation: e.get("operation").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    api_version: e.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    time: e.get("time").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    subresource: e.get("subresource").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                    manager: e
+                        .get("manager")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    operation: e
+                        .get("operation")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    api_version: e
+                        .get("apiVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    time: e
+                        .get("time")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
                 })
                 .collect()
@@ -312,7 +344,13 @@ fn kind_of(obj: &Value) -> String {
 
 /// Record an update (create when `old` is `None`): the manager owns the
 /// leaves it changed; other managers lose them.
-pub(crate) fn record_update(new: &mut Value, old: Option<&Value>, manager: &str, operation: &str, api_version: &str) {
+pub(crate) fn record_update(
+    new: &mut Value,
+    old: Option<&Value>,
+    manager: &str,
+    operation: &str,
+    api_version: &str,
+) {
     let kind = kind_of(new);
     let new_fields = fields_of(&kind, new);
     let changed: FieldSet = match old {
@@ -334,7 +372,10 @@ pub(crate) fn record_update(new: &mut Value, old: Option<&Value>, manager: &str,
                 e.fields.retain(|p| !changed.contains(p));
             }
         }
-        match entries.iter_mut().find(|e| e.manager == manager && e.operation == operation) {
+        match entries
+            .iter_mut()
+            .find(|e| e.manager == manager && e.operation == operation)
+        {
             Some(e) => {
                 e.fields.extend(changed);
                 e.time = meta::now();
@@ -410,7 +451,10 @@ fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<St
                 ListStrategy::MergeByKey(key) => {
                     if let Value::Array(list) = l {
                         for item in items {
-                            match list.iter_mut().find(|e| item.get(key).is_some() && e.get(key) == item.get(key)) {
+                            match list
+                                .iter_mut()
+                                .find(|e| item.get(key).is_some() && e.get(key) == item.get(key))
+                            {
                                 Some(existing) => merge_config(kind, existing, item, names),
                                 None => list.push(item.clone()),
                             }
@@ -423,38 +467,73 @@ fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<St
     }
 }
 
-fn conflict_error(def_plural: &str, name: &str, conflicts: &[(String, String)]) -> ApiError {
+fn conflict_error(
+    def_plural: &str,
+    name: &str,
+    conflicts: &[(String, String, String)],
+) -> ApiError {
     let causes: Vec<Value> = conflicts
         .iter()
-        .map(|(manager, field)| {
-            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager:?}"), "field": field})
+        .map(|(manager, api_version, field)| {
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager:?} using {api_version}"), "field": field})
         })
         .collect();
-    let lines: Vec<String> = conflicts.iter().map(|(m, f)| format!("- {m:?}: {f}")).collect();
-    let message = format!(
-        "Apply failed with {} conflict{}: conflict{} with {}",
-        conflicts.len(),
-        if conflicts.len() == 1 { "" } else { "s" },
-        if conflicts.len() == 1 { "" } else { "s" },
-        lines.join("\n")
-    );
+    let message = if let [(manager, api_version, field)] = conflicts {
+        format!(
+            "Apply failed with 1 conflict: conflict with {manager:?} using {api_version}: {field}"
+        )
+    } else {
+        // Grouped by manager, in first-seen order.
+        let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+        for (m, v, f) in conflicts {
+            match groups.iter_mut().find(|(gm, gv, _)| gm == m && gv == v) {
+                Some(g) => g.2.push(f),
+                None => groups.push((m, v, vec![f])),
+            }
+        }
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(m, v, fs)| {
+                let fields: Vec<String> = fs.iter().map(|f| format!("- {f}")).collect();
+                format!("conflicts with {m:?} using {v}:\n{}", fields.join("\n"))
+            })
+            .collect();
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            parts.join("\n")
+        )
+    };
     ApiError {
         details: Some(json!({"name": name, "kind": def_plural, "causes": causes})),
         ..ApiError::new(409, "Conflict", message)
     }
 }
 
+/// Who applies what to which object.
+struct ApplyRequest<'a> {
+    kind: &'a str,
+    plural: &'a str,
+    name: &'a str,
+    api_version: &'a str,
+    manager: &'a str,
+    force: bool,
+}
+
 /// Compute the applied object from the live one (`None`: create).
 fn applied(
-    kind: &str,
+    req: &ApplyRequest<'_>,
     live: Option<&Value>,
     config: &Value,
-    manager: &str,
-    force: bool,
-    plural: &str,
-    name: &str,
-    api_version: &str,
 ) -> Result<Value, ApiError> {
+    let ApplyRequest {
+        kind,
+        plural,
+        name,
+        api_version,
+        manager,
+        force,
+    } = *req;
     let config_fields = fields_of(kind, config);
     let mut entries = live.map(read_entries).unwrap_or_default();
     let mut conflicts = Vec::new();
@@ -466,7 +545,7 @@ fn applied(
             }
             for p in &e.fields {
                 if config_fields.contains(p) && lookup(live, p) != lookup(config, p) {
-                    conflicts.push((e.manager.clone(), render(p)));
+                    conflicts.push((e.manager.clone(), e.api_version.clone(), render(p)));
                     conflicting.insert(p.clone());
                 }
             }
@@ -484,7 +563,9 @@ fn applied(
         .map(|e| e.fields.clone())
         .unwrap_or_default();
     for p in previous.difference(&config_fields) {
-        let owned_elsewhere = entries.iter().any(|e| !(e.manager == manager && e.operation == "Apply") && e.fields.contains(p));
+        let owned_elsewhere = entries
+            .iter()
+            .any(|e| !(e.manager == manager && e.operation == "Apply") && e.fields.contains(p));
         if !owned_elsewhere {
             remove_path(&mut out, p);
         }
@@ -493,7 +574,8 @@ fn applied(
     // Forced conflicts change hands; equal values are shared.
     for e in &mut entries {
         if !(e.manager == manager && e.operation == "Apply") {
-            e.fields.retain(|p| !conflicting.contains(p) && lookup(&out, p).is_some());
+            e.fields
+                .retain(|p| !conflicting.contains(p) && lookup(&out, p).is_some());
         }
     }
     entries.retain(|e| !(e.manager == manager && e.operation == "Apply"));
@@ -510,14 +592,22 @@ fn applied(
 }
 
 /// PATCH with `application/apply-patch+yaml`.
-pub(crate) fn server_side_apply(inner: &Inner, req: &ResourceRequest, config: Value) -> Result<(u16, Value), ApiError> {
+pub(crate) fn server_side_apply(
+    inner: &Inner,
+    req: &ResourceRequest,
+    config: Value,
+) -> Result<(u16, Value), ApiError> {
     let def = inner.defs[req.def];
     let name = req.name.clone().unwrap_or_default();
     let Some(manager) = req.query.get("fieldManager").map(str::to_owned) else {
-        return Err(ApiError::bad_request("PATCH, PUT and POST requests must have fieldManager when using server-side apply"));
+        return Err(ApiError::bad_request(
+            "PATCH, PUT and POST requests must have fieldManager when using server-side apply",
+        ));
     };
     if !config.is_object() {
-        return Err(ApiError::bad_request("the apply configuration must be an object"));
+        return Err(ApiError::bad_request(
+            "the apply configuration must be an object",
+        ));
     }
     let force = req.query.flag("force");
     let config_name = str_at(&config, &["metadata", "name"]).unwrap_or_default();
@@ -527,14 +617,24 @@ pub(crate) fn server_side_apply(inner: &Inner, req: &ResourceRequest, config: Va
         )));
     }
     let api_version = def.api_version();
+    let apply_req = ApplyRequest {
+        kind: def.kind,
+        plural: def.plural,
+        name: &name,
+        api_version: &api_version,
+        manager: &manager,
+        force,
+    };
     match inner.store.get(req.def, req.ns_key(), &name) {
         None => {
             // Create on apply.
-            let mut obj = applied(def.kind, None, &config, &manager, force, def.plural, &name, &api_version)?;
+            let mut obj = applied(&apply_req, None, &config)?;
             if let Some(m) = meta::meta_mut(&mut obj) {
                 m.insert("name".into(), json!(name));
             }
-            let managed = meta::meta(&obj).and_then(|m| m.get("managedFields")).cloned();
+            let managed = meta::meta(&obj)
+                .and_then(|m| m.get("managedFields"))
+                .cloned();
             let body = serde_json::to_vec(&obj).unwrap_or_default();
             let create_req = ResourceRequest {
                 query: {
@@ -571,12 +671,17 @@ pub(crate) fn server_side_apply(inner: &Inner, req: &ResourceRequest, config: Va
             let (stored, deleted) = inner
                 .store
                 .update(req.def, req.ns_key(), &name, |cur| {
-                    let mut desired = applied(def.kind, Some(&cur.object), &config, &manager, force, def.plural, &name, &api_version)?;
+                    let mut desired = applied(&apply_req, Some(&cur.object), &config)?;
                     // Apply never changes what the update path protects.
-                    let rv = str_at(&cur.object, &["metadata", "resourceVersion"]).unwrap_or_default().to_owned();
+                    let rv = str_at(&cur.object, &["metadata", "resourceVersion"])
+                        .unwrap_or_default()
+                        .to_owned();
                     meta::set_at(&mut desired, &["metadata", "resourceVersion"], json!(rv));
-                    let managed = meta::meta(&desired).and_then(|m| m.get("managedFields")).cloned();
-                    let mutation = super::write::next_state_for_apply(inner, &def, req, &cur.object, desired)?;
+                    let managed = meta::meta(&desired)
+                        .and_then(|m| m.get("managedFields"))
+                        .cloned();
+                    let mutation =
+                        super::write::next_state_for_apply(inner, &def, req, &cur.object, desired)?;
                     Ok(match mutation {
                         Mutation::Replace(mut v) => {
                             if let (Some(m), Some(managed)) = (meta::meta_mut(&mut v), managed) {
@@ -614,6 +719,17 @@ pub(crate) fn owners(obj: &Value) -> std::collections::BTreeMap<String, Vec<Stri
 mod tests {
     use super::*;
 
+    fn req(manager: &str, force: bool) -> ApplyRequest<'_> {
+        ApplyRequest {
+            kind: "ConfigMap",
+            plural: "configmaps",
+            name: "c",
+            api_version: "v1",
+            manager,
+            force,
+        }
+    }
+
     #[test]
     fn fields_v1_round_trip() {
         let obj = json!({"kind": "Pod", "metadata": {"name": "x", "labels": {"a": "1"}, "finalizers": ["f"]},
@@ -622,7 +738,10 @@ mod tests {
         let v1 = to_fields_v1(&set);
         assert_eq!(from_fields_v1(&v1), set);
         let rendered: Vec<String> = set.iter().map(render).collect();
-        assert!(rendered.contains(&".spec.containers[name=\"app\"].image".to_owned()), "{rendered:?}");
+        assert!(
+            rendered.contains(&".spec.containers[name=\"app\"].image".to_owned()),
+            "{rendered:?}"
+        );
         assert!(rendered.contains(&".metadata.finalizers[=\"f\"]".to_owned()));
         assert!(rendered.contains(&".spec.tolerations".to_owned()));
         assert!(!rendered.iter().any(|r| r == ".metadata.name"));
@@ -630,29 +749,34 @@ mod tests {
 
     #[test]
     fn apply_conflicts_and_force() {
-        let mut live = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        let mut live =
+            json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
         record_update(&mut live, None, "kubectl-edit", "Update", "v1");
         let config = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}});
-        let err = applied("ConfigMap", Some(&live), &config, "mgr", false, "configmaps", "c", "v1").unwrap_err();
+        let err = applied(&req("mgr", false), Some(&live), &config).unwrap_err();
         assert_eq!(err.code, 409);
         assert!(err.message.contains(".data.a"), "{}", err.message);
-        let forced = applied("ConfigMap", Some(&live), &config, "mgr", true, "configmaps", "c", "v1").unwrap();
+        let forced = applied(&req("mgr", true), Some(&live), &config).unwrap();
         assert_eq!(forced["data"], json!({"a": "9", "b": "2"}));
         let owners = owners(&forced);
         assert_eq!(owners[".data.a"], vec!["mgr".to_owned()]);
         assert_eq!(owners[".data.b"], vec!["kubectl-edit".to_owned()]);
         // Same value: no conflict.
         let same = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"b": "2"}});
-        assert!(applied("ConfigMap", Some(&live), &same, "other", false, "configmaps", "c", "v1").is_ok());
+        assert!(applied(&req("other", false), Some(&live), &same).is_ok());
     }
 
     #[test]
     fn apply_removes_fields_it_stopped_applying() {
         let config1 = json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"x": "1"}}, "data": {"a": "1", "b": "2"}});
-        let first = applied("ConfigMap", None, &config1, "mgr", false, "configmaps", "c", "v1").unwrap();
+        let first = applied(&req("mgr", false), None, &config1).unwrap();
         let config2 = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
-        let second = applied("ConfigMap", Some(&first), &config2, "mgr", false, "configmaps", "c", "v1").unwrap();
+        let second = applied(&req("mgr", false), Some(&first), &config2).unwrap();
         assert_eq!(second["data"], json!({"a": "1"}));
-        assert!(second["metadata"].get("labels").is_none_or(|l| l.as_object().is_none_or(|m| m.is_empty())));
+        assert!(
+            second["metadata"]
+                .get("labels")
+                .is_none_or(|l| l.as_object().is_none_or(|m| m.is_empty()))
+        );
     }
 }

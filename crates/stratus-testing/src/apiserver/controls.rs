@@ -72,20 +72,34 @@ pub(crate) struct RequestLog {
 
 impl RequestLog {
     pub(crate) fn push(&self, record: RequestRecord) {
-        self.records.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(record);
     }
 
     pub(crate) fn snapshot(&self) -> Vec<RequestRecord> {
-        self.records.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn clear(&self) {
-        self.records.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     pub(crate) fn counts(&self) -> BTreeMap<Verb, usize> {
         let mut out = BTreeMap::new();
-        for r in self.records.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for r in self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             *out.entry(r.verb).or_default() += 1;
         }
         out
@@ -197,7 +211,11 @@ impl Faults {
             }
             s.paused_until = None;
         }
-        let mut rng = if s.rng == 0 { 0x9E37_79B9_7F4A_7C15 } else { s.rng };
+        let mut rng = if s.rng == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            s.rng
+        };
         for (fault, used) in s.faults.iter_mut() {
             if fault.verb.is_some_and(|v| v != verb)
                 || fault.resource.as_deref().is_some_and(|r| r != resource)
@@ -272,7 +290,9 @@ impl Default for Reviews {
     fn default() -> Self {
         Self {
             tokens: Mutex::new(BTreeMap::new()),
-            policy: Mutex::new(Arc::new(|_| (true, "allowed by the harness default policy".to_owned()))),
+            policy: Mutex::new(Arc::new(|_| {
+                (true, "allowed by the harness default policy".to_owned())
+            })),
         }
     }
 }
@@ -285,11 +305,24 @@ mod tests {
     fn faults_match_and_expire() {
         let faults = Faults::default();
         faults.add(Fault::new(Some(Verb::Create), Some("pods"), FaultAction::Error(500)).times(2));
-        faults.add(Fault::new(None, None, FaultAction::Latency(Duration::from_millis(5))));
-        assert_eq!(faults.apply(Verb::Create, "pods").error, Some(FaultAction::Error(500)));
+        faults.add(Fault::new(
+            None,
+            None,
+            FaultAction::Latency(Duration::from_millis(5)),
+        ));
+        assert_eq!(
+            faults.apply(Verb::Create, "pods").error,
+            Some(FaultAction::Error(500))
+        );
         assert_eq!(faults.apply(Verb::Create, "nodes").error, None);
-        assert_eq!(faults.apply(Verb::Create, "pods").delay, Duration::from_millis(5));
-        assert!(faults.apply(Verb::Create, "pods").error.is_none(), "expired after 2");
+        assert_eq!(
+            faults.apply(Verb::Create, "pods").delay,
+            Duration::from_millis(5)
+        );
+        assert!(
+            faults.apply(Verb::Create, "pods").error.is_none(),
+            "expired after 2"
+        );
         faults.pause(Duration::from_secs(60));
         assert!(faults.apply(Verb::Get, "pods").paused_for.is_some());
         faults.clear();
@@ -300,7 +333,9 @@ mod tests {
     fn fault_rate_is_roughly_honoured() {
         let faults = Faults::default();
         faults.add(Fault::new(None, None, FaultAction::Error(503)).with_rate(0.25));
-        let hits = (0..4000).filter(|_| faults.apply(Verb::Get, "x").error.is_some()).count();
+        let hits = (0..4000)
+            .filter(|_| faults.apply(Verb::Get, "x").error.is_some())
+            .count();
         assert!((700..1300).contains(&hits), "{hits}");
     }
 }

@@ -34,7 +34,9 @@ struct AllocState {
 fn ip_offset(ip: &str) -> Option<u32> {
     let ip: Ipv4Addr = ip.parse().ok()?;
     let v = u32::from(ip);
-    (v >= SERVICE_CIDR_BASE && v < SERVICE_CIDR_BASE + SERVICE_CIDR_SIZE).then(|| v - SERVICE_CIDR_BASE)
+    (SERVICE_CIDR_BASE..SERVICE_CIDR_BASE + SERVICE_CIDR_SIZE)
+        .contains(&v)
+        .then(|| v - SERVICE_CIDR_BASE)
 }
 
 impl Allocators {
@@ -46,7 +48,9 @@ impl Allocators {
     fn cluster_ip(&self, wanted: Option<&str>) -> Result<String, String> {
         let mut s = self.lock();
         if let Some(ip) = wanted {
-            let off = ip_offset(ip).ok_or("provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12")?;
+            let off = ip_offset(ip).ok_or(
+                "provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12",
+            )?;
             if !s.ips.insert(off) {
                 return Err("provided IP is already allocated".to_owned());
             }
@@ -118,17 +122,33 @@ fn node_ports(svc: &Value) -> Vec<u16> {
 fn image_pull_policy(image: &str) -> &'static str {
     let last = image.rsplit('/').next().unwrap_or(image);
     let tagged = last.contains(':') && !last.ends_with(":latest");
-    if image.contains('@') || tagged { "IfNotPresent" } else { "Always" }
+    if image.contains('@') || tagged {
+        "IfNotPresent"
+    } else {
+        "Always"
+    }
 }
 
 fn default_containers(pod: &mut Value, field: &str) {
-    let Some(list) = pod.get_mut("spec").and_then(|s| s.get_mut(field)).and_then(Value::as_array_mut) else {
+    let Some(list) = pod
+        .get_mut("spec")
+        .and_then(|s| s.get_mut(field))
+        .and_then(Value::as_array_mut)
+    else {
         return;
     };
     for c in list {
-        let image = c.get("image").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let image = c
+            .get("image")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         default_at(c, &["imagePullPolicy"], json!(image_pull_policy(&image)));
-        default_at(c, &["terminationMessagePath"], json!("/dev/termination-log"));
+        default_at(
+            c,
+            &["terminationMessagePath"],
+            json!("/dev/termination-log"),
+        );
         default_at(c, &["terminationMessagePolicy"], json!("File"));
         default_at(c, &["resources"], json!({}));
         if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
@@ -178,15 +198,30 @@ pub(crate) fn pod(pod: &mut Value) {
     default_at(pod, &["spec", "securityContext"], json!({}));
     default_at(pod, &["spec", "enableServiceLinks"], json!(true));
     default_at(pod, &["spec", "priority"], json!(0));
-    default_at(pod, &["spec", "preemptionPolicy"], json!("PreemptLowerPriority"));
+    default_at(
+        pod,
+        &["spec", "preemptionPolicy"],
+        json!("PreemptLowerPriority"),
+    );
     default_at(pod, &["spec", "serviceAccountName"], json!("default"));
-    let sa = str_at(pod, &["spec", "serviceAccountName"]).unwrap_or("default").to_owned();
+    let sa = str_at(pod, &["spec", "serviceAccountName"])
+        .unwrap_or("default")
+        .to_owned();
     default_at(pod, &["spec", "serviceAccount"], json!(sa));
     // DefaultTolerationSeconds admission.
-    let tolerations = at(pod, &["spec", "tolerations"]).and_then(Value::as_array).cloned().unwrap_or_default();
+    let tolerations = at(pod, &["spec", "tolerations"])
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let mut tolerations = tolerations;
-    for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
-        if !tolerations.iter().any(|t| t.get("key").and_then(Value::as_str) == Some(key)) {
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if !tolerations
+            .iter()
+            .any(|t| t.get("key").and_then(Value::as_str) == Some(key))
+        {
             tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
         }
     }
@@ -200,19 +235,31 @@ pub(crate) fn pod(pod: &mut Value) {
 
 /// Default a new Namespace.
 pub(crate) fn namespace(ns: &mut Value) {
-    let name = str_at(ns, &["metadata", "name"]).unwrap_or_default().to_owned();
-    set_at(ns, &["metadata", "labels", "kubernetes.io/metadata.name"], json!(name));
+    let name = str_at(ns, &["metadata", "name"])
+        .unwrap_or_default()
+        .to_owned();
+    set_at(
+        ns,
+        &["metadata", "labels", "kubernetes.io/metadata.name"],
+        json!(name),
+    );
     default_at(ns, &["spec", "finalizers"], json!(["kubernetes"]));
     set_at(ns, &["status", "phase"], json!("Active"));
 }
 
 fn service_type(svc: &Value) -> String {
-    str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP").to_owned()
+    str_at(svc, &["spec", "type"])
+        .unwrap_or("ClusterIP")
+        .to_owned()
 }
 
 /// Default and allocate a Service on create, or on update (`old` given:
 /// allocations carry over, new ones are made for type changes).
-pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) -> Result<(), Vec<Cause>> {
+pub(crate) fn service(
+    svc: &mut Value,
+    old: Option<&Value>,
+    alloc: &Allocators,
+) -> Result<(), Vec<Cause>> {
     default_at(svc, &["spec", "type"], json!("ClusterIP"));
     default_at(svc, &["spec", "sessionAffinity"], json!("None"));
     let ty = service_type(svc);
@@ -231,8 +278,12 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
     let mut causes = Vec::new();
 
     // Cluster IP: carried over on update, allocated on create.
-    let old_ip = old.and_then(|o| str_at(o, &["spec", "clusterIP"])).map(str::to_owned);
-    let wanted = str_at(svc, &["spec", "clusterIP"]).filter(|s| !s.is_empty()).map(str::to_owned);
+    let old_ip = old
+        .and_then(|o| str_at(o, &["spec", "clusterIP"]))
+        .map(str::to_owned);
+    let wanted = str_at(svc, &["spec", "clusterIP"])
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
     match (old_ip, wanted) {
         (Some(old_ip), Some(new_ip)) if old_ip != new_ip => causes.push(Cause::invalid(
             "spec.clusterIPs[0]",
@@ -243,10 +294,16 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
         (None, Some(ip)) if ip == "None" => {}
         (None, wanted) => match alloc.cluster_ip(wanted.as_deref()) {
             Ok(ip) => set_at(svc, &["spec", "clusterIP"], json!(ip)),
-            Err(e) => causes.push(Cause::invalid("spec.clusterIPs", wanted.as_deref().unwrap_or(""), &e)),
+            Err(e) => causes.push(Cause::invalid(
+                "spec.clusterIPs",
+                wanted.as_deref().unwrap_or(""),
+                &e,
+            )),
         },
     }
-    let ip = str_at(svc, &["spec", "clusterIP"]).unwrap_or_default().to_owned();
+    let ip = str_at(svc, &["spec", "clusterIP"])
+        .unwrap_or_default()
+        .to_owned();
     if !ip.is_empty() {
         set_at(svc, &["spec", "clusterIPs"], json!([ip]));
         if ip != "None" {
@@ -257,7 +314,8 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
 
     // Ports: protocol, targetPort, node ports.
     let wants_node_ports = ty == "NodePort"
-        || (ty == "LoadBalancer" && at(svc, &["spec", "allocateLoadBalancerNodePorts"]) != Some(&json!(false)));
+        || (ty == "LoadBalancer"
+            && at(svc, &["spec", "allocateLoadBalancerNodePorts"]) != Some(&json!(false)));
     let old_ports: Vec<(i64, String, Option<u64>)> = old
         .and_then(|o| at(o, &["spec", "ports"]))
         .and_then(Value::as_array)
@@ -267,14 +325,21 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
                 .map(|p| {
                     (
                         p.get("port").and_then(Value::as_i64).unwrap_or(0),
-                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP").to_owned(),
+                        p.get("protocol")
+                            .and_then(Value::as_str)
+                            .unwrap_or("TCP")
+                            .to_owned(),
                         p.get("nodePort").and_then(Value::as_u64),
                     )
                 })
                 .collect()
         })
         .unwrap_or_default();
-    if let Some(ports) = svc.get_mut("spec").and_then(|s| s.get_mut("ports")).and_then(Value::as_array_mut) {
+    if let Some(ports) = svc
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("ports"))
+        .and_then(Value::as_array_mut)
+    {
         for (i, p) in ports.iter_mut().enumerate() {
             default_at(p, &["protocol"], json!("TCP"));
             if let Some(port) = p.get("port").cloned() {
@@ -287,9 +352,19 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
                 continue;
             }
             let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP").to_owned();
-            let given = p.get("nodePort").and_then(Value::as_u64).filter(|n| *n != 0);
-            let previous = old_ports.iter().find(|(op, opr, _)| *op == port && *opr == proto).and_then(|(_, _, n)| *n);
+            let proto = p
+                .get("protocol")
+                .and_then(Value::as_str)
+                .unwrap_or("TCP")
+                .to_owned();
+            let given = p
+                .get("nodePort")
+                .and_then(Value::as_u64)
+                .filter(|n| *n != 0);
+            let previous = old_ports
+                .iter()
+                .find(|(op, opr, _)| *op == port && *opr == proto)
+                .and_then(|(_, _, n)| *n);
             let result = match (given, previous) {
                 (Some(g), Some(prev)) if g == prev => Ok(g as u16),
                 (None, Some(prev)) => Ok(prev as u16),
@@ -313,8 +388,12 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
     // Health-check node port for LoadBalancer + Local.
     let local = str_at(svc, &["spec", "externalTrafficPolicy"]) == Some("Local");
     if ty == "LoadBalancer" && local {
-        let given = at(svc, &["spec", "healthCheckNodePort"]).and_then(Value::as_u64).filter(|n| *n != 0);
-        let previous = old.and_then(|o| at(o, &["spec", "healthCheckNodePort"])).and_then(Value::as_u64);
+        let given = at(svc, &["spec", "healthCheckNodePort"])
+            .and_then(Value::as_u64)
+            .filter(|n| *n != 0);
+        let previous = old
+            .and_then(|o| at(o, &["spec", "healthCheckNodePort"]))
+            .and_then(Value::as_u64);
         let result = match (given, previous) {
             (Some(g), Some(p)) if g == p => Ok(g as u16),
             (None, Some(p)) => Ok(p as u16),
@@ -328,7 +407,11 @@ pub(crate) fn service(svc: &mut Value, old: Option<&Value>, alloc: &Allocators) 
         spec.remove("healthCheckNodePort");
     }
     default_at(svc, &["status", "loadBalancer"], json!({}));
-    if causes.is_empty() { Ok(()) } else { Err(causes) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(causes)
+    }
 }
 
 #[cfg(test)]
@@ -350,7 +433,8 @@ mod tests {
         assert!(a["spec"]["healthCheckNodePort"].as_u64().is_some());
 
         // Explicit duplicate node port is rejected.
-        let mut b = json!({"spec": {"type": "NodePort", "ports": [{"port": 81, "nodePort": node_port}]}});
+        let mut b =
+            json!({"spec": {"type": "NodePort", "ports": [{"port": 81, "nodePort": node_port}]}});
         let causes = service(&mut b, None, &alloc).unwrap_err();
         assert_eq!(causes[0].field, "spec.ports[0].nodePort");
 
@@ -363,13 +447,15 @@ mod tests {
         assert!(service(&mut moved, Some(&a), &alloc).is_err());
 
         // To ClusterIP drops node ports.
-        let mut plain = json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": node_port}]}});
+        let mut plain =
+            json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80, "nodePort": node_port}]}});
         service(&mut plain, Some(&a), &alloc).unwrap();
         assert!(plain["spec"]["ports"][0].get("nodePort").is_none());
         assert!(plain["spec"].get("healthCheckNodePort").is_none());
 
         alloc.release_service(&a);
-        let mut c = json!({"spec": {"type": "NodePort", "ports": [{"port": 81, "nodePort": node_port}]}});
+        let mut c =
+            json!({"spec": {"type": "NodePort", "ports": [{"port": 81, "nodePort": node_port}]}});
         service(&mut c, None, &alloc).unwrap();
     }
 
@@ -384,7 +470,10 @@ mod tests {
         assert_eq!(p["status"]["phase"], "Pending");
         assert_eq!(p["status"]["qosClass"], "BestEffort");
         assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "Always");
-        assert_eq!(p["spec"]["containers"][1]["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(
+            p["spec"]["containers"][1]["imagePullPolicy"],
+            "IfNotPresent"
+        );
         assert_eq!(p["spec"]["containers"][1]["ports"][0]["protocol"], "TCP");
         assert_eq!(p["spec"]["tolerations"].as_array().unwrap().len(), 2);
     }

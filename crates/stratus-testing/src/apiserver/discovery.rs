@@ -38,17 +38,23 @@ fn group_doc(group: &str, version: &str) -> Value {
 }
 
 pub(crate) fn group_list(defs: &[ResourceDef]) -> Value {
-    let groups: Vec<Value> = groups(defs).into_iter().map(|(g, v)| group_doc(g, v)).collect();
+    let groups: Vec<Value> = groups(defs)
+        .into_iter()
+        .map(|(g, v)| group_doc(g, v))
+        .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 pub(crate) fn group(defs: &[ResourceDef], name: &str) -> Option<Value> {
-    groups(defs).into_iter().find(|(g, _)| *g == name).map(|(g, v)| {
-        let mut doc = group_doc(g, v);
-        doc["kind"] = json!("APIGroup");
-        doc["apiVersion"] = json!("v1");
-        doc
-    })
+    groups(defs)
+        .into_iter()
+        .find(|(g, _)| *g == name)
+        .map(|(g, v)| {
+            let mut doc = group_doc(g, v);
+            doc["kind"] = json!("APIGroup");
+            doc["apiVersion"] = json!("v1");
+            doc
+        })
 }
 
 fn subresource(def: &ResourceDef, sub: &str) -> Value {
@@ -62,7 +68,12 @@ fn subresource(def: &ResourceDef, sub: &str) -> Value {
         "exec" => ("PodExecOptions", "", "", &["create", "get"]),
         "attach" => ("PodAttachOptions", "", "", &["create", "get"]),
         "portforward" => ("PodPortForwardOptions", "", "", &["create", "get"]),
-        "proxy" => ("NodeProxyOptions", "", "", &["create", "delete", "get", "patch", "update"]),
+        "proxy" => (
+            "NodeProxyOptions",
+            "",
+            "",
+            &["create", "delete", "get", "patch", "update"],
+        ),
         _ => (def.kind, "", "", &["get"]),
     };
     let mut doc = json!({
@@ -80,7 +91,10 @@ fn subresource(def: &ResourceDef, sub: &str) -> Value {
 }
 
 pub(crate) fn resource_list(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
-    let in_group: Vec<&ResourceDef> = defs.iter().filter(|d| d.group == group && d.version == version).collect();
+    let in_group: Vec<&ResourceDef> = defs
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+        .collect();
     if in_group.is_empty() {
         return None;
     }
@@ -104,8 +118,14 @@ pub(crate) fn resource_list(defs: &[ResourceDef], group: &str, version: &str) ->
             resources.push(subresource(d, sub));
         }
     }
-    let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    let gv = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 /// The root document: every path served.

@@ -79,21 +79,33 @@ impl ApiError {
     pub(crate) fn not_found(def: &ResourceDef, name: &str) -> Self {
         Self {
             details: Some(details(def, name)),
-            ..Self::new(404, "NotFound", format!("{} {name:?} not found", qualified(def)))
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("{} {name:?} not found", qualified(def)),
+            )
         }
     }
 
     pub(crate) fn namespace_not_found(namespace: &str) -> Self {
         Self {
             details: Some(json!({"name": namespace, "kind": "namespaces"})),
-            ..Self::new(404, "NotFound", format!("namespaces {namespace:?} not found"))
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("namespaces {namespace:?} not found"),
+            )
         }
     }
 
     pub(crate) fn already_exists(def: &ResourceDef, name: &str) -> Self {
         Self {
             details: Some(details(def, name)),
-            ..Self::new(409, "AlreadyExists", format!("{} {name:?} already exists", qualified(def)))
+            ..Self::new(
+                409,
+                "AlreadyExists",
+                format!("{} {name:?} already exists", qualified(def)),
+            )
         }
     }
 
@@ -103,7 +115,10 @@ impl ApiError {
             ..Self::new(
                 409,
                 "Conflict",
-                format!("Operation cannot be fulfilled on {} {name:?}: {why}", qualified(def)),
+                format!(
+                    "Operation cannot be fulfilled on {} {name:?}: {why}",
+                    qualified(def)
+                ),
             )
         }
     }
@@ -130,7 +145,9 @@ impl ApiError {
             .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
             .collect();
         Self {
-            details: Some(json!({"name": name, "group": def.group, "kind": def.kind, "causes": causes})),
+            details: Some(
+                json!({"name": name, "group": def.group, "kind": def.kind, "causes": causes}),
+            ),
             ..Self::new(422, "Invalid", message)
         }
     }

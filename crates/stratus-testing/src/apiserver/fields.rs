@@ -40,8 +40,14 @@ fn selectable(def: &ResourceDef) -> &'static [(&'static str, &'static [&'static 
             ("involvedObject.namespace", &["involvedObject", "namespace"]),
             ("involvedObject.name", &["involvedObject", "name"]),
             ("involvedObject.uid", &["involvedObject", "uid"]),
-            ("involvedObject.apiVersion", &["involvedObject", "apiVersion"]),
-            ("involvedObject.resourceVersion", &["involvedObject", "resourceVersion"]),
+            (
+                "involvedObject.apiVersion",
+                &["involvedObject", "apiVersion"],
+            ),
+            (
+                "involvedObject.resourceVersion",
+                &["involvedObject", "resourceVersion"],
+            ),
             ("involvedObject.fieldPath", &["involvedObject", "fieldPath"]),
             ("reason", &["reason"]),
             ("reportingComponent", &["reportingComponent"]),
@@ -54,7 +60,10 @@ fn selectable(def: &ResourceDef) -> &'static [(&'static str, &'static [&'static 
             ("regarding.name", &["regarding", "name"]),
             ("regarding.uid", &["regarding", "uid"]),
             ("regarding.apiVersion", &["regarding", "apiVersion"]),
-            ("regarding.resourceVersion", &["regarding", "resourceVersion"]),
+            (
+                "regarding.resourceVersion",
+                &["regarding", "resourceVersion"],
+            ),
             ("regarding.fieldPath", &["regarding", "fieldPath"]),
             ("reason", &["reason"]),
             ("reportingController", &["reportingController"]),
@@ -109,7 +118,10 @@ mod tests {
         assert_eq!(v["spec.schedulerName"], "");
         assert_eq!(v["spec.hostNetwork"], "false");
         let node = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
-        assert_eq!(values(&defs[idx::NODES], &node)["spec.unschedulable"], "true");
+        assert_eq!(
+            values(&defs[idx::NODES], &node)["spec.unschedulable"],
+            "true"
+        );
         assert!(supported(&defs[idx::PODS], "status.podIP"));
         assert!(!supported(&defs[idx::PODS], "spec.containers"));
         assert!(!supported(&defs[idx::NODES], "metadata.namespace"));

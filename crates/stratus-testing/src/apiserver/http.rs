@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::controls::{FaultAction, RequestRecord, Verb};
 use super::discovery;
 use super::error::ApiError;
+use super::openapi;
 use super::read::{self, Representation};
 use super::state::{Inner, Query, ResourceRequest};
 use super::watch;
@@ -30,13 +31,18 @@ fn full(bytes: Bytes) -> Body {
 fn json_response(code: u16, bytes: Bytes) -> Response<Body> {
     let mut resp = Response::new(full(bytes));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
 fn value_response(code: u16, value: &Value) -> Response<Body> {
-    json_response(code, Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+    json_response(
+        code,
+        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+    )
 }
 
 fn error_response(err: &ApiError) -> Response<Body> {
@@ -50,7 +56,11 @@ fn error_response(err: &ApiError) -> Response<Body> {
 }
 
 fn not_found_path() -> ApiError {
-    ApiError::new(404, "NotFound", "the server could not find the requested resource")
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
 }
 
 /// A routed request.
@@ -73,7 +83,13 @@ fn find_def(inner: &Inner, group: &str, version: &str, plural: &str) -> Option<u
         .position(|d| d.group == group && d.version == version && d.plural == plural)
 }
 
-fn route(inner: &Inner, path: &str, query: &Query, user_agent: &str, host: &str) -> Result<Route, ApiError> {
+fn route(
+    inner: &Inner,
+    path: &str,
+    query: &Query,
+    user_agent: &str,
+    host: &str,
+) -> Result<Route, ApiError> {
     let segs: Vec<String> = path
         .trim_matches('/')
         .split('/')
@@ -87,18 +103,38 @@ fn route(inner: &Inner, path: &str, query: &Query, user_agent: &str, host: &str)
         ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text("ok")),
         ["api"] => return Ok(Route::Document(discovery::api_versions(host))),
         ["api", "v1"] => {
-            return discovery::resource_list(&inner.defs, "", "v1").map(Route::Document).ok_or_else(not_found_path);
+            return discovery::resource_list(&inner.defs, "", "v1")
+                .map(Route::Document)
+                .ok_or_else(not_found_path);
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis"] => return Ok(Route::Document(discovery::group_list(&inner.defs))),
-        ["apis", g] => return discovery::group(&inner.defs, g).map(Route::Document).ok_or_else(not_found_path),
+        ["apis", g] => {
+            return discovery::group(&inner.defs, g)
+                .map(Route::Document)
+                .ok_or_else(not_found_path);
+        }
         ["apis", g, v] => {
-            return discovery::resource_list(&inner.defs, g, v).map(Route::Document).ok_or_else(not_found_path);
+            return discovery::resource_list(&inner.defs, g, v)
+                .map(Route::Document)
+                .ok_or_else(not_found_path);
         }
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs))),
+        ["openapi", "v3", "api", v] => {
+            return openapi::group_version(&inner.defs, "", v)
+                .map(Route::Document)
+                .ok_or_else(not_found_path);
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return openapi::group_version(&inner.defs, g, v)
+                .map(Route::Document)
+                .ok_or_else(not_found_path);
+        }
         _ => return Err(not_found_path()),
     };
-    let namespaced_plural = |p: &str| find_def(inner, group, version, p).filter(|&i| inner.defs[i].namespaced);
+    let namespaced_plural =
+        |p: &str| find_def(inner, group, version, p).filter(|&i| inner.defs[i].namespaced);
     let (def, namespace, name, sub) = match rest {
         ["namespaces", ns, plural, tail @ ..] if namespaced_plural(plural).is_some() => {
             let def = namespaced_plural(plural).ok_or_else(not_found_path)?;
@@ -152,19 +188,33 @@ fn verb_of(method: &Method, req: &ResourceRequest) -> Verb {
     }
 }
 
-fn header_str<'a>(parts: &'a http::request::Parts, name: header::HeaderName) -> &'a str {
-    parts.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+fn header_str(parts: &http::request::Parts, name: header::HeaderName) -> &str {
+    parts
+        .headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
 }
 
 async fn read_body(inner: &Inner, body: Incoming) -> Result<Bytes, ApiError> {
     match Limited::new(body, inner.settings.max_body).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::new(
-            413,
-            "RequestEntityTooLarge",
-            format!("Request entity too large: limit is {}", inner.settings.max_body),
-        )),
-        Err(e) => Err(ApiError::bad_request(format!("could not read the request body: {e}"))),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!(
+                    "Request entity too large: limit is {}",
+                    inner.settings.max_body
+                ),
+            ))
+        }
+        Err(e) => Err(ApiError::bad_request(format!(
+            "could not read the request body: {e}"
+        ))),
     }
 }
 
@@ -172,7 +222,11 @@ fn fault_error(action: &FaultAction) -> ApiError {
     match action {
         FaultAction::Throttle { retry_after_secs } => ApiError {
             retry_after: Some(*retry_after_secs),
-            ..ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later")
+            ..ApiError::new(
+                429,
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later",
+            )
         },
         FaultAction::Error(code) => {
             let reason = match code {
@@ -199,11 +253,15 @@ fn watch_response(inner: Arc<Inner>, plan: watch::WatchPlan) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(watch::run(inner, plan, tx));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -272,7 +330,11 @@ async fn resource(
 }
 
 /// Serve one request.
-pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, host: Arc<str>) -> Response<Body> {
+pub(crate) async fn handle(
+    inner: Arc<Inner>,
+    req: Request<Incoming>,
+    host: Arc<str>,
+) -> Response<Body> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
@@ -286,16 +348,27 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, host: Arc<
                 Some(sub) => format!("{}/{sub}", def.plural),
                 None => def.plural.to_owned(),
             };
-            (verb_of(&method, r), res, r.namespace.clone(), r.name.clone())
+            (
+                verb_of(&method, r),
+                res,
+                r.namespace.clone(),
+                r.name.clone(),
+            )
         }
         _ => (Verb::Other, String::new(), None, None),
     };
-    let faults = inner.faults.apply(verb, resource_name.split('/').next().unwrap_or_default());
+    let faults = inner
+        .faults
+        .apply(verb, resource_name.split('/').next().unwrap_or_default());
     let response = if let Some(paused) = faults.paused_for {
         let secs = paused.as_secs().max(1);
         error_response(&ApiError {
             retry_after: Some(secs),
-            ..ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request (paused by a test)")
+            ..ApiError::new(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request (paused by a test)",
+            )
         })
     } else {
         if !faults.delay.is_zero() {
@@ -306,14 +379,17 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, host: Arc<
             (None, Err(e)) => error_response(&e),
             (None, Ok(Route::Text(t))) => {
                 let mut resp = Response::new(full(Bytes::from_static(t.as_bytes())));
-                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                resp.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
                 resp
             }
             (None, Ok(Route::Document(doc))) => value_response(200, &doc),
-            (None, Ok(Route::Resource(r))) => match resource(&inner, &method, r, &parts, body).await {
-                Ok(resp) => resp,
-                Err(e) => error_response(&e),
-            },
+            (None, Ok(Route::Resource(r))) => {
+                match resource(&inner, &method, r, &parts, body).await {
+                    Ok(resp) => resp,
+                    Err(e) => error_response(&e),
+                }
+            }
         }
     };
     inner.log.push(RequestRecord {

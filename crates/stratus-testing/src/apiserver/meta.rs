@@ -61,7 +61,12 @@ pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     meta(obj)
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -89,9 +94,7 @@ pub(crate) fn set_at(obj: &mut Value, path: &[&str], value: Value) {
             *cur = Value::Object(Map::new());
         }
         cur = match cur {
-            Value::Object(m) => m
-                .entry(*key)
-                .or_insert_with(|| Value::Object(Map::new())),
+            Value::Object(m) => m.entry(*key).or_insert_with(|| Value::Object(Map::new())),
             _ => return,
         };
     }

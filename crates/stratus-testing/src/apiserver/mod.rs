@@ -26,6 +26,7 @@ mod error;
 mod fields;
 mod http;
 mod meta;
+mod openapi;
 mod patch;
 mod read;
 mod resources;
@@ -136,10 +137,19 @@ impl ApiServerBuilder {
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
         let inner = Inner::new(self.settings);
         seed_defaults(&inner)?;
-        let listener = TcpListener::bind(self.addr)
-            .await
-            .map_err(|source| ApiServerError::Bind { addr: self.addr, source })?;
-        let addr = listener.local_addr().map_err(|source| ApiServerError::Bind { addr: self.addr, source })?;
+        let listener =
+            TcpListener::bind(self.addr)
+                .await
+                .map_err(|source| ApiServerError::Bind {
+                    addr: self.addr,
+                    source,
+                })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ApiServerError::Bind {
+                addr: self.addr,
+                source,
+            })?;
         let (generation, _) = tokio_watch::channel(0u64);
         let task = spawn_serving(inner.clone(), listener, addr, generation.subscribe());
         Ok(ApiServer {
@@ -153,7 +163,10 @@ impl ApiServerBuilder {
 
 fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
     for ns in write::SYSTEM_NAMESPACES {
-        create_json(inner, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))?;
+        create_json(
+            inner,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )?;
     }
     create_json(
         inner,
@@ -169,16 +182,30 @@ fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
 
 /// Create an object from JSON through the normal create path.
 fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let what = format!("{api_version} {kind}");
     let def = inner
         .defs
         .iter()
         .position(|d| d.api_version() == api_version && d.kind == kind)
-        .ok_or_else(|| ApiServerError::Seed { what: what.clone(), message: "unknown kind".into() })?;
+        .ok_or_else(|| ApiServerError::Seed {
+            what: what.clone(),
+            message: "unknown kind".into(),
+        })?;
     let namespace = inner.defs[def].namespaced.then(|| {
-        obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_owned()
+        obj.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_owned()
     });
     let req = ResourceRequest {
         def,
@@ -191,7 +218,10 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
     let body = serde_json::to_vec(&obj).unwrap_or_default();
     write::create(inner, &req, &body)
         .map(|(_, v)| v)
-        .map_err(|e| ApiServerError::Seed { what, message: e.message })
+        .map_err(|e| ApiServerError::Seed {
+            what,
+            message: e.message,
+        })
 }
 
 fn spawn_serving(
@@ -219,7 +249,9 @@ fn spawn_serving(
                 let service = hyper::service::service_fn(move |req| {
                     let inner = inner.clone();
                     let host = host.clone();
-                    async move { Ok::<_, std::convert::Infallible>(http::handle(inner, req, host).await) }
+                    async move {
+                        Ok::<_, std::convert::Infallible>(http::handle(inner, req, host).await)
+                    }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let conn = builder.serve_connection(TokioIo::new(stream), service);
@@ -244,7 +276,9 @@ pub struct ApiServer {
 
 impl std::fmt::Debug for ApiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiServer").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("ApiServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -271,12 +305,16 @@ impl ApiServer {
 
     /// A `kube::Client` for this server.
     pub fn client(&self) -> kube::Client {
-        self.try_client().unwrap_or_else(|e| panic!("harness client: {e}"))
+        self.try_client()
+            .unwrap_or_else(|e| panic!("harness client: {e}"))
     }
 
     /// A `kube::Client` for this server, or why not.
     pub fn try_client(&self) -> Result<kube::Client, ApiServerError> {
-        let url = self.url().parse().map_err(|e| ApiServerError::Client(format!("{e}")))?;
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e| ApiServerError::Client(format!("{e}")))?;
         let config = kube::Config::new(url);
         kube::Client::try_from(config).map_err(|e| ApiServerError::Client(e.to_string()))
     }
@@ -306,7 +344,10 @@ impl ApiServer {
     }
 
     /// Create a typed object through the normal create path.
-    pub fn seed_typed<K: serde::Serialize + kube::Resource<DynamicType = ()>>(&self, object: &K) -> Result<Value, ApiServerError> {
+    pub fn seed_typed<K: serde::Serialize + kube::Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+    ) -> Result<Value, ApiServerError> {
         let mut value = serde_json::to_value(object).map_err(|e| ApiServerError::Seed {
             what: K::kind(&()).into_owned(),
             message: e.to_string(),
@@ -374,8 +415,16 @@ impl ApiServer {
     }
 
     /// Decide SubjectAccessReviews with `policy` (default: allow all).
-    pub fn set_access_policy(&self, policy: impl Fn(&AccessRequest) -> (bool, String) + Send + Sync + 'static) {
-        *self.inner.reviews.policy.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+    pub fn set_access_policy(
+        &self,
+        policy: impl Fn(&AccessRequest) -> (bool, String) + Send + Sync + 'static,
+    ) {
+        *self
+            .inner
+            .reviews
+            .policy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
     }
 
     /// Close every connection and open watch and serve again on the same
@@ -388,7 +437,12 @@ impl ApiServer {
             let _ = task.await;
         }
         let listener = bind_retry(self.addr).await?;
-        self.task = Some(spawn_serving(self.inner.clone(), listener, self.addr, self.generation.subscribe()));
+        self.task = Some(spawn_serving(
+            self.inner.clone(),
+            listener,
+            self.addr,
+            self.generation.subscribe(),
+        ));
         Ok(())
     }
 

@@ -31,22 +31,35 @@ pub(crate) fn list_strategy(kind: &str, path: &[&str]) -> ListStrategy {
         ["metadata", "ownerReferences"] => MergeByKey("uid"),
         ["status", "conditions"] => MergeByKey("type"),
         _ => match (kind, path) {
-            ("Pod", ["spec", "containers" | "initContainers" | "ephemeralContainers"]) => {
-                MergeByKey("name")
-            }
-            ("Pod", ["spec", "containers" | "initContainers" | "ephemeralContainers", field]) => {
-                match *field {
-                    "env" => MergeByKey("name"),
-                    "ports" => MergeByKey("containerPort"),
-                    "volumeMounts" => MergeByKey("mountPath"),
-                    "volumeDevices" => MergeByKey("devicePath"),
-                    "resizePolicy" => MergeByKey("resourceName"),
-                    _ => Atomic,
-                }
-            }
-            ("Pod", ["spec", "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates"]) => {
-                MergeByKey("name")
-            }
+            (
+                "Pod",
+                [
+                    "spec",
+                    "containers" | "initContainers" | "ephemeralContainers",
+                ],
+            ) => MergeByKey("name"),
+            (
+                "Pod",
+                [
+                    "spec",
+                    "containers" | "initContainers" | "ephemeralContainers",
+                    field,
+                ],
+            ) => match *field {
+                "env" => MergeByKey("name"),
+                "ports" => MergeByKey("containerPort"),
+                "volumeMounts" => MergeByKey("mountPath"),
+                "volumeDevices" => MergeByKey("devicePath"),
+                "resizePolicy" => MergeByKey("resourceName"),
+                _ => Atomic,
+            },
+            (
+                "Pod",
+                [
+                    "spec",
+                    "volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates",
+                ],
+            ) => MergeByKey("name"),
             ("Pod", ["spec", "hostAliases"]) => MergeByKey("ip"),
             ("Pod", ["spec", "topologySpreadConstraints"]) => MergeByKey("topologyKey"),
             ("Pod", ["status", "podIPs" | "hostIPs"]) => MergeByKey("ip"),
@@ -141,7 +154,9 @@ fn merge_map(
             continue;
         }
         if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-            let remove = value.as_array().ok_or_else(|| format!("{key} must be a list"))?;
+            let remove = value
+                .as_array()
+                .ok_or_else(|| format!("{key} must be a list"))?;
             let map = target.as_object_mut().ok_or("target is not an object")?;
             if let Some(Value::Array(list)) = map.get_mut(field) {
                 list.retain(|v| !remove.contains(v));
@@ -204,7 +219,9 @@ fn reorder(list: &mut [Value], order: &[Value], strategy: ListStrategy) {
         order
             .iter()
             .position(|o| match strategy {
-                ListStrategy::MergeByKey(k) => key_of(o, k).is_some() && key_of(o, k) == key_of(v, k),
+                ListStrategy::MergeByKey(k) => {
+                    key_of(o, k).is_some() && key_of(o, k) == key_of(v, k)
+                }
                 _ => o == v,
             })
             .unwrap_or(usize::MAX)
@@ -280,20 +297,34 @@ mod tests {
             {"type": "Ready", "status": "True"},
             {"type": "NetworkUnavailable", "status": "True"}
         ]}});
-        let out = smp("Node", node, json!({"status": {"conditions": [
-            {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
-        ]}}));
-        assert_eq!(out["status"]["conditions"], json!([
-            {"type": "Ready", "status": "True"},
-            {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
-        ]));
+        let out = smp(
+            "Node",
+            node,
+            json!({"status": {"conditions": [
+                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
+            ]}}),
+        );
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([
+                {"type": "Ready", "status": "True"},
+                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
+            ])
+        );
     }
 
     #[test]
     fn taints_are_replaced_and_finalizers_merged() {
         let node = json!({"metadata": {"finalizers": ["a"]}, "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}});
-        let out = smp("Node", node, json!({"metadata": {"finalizers": ["b", "a"]}, "spec": {"taints": [{"key": "y", "effect": "NoSchedule"}]}}));
-        assert_eq!(out["spec"]["taints"], json!([{"key": "y", "effect": "NoSchedule"}]));
+        let out = smp(
+            "Node",
+            node,
+            json!({"metadata": {"finalizers": ["b", "a"]}, "spec": {"taints": [{"key": "y", "effect": "NoSchedule"}]}}),
+        );
+        assert_eq!(
+            out["spec"]["taints"],
+            json!([{"key": "y", "effect": "NoSchedule"}])
+        );
         assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
     }
 
@@ -303,29 +334,61 @@ mod tests {
             {"name": "app", "image": "a:1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
             {"name": "side", "image": "s:1"}
         ]}});
-        let out = smp("Pod", pod, json!({"spec": {"containers": [
-            {"name": "app", "image": "a:2", "env": [{"name": "B", "$patch": "delete"}, {"name": "C", "value": "3"}]},
-            {"name": "side", "$patch": "delete"}
-        ]}}));
-        assert_eq!(out["spec"]["containers"], json!([
-            {"name": "app", "image": "a:2", "env": [{"name": "A", "value": "1"}, {"name": "C", "value": "3"}]}
-        ]));
+        let out = smp(
+            "Pod",
+            pod,
+            json!({"spec": {"containers": [
+                {"name": "app", "image": "a:2", "env": [{"name": "B", "$patch": "delete"}, {"name": "C", "value": "3"}]},
+                {"name": "side", "$patch": "delete"}
+            ]}}),
+        );
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([
+                {"name": "app", "image": "a:2", "env": [{"name": "A", "value": "1"}, {"name": "C", "value": "3"}]}
+            ])
+        );
     }
 
     #[test]
     fn directives() {
-        let obj = json!({"metadata": {"finalizers": ["a", "b", "c"], "labels": {"x": "1", "y": "2"}}});
-        let out = smp("Pod", obj.clone(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}));
+        let obj =
+            json!({"metadata": {"finalizers": ["a", "b", "c"], "labels": {"x": "1", "y": "2"}}});
+        let out = smp(
+            "Pod",
+            obj.clone(),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}),
+        );
         assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]));
-        let out = smp("Pod", obj.clone(), json!({"metadata": {"labels": {"$patch": "replace", "z": "3"}}}));
+        let out = smp(
+            "Pod",
+            obj.clone(),
+            json!({"metadata": {"labels": {"$patch": "replace", "z": "3"}}}),
+        );
         assert_eq!(out["metadata"]["labels"], json!({"z": "3"}));
-        let out = smp("Pod", obj.clone(), json!({"metadata": {"labels": {"y": null}}}));
+        let out = smp(
+            "Pod",
+            obj.clone(),
+            json!({"metadata": {"labels": {"y": null}}}),
+        );
         assert_eq!(out["metadata"]["labels"], json!({"x": "1"}));
-        let out = smp("Pod", obj.clone(), json!({"metadata": {"$setElementOrder/finalizers": ["c", "a", "b"]}}));
+        let out = smp(
+            "Pod",
+            obj.clone(),
+            json!({"metadata": {"$setElementOrder/finalizers": ["c", "a", "b"]}}),
+        );
         assert_eq!(out["metadata"]["finalizers"], json!(["c", "a", "b"]));
-        let out = smp("Pod", obj.clone(), json!({"metadata": {"labels": {"$retainKeys": ["y"], "y": "5"}}}));
+        let out = smp(
+            "Pod",
+            obj.clone(),
+            json!({"metadata": {"labels": {"$retainKeys": ["y"], "y": "5"}}}),
+        );
         assert_eq!(out["metadata"]["labels"], json!({"y": "5"}));
-        let out = smp("Pod", obj, json!({"metadata": {"labels": {"$patch": "delete"}}}));
+        let out = smp(
+            "Pod",
+            obj,
+            json!({"metadata": {"labels": {"$patch": "delete"}}}),
+        );
         assert!(out["metadata"].get("labels").is_none());
         let mut t = json!({});
         assert!(strategic_merge("Pod", &mut t, &json!({"$bogus": 1})).is_err());
@@ -335,11 +398,18 @@ mod tests {
     #[test]
     fn owner_references_by_uid_and_replace_list() {
         let obj = json!({"metadata": {"ownerReferences": [{"uid": "1", "name": "a"}]}, "spec": {"ports": [{"port": 80, "name": "http"}]}});
-        let out = smp("Service", obj, json!({
-            "metadata": {"ownerReferences": [{"uid": "2", "name": "b"}]},
-            "spec": {"ports": [{"$patch": "replace"}, {"port": 443}]}
-        }));
-        assert_eq!(out["metadata"]["ownerReferences"].as_array().unwrap().len(), 2);
+        let out = smp(
+            "Service",
+            obj,
+            json!({
+                "metadata": {"ownerReferences": [{"uid": "2", "name": "b"}]},
+                "spec": {"ports": [{"$patch": "replace"}, {"port": 443}]}
+            }),
+        );
+        assert_eq!(
+            out["metadata"]["ownerReferences"].as_array().unwrap().len(),
+            2
+        );
         assert_eq!(out["spec"]["ports"], json!([{"port": 443}]));
     }
 

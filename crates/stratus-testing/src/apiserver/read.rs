@@ -55,7 +55,9 @@ impl Filter {
         let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
             .map_err(ApiError::bad_request)?;
         if let Some(unsupported) = fields.fields().find(|f| !fields::supported(def, f)) {
-            return Err(ApiError::bad_request(format!("field label not supported: {unsupported}")));
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {unsupported}"
+            )));
         }
         Ok(Self { labels, fields })
     }
@@ -76,7 +78,11 @@ pub(crate) fn partial(obj: &Value) -> Value {
 }
 
 /// GET of one object.
-pub(crate) fn get(inner: &Inner, req: &ResourceRequest, repr: Representation) -> Result<Bytes, ApiError> {
+pub(crate) fn get(
+    inner: &Inner,
+    req: &ResourceRequest,
+    repr: Representation,
+) -> Result<Bytes, ApiError> {
     let def = &inner.defs[req.def];
     let name = req.name.as_deref().unwrap_or_default();
     let stored = inner
@@ -85,9 +91,17 @@ pub(crate) fn get(inner: &Inner, req: &ResourceRequest, repr: Representation) ->
         .ok_or_else(|| ApiError::not_found(def, name))?;
     Ok(match repr {
         Representation::Full => stored.json,
-        Representation::Metadata => Bytes::from(serde_json::to_vec(&partial(&stored.object)).unwrap_or_default()),
+        Representation::Metadata => {
+            Bytes::from(serde_json::to_vec(&partial(&stored.object)).unwrap_or_default())
+        }
         Representation::Table => {
-            let t = table::table(def, &[&stored.object], &inner.store.revision().to_string(), None, req.query.get("includeObject"));
+            let t = table::table(
+                def,
+                &[&stored.object],
+                &inner.store.revision().to_string(),
+                None,
+                req.query.get("includeObject"),
+            );
             Bytes::from(serde_json::to_vec(&t).unwrap_or_default())
         }
     })
@@ -114,43 +128,64 @@ fn decode_token(token: &str) -> Result<ContinueToken, ApiError> {
 
 fn key_of(obj: &Value) -> (String, String) {
     (
-        str_at(obj, &["metadata", "namespace"]).unwrap_or_default().to_owned(),
+        str_at(obj, &["metadata", "namespace"])
+            .unwrap_or_default()
+            .to_owned(),
         meta::name(obj).to_owned(),
     )
 }
 
 /// LIST of a collection.
-pub(crate) fn list(inner: &Inner, req: &ResourceRequest, repr: Representation) -> Result<Bytes, ApiError> {
+pub(crate) fn list(
+    inner: &Inner,
+    req: &ResourceRequest,
+    repr: Representation,
+) -> Result<Bytes, ApiError> {
     let def = &inner.defs[req.def];
     let filter = Filter::from_query(def, &req.query)?;
     let limit: Option<usize> = req.query.number("limit")?.filter(|l: &usize| *l > 0);
     let rv_param: Option<u64> = match req.query.get("resourceVersion") {
         None => None,
-        Some(v) => Some(v.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?),
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?,
+        ),
     };
     let (items, revision) = inner.store.list(req.def, req.namespace.as_deref());
     match (req.query.get("resourceVersionMatch"), rv_param) {
         (Some("Exact"), Some(rv)) if rv != revision => {
             if rv > revision {
-                return Err(ApiError::new(504, "Timeout", format!("Too large resource version: {rv}, current: {revision}")));
+                return Err(ApiError::new(
+                    504,
+                    "Timeout",
+                    format!("Too large resource version: {rv}, current: {revision}"),
+                ));
             }
             return Err(ApiError::gone(format!(
                 "too old resource version: {rv} ({revision}); the harness serves Exact reads only at the current revision"
             )));
         }
         (Some("Exact" | "NotOlderThan"), None) => {
-            return Err(ApiError::bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            return Err(ApiError::bad_request(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
         }
         (Some("Exact" | "NotOlderThan") | None, _) => {}
         (Some(other), _) => {
-            return Err(ApiError::bad_request(format!("invalid resourceVersionMatch {other:?}")));
+            return Err(ApiError::bad_request(format!(
+                "invalid resourceVersionMatch {other:?}"
+            )));
         }
     }
     if let Some(rv) = rv_param
         && rv > revision
         && req.query.get("resourceVersionMatch") == Some("NotOlderThan")
     {
-        return Err(ApiError::new(504, "Timeout", format!("Too large resource version: {rv}, current: {revision}")));
+        return Err(ApiError::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {rv}, current: {revision}"),
+        ));
     }
     let (list_rv, start) = match req.query.get("continue") {
         Some(token) => {
@@ -190,7 +225,13 @@ pub(crate) fn list(inner: &Inner, req: &ResourceRequest, repr: Representation) -
     match repr {
         Representation::Table => {
             let objects: Vec<&Value> = selected.iter().map(|s| &*s.object).collect();
-            let t = table::table(def, &objects, &list_rv.to_string(), continue_token.as_deref(), req.query.get("includeObject"));
+            let t = table::table(
+                def,
+                &objects,
+                &list_rv.to_string(),
+                continue_token.as_deref(),
+                req.query.get("includeObject"),
+            );
             Ok(Bytes::from(serde_json::to_vec(&t).unwrap_or_default()))
         }
         Representation::Metadata => {
@@ -230,14 +271,21 @@ mod tests {
     #[test]
     fn representation_negotiation() {
         assert_eq!(
-            Representation::from_accept("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            Representation::from_accept(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+            ),
             Representation::Table
         );
         assert_eq!(
-            Representation::from_accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            Representation::from_accept(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+            ),
             Representation::Metadata
         );
-        assert_eq!(Representation::from_accept("application/json"), Representation::Full);
+        assert_eq!(
+            Representation::from_accept("application/json"),
+            Representation::Full
+        );
         assert_eq!(Representation::from_accept(""), Representation::Full);
     }
 

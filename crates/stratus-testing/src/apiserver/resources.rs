@@ -91,11 +91,27 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
         ResourceDef {
             names: NameRule::Label,
             has_status: true,
-            ..def("", "Namespace", "namespaces", "namespace", false, &["ns"], &["status", "finalize"])
+            ..def(
+                "",
+                "Namespace",
+                "namespaces",
+                "namespace",
+                false,
+                &["ns"],
+                &["status", "finalize"],
+            )
         },
         ResourceDef {
             has_status: true,
-            ..def("", "Node", "nodes", "node", false, &["no"], &["status", "proxy"])
+            ..def(
+                "",
+                "Node",
+                "nodes",
+                "node",
+                false,
+                &["no"],
+                &["status", "proxy"],
+            )
         },
         ResourceDef {
             has_status: true,
@@ -107,23 +123,87 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
                 "pod",
                 true,
                 &["po"],
-                &["status", "binding", "eviction", "log", "exec", "attach", "portforward"],
+                &[
+                    "status",
+                    "binding",
+                    "eviction",
+                    "log",
+                    "exec",
+                    "attach",
+                    "portforward",
+                ],
             )
         },
         ResourceDef {
             has_status: true,
             names: NameRule::Dns1035,
             categories: &["all"],
-            ..def("", "Service", "services", "service", true, &["svc"], &["status"])
+            ..def(
+                "",
+                "Service",
+                "services",
+                "service",
+                true,
+                &["svc"],
+                &["status"],
+            )
         },
-        def("", "Endpoints", "endpoints", "endpoints", true, &["ep"], &[]),
-        def("", "ConfigMap", "configmaps", "configmap", true, &["cm"], &[]),
+        def(
+            "",
+            "Endpoints",
+            "endpoints",
+            "endpoints",
+            true,
+            &["ep"],
+            &[],
+        ),
+        def(
+            "",
+            "ConfigMap",
+            "configmaps",
+            "configmap",
+            true,
+            &["cm"],
+            &[],
+        ),
         def("", "Secret", "secrets", "secret", true, &[], &[]),
-        def("", "ServiceAccount", "serviceaccounts", "serviceaccount", true, &["sa"], &[]),
+        def(
+            "",
+            "ServiceAccount",
+            "serviceaccounts",
+            "serviceaccount",
+            true,
+            &["sa"],
+            &[],
+        ),
         def("", "Event", "events", "event", true, &["ev"], &[]),
-        def("events.k8s.io", "Event", "events", "event", true, &["ev"], &[]),
-        def("discovery.k8s.io", "EndpointSlice", "endpointslices", "endpointslice", true, &[], &[]),
-        def("coordination.k8s.io", "Lease", "leases", "lease", true, &[], &[]),
+        def(
+            "events.k8s.io",
+            "Event",
+            "events",
+            "event",
+            true,
+            &["ev"],
+            &[],
+        ),
+        def(
+            "discovery.k8s.io",
+            "EndpointSlice",
+            "endpointslices",
+            "endpointslice",
+            true,
+            &[],
+            &[],
+        ),
+        def(
+            "coordination.k8s.io",
+            "Lease",
+            "leases",
+            "lease",
+            true,
+            &[],
+            &[],
+        ),
         ResourceDef {
             has_status: true,
             ..def(
@@ -138,7 +218,15 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
         },
         ResourceDef {
             review: true,
-            ..def("authentication.k8s.io", "TokenReview", "tokenreviews", "tokenreview", false, &[], &[])
+            ..def(
+                "authentication.k8s.io",
+                "TokenReview",
+                "tokenreviews",
+                "tokenreview",
+                false,
+                &[],
+                &[],
+            )
         },
         ResourceDef {
             review: true,

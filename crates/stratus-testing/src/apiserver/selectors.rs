@@ -30,15 +30,25 @@ fn valid_label_key(key: &str) -> bool {
     };
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && name.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric());
     let prefix_ok = prefix.is_none_or(|p| {
         !p.is_empty()
             && p.len() <= 253
             && p.split('.').all(|part| {
                 !part.is_empty()
-                    && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !part.starts_with('-')
                     && !part.ends_with('-')
             })
@@ -49,9 +59,17 @@ fn valid_label_key(key: &str) -> bool {
 fn valid_label_value(value: &str) -> bool {
     value.is_empty()
         || (value.len() <= 63
-            && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-            && value.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-            && value.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()))
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && value
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric())
+            && value
+                .bytes()
+                .last()
+                .is_some_and(|b| b.is_ascii_alphanumeric()))
 }
 
 /// Split on commas that are not inside parentheses.
@@ -84,7 +102,9 @@ impl LabelSelector {
         for raw in split_top_level(input) {
             let part = raw.trim();
             if part.is_empty() {
-                return Err(format!("unable to parse requirement: found '', expected: identifier in {input:?}"));
+                return Err(format!(
+                    "unable to parse requirement: found '', expected: identifier in {input:?}"
+                ));
             }
             let req = Self::parse_requirement(part)
                 .ok_or_else(|| format!("unable to parse requirement: {part:?}"))?;
@@ -105,14 +125,24 @@ impl LabelSelector {
         ] {
             if let Some((k, v)) = part.split_once(op) {
                 let (k, v) = (k.trim(), v.trim());
-                return (valid_label_key(k) && valid_label_value(v)).then(|| (k.to_owned(), build(v.to_owned())));
+                return (valid_label_key(k) && valid_label_value(v))
+                    .then(|| (k.to_owned(), build(v.to_owned())));
             }
         }
         for (op, is_gt) in [(">", true), ("<", false)] {
             if let Some((k, v)) = part.split_once(op) {
                 let (k, v) = (k.trim(), v.trim());
                 let n: i64 = v.parse().ok()?;
-                return valid_label_key(k).then(|| (k.to_owned(), if is_gt { LabelOp::Gt(n) } else { LabelOp::Lt(n) }));
+                return valid_label_key(k).then(|| {
+                    (
+                        k.to_owned(),
+                        if is_gt {
+                            LabelOp::Gt(n)
+                        } else {
+                            LabelOp::Lt(n)
+                        },
+                    )
+                });
             }
         }
         let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
@@ -138,7 +168,14 @@ impl LabelSelector {
             if !negate && values.is_empty() {
                 return None;
             }
-            return Some((key.to_owned(), if negate { LabelOp::NotIn(values) } else { LabelOp::In(values) }));
+            return Some((
+                key.to_owned(),
+                if negate {
+                    LabelOp::NotIn(values)
+                } else {
+                    LabelOp::In(values)
+                },
+            ));
         }
         valid_label_key(part).then(|| (part.to_owned(), LabelOp::Exists))
     }
@@ -154,8 +191,12 @@ impl LabelSelector {
                 LabelOp::NotIn(vs) => value.is_none_or(|x| !vs.iter().any(|v| v == x)),
                 LabelOp::Exists => value.is_some(),
                 LabelOp::DoesNotExist => value.is_none(),
-                LabelOp::Gt(n) => value.and_then(|x| x.parse::<i64>().ok()).is_some_and(|x| x > *n),
-                LabelOp::Lt(n) => value.and_then(|x| x.parse::<i64>().ok()).is_some_and(|x| x < *n),
+                LabelOp::Gt(n) => value
+                    .and_then(|x| x.parse::<i64>().ok())
+                    .is_some_and(|x| x > *n),
+                LabelOp::Lt(n) => value
+                    .and_then(|x| x.parse::<i64>().ok())
+                    .is_some_and(|x| x < *n),
             }
         })
     }
@@ -178,7 +219,11 @@ fn unescape(s: &str) -> Result<String, String> {
         if c == '\\' {
             match chars.next() {
                 Some(e @ ('\\' | ',' | '=' | '!')) => out.push(e),
-                other => return Err(format!("invalid field selector: invalid escape sequence {other:?}")),
+                other => {
+                    return Err(format!(
+                        "invalid field selector: invalid escape sequence {other:?}"
+                    ));
+                }
             }
         } else {
             out.push(c);
@@ -222,10 +267,14 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once('=') {
                 (f, false, v)
             } else {
-                return Err(format!("invalid selector: '{input}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{input}'; can't understand '{part}'"
+                ));
             };
             if field.trim().is_empty() {
-                return Err(format!("invalid selector: '{input}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{input}'; can't understand '{part}'"
+                ));
             }
             terms.push((field.trim().to_owned(), negate, unescape(value)?));
         }
@@ -277,20 +326,38 @@ mod tests {
         assert!(!m("rank>5"));
         assert!(m("app=web,tier in (front),!missing"));
         assert!(m(""));
-        assert!(!LabelSelector::parse("missing in (a)").unwrap().matches(None));
+        assert!(
+            !LabelSelector::parse("missing in (a)")
+                .unwrap()
+                .matches(None)
+        );
         assert!(LabelSelector::parse("missing!=a").unwrap().matches(None));
     }
 
     #[test]
     fn invalid_label_selectors() {
-        for bad in ["a=b=c", "a in x", "a in ()", "=b", "a,,b", "a b", "-a=b", "a>x", "a in (b c)", "a=-b"] {
+        for bad in [
+            "a=b=c",
+            "a in x",
+            "a in ()",
+            "=b",
+            "a,,b",
+            "a b",
+            "-a=b",
+            "a>x",
+            "a in (b c)",
+            "a=-b",
+        ] {
             assert!(LabelSelector::parse(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn field_selectors() {
-        let fields = BTreeMap::from([("spec.nodeName", "n1".to_owned()), ("status.phase", "Running".to_owned())]);
+        let fields = BTreeMap::from([
+            ("spec.nodeName", "n1".to_owned()),
+            ("status.phase", "Running".to_owned()),
+        ]);
         let m = |s: &str| FieldSelector::parse(s).unwrap().matches(&fields);
         assert!(m("spec.nodeName=n1"));
         assert!(m("spec.nodeName==n1,status.phase!=Pending"));

@@ -74,7 +74,9 @@ impl Inner {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         let mut state = self.generate.lock().unwrap_or_else(|e| e.into_inner());
         let seed = uuid::Uuid::new_v4().as_u128() as u64;
-        *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(seed | 1);
+        *state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(seed | 1);
         let mut x = *state;
         (0..5)
             .map(|_| {
@@ -106,7 +108,10 @@ impl Query {
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str).filter(|s| !s.is_empty())
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     /// A boolean parameter, parsed as Go's `strconv.ParseBool`.
@@ -120,10 +125,9 @@ impl Query {
     pub(crate) fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("invalid value {v:?} for query parameter {key}"))),
+            Some(v) => v.parse().map(Some).map_err(|_| {
+                ApiError::bad_request(format!("invalid value {v:?} for query parameter {key}"))
+            }),
         }
     }
 }
@@ -152,7 +156,11 @@ impl ResourceRequest {
             return m.to_owned();
         }
         let ua = self.user_agent.split('/').next().unwrap_or_default();
-        if ua.is_empty() { "unknown".to_owned() } else { ua.to_owned() }
+        if ua.is_empty() {
+            "unknown".to_owned()
+        } else {
+            ua.to_owned()
+        }
     }
 
     pub(crate) fn dry_run(&self) -> bool {
@@ -166,7 +174,9 @@ pub(crate) fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
         ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
     })?;
     if !value.is_object() {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
     }
     Ok(value)
 }

@@ -208,7 +208,14 @@ impl Store {
         state.revision += 1;
         let stored = stamp(object, state.revision);
         state.buckets[resource].insert(key, stored.clone());
-        self.record(&mut state, resource, namespace, EventType::Added, stored.clone(), None);
+        self.record(
+            &mut state,
+            resource,
+            namespace,
+            EventType::Added,
+            stored.clone(),
+            None,
+        );
         drop(state);
         self.publish(stored.rv);
         Ok(stored)
@@ -271,7 +278,11 @@ impl Store {
 
     /// Events with `rv > after`, at most `limit`, or `Expired` when the
     /// history no longer reaches back to `after`.
-    pub(crate) fn events_after(&self, after: u64, limit: usize) -> Result<Vec<Arc<Event>>, Expired> {
+    pub(crate) fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<Event>>, Expired> {
         let state = self.lock();
         if after < state.compacted {
             return Err(Expired {
@@ -306,7 +317,10 @@ mod tests {
         let a = store.create(0, "ns", "a", obj("a")).unwrap();
         let b = store.create(1, "", "b", obj("b")).unwrap();
         assert_eq!(b.rv, a.rv + 1);
-        assert_eq!(a.object["metadata"]["resourceVersion"], json!(a.rv.to_string()));
+        assert_eq!(
+            a.object["metadata"]["resourceVersion"],
+            json!(a.rv.to_string())
+        );
         assert!(matches!(
             store.create(0, "ns", "a", obj("a")),
             Err(StoreError::AlreadyExists)
@@ -331,13 +345,18 @@ mod tests {
         assert!(!deleted);
         assert!(updated.rv > created.rv);
         let (_, deleted) = store
-            .update::<()>(0, "ns", "a", |cur| Ok(Mutation::Delete((*cur.object).clone())))
+            .update::<()>(0, "ns", "a", |cur| {
+                Ok(Mutation::Delete((*cur.object).clone()))
+            })
             .unwrap();
         assert!(deleted);
         assert!(store.get(0, "ns", "a").is_none());
         let events = store.events_after(created.rv - 1, 100).unwrap();
         let kinds: Vec<_> = events.iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, [EventType::Added, EventType::Modified, EventType::Deleted]);
+        assert_eq!(
+            kinds,
+            [EventType::Added, EventType::Modified, EventType::Deleted]
+        );
         assert!(events[2].previous.is_some());
         assert!(matches!(
             store.update::<()>(0, "ns", "a", |_| Ok(Mutation::Unchanged)),

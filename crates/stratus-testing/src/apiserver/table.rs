@@ -41,7 +41,9 @@ pub(crate) fn human_duration(secs: i64) -> String {
 fn age(obj: &Value, path: &[&str]) -> String {
     match str_at(obj, path).and_then(super::meta::parse_time) {
         Some(t) => {
-            let secs = k8s_openapi::jiff::Timestamp::now().duration_since(t).as_secs();
+            let secs = k8s_openapi::jiff::Timestamp::now()
+                .duration_since(t)
+                .as_secs();
             human_duration(secs)
         }
         None => "<unknown>".to_owned(),
@@ -60,7 +62,10 @@ fn column(name: &str, ty: &str, priority: u8) -> Value {
 fn node_status(n: &Value) -> String {
     let ready = at(n, &["status", "conditions"])
         .and_then(Value::as_array)
-        .and_then(|cs| cs.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready")))
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
         .and_then(|c| c.get("status").and_then(Value::as_str));
     let mut status = match ready {
         Some("True") => "Ready".to_owned(),
@@ -76,15 +81,26 @@ fn node_status(n: &Value) -> String {
 fn node_roles(n: &Value) -> String {
     let roles: Vec<&str> = at(n, &["metadata", "labels"])
         .and_then(Value::as_object)
-        .map(|l| l.keys().filter_map(|k| k.strip_prefix("node-role.kubernetes.io/")).collect())
+        .map(|l| {
+            l.keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect()
+        })
         .unwrap_or_default();
-    if roles.is_empty() { "<none>".to_owned() } else { roles.join(",") }
+    if roles.is_empty() {
+        "<none>".to_owned()
+    } else {
+        roles.join(",")
+    }
 }
 
 fn node_address(n: &Value, ty: &str) -> Value {
     let addr = at(n, &["status", "addresses"])
         .and_then(Value::as_array)
-        .and_then(|a| a.iter().find(|x| x.get("type").and_then(Value::as_str) == Some(ty)))
+        .and_then(|a| {
+            a.iter()
+                .find(|x| x.get("type").and_then(Value::as_str) == Some(ty))
+        })
         .and_then(|x| x.get("address").and_then(Value::as_str));
     s(addr)
 }
@@ -94,9 +110,17 @@ fn pod_cells(p: &Value) -> Vec<Value> {
         .and_then(Value::as_array)
         .map(|v| v.iter().collect())
         .unwrap_or_default();
-    let total = at(p, &["spec", "containers"]).and_then(Value::as_array).map_or(0, Vec::len);
-    let ready = statuses.iter().filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true)).count();
-    let restarts: i64 = statuses.iter().filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum();
+    let total = at(p, &["spec", "containers"])
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let ready = statuses
+        .iter()
+        .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+        .count();
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+        .sum();
     let waiting = statuses
         .iter()
         .find_map(|c| at(c, &["state", "waiting", "reason"]).and_then(Value::as_str));
@@ -107,7 +131,9 @@ fn pod_cells(p: &Value) -> Vec<Value> {
     } else if let Some(w) = waiting {
         w.to_owned()
     } else {
-        str_at(p, &["status", "phase"]).unwrap_or("Pending").to_owned()
+        str_at(p, &["status", "phase"])
+            .unwrap_or("Pending")
+            .to_owned()
     };
     vec![
         json!(super::meta::name(p)),
@@ -128,7 +154,11 @@ fn service_cells(svc: &Value) -> Vec<Value> {
         .and_then(Value::as_array)
         .map(|i| {
             i.iter()
-                .filter_map(|x| x.get("ip").or_else(|| x.get("hostname")).and_then(Value::as_str))
+                .filter_map(|x| {
+                    x.get("ip")
+                        .or_else(|| x.get("hostname"))
+                        .and_then(Value::as_str)
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -156,16 +186,28 @@ fn service_cells(svc: &Value) -> Vec<Value> {
         .unwrap_or_default();
     let selector: Vec<String> = at(svc, &["spec", "selector"])
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
         .unwrap_or_default();
     vec![
         json!(super::meta::name(svc)),
         json!(ty),
         s(str_at(svc, &["spec", "clusterIP"])),
         json!(external),
-        json!(if ports.is_empty() { "<none>".to_owned() } else { ports.join(",") }),
+        json!(if ports.is_empty() {
+            "<none>".to_owned()
+        } else {
+            ports.join(",")
+        }),
         json!(age(svc, &["metadata", "creationTimestamp"])),
-        json!(if selector.is_empty() { "<none>".to_owned() } else { selector.join(",") }),
+        json!(if selector.is_empty() {
+            "<none>".to_owned()
+        } else {
+            selector.join(",")
+        }),
     ]
 }
 
@@ -197,7 +239,10 @@ fn layout(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 node_address(obj, "ExternalIP"),
                 s(str_at(obj, &["status", "nodeInfo", "osImage"])),
                 s(str_at(obj, &["status", "nodeInfo", "kernelVersion"])),
-                s(str_at(obj, &["status", "nodeInfo", "containerRuntimeVersion"])),
+                s(str_at(
+                    obj,
+                    &["status", "nodeInfo", "containerRuntimeVersion"],
+                )),
             ],
         ),
         ("", "Pod") => (
@@ -227,17 +272,27 @@ fn layout(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
             service_cells(obj),
         ),
         ("", "Namespace") => (
-            vec![column("Name", "string", 0), column("Status", "string", 0), column("Age", "string", 0)],
+            vec![
+                column("Name", "string", 0),
+                column("Status", "string", 0),
+                column("Age", "string", 0),
+            ],
             vec![name, s(str_at(obj, &["status", "phase"])), created()],
         ),
         ("coordination.k8s.io", "Lease") => (
-            vec![column("Name", "string", 0), column("Holder", "string", 0), column("Age", "string", 0)],
+            vec![
+                column("Name", "string", 0),
+                column("Holder", "string", 0),
+                column("Age", "string", 0),
+            ],
             vec![name, s(str_at(obj, &["spec", "holderIdentity"])), created()],
         ),
         ("", "Event") => {
             let object = format!(
                 "{}/{}",
-                str_at(obj, &["involvedObject", "kind"]).unwrap_or_default().to_lowercase(),
+                str_at(obj, &["involvedObject", "kind"])
+                    .unwrap_or_default()
+                    .to_lowercase(),
                 str_at(obj, &["involvedObject", "name"]).unwrap_or_default()
             );
             let last = if str_at(obj, &["lastTimestamp"]).is_some() {
@@ -265,21 +320,42 @@ fn layout(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
             )
         }
         ("", "ConfigMap") => {
-            let n = obj.get("data").and_then(Value::as_object).map_or(0, |m| m.len())
-                + obj.get("binaryData").and_then(Value::as_object).map_or(0, |m| m.len());
+            let n = obj
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len())
+                + obj
+                    .get("binaryData")
+                    .and_then(Value::as_object)
+                    .map_or(0, |m| m.len());
             (
-                vec![column("Name", "string", 0), column("Data", "integer", 0), column("Age", "string", 0)],
+                vec![
+                    column("Name", "string", 0),
+                    column("Data", "integer", 0),
+                    column("Age", "string", 0),
+                ],
                 vec![name, json!(n), created()],
             )
         }
         ("", "Secret") => {
-            let n = obj.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
+            let n = obj
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len());
             (
-                vec![column("Name", "string", 0), column("Type", "string", 0), column("Data", "integer", 0), column("Age", "string", 0)],
+                vec![
+                    column("Name", "string", 0),
+                    column("Type", "string", 0),
+                    column("Data", "integer", 0),
+                    column("Age", "string", 0),
+                ],
                 vec![name, s(str_at(obj, &["type"])), json!(n), created()],
             )
         }
-        _ => (vec![column("Name", "string", 0), column("Age", "string", 0)], vec![name, created()]),
+        _ => (
+            vec![column("Name", "string", 0), column("Age", "string", 0)],
+            vec![name, created()],
+        ),
     }
 }
 

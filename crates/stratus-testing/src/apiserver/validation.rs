@@ -9,8 +9,15 @@ use super::resources::{NameRule, ResourceDef};
 fn dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && s.bytes().next().is_some_and(|b| if first_alpha { b.is_ascii_lowercase() } else { b.is_ascii_alphanumeric() })
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().next().is_some_and(|b| {
+            if first_alpha {
+                b.is_ascii_lowercase()
+            } else {
+                b.is_ascii_alphanumeric()
+            }
+        })
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
@@ -38,7 +45,8 @@ pub(crate) fn name_error(rule: NameRule, name: &str) -> Option<String> {
 fn label_value_ok(v: &str) -> bool {
     v.is_empty()
         || (v.len() <= 63
-            && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
             && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
             && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()))
 }
@@ -48,7 +56,10 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = str_at(obj, &["metadata", "name"]).unwrap_or_default();
     if name.is_empty() {
-        causes.push(Cause::required("metadata.name", "name or generateName is required"));
+        causes.push(Cause::required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
     } else if let Some(msg) = name_error(def.names, name) {
         causes.push(Cause::invalid("metadata.name", name, msg.as_str()));
     }
@@ -69,13 +80,21 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
             let containers = at(obj, &["spec", "containers"]).and_then(Value::as_array);
             match containers {
                 None => causes.push(Cause::required("spec.containers", "")),
-                Some(list) if list.is_empty() => causes.push(Cause::required("spec.containers", "")),
+                Some(list) if list.is_empty() => {
+                    causes.push(Cause::required("spec.containers", ""))
+                }
                 Some(list) => {
                     for (i, c) in list.iter().enumerate() {
-                        if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+                        if c.get("name")
+                            .and_then(Value::as_str)
+                            .is_none_or(str::is_empty)
+                        {
                             causes.push(Cause::required(format!("spec.containers[{i}].name"), ""));
                         }
-                        if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                        if c.get("image")
+                            .and_then(Value::as_str)
+                            .is_none_or(str::is_empty)
+                        {
                             causes.push(Cause::required(format!("spec.containers[{i}].image"), ""));
                         }
                     }
@@ -89,13 +108,20 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
             if ty != "ExternalName" && !headless && ports.is_none_or(Vec::is_empty) {
                 causes.push(Cause::required("spec.ports", ""));
             }
-            if !matches!(ty, "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName") {
+            if !matches!(
+                ty,
+                "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
+            ) {
                 causes.push(Cause::invalid("spec.type", ty, "supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""));
             }
             for (i, p) in ports.into_iter().flatten().enumerate() {
                 let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
                 if !(1..=65535).contains(&port) {
-                    causes.push(Cause::invalid(format!("spec.ports[{i}].port"), &port.to_string(), "must be between 1 and 65535, inclusive"));
+                    causes.push(Cause::invalid(
+                        format!("spec.ports[{i}].port"),
+                        &port.to_string(),
+                        "must be between 1 and 65535, inclusive",
+                    ));
                 }
             }
         }
@@ -103,7 +129,11 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
             if let Some(d) = at(obj, &["spec", "leaseDurationSeconds"]).and_then(Value::as_i64)
                 && d <= 0
             {
-                causes.push(Cause::invalid("spec.leaseDurationSeconds", &d.to_string(), "must be greater than 0"));
+                causes.push(Cause::invalid(
+                    "spec.leaseDurationSeconds",
+                    &d.to_string(),
+                    "must be greater than 0",
+                ));
             }
         }
         _ => {}
@@ -129,7 +159,12 @@ pub(crate) fn immutable(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Caus
             let normalize = |pod: &Value| {
                 let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
                 if let Some(m) = spec.as_object_mut() {
-                    for field in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"] {
+                    for field in [
+                        "activeDeadlineSeconds",
+                        "tolerations",
+                        "terminationGracePeriodSeconds",
+                        "schedulingGates",
+                    ] {
                         m.remove(field);
                     }
                     for list in ["containers", "initContainers"] {
@@ -150,16 +185,25 @@ pub(crate) fn immutable(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Caus
                     "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
                 ));
             }
-            let old_tol = at(old, &["spec", "tolerations"]).and_then(Value::as_array).cloned().unwrap_or_default();
-            let new_tol = at(new, &["spec", "tolerations"]).and_then(Value::as_array).cloned().unwrap_or_default();
+            let old_tol = at(old, &["spec", "tolerations"])
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let new_tol = at(new, &["spec", "tolerations"])
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             if old_tol.iter().any(|t| !new_tol.contains(t)) {
-                causes.push(Cause::forbidden("spec.tolerations", "existing toleration can not be modified except its tolerationSeconds"));
+                causes.push(Cause::forbidden(
+                    "spec.tolerations",
+                    "existing toleration can not be modified except its tolerationSeconds",
+                ));
             }
         }
-        ("certificates.k8s.io", "CertificateSigningRequest") => {
-            if old.get("spec") != new.get("spec") {
-                causes.push(Cause::forbidden("spec", "field is immutable"));
-            }
+        ("certificates.k8s.io", "CertificateSigningRequest")
+            if old.get("spec") != new.get("spec") =>
+        {
+            causes.push(Cause::forbidden("spec", "field is immutable"));
         }
         _ => {}
     }
@@ -184,9 +228,15 @@ mod tests {
     #[test]
     fn required_fields() {
         let defs = builtin();
-        let causes = validate(&defs[idx::PODS], &json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}));
+        let causes = validate(
+            &defs[idx::PODS],
+            &json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}),
+        );
         assert_eq!(causes[0].field, "spec.containers[0].image");
-        let causes = validate(&defs[idx::SERVICES], &json!({"metadata": {"name": "s"}, "spec": {}}));
+        let causes = validate(
+            &defs[idx::SERVICES],
+            &json!({"metadata": {"name": "s"}, "spec": {}}),
+        );
         assert_eq!(causes[0].field, "spec.ports");
         let causes = validate(&defs[idx::NODES], &json!({"metadata": {}}));
         assert_eq!(causes[0].field, "metadata.name");
@@ -196,7 +246,14 @@ mod tests {
     fn immutables() {
         let defs = builtin();
         let old = json!({"spec": {"providerID": "aws:///a/i-1"}});
-        assert!(!immutable(&defs[idx::NODES], &old, &json!({"spec": {"providerID": "aws:///a/i-2"}})).is_empty());
+        assert!(
+            !immutable(
+                &defs[idx::NODES],
+                &old,
+                &json!({"spec": {"providerID": "aws:///a/i-2"}})
+            )
+            .is_empty()
+        );
         assert!(immutable(&defs[idx::NODES], &json!({"spec": {}}), &old).is_empty());
         let pod = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "n"}});
         let image = json!({"spec": {"containers": [{"name": "c", "image": "b"}], "nodeName": "n"}});

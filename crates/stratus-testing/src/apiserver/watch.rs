@@ -32,19 +32,28 @@ pub(crate) struct WatchPlan {
     start: Start,
     bookmarks: bool,
     timeout: Option<Duration>,
+    /// Table watches carry column definitions in their first event only.
+    columns_sent: std::sync::atomic::AtomicBool,
 }
 
 /// Check the parameters of a watch request.
-pub(crate) fn plan(inner: &Inner, req: &ResourceRequest, repr: Representation) -> Result<WatchPlan, ApiError> {
+pub(crate) fn plan(
+    inner: &Inner,
+    req: &ResourceRequest,
+    repr: Representation,
+) -> Result<WatchPlan, ApiError> {
     let def = &inner.defs[req.def];
     let mut query = req.query.clone();
     if let Some(name) = &req.name {
-        query.0.insert("fieldSelector".into(), format!("metadata.name={name}"));
+        query
+            .0
+            .insert("fieldSelector".into(), format!("metadata.name={name}"));
     }
     let filter = Filter::from_query(def, &query)?;
     let send_initial = req.query.flag("sendInitialEvents");
     let bookmarks = req.query.flag("allowWatchBookmarks");
-    if send_initial && (req.query.get("resourceVersionMatch") != Some("NotOlderThan") || !bookmarks) {
+    if send_initial && (req.query.get("resourceVersionMatch") != Some("NotOlderThan") || !bookmarks)
+    {
         return Err(ApiError::new(
             422,
             "Invalid",
@@ -53,14 +62,22 @@ pub(crate) fn plan(inner: &Inner, req: &ResourceRequest, repr: Representation) -
     }
     let rv: Option<u64> = match req.query.get("resourceVersion") {
         None => None,
-        Some(v) => Some(v.parse().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?),
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?,
+        ),
     };
     let start = match (send_initial, rv) {
         (true, _) => Start::FromState { end_bookmark: true },
-        (false, None | Some(0)) => Start::FromState { end_bookmark: false },
+        (false, None | Some(0)) => Start::FromState {
+            end_bookmark: false,
+        },
         (false, Some(rv)) => Start::After(rv),
     };
-    let timeout = req.query.number::<u64>("timeoutSeconds")?.map(Duration::from_secs);
+    let timeout = req
+        .query
+        .number::<u64>("timeoutSeconds")?
+        .map(Duration::from_secs);
     Ok(WatchPlan {
         req: req.clone(),
         filter,
@@ -68,6 +85,7 @@ pub(crate) fn plan(inner: &Inner, req: &ResourceRequest, repr: Representation) -
         start,
         bookmarks,
         timeout,
+        columns_sent: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -86,11 +104,33 @@ fn value_line(kind: &str, object: &Value) -> Bytes {
 }
 
 /// The line for one stored object in the plan's representation.
-fn object_line(plan: &WatchPlan, kind: &str, json: &Bytes, object: &Value) -> Bytes {
+fn object_line(inner: &Inner, plan: &WatchPlan, kind: &str, json: &Bytes, object: &Value) -> Bytes {
     match plan.repr {
         Representation::Metadata => value_line(kind, &partial(object)),
-        _ => line(kind, json),
+        Representation::Table => value_line(kind, &table_of(inner, plan, object)),
+        Representation::Full => line(kind, json),
     }
+}
+
+fn table_of(inner: &Inner, plan: &WatchPlan, object: &Value) -> Value {
+    let def = &inner.defs[plan.req.def];
+    let rv = super::meta::str_at(object, &["metadata", "resourceVersion"])
+        .unwrap_or_default()
+        .to_owned();
+    let mut t = super::table::table(
+        def,
+        &[object],
+        &rv,
+        None,
+        plan.req.query.get("includeObject"),
+    );
+    if plan
+        .columns_sent
+        .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        t["columnDefinitions"] = json!([]);
+    }
+    t
 }
 
 /// The line a watch sends for `event`, if any.
@@ -105,21 +145,31 @@ fn render(inner: &Inner, plan: &WatchPlan, event: &Event) -> Option<Bytes> {
     }
     let def = &inner.defs[plan.req.def];
     let now = plan.filter.matches(def, &event.object.object);
-    let before = event.previous.as_ref().is_some_and(|p| plan.filter.matches(def, p));
+    let before = event
+        .previous
+        .as_ref()
+        .is_some_and(|p| plan.filter.matches(def, p));
     let obj = &event.object;
     match event.kind {
-        EventType::Added if now => Some(object_line(plan, "ADDED", &obj.json, &obj.object)),
-        EventType::Deleted if now || before => Some(object_line(plan, "DELETED", &obj.json, &obj.object)),
+        EventType::Added if now => Some(object_line(inner, plan, "ADDED", &obj.json, &obj.object)),
+        EventType::Deleted if now || before => {
+            Some(object_line(inner, plan, "DELETED", &obj.json, &obj.object))
+        }
         EventType::Modified => match (before, now) {
-            (true, true) => Some(object_line(plan, "MODIFIED", &obj.json, &obj.object)),
-            (false, true) => Some(object_line(plan, "ADDED", &obj.json, &obj.object)),
+            (true, true) => Some(object_line(inner, plan, "MODIFIED", &obj.json, &obj.object)),
+            (false, true) => Some(object_line(inner, plan, "ADDED", &obj.json, &obj.object)),
             (true, false) => {
                 // The previous state, at the event's revision.
                 let mut prev = event.previous.as_deref().cloned().unwrap_or(Value::Null);
-                super::meta::set_at(&mut prev, &["metadata", "resourceVersion"], json!(event.rv.to_string()));
+                super::meta::set_at(
+                    &mut prev,
+                    &["metadata", "resourceVersion"],
+                    json!(event.rv.to_string()),
+                );
                 let v = match plan.repr {
                     Representation::Metadata => partial(&prev),
-                    _ => prev,
+                    Representation::Table => table_of(inner, plan, &prev),
+                    Representation::Full => prev,
                 };
                 Some(value_line("DELETED", &v))
             }
@@ -153,10 +203,22 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
         Start::After(rv) => rv,
         Start::FromState { end_bookmark } => {
             changes.borrow_and_update();
-            let (items, rv) = inner.store.list(plan.req.def, plan.req.namespace.as_deref());
+            let (items, rv) = inner
+                .store
+                .list(plan.req.def, plan.req.namespace.as_deref());
             let def = &inner.defs[plan.req.def];
             for item in items.iter().filter(|s| plan.filter.matches(def, &s.object)) {
-                if tx.send(object_line(&plan, "ADDED", &item.json, &item.object)).await.is_err() {
+                if tx
+                    .send(object_line(
+                        &inner,
+                        &plan,
+                        "ADDED",
+                        &item.json,
+                        &item.object,
+                    ))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -173,7 +235,11 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
         changes.borrow_and_update();
         match inner.store.events_after(cursor, 512) {
             Err(expired) => {
-                let status = ApiError::gone(format!("too old resource version: {cursor} ({})", expired.oldest)).to_status();
+                let status = ApiError::gone(format!(
+                    "too old resource version: {cursor} ({})",
+                    expired.oldest
+                ))
+                .to_status();
                 let _ = tx.send(value_line("ERROR", &status)).await;
                 return;
             }

@@ -9,11 +9,12 @@ use super::meta::{self, at, is_terminating, set_at, str_at};
 use super::patch;
 use super::resources::{ResourceDef, idx};
 use super::state::{Inner, ResourceRequest, parse_object};
-use super::store::{Mutation, Stored, StoreError};
+use super::store::{Mutation, StoreError, Stored};
 use super::validation;
 
 /// The namespaces that always exist and cannot be deleted.
-pub(crate) const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+pub(crate) const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// A write's answer: status code and body.
 pub(crate) type Answer = (u16, Value);
@@ -68,7 +69,9 @@ fn check_namespace(inner: &Inner, req: &ResourceRequest) -> Result<(), ApiError>
         Some(n) if is_terminating(&n.object) => Err(ApiError::new(
             403,
             "Forbidden",
-            format!("unable to create new content in namespace {ns} because it is being terminated"),
+            format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
         )),
         Some(_) => Ok(()),
     }
@@ -99,7 +102,9 @@ fn spec_part(obj: &Value) -> Map<String, Value> {
     obj.as_object()
         .map(|m| {
             m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })
@@ -108,7 +113,8 @@ fn spec_part(obj: &Value) -> Map<String, Value> {
 
 /// Reset status on create, as each resource's strategy does.
 fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
-    if def.has_status && def.kind != "Node"
+    if def.has_status
+        && def.kind != "Node"
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");
@@ -116,7 +122,12 @@ fn reset_status_on_create(def: &ResourceDef, obj: &mut Value) {
 }
 
 /// Kind-specific defaulting and allocation on create (`old` on update).
-fn default_for(inner: &Inner, def: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+fn default_for(
+    inner: &Inner,
+    def: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     match (def.group, def.kind) {
         ("", "Pod") if old.is_none() => defaults::pod(obj),
         ("", "Namespace") if old.is_none() => defaults::namespace(obj),
@@ -131,7 +142,11 @@ fn default_for(inner: &Inner, def: &ResourceDef, obj: &mut Value, old: Option<&V
 }
 
 /// POST on a collection.
-pub(crate) fn create(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+pub(crate) fn create(
+    inner: &Inner,
+    req: &ResourceRequest,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let def = inner.defs[req.def];
     let mut obj = parse_object(body)?;
     if def.review {
@@ -141,7 +156,9 @@ pub(crate) fn create(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Resul
     check_body_namespace(req, &mut obj)?;
     check_namespace(inner, req)?;
     if str_at(&obj, &["metadata", "resourceVersion"]).is_some_and(|rv| !rv.is_empty()) {
-        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+        return Err(ApiError::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
     let name = match str_at(&obj, &["metadata", "name"]).filter(|n| !n.is_empty()) {
         Some(n) => n.to_owned(),
@@ -158,7 +175,11 @@ pub(crate) fn create(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Resul
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         m.insert("creationTimestamp".into(), json!(meta::now()));
         m.insert("generation".into(), json!(1));
-        for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        for field in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
             m.remove(field);
         }
     }
@@ -226,7 +247,9 @@ fn next_state(
 ) -> Result<Mutation, ApiError> {
     let name = meta::name(current).to_owned();
     // Optimistic concurrency.
-    let wanted_rv = str_at(&desired, &["metadata", "resourceVersion"]).unwrap_or_default().to_owned();
+    let wanted_rv = str_at(&desired, &["metadata", "resourceVersion"])
+        .unwrap_or_default()
+        .to_owned();
     let current_rv = str_at(current, &["metadata", "resourceVersion"]).unwrap_or_default();
     if !wanted_rv.is_empty() && wanted_rv != current_rv {
         return Err(ApiError::stale(def, &name));
@@ -258,7 +281,9 @@ fn next_state(
         }
         Some("approval") => {
             let mut merged = current.clone();
-            let conditions = at(&desired, &["status", "conditions"]).cloned().unwrap_or(json!([]));
+            let conditions = at(&desired, &["status", "conditions"])
+                .cloned()
+                .unwrap_or(json!([]));
             set_at(&mut merged, &["status", "conditions"], conditions);
             desired = merged;
         }
@@ -274,13 +299,19 @@ fn next_state(
                 }
             }
             if sub == Some("finalize") {
-                let finalizers = at(&desired, &["spec", "finalizers"]).cloned().unwrap_or(json!([]));
+                let finalizers = at(&desired, &["spec", "finalizers"])
+                    .cloned()
+                    .unwrap_or(json!([]));
                 let mut merged = current.clone();
                 set_at(&mut merged, &["spec", "finalizers"], finalizers);
                 desired = merged;
             }
         }
-        Some(other) => return Err(ApiError::method_not_allowed(format!("the subresource {other:?} does not accept updates"))),
+        Some(other) => {
+            return Err(ApiError::method_not_allowed(format!(
+                "the subresource {other:?} does not accept updates"
+            )));
+        }
     }
     // Identity and system metadata come from the stored object.
     let body_name = str_at(&desired, &["metadata", "name"]).unwrap_or_default();
@@ -295,12 +326,24 @@ fn next_state(
         return Err(ApiError::conflict(
             def,
             &name,
-            &format!("Precondition failed: UID in precondition: {body_uid}, UID in object meta: {}", meta::uid(current)),
+            &format!(
+                "Precondition failed: UID in precondition: {body_uid}, UID in object meta: {}",
+                meta::uid(current)
+            ),
         ));
     }
     let current_meta = meta::meta(current).cloned().unwrap_or_default();
     if let Some(m) = meta::meta_mut(&mut desired) {
-        for field in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "managedFields"] {
+        for field in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+        ] {
             match current_meta.get(field) {
                 Some(v) => m.insert(field.into(), v.clone()),
                 None => m.remove(field),
@@ -315,7 +358,10 @@ fn next_state(
             return Err(ApiError::invalid(
                 def,
                 &name,
-                vec![Cause::forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted")],
+                vec![Cause::forbidden(
+                    "metadata.finalizers",
+                    "no new finalizers can be added if the object is being deleted",
+                )],
             ));
         }
     }
@@ -326,11 +372,23 @@ fn next_state(
     }
     default_for(inner, def, &mut desired, Some(current))?;
     if spec_part(&desired) != spec_part(current) {
-        let generation = at(current, &["metadata", "generation"]).and_then(Value::as_i64).unwrap_or(1);
-        set_at(&mut desired, &["metadata", "generation"], json!(generation + 1));
+        let generation = at(current, &["metadata", "generation"])
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        set_at(
+            &mut desired,
+            &["metadata", "generation"],
+            json!(generation + 1),
+        );
     }
     if let Some(operation) = operation {
-        apply::record_update(&mut desired, Some(current), &req.manager(), operation, &def.api_version());
+        apply::record_update(
+            &mut desired,
+            Some(current),
+            &req.manager(),
+            operation,
+            &def.api_version(),
+        );
     }
     finish(def, current, desired)
 }
@@ -352,7 +410,10 @@ pub(crate) fn next_state_for_apply(
 fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation, ApiError> {
     if is_terminating(&desired) && meta::finalizers(&desired).is_empty() {
         let graceful_pod = def.kind == "Pod"
-            && at(&desired, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64).unwrap_or(0) > 0;
+            && at(&desired, &["metadata", "deletionGracePeriodSeconds"])
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                > 0;
         if !graceful_pod {
             return Ok(Mutation::Delete(desired));
         }
@@ -371,7 +432,13 @@ fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation
     Ok(Mutation::Replace(desired))
 }
 
-fn committed(inner: &Inner, req: &ResourceRequest, def: &ResourceDef, stored: Stored, deleted: bool) -> Answer {
+fn committed(
+    inner: &Inner,
+    req: &ResourceRequest,
+    def: &ResourceDef,
+    stored: Stored,
+    deleted: bool,
+) -> Answer {
     if deleted {
         after_delete(inner, req.def, def, &stored.object);
     }
@@ -379,13 +446,20 @@ fn committed(inner: &Inner, req: &ResourceRequest, def: &ResourceDef, stored: St
 }
 
 /// PUT on an object (or its status / approval / finalize subresource).
-pub(crate) fn update(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+pub(crate) fn update(
+    inner: &Inner,
+    req: &ResourceRequest,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let def = inner.defs[req.def];
     let name = req.name.clone().unwrap_or_default();
     let mut desired = parse_object(body)?;
     check_body_namespace(req, &mut desired)?;
     if req.dry_run() {
-        let current = inner.store.get(req.def, req.ns_key(), &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
+        let current = inner
+            .store
+            .get(req.def, req.ns_key(), &name)
+            .ok_or_else(|| ApiError::not_found(&def, &name))?;
         return match next_state(inner, &def, req, &current.object, desired, Some("Update"))? {
             Mutation::Replace(v) | Mutation::Delete(v) => Ok((200, v)),
             Mutation::Unchanged => Ok((200, to_value(&current))),
@@ -393,47 +467,74 @@ pub(crate) fn update(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Resul
     }
     let (stored, deleted) = inner
         .store
-        .update(req.def, req.ns_key(), &name, |cur| next_state(inner, &def, req, &cur.object, desired, Some("Update")))
+        .update(req.def, req.ns_key(), &name, |cur| {
+            next_state(inner, &def, req, &cur.object, desired, Some("Update"))
+        })
         .map_err(|e| map_store_err(&def, &name, e))?;
     Ok(committed(inner, req, &def, stored, deleted))
 }
 
 /// PATCH on an object (or its status subresource).
-pub(crate) fn patch(inner: &Inner, req: &ResourceRequest, content_type: &str, body: &[u8]) -> Result<Answer, ApiError> {
+pub(crate) fn patch(
+    inner: &Inner,
+    req: &ResourceRequest,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let def = inner.defs[req.def];
     let name = req.name.clone().unwrap_or_default();
     let media = content_type.split(';').next().unwrap_or_default().trim();
-    let patch_doc: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the body of the request was not valid JSON: {e}")))?;
+    let patch_doc: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+    })?;
     if media == "application/apply-patch+yaml" {
         return apply::server_side_apply(inner, req, patch_doc);
     }
     let apply_patch = |current: &Value| -> Result<Value, ApiError> {
         let mut target = current.clone();
         match media {
-            "application/json-patch+json" => patch::json_patch(&mut target, &patch_doc)
-                .map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?,
-            "application/merge-patch+json" => patch::merge_patch(&mut target, &patch_doc).map_err(ApiError::bad_request)?,
+            "application/json-patch+json" => {
+                patch::json_patch(&mut target, &patch_doc).map_err(|e| {
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?
+            }
+            "application/merge-patch+json" => {
+                patch::merge_patch(&mut target, &patch_doc).map_err(ApiError::bad_request)?
+            }
             "application/strategic-merge-patch+json" => {
-                patch::strategic_merge(def.kind, &mut target, &patch_doc).map_err(ApiError::bad_request)?
+                patch::strategic_merge(def.kind, &mut target, &patch_doc)
+                    .map_err(ApiError::bad_request)?
             }
             other => {
                 return Err(ApiError::new(
                     415,
                     "UnsupportedMediaType",
-                    format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"),
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
+                    ),
                 ));
             }
         }
         // A patch that does not name a resourceVersion applies to the current one.
         if str_at(&target, &["metadata", "resourceVersion"]).is_none() {
-            let rv = str_at(current, &["metadata", "resourceVersion"]).unwrap_or_default().to_owned();
+            let rv = str_at(current, &["metadata", "resourceVersion"])
+                .unwrap_or_default()
+                .to_owned();
             set_at(&mut target, &["metadata", "resourceVersion"], json!(rv));
         }
         Ok(target)
     };
     if req.dry_run() {
-        let current = inner.store.get(req.def, req.ns_key(), &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
+        let current = inner
+            .store
+            .get(req.def, req.ns_key(), &name)
+            .ok_or_else(|| ApiError::not_found(&def, &name))?;
         let desired = apply_patch(&current.object)?;
         return match next_state(inner, &def, req, &current.object, desired, Some("Update"))? {
             Mutation::Replace(v) | Mutation::Delete(v) => Ok((200, v)),
@@ -459,7 +560,10 @@ pub(crate) struct DeleteOptions {
     dry_run: bool,
 }
 
-pub(crate) fn delete_options(req: &ResourceRequest, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+pub(crate) fn delete_options(
+    req: &ResourceRequest,
+    body: &[u8],
+) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         grace: req.query.number("gracePeriodSeconds")?,
         dry_run: req.dry_run(),
@@ -472,8 +576,12 @@ pub(crate) fn delete_options(req: &ResourceRequest, body: &[u8]) -> Result<Delet
             opts.grace = Some(g);
         }
         opts.uid = str_at(&v, &["preconditions", "uid"]).map(str::to_owned);
-        opts.resource_version = str_at(&v, &["preconditions", "resourceVersion"]).map(str::to_owned);
-        if v.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|x| x == "All")) {
+        opts.resource_version =
+            str_at(&v, &["preconditions", "resourceVersion"]).map(str::to_owned);
+        if v.get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|x| x == "All"))
+        {
             opts.dry_run = true;
         }
     }
@@ -481,7 +589,11 @@ pub(crate) fn delete_options(req: &ResourceRequest, body: &[u8]) -> Result<Delet
 }
 
 /// The deletion decision for one object.
-fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Result<Mutation, ApiError> {
+fn delete_state(
+    def: &ResourceDef,
+    current: &Value,
+    opts: &DeleteOptions,
+) -> Result<Mutation, ApiError> {
     let name = meta::name(current).to_owned();
     if let Some(uid) = &opts.uid
         && uid != meta::uid(current)
@@ -489,7 +601,10 @@ fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Res
         return Err(ApiError::conflict(
             def,
             &name,
-            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(current)),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta::uid(current)
+            ),
         ));
     }
     if let Some(rv) = &opts.resource_version
@@ -509,11 +624,17 @@ fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Res
     let mut grace = 0;
     if def.kind == "Pod" {
         let bound = str_at(current, &["spec", "nodeName"]).is_some_and(|n| !n.is_empty());
-        let terminal = matches!(str_at(current, &["status", "phase"]), Some("Succeeded" | "Failed"));
+        let terminal = matches!(
+            str_at(current, &["status", "phase"]),
+            Some("Succeeded" | "Failed")
+        );
         if bound && !terminal {
-            let default_grace = at(current, &["spec", "terminationGracePeriodSeconds"]).and_then(Value::as_i64).unwrap_or(30);
+            let default_grace = at(current, &["spec", "terminationGracePeriodSeconds"])
+                .and_then(Value::as_i64)
+                .unwrap_or(30);
             grace = opts.grace.unwrap_or(default_grace).max(0);
-            if let Some(existing) = at(current, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64)
+            if let Some(existing) =
+                at(current, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64)
                 && is_terminating(current)
             {
                 grace = grace.min(existing);
@@ -527,7 +648,10 @@ fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Res
         return Ok(Mutation::Delete(next));
     }
     if let Some(m) = meta::meta_mut(&mut next) {
-        let shortened = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64).is_none_or(|g| grace < g);
+        let shortened = m
+            .get("deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_none_or(|g| grace < g);
         if !is_terminating(current) || shortened {
             m.insert("deletionTimestamp".into(), json!(meta::now_plus(grace)));
             m.insert("deletionGracePeriodSeconds".into(), json!(grace));
@@ -543,7 +667,13 @@ fn delete_state(def: &ResourceDef, current: &Value, opts: &DeleteOptions) -> Res
 }
 
 /// Delete one object: remove it, or mark it terminating.
-pub(crate) fn delete_one(inner: &Inner, resource: usize, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<(Stored, bool), ApiError> {
+pub(crate) fn delete_one(
+    inner: &Inner,
+    resource: usize,
+    namespace: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<(Stored, bool), ApiError> {
     let def = inner.defs[resource];
     if def.kind == "Namespace" && def.group.is_empty() && SYSTEM_NAMESPACES.contains(&name) {
         return Err(ApiError::new(
@@ -553,13 +683,18 @@ pub(crate) fn delete_one(inner: &Inner, resource: usize, namespace: &str, name: 
         ));
     }
     if opts.dry_run {
-        let current = inner.store.get(resource, namespace, name).ok_or_else(|| ApiError::not_found(&def, name))?;
+        let current = inner
+            .store
+            .get(resource, namespace, name)
+            .ok_or_else(|| ApiError::not_found(&def, name))?;
         delete_state(&def, &current.object, opts)?;
         return Ok((current, false));
     }
     let (stored, deleted) = inner
         .store
-        .update(resource, namespace, name, |cur| delete_state(&def, &cur.object, opts))
+        .update(resource, namespace, name, |cur| {
+            delete_state(&def, &cur.object, opts)
+        })
         .map_err(|e| map_store_err(&def, name, e))?;
     if deleted {
         after_delete(inner, resource, &def, &stored.object);
@@ -570,7 +705,11 @@ pub(crate) fn delete_one(inner: &Inner, resource: usize, namespace: &str, name: 
 }
 
 /// DELETE on an object.
-pub(crate) fn delete(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+pub(crate) fn delete(
+    inner: &Inner,
+    req: &ResourceRequest,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let opts = delete_options(req, body)?;
     let name = req.name.clone().unwrap_or_default();
     let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
@@ -578,14 +717,20 @@ pub(crate) fn delete(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Resul
 }
 
 /// DELETE on a collection: every object the selectors match.
-pub(crate) fn delete_collection(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+pub(crate) fn delete_collection(
+    inner: &Inner,
+    req: &ResourceRequest,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let def = inner.defs[req.def];
     let opts = delete_options(req, body)?;
     let filter = super::read::Filter::from_query(&def, &req.query)?;
     let (items, _) = inner.store.list(req.def, req.namespace.as_deref());
     let mut deleted = Vec::new();
     for item in items.iter().filter(|s| filter.matches(&def, &s.object)) {
-        let ns = str_at(&item.object, &["metadata", "namespace"]).unwrap_or_default().to_owned();
+        let ns = str_at(&item.object, &["metadata", "namespace"])
+            .unwrap_or_default()
+            .to_owned();
         match delete_one(inner, req.def, &ns, meta::name(&item.object), &opts) {
             Ok((stored, _)) => deleted.push(to_value(&stored)),
             Err(e) if e.code == 404 => {}
@@ -631,15 +776,32 @@ fn collect_dependents(inner: &Inner, owner_uid: &str) {
         for item in items {
             let owners: Vec<&str> = at(&item.object, &["metadata", "ownerReferences"])
                 .and_then(Value::as_array)
-                .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).collect())
+                .map(|refs| {
+                    refs.iter()
+                        .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                        .collect()
+                })
                 .unwrap_or_default();
             if !owners.contains(&owner_uid) {
                 continue;
             }
-            let others_alive = owners.iter().any(|uid| *uid != owner_uid && uid_exists(inner, uid));
+            let others_alive = owners
+                .iter()
+                .any(|uid| *uid != owner_uid && uid_exists(inner, uid));
             if !others_alive {
-                let ns = str_at(&item.object, &["metadata", "namespace"]).unwrap_or_default().to_owned();
-                let _ = delete_one(inner, resource, &ns, meta::name(&item.object), &DeleteOptions { grace: Some(0), ..Default::default() });
+                let ns = str_at(&item.object, &["metadata", "namespace"])
+                    .unwrap_or_default()
+                    .to_owned();
+                let _ = delete_one(
+                    inner,
+                    resource,
+                    &ns,
+                    meta::name(&item.object),
+                    &DeleteOptions {
+                        grace: Some(0),
+                        ..Default::default()
+                    },
+                );
             }
         }
     }
@@ -647,7 +809,13 @@ fn collect_dependents(inner: &Inner, owner_uid: &str) {
 
 fn uid_exists(inner: &Inner, uid: &str) -> bool {
     inner.defs.iter().enumerate().any(|(i, d)| {
-        !d.review && inner.store.list(i, None).0.iter().any(|s| meta::uid(&s.object) == uid)
+        !d.review
+            && inner
+                .store
+                .list(i, None)
+                .0
+                .iter()
+                .any(|s| meta::uid(&s.object) == uid)
     })
 }
 
@@ -659,7 +827,16 @@ fn empty_namespace(inner: &Inner, namespace: &str) {
         }
         let (items, _) = inner.store.list(resource, Some(namespace));
         for item in items {
-            let _ = delete_one(inner, resource, namespace, meta::name(&item.object), &DeleteOptions { grace: Some(0), ..Default::default() });
+            let _ = delete_one(
+                inner,
+                resource,
+                namespace,
+                meta::name(&item.object),
+                &DeleteOptions {
+                    grace: Some(0),
+                    ..Default::default()
+                },
+            );
         }
     }
     finalize_namespace_if_empty(inner, namespace);
@@ -679,9 +856,11 @@ fn finalize_namespace_if_empty(inner: &Inner, namespace: &str) {
         .enumerate()
         .all(|(i, d)| !d.namespaced || d.review || inner.store.count(i, namespace) == 0);
     if empty {
-        let _ = inner.store.update::<ApiError>(idx::NAMESPACES, "", namespace, |cur| {
-            Ok(Mutation::Delete((*cur.object).clone()))
-        });
+        let _ = inner
+            .store
+            .update::<ApiError>(idx::NAMESPACES, "", namespace, |cur| {
+                Ok(Mutation::Delete((*cur.object).clone()))
+            });
     }
 }
 
@@ -690,9 +869,10 @@ pub(crate) fn bind(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<
     let def = inner.defs[req.def];
     let name = req.name.clone().unwrap_or_default();
     let binding = parse_object(body)?;
-    let node = str_at(&binding, &["target", "name"]).filter(|n| !n.is_empty()).map(str::to_owned).ok_or_else(|| {
-        ApiError::invalid(&def, &name, vec![Cause::required("target.name", "")])
-    })?;
+    let node = str_at(&binding, &["target", "name"])
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| ApiError::invalid(&def, &name, vec![Cause::required("target.name", "")]))?;
     let (stored, _) = inner
         .store
         .update(req.def, req.ns_key(), &name, |cur| {

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Drives the installed kubectl against the standalone harness API server
+# (`cargo xtask apiserver`) and checks every answer. Exits non-zero on the
+# first failed check; prints "kubectl: N passed, 0 failed" when all pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v kubectl >/dev/null || { echo "kubectl is not installed" >&2; exit 1; }
+work=$(mktemp -d)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export KUBECONFIG="$work/kubeconfig"
+
+cargo build --quiet -p xtask
+target/debug/xtask apiserver --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" >"$work/server.log" 2>&1 &
+server=$!
+cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+for _ in $(seq 1 100); do
+  [ -s "$KUBECONFIG" ] && kubectl get --raw /readyz >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+passed=0
+check() { # check <description> <expected substring> <command...>
+  local what=$1 want=$2; shift 2
+  local out
+  if ! out=$("$@" 2>&1); then
+    echo "FAIL: $what: command failed: $*"; echo "$out"; echo "kubectl: $passed passed, 1 failed"; exit 1
+  fi
+  if [[ "$out" != *"$want"* ]]; then
+    echo "FAIL: $what: wanted '$want' in:"; echo "$out"; echo "kubectl: $passed passed, 1 failed"; exit 1
+  fi
+  passed=$((passed + 1)); echo "ok: $what"
+}
+fails() { # fails <description> <expected substring> <command...>
+  local what=$1 want=$2; shift 2
+  local out
+  if out=$("$@" 2>&1); then
+    echo "FAIL: $what: expected an error: $*"; echo "$out"; echo "kubectl: $passed passed, 1 failed"; exit 1
+  fi
+  if [[ "$out" != *"$want"* ]]; then
+    echo "FAIL: $what: wanted '$want' in:"; echo "$out"; echo "kubectl: $passed passed, 1 failed"; exit 1
+  fi
+  passed=$((passed + 1)); echo "ok: $what"
+}
+
+cat >"$work/objects.yaml" <<'YAML'
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+  labels:
+    kubernetes.io/hostname: node-1
+spec:
+  taints:
+  - key: node.cloudprovider.kubernetes.io/uninitialized
+    value: "true"
+    effect: NoSchedule
+status:
+  conditions:
+  - type: Ready
+    status: "True"
+  addresses:
+  - type: InternalIP
+    address: 10.0.0.1
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: default
+data:
+  color: blue
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+spec:
+  type: LoadBalancer
+  selector:
+    app: web
+  ports:
+  - port: 80
+YAML
+
+check "get namespaces" "kube-node-lease" kubectl get namespaces
+check "create from YAML" "service/web created" kubectl create -f "$work/objects.yaml"
+check "get -o json" '"kind": "Node"' kubectl get node node-1 -o json
+check "get -o yaml" "color: blue" kubectl get configmap settings -o yaml
+check "get -o wide" "10.0.0.1" kubectl get nodes -o wide
+check "service allocation" "80:3" kubectl get service web
+check "merge patch" "patched" kubectl patch configmap settings --type merge -p '{"data":{"size":"L"}}'
+check "json patch" "patched" kubectl patch configmap settings --type json -p '[{"op":"replace","path":"/data/color","value":"red"}]'
+check "json patch result" '"color":"red"' kubectl get configmap settings -o jsonpath='{.data}'
+check "strategic patch on status" "patched" kubectl patch node node-1 --subresource=status --type strategic -p '{"status":{"conditions":[{"type":"NetworkUnavailable","status":"False","reason":"RouteCreated"}]}}'
+check "conditions merged by type" "Ready NetworkUnavailable" kubectl get node node-1 -o jsonpath='{.status.conditions[*].type}'
+check "label" "labeled" kubectl label node node-1 tier=gold
+check "annotate" "annotated" kubectl annotate node node-1 note=hello
+check "taint add" "tainted" kubectl taint node node-1 dedicated=ccm:NoSchedule
+check "taint remove" "untainted" kubectl taint node node-1 node.cloudprovider.kubernetes.io/uninitialized-
+check "taints replaced" '[{"effect":"NoSchedule","key":"dedicated","value":"ccm"}]' kubectl get node node-1 -o jsonpath='{.spec.taints}'
+check "describe" "tier=gold" kubectl describe node node-1
+
+cat >"$work/apply.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: default
+data:
+  color: green
+YAML
+fails "server-side apply conflict" "conflict with" kubectl apply --server-side -f "$work/apply.yaml"
+check "server-side apply with force" "serverside-applied" kubectl apply --server-side --force-conflicts -f "$work/apply.yaml"
+check "applied value" "green" kubectl get configmap settings -o jsonpath='{.data.color}'
+
+kubectl get configmaps --watch >"$work/watch.log" 2>&1 &
+watcher=$!
+sleep 1
+check "finalizer" "patched" kubectl patch configmap settings --type merge -p '{"metadata":{"finalizers":["example.com/hold"]}}'
+check "delete with a finalizer" "deleted" kubectl delete configmap settings --wait=false
+check "terminating" "T" kubectl get configmap settings -o jsonpath='{.metadata.deletionTimestamp}'
+kubectl wait --for=delete configmap/settings --timeout=30s >"$work/wait.log" 2>&1 &
+waiter=$!
+sleep 0.5
+check "remove the finalizer" "patched" kubectl patch configmap settings --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]'
+wait "$waiter"
+check "wait --for=delete" "condition met" cat "$work/wait.log"
+sleep 0.5
+kill "$watcher" 2>/dev/null || true
+wait "$watcher" 2>/dev/null || true
+check "get --watch saw the changes" "settings" cat "$work/watch.log"
+check "delete" "deleted" kubectl delete node node-1
+fails "not found" "NotFound" kubectl get node node-1
+
+echo "kubectl: $passed passed, 0 failed"
