@@ -26,8 +26,10 @@
 //! ```
 
 pub mod apiserver;
+pub mod cluster;
 
 pub use apiserver::{
     AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, Fault, FaultAction, RequestRecord,
     ReviewUser, Verb,
 };
+pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
