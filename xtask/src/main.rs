@@ -2,9 +2,11 @@
 //!
 //! - `ci`: formatting, lints, tests and docs, as CI runs them.
 //! - `apiserver`: the harness's in-memory API server in the foreground.
+//! - `demo`: a demo cluster on the embedded API server.
 
 mod apiserver;
 mod ci;
+mod demo;
 
 use std::process::ExitCode;
 
@@ -15,7 +17,8 @@ const USAGE: &str = "usage: cargo xtask <task> [options]
 tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
-  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE)";
+  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE)
+  demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)";
 
 /// Wait for SIGINT or SIGTERM.
 pub(crate) async fn wait_for_signal() {
@@ -72,6 +75,23 @@ fn main() -> ExitCode {
             };
             match runtime() {
                 Some(rt) => rt.block_on(apiserver::run(parsed)),
+                None => ExitCode::FAILURE,
+            }
+        }
+        Some("demo") => {
+            let parsed = match demo::Args::try_parse_from(&args) {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = e.print();
+                    return if e.use_stderr() {
+                        ExitCode::from(2)
+                    } else {
+                        ExitCode::SUCCESS
+                    };
+                }
+            };
+            match runtime() {
+                Some(rt) => rt.block_on(demo::run(parsed)),
                 None => ExitCode::FAILURE,
             }
         }

@@ -1,0 +1,276 @@
+//! `cargo xtask demo`: a cluster on the embedded in-process API server.
+//!
+//! Starts the harness API server, simulated kubelets that register nodes
+//! with the external-cloud-provider taint and keep them Ready, and
+//! LoadBalancer Services; shows progress and a summary. The cloud controller
+//! manager that initializes those nodes and provisions the load balancers is
+//! added to the demo by the CCM issues.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use stratus_testing::{NodeSpec, TestCluster};
+
+/// Run the demo cluster.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask demo")]
+pub(crate) struct Args {
+    /// Simulated nodes to register.
+    #[arg(long, default_value_t = 5)]
+    nodes: usize,
+    /// LoadBalancer Services to create.
+    #[arg(long, default_value_t = 3)]
+    services: usize,
+    /// Where to write a kubeconfig for kubectl.
+    #[arg(long, default_value = "target/stratus-demo.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Keep serving after converging, until Ctrl-C.
+    #[arg(long)]
+    keep_running: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
+fn bar(done: usize, total: usize) -> String {
+    const WIDTH: usize = 24;
+    let filled = if total == 0 {
+        WIDTH
+    } else {
+        done * WIDTH / total
+    };
+    format!("[{}{}]", "#".repeat(filled), ".".repeat(WIDTH - filled))
+}
+
+struct Progress {
+    registered: usize,
+    ready: usize,
+    leases: usize,
+    allocated: usize,
+}
+
+async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let services: Api<Service> = Api::namespaced(client.clone(), "demo");
+    let node_list = nodes
+        .list(&ListParams::default().labels("stratus.dev/demo=true"))
+        .await?;
+    let ready = node_list
+        .items
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .count();
+    let leases = leases.list(&ListParams::default()).await?.items.len();
+    let allocated = services
+        .list(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .filter(|s| {
+            s.spec.as_ref().is_some_and(|spec| {
+                spec.cluster_ip.is_some()
+                    && spec
+                        .ports
+                        .as_ref()
+                        .is_some_and(|p| p.iter().all(|p| p.node_port.is_some()))
+            })
+        })
+        .count();
+    Ok(Progress {
+        registered: node_list.items.len(),
+        ready,
+        leases,
+        allocated,
+    })
+}
+
+fn render(p: &Progress, args: &Args) -> Vec<String> {
+    vec![
+        format!(
+            "{} nodes registered    {}/{}",
+            bar(p.registered, args.nodes),
+            p.registered,
+            args.nodes
+        ),
+        format!(
+            "{} nodes Ready         {}/{}",
+            bar(p.ready, args.nodes),
+            p.ready,
+            args.nodes
+        ),
+        format!(
+            "{} node leases         {}/{}",
+            bar(p.leases.min(args.nodes), args.nodes),
+            p.leases.min(args.nodes),
+            args.nodes
+        ),
+        format!(
+            "{} services allocated  {}/{}",
+            bar(p.allocated, args.services),
+            p.allocated,
+            args.services
+        ),
+    ]
+}
+
+pub(crate) async fn run(args: Args) -> ExitCode {
+    let started = Instant::now();
+    let mut cluster = match TestCluster::start().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: could not start the API server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(parent) = args
+        .kubeconfig
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    if let Err(e) = cluster.server().write_kubeconfig(&args.kubeconfig) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    println!(
+        "Stratus demo: in-process API server at {}",
+        cluster.server().url()
+    );
+    println!(
+        "kubeconfig: {} (kubectl --kubeconfig {} get nodes -o wide)",
+        args.kubeconfig.display(),
+        args.kubeconfig.display()
+    );
+    let client = cluster.client();
+    cluster.start_scheduler();
+
+    let mut kubelets = Vec::with_capacity(args.nodes);
+    for i in 0..args.nodes {
+        let mut spec = NodeSpec::new(format!("demo-node-{i}"))
+            .with_internal_ip(format!("10.0.{}.{}", i / 250, i % 250 + 2))
+            .with_heartbeat(Duration::from_secs(2));
+        spec.provided_node_ip = true;
+        spec.labels.insert("stratus.dev/demo".into(), "true".into());
+        match cluster.add_node(spec).await {
+            Ok(k) => kubelets.push(k),
+            Err(e) => {
+                eprintln!("error: could not register demo-node-{i}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap_or_default();
+    if let Err(e) = namespaces.create(&PostParams::default(), &ns).await {
+        eprintln!("error: could not create the demo namespace: {e}");
+        return ExitCode::FAILURE;
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), "demo");
+    for i in 0..args.services {
+        let svc = json!({
+            "metadata": {"name": format!("web-{i}")},
+            "spec": {"type": "LoadBalancer", "selector": {"app": format!("web-{i}")}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+        });
+        let svc: Service = match serde_json::from_value(svc) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Err(e) = services.create(&PostParams::default(), &svc).await {
+            eprintln!("error: could not create service web-{i}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+
+    let tty = std::io::stdout().is_terminal();
+    let deadline = started + Duration::from_secs(args.timeout);
+    let mut printed = 0;
+    let progress = loop {
+        let p = match measure(&client).await {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let lines = render(&p, &args);
+        if tty {
+            if printed > 0 {
+                print!("\x1b[{printed}A");
+            }
+            for l in &lines {
+                println!("\x1b[2K{l}");
+            }
+            printed = lines.len();
+            let _ = std::io::stdout().flush();
+        }
+        let done = p.registered == args.nodes
+            && p.ready == args.nodes
+            && p.leases >= args.nodes
+            && p.allocated == args.services;
+        if done || Instant::now() > deadline {
+            if !tty {
+                for l in &lines {
+                    println!("{l}");
+                }
+            }
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let converged = progress.registered == args.nodes
+        && progress.ready == args.nodes
+        && progress.leases >= args.nodes
+        && progress.allocated == args.services;
+    println!();
+    println!("summary:");
+    println!(
+        "  nodes registered (external-cloud-provider taint): {}/{}",
+        progress.registered, args.nodes
+    );
+    println!(
+        "  nodes Ready with renewing leases:                 {}/{}",
+        progress.ready.min(progress.leases),
+        args.nodes
+    );
+    println!(
+        "  LoadBalancer services with cluster IP + node ports: {}/{}",
+        progress.allocated, args.services
+    );
+    println!(
+        "  node initialization and load balancers:           waiting for a cloud controller manager (not part of the demo yet)"
+    );
+    println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
+    if !converged {
+        eprintln!(
+            "error: the demo cluster did not converge within {}s",
+            args.timeout
+        );
+        return ExitCode::FAILURE;
+    }
+    if args.keep_running {
+        println!(
+            "serving until Ctrl-C; try: kubectl --kubeconfig {} get nodes,svc -A",
+            args.kubeconfig.display()
+        );
+        crate::wait_for_signal().await;
+    }
+    drop(kubelets);
+    ExitCode::SUCCESS
+}
