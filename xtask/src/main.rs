@@ -3,8 +3,10 @@
 //! - `ci`: formatting, lints, tests and docs, as CI runs them.
 //! - `apiserver`: the harness's in-memory API server in the foreground.
 //! - `demo`: a demo cluster on the embedded API server.
+//! - `bench`: benchmarks, reported as ratios to a floor.
 
 mod apiserver;
+mod bench;
 mod ci;
 mod demo;
 
@@ -18,6 +20,7 @@ tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE)
+  bench       benchmarks as ratios to a floor measured in the same run (apiserver)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)";
 
 /// Wait for SIGINT or SIGTERM.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
                 None => ExitCode::FAILURE,
             }
         }
+        Some("bench") => bench::run(&args[1..]),
         Some("demo") => {
             let parsed = match demo::Args::try_parse_from(&args) {
                 Ok(a) => a,

@@ -19,6 +19,8 @@
 //! ```
 
 mod apply;
+#[doc(hidden)]
+pub mod bench_support;
 mod controls;
 mod defaults;
 mod discovery;

@@ -1,0 +1,357 @@
+//! `cargo xtask bench <target>`: benchmarks reported as ratios to a floor
+//! measured in the same run.
+//!
+//! Targets:
+//! - `apiserver`: the harness API server. Each HTTP figure is compared with
+//!   the same operation on the in-memory store without HTTP.
+
+use std::collections::BTreeMap;
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use stratus_testing::ApiServer;
+use stratus_testing::apiserver::bench_support as direct;
+
+/// Run `target`, in a release build.
+pub(crate) fn run(args: &[String]) -> ExitCode {
+    let Some(target) = args.first() else {
+        eprintln!("usage: cargo xtask bench apiserver");
+        return ExitCode::from(2);
+    };
+    if target != "apiserver" {
+        eprintln!("unknown benchmark {target:?}; available: apiserver");
+        return ExitCode::from(2);
+    }
+    if cfg!(debug_assertions) {
+        // Benchmarks run optimized: rebuild and re-run this task in release.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .args([
+                "run",
+                "--quiet",
+                "--release",
+                "--package",
+                "xtask",
+                "--",
+                "bench",
+            ])
+            .args(args)
+            .status();
+        return match status {
+            Ok(s) if s.success() => ExitCode::SUCCESS,
+            Ok(_) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("could not run the release build: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(apiserver()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
+async fn namespace(server: &ApiServer, name: &str) -> Result<(), BoxError> {
+    let api: Api<Namespace> = Api::all(server.client());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    api.create(&PostParams::default(), &ns).await?;
+    Ok(())
+}
+
+fn small_cm(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"bench": "true"}}, "data": {"k": "v"}})
+}
+
+struct Row {
+    metric: &'static str,
+    unit: &'static str,
+    http: f64,
+    floor: Option<f64>,
+    /// Higher is better (rates) or lower is better (latency, bytes).
+    higher_is_better: bool,
+}
+
+async fn apiserver() -> Result<(), BoxError> {
+    const WRITES: usize = 20_000;
+    const CLIENTS: usize = 16;
+    const WATCHERS: usize = 10;
+    const WATCH_EVENTS: usize = 10_000;
+    const PODS: usize = 10_000;
+
+    let server = ApiServer::builder().history(2_000_000).start().await?;
+    for ns in ["bench-http", "bench-direct", "bench-watch", "bench-list"] {
+        namespace(&server, ns).await?;
+    }
+    let mut rows = Vec::new();
+
+    // Small creates from concurrent kube clients.
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "bench-http");
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= WRITES {
+                    return Ok::<_, kube::Error>(());
+                }
+                let cm: ConfigMap =
+                    serde_json::from_value(small_cm(&format!("cm-{i}"))).unwrap_or_default();
+                api.create(&PostParams::default(), &cm).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let http_creates = WRITES as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    for i in 0..WRITES {
+        direct::create(
+            &server,
+            "configmaps",
+            "bench-direct",
+            &serde_json::to_vec(&small_cm(&format!("cm-{i}")))?,
+        )?;
+    }
+    let floor_creates = WRITES as f64 / started.elapsed().as_secs_f64();
+    rows.push(Row {
+        metric: "creates_per_sec",
+        unit: "/s",
+        http: http_creates,
+        floor: Some(floor_creates),
+        higher_is_better: true,
+    });
+
+    // Merge patches from concurrent kube clients.
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "bench-http");
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= WRITES {
+                    return Ok::<_, kube::Error>(());
+                }
+                api.patch(
+                    &format!("cm-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"k": "w"}})),
+                )
+                .await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let http_patches = WRITES as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let body = serde_json::to_vec(&json!({"data": {"k": "w"}}))?;
+    for i in 0..WRITES {
+        direct::merge_patch(
+            &server,
+            "configmaps",
+            "bench-direct",
+            &format!("cm-{i}"),
+            &body,
+        )?;
+    }
+    let floor_patches = WRITES as f64 / started.elapsed().as_secs_f64();
+    rows.push(Row {
+        metric: "patches_per_sec",
+        unit: "/s",
+        http: http_patches,
+        floor: Some(floor_patches),
+        higher_is_better: true,
+    });
+
+    // Watch events delivered to 10 watchers.
+    let from = server.revision();
+    let received = Arc::new(AtomicUsize::new(0));
+    let mut watchers = Vec::new();
+    for _ in 0..WATCHERS {
+        let client = server.client();
+        let received = received.clone();
+        let path =
+            format!("/api/v1/namespaces/bench-watch/configmaps?watch=true&resourceVersion={from}");
+        watchers.push(tokio::spawn(async move {
+            let req = http::Request::get(path).body(Vec::new())?;
+            let mut stream = client.request_stream(req).await?;
+            let mut seen = 0;
+            use futures_util::AsyncBufReadExt;
+            let mut line = Vec::new();
+            while seen < WATCH_EVENTS {
+                line.clear();
+                let n = stream.read_until(b'\n', &mut line).await?;
+                if n == 0 {
+                    break;
+                }
+                if line.ends_with(b"\n") {
+                    seen += 1;
+                }
+            }
+            received.fetch_add(seen, Ordering::Relaxed);
+            Ok::<_, BoxError>(())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    for i in 0..WATCH_EVENTS {
+        direct::create(
+            &server,
+            "configmaps",
+            "bench-watch",
+            &serde_json::to_vec(&small_cm(&format!("w-{i}")))?,
+        )?;
+    }
+    for w in watchers {
+        w.await??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let delivered = received.load(Ordering::Relaxed);
+    if delivered != WATCHERS * WATCH_EVENTS {
+        return Err(format!(
+            "watchers received {delivered} of {} events",
+            WATCHERS * WATCH_EVENTS
+        )
+        .into());
+    }
+    let http_watch = delivered as f64 / elapsed;
+    let started = Instant::now();
+    let mut read = 0;
+    for _ in 0..WATCHERS {
+        read += direct::read_events(&server, from);
+    }
+    let floor_watch = read as f64 / started.elapsed().as_secs_f64();
+    rows.push(Row {
+        metric: "watch_events_per_sec_10_watchers",
+        unit: "/s",
+        http: http_watch,
+        floor: Some(floor_watch),
+        higher_is_better: true,
+    });
+
+    // A list of 10,000 pods.
+    let rss_before = rss_bytes();
+    for i in 0..PODS {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("pod-{i}"), "labels": {"app": "bench"}},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "registry.example/app:1.0", "ports": [{"containerPort": 8080}]}]}});
+        direct::create(&server, "pods", "bench-list", &serde_json::to_vec(&pod)?)?;
+    }
+    let rss_after = rss_bytes();
+    let client = server.client();
+    let mut http_ms = Vec::new();
+    let mut floor_ms = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let req = http::Request::get("/api/v1/namespaces/bench-list/pods").body(Vec::new())?;
+        let text = client.request_text(req).await?;
+        std::hint::black_box(text.len());
+        http_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let started = Instant::now();
+        std::hint::black_box(direct::list(&server, "pods", "bench-list")?);
+        floor_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    http_ms.sort_by(f64::total_cmp);
+    floor_ms.sort_by(f64::total_cmp);
+    rows.push(Row {
+        metric: "list_10000_pods_ms",
+        unit: "ms",
+        http: http_ms[2],
+        floor: Some(floor_ms[2]),
+        higher_is_better: false,
+    });
+
+    let (count, bytes) = direct::stored_bytes(&server, "pods", "bench-list")?;
+    rows.push(Row {
+        metric: "stored_json_bytes_per_pod",
+        unit: "B",
+        http: bytes as f64 / count as f64,
+        floor: None,
+        higher_is_better: false,
+    });
+    rows.push(Row {
+        metric: "rss_bytes_per_stored_pod",
+        unit: "B",
+        http: rss_after.saturating_sub(rss_before) as f64 / PODS as f64,
+        floor: None,
+        higher_is_better: false,
+    });
+
+    // Report.
+    let mut json_out = BTreeMap::new();
+    println!(
+        "{:<34} {:>14} {:>14} {:>8}",
+        "metric", "http", "floor", "ratio"
+    );
+    for r in &rows {
+        json_out.insert(r.metric.to_owned(), r.http);
+        match r.floor {
+            Some(floor) => {
+                let ratio = if r.higher_is_better {
+                    r.http / floor
+                } else {
+                    floor / r.http
+                };
+                json_out.insert(format!("{}_floor", r.metric), floor);
+                json_out.insert(format!("{}_ratio", r.metric), ratio);
+                println!(
+                    "{:<34} {:>12.1}{:<2} {:>12.1}{:<2} {:>8.3}",
+                    r.metric, r.http, r.unit, floor, r.unit, ratio
+                );
+            }
+            None => println!(
+                "{:<34} {:>12.1}{:<2} {:>14} {:>8}",
+                r.metric, r.http, r.unit, "-", "-"
+            ),
+        }
+    }
+    std::fs::create_dir_all("target/bench")?;
+    std::fs::write(
+        "target/bench/apiserver.json",
+        serde_json::to_vec_pretty(&json_out)?,
+    )?;
+    println!(
+        "\nwrote target/bench/apiserver.json (ratio = http / floor for rates, floor / http for latencies)"
+    );
+    server.shutdown().await;
+    Ok(())
+}
