@@ -576,3 +576,37 @@ async fn services_get_cluster_ips_and_node_ports() {
         Some("10.96.0.1")
     );
 }
+
+#[tokio::test]
+async fn orphan_propagation_keeps_dependents() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut owner = ConfigMap::default();
+    owner.metadata.name = Some("owner".into());
+    let owner = owners.create(&PostParams::default(), &owner).await.unwrap();
+    let mut dependent = ConfigMap::default();
+    dependent.metadata.name = Some("dependent".into());
+    dependent.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "owner".into(),
+        uid: owner.metadata.uid.unwrap(),
+        ..Default::default()
+    }]);
+    owners
+        .create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+    owners
+        .delete("owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    let kept = owners.get("dependent").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+}

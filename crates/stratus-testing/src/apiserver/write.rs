@@ -432,15 +432,11 @@ fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation
     Ok(Mutation::Replace(desired))
 }
 
-fn committed(
-    inner: &Inner,
-    req: &ResourceRequest,
-    def: &ResourceDef,
-    stored: Stored,
-    deleted: bool,
-) -> Answer {
+/// The answer to a write that may have removed the object (the last
+/// finalizer of a terminating object went away).
+fn committed(inner: &Inner, def: &ResourceDef, stored: Stored, deleted: bool) -> Answer {
     if deleted {
-        after_delete(inner, req.def, def, &stored.object);
+        after_delete(inner, def, &stored.object, false);
     }
     (200, to_value(&stored))
 }
@@ -471,7 +467,7 @@ pub(crate) fn update(
             next_state(inner, &def, req, &cur.object, desired, Some("Update"))
         })
         .map_err(|e| map_store_err(&def, &name, e))?;
-    Ok(committed(inner, req, &def, stored, deleted))
+    Ok(committed(inner, &def, stored, deleted))
 }
 
 /// PATCH on an object (or its status subresource).
@@ -548,13 +544,15 @@ pub(crate) fn patch(
             next_state(inner, &def, req, &cur.object, desired, Some("Update"))
         })
         .map_err(|e| map_store_err(&def, &name, e))?;
-    Ok(committed(inner, req, &def, stored, deleted))
+    Ok(committed(inner, &def, stored, deleted))
 }
 
 /// Delete options from the query and the body.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct DeleteOptions {
     grace: Option<i64>,
+    /// `propagationPolicy: Orphan`: dependents keep living.
+    orphan: bool,
     uid: Option<String>,
     resource_version: Option<String>,
     dry_run: bool,
@@ -567,6 +565,7 @@ pub(crate) fn delete_options(
     let mut opts = DeleteOptions {
         grace: req.query.number("gracePeriodSeconds")?,
         dry_run: req.dry_run(),
+        orphan: req.query.get("propagationPolicy") == Some("Orphan"),
         ..Default::default()
     };
     if !body.iter().all(u8::is_ascii_whitespace) {
@@ -583,6 +582,18 @@ pub(crate) fn delete_options(
             .is_some_and(|d| d.iter().any(|x| x == "All"))
         {
             opts.dry_run = true;
+        }
+        match v.get("propagationPolicy").and_then(Value::as_str) {
+            Some("Orphan") => opts.orphan = true,
+            Some("Background" | "Foreground") | None => {}
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid propagationPolicy {other:?}"
+                )));
+            }
+        }
+        if v.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            opts.orphan = true;
         }
     }
     Ok(opts)
@@ -697,7 +708,7 @@ pub(crate) fn delete_one(
         })
         .map_err(|e| map_store_err(&def, name, e))?;
     if deleted {
-        after_delete(inner, resource, &def, &stored.object);
+        after_delete(inner, &def, &stored.object, opts.orphan);
     } else if def.kind == "Namespace" {
         empty_namespace(inner, name);
     }
@@ -748,19 +759,64 @@ pub(crate) fn delete_collection(
     ))
 }
 
-/// After an object is gone: give back allocations, collect dependents,
-/// finish a terminating namespace.
-fn after_delete(inner: &Inner, resource: usize, def: &ResourceDef, obj: &Value) {
+/// After an object is gone: give back allocations, collect (or orphan)
+/// dependents, finish a terminating namespace.
+fn after_delete(inner: &Inner, def: &ResourceDef, obj: &Value, orphan: bool) {
     if def.kind == "Service" && def.group.is_empty() {
         inner.alloc.release_service(obj);
     }
-    collect_dependents(inner, meta::uid(obj));
+    if orphan {
+        orphan_dependents(inner, meta::uid(obj));
+    } else {
+        collect_dependents(inner, meta::uid(obj));
+    }
     if def.namespaced
         && let Some(ns) = str_at(obj, &["metadata", "namespace"])
     {
         finalize_namespace_if_empty(inner, ns);
     }
-    let _ = resource;
+}
+
+/// `Orphan` propagation: dependents lose the owner reference and live on.
+fn orphan_dependents(inner: &Inner, owner_uid: &str) {
+    if owner_uid.is_empty() {
+        return;
+    }
+    for (resource, def) in inner.defs.iter().enumerate() {
+        if def.review {
+            continue;
+        }
+        let (items, _) = inner.store.list(resource, None);
+        for item in items {
+            let owned = at(&item.object, &["metadata", "ownerReferences"])
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r.get("uid").and_then(Value::as_str) == Some(owner_uid))
+                });
+            if !owned {
+                continue;
+            }
+            let ns = str_at(&item.object, &["metadata", "namespace"])
+                .unwrap_or_default()
+                .to_owned();
+            let _ =
+                inner
+                    .store
+                    .update::<ApiError>(resource, &ns, meta::name(&item.object), |cur| {
+                        let mut next = (*cur.object).clone();
+                        if let Some(Value::Array(refs)) = next
+                            .get_mut("metadata")
+                            .and_then(|m| m.get_mut("ownerReferences"))
+                        {
+                            refs.retain(|r| {
+                                r.get("uid").and_then(Value::as_str) != Some(owner_uid)
+                            });
+                        }
+                        Ok(Mutation::Replace(next))
+                    });
+        }
+    }
 }
 
 /// Background garbage collection: delete objects whose owners are all gone.
