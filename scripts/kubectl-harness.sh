@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Drives the installed kubectl against the standalone harness API server
-# (`cargo xtask apiserver`) and checks every answer. Exits non-zero on the
+# (`cargo xtask apiserver --tls`) and checks every answer. Exits non-zero on the
 # first failed check; prints "kubectl: N passed, 0 failed" when all pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 export KUBECONFIG="$work/kubeconfig"
 
 cargo build --quiet -p xtask
-target/debug/xtask apiserver --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" >"$work/server.log" 2>&1 &
+target/debug/xtask apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" >"$work/server.log" 2>&1 &
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
@@ -86,6 +86,7 @@ spec:
   - port: 80
 YAML
 
+check "over TLS with the exported CA" "https://127.0.0.1:$port" kubectl cluster-info
 check "get namespaces" "kube-node-lease" kubectl get namespaces
 check "create from YAML" "service/web created" kubectl create -f "$work/objects.yaml"
 check "get -o json" '"kind": "Node"' kubectl get node node-1 -o json

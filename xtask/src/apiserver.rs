@@ -17,10 +17,17 @@ pub(crate) struct Args {
     /// Where to write a kubeconfig for kubectl.
     #[arg(long, default_value = "target/stratus.kubeconfig")]
     kubeconfig: PathBuf,
+    /// Serve HTTPS with a self-signed CA (written into the kubeconfig).
+    #[arg(long)]
+    tls: bool,
 }
 
 pub(crate) async fn run(args: Args) -> ExitCode {
-    let server = match ApiServer::builder().bind(args.addr).start().await {
+    let mut builder = ApiServer::builder().bind(args.addr);
+    if args.tls {
+        builder = builder.tls();
+    }
+    let server = match builder.start().await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -19,7 +19,7 @@ const USAGE: &str = "usage: cargo xtask <task> [options]
 tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
-  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE)
+  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
   bench       benchmarks as ratios to a floor measured in the same run (apiserver)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)";
 

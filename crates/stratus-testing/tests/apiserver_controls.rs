@@ -299,3 +299,49 @@ async fn faults_and_request_log() {
     assert_eq!(record.namespace.as_deref(), Some("default"));
     assert_eq!(record.name.as_deref(), Some("c"));
 }
+
+#[tokio::test]
+async fn tls_with_the_exported_ca() {
+    let server = ApiServer::builder().tls().start().await.unwrap();
+    assert!(server.url().starts_with("https://127.0.0.1:"));
+    assert!(
+        server
+            .ca_pem()
+            .unwrap()
+            .starts_with("-----BEGIN CERTIFICATE-----")
+    );
+    assert!(server.kubeconfig().contains("certificate-authority-data: "));
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("over-tls".into());
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    assert!(cms.get("over-tls").await.is_ok());
+    // A client that does not trust the CA is refused.
+    let mut untrusting = kube::Config::new(server.url().parse().unwrap());
+    untrusting.root_cert = None;
+    let client = kube::Client::try_from(untrusting).unwrap();
+    assert!(client.apiserver_version().await.is_err());
+}
+
+#[tokio::test]
+async fn http2_with_prior_knowledge() {
+    use http_body_util::BodyExt;
+    let server = ApiServer::start().await.unwrap();
+    let stream = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get(format!("{}/api/v1/namespaces", server.url()))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert_eq!(resp.status(), 200);
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let list: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list["kind"], "NamespaceList");
+}

@@ -37,6 +37,7 @@ mod selectors;
 mod state;
 mod store;
 mod table;
+mod tls;
 mod validation;
 mod watch;
 mod write;
@@ -81,6 +82,9 @@ pub enum ApiServerError {
         /// The API error message.
         message: String,
     },
+    /// The serving certificate could not be made.
+    #[error("{0}")]
+    Tls(String),
     /// Writing the kubeconfig failed.
     #[error("could not write the kubeconfig {path}: {source}")]
     Kubeconfig {
@@ -97,6 +101,7 @@ pub enum ApiServerError {
 pub struct ApiServerBuilder {
     addr: SocketAddr,
     settings: Settings,
+    tls: bool,
 }
 
 impl Default for ApiServerBuilder {
@@ -104,6 +109,7 @@ impl Default for ApiServerBuilder {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             settings: Settings::default(),
+            tls: false,
         }
     }
 }
@@ -135,8 +141,20 @@ impl ApiServerBuilder {
         self
     }
 
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with a certificate for
+    /// 127.0.0.1, ::1 and localhost, signed by a fresh self-signed CA that
+    /// [`ApiServer::ca_pem`], the kubeconfig and [`ApiServer::client`] use.
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// Start serving.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
+        let tls = match self.tls {
+            true => Some(Arc::new(tls::self_signed().map_err(ApiServerError::Tls)?)),
+            false => None,
+        };
         let inner = Inner::new(self.settings);
         seed_defaults(&inner)?;
         let listener =
@@ -153,12 +171,19 @@ impl ApiServerBuilder {
                 source,
             })?;
         let (generation, _) = tokio_watch::channel(0u64);
-        let task = spawn_serving(inner.clone(), listener, addr, generation.subscribe());
+        let task = spawn_serving(
+            inner.clone(),
+            listener,
+            addr,
+            generation.subscribe(),
+            tls.clone(),
+        );
         Ok(ApiServer {
             inner,
             addr,
             task: Some(task),
             generation,
+            tls,
         })
     }
 }
@@ -231,7 +256,9 @@ fn spawn_serving(
     listener: TcpListener,
     addr: SocketAddr,
     mut generation: tokio_watch::Receiver<u64>,
+    tls: Option<Arc<tls::ServingCert>>,
 ) -> JoinHandle<()> {
+    let acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
     let host: Arc<str> = Arc::from(addr.to_string());
     tokio::spawn(async move {
         let mut closing = inner.closing.subscribe();
@@ -245,6 +272,7 @@ fn spawn_serving(
             let _ = stream.set_nodelay(true);
             let inner = inner.clone();
             let host = host.clone();
+            let acceptor = acceptor.clone();
             let mut conn_generation = generation.clone();
             let mut conn_closing = inner.closing.subscribe();
             tokio::spawn(async move {
@@ -256,10 +284,25 @@ fn spawn_serving(
                     }
                 });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection(TokioIo::new(stream), service);
-                tokio::pin!(conn);
+                let serve = async move {
+                    match acceptor {
+                        Some(acceptor) => {
+                            // A failed handshake closes only this connection.
+                            if let Ok(tls_stream) = acceptor.accept(stream).await {
+                                let _ = builder
+                                    .serve_connection(TokioIo::new(tls_stream), service)
+                                    .await;
+                            }
+                        }
+                        None => {
+                            let _ = builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                        }
+                    }
+                };
                 tokio::select! {
-                    _ = conn.as_mut() => {}
+                    _ = serve => {}
                     _ = conn_generation.changed() => {}
                     _ = conn_closing.changed() => {}
                 }
@@ -274,6 +317,7 @@ pub struct ApiServer {
     addr: SocketAddr,
     task: Option<JoinHandle<()>>,
     generation: tokio_watch::Sender<u64>,
+    tls: Option<Arc<tls::ServingCert>>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -300,9 +344,15 @@ impl ApiServer {
         self.addr
     }
 
-    /// The server URL, `http://127.0.0.1:PORT`.
+    /// The server URL, `http://127.0.0.1:PORT` (`https://` with TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The PEM of the CA that signed the serving certificate (TLS only).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_deref().map(|t| t.ca_pem.as_str())
     }
 
     /// A `kube::Client` for this server.
@@ -317,14 +367,25 @@ impl ApiServer {
             .url()
             .parse()
             .map_err(|e| ApiServerError::Client(format!("{e}")))?;
-        let config = kube::Config::new(url);
+        let mut config = kube::Config::new(url);
+        if let Some(tls) = &self.tls {
+            config.root_cert = Some(vec![tls.ca_der.clone()]);
+        }
         kube::Client::try_from(config).map_err(|e| ApiServerError::Client(e.to_string()))
     }
 
     /// A kubeconfig (YAML) pointing at this server, for kubectl.
     pub fn kubeconfig(&self) -> String {
+        use base64::Engine as _;
+        let ca = match self.ca_pem() {
+            Some(pem) => format!(
+                "\n    certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            ),
+            None => String::new(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus\n  cluster:\n    server: {url}\ncontexts:\n- name: stratus\n  context:\n    cluster: stratus\n    user: stratus\n    namespace: default\ncurrent-context: stratus\nusers:\n- name: stratus\n  user:\n    token: stratus-harness\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus\n  cluster:\n    server: {url}{ca}\ncontexts:\n- name: stratus\n  context:\n    cluster: stratus\n    user: stratus\n    namespace: default\ncurrent-context: stratus\nusers:\n- name: stratus\n  user:\n    token: stratus-harness\n",
             url = self.url()
         )
     }
@@ -444,6 +505,7 @@ impl ApiServer {
             listener,
             self.addr,
             self.generation.subscribe(),
+            self.tls.clone(),
         ));
         Ok(())
     }
