@@ -41,11 +41,10 @@ pub(crate) struct Args {
 
 fn bar(done: usize, total: usize) -> String {
     const WIDTH: usize = 24;
-    let filled = if total == 0 {
-        WIDTH
-    } else {
-        done * WIDTH / total
-    };
+    let filled = (done * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH)
+        .min(WIDTH);
     format!("[{}{}]", "#".repeat(filled), ".".repeat(WIDTH - filled))
 }
 

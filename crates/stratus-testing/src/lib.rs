@@ -1,5 +1,12 @@
 //! The Stratus test harness.
 //!
+//! - [`ApiServer`] / [`TestCluster`]: an in-memory Kubernetes API server, and
+//!   simulated kubelets and a scheduler around it.
+//! - [`FakeCloud`]: a stateful in-memory cloud implementing every
+//!   `stratus-cloud` trait, with latency, error, throttling and batching
+//!   knobs and a call log.
+//! - [`conformance`]: the cloud-provider conformance suite.
+//!
 //! [`ApiServer`] is an in-memory Kubernetes API server: `kube::Client`,
 //! kube-runtime's `watcher` / `reflector` / `Controller`, and kubectl talk to
 //! it over real HTTP. It is the cluster every Stratus test runs against and
@@ -27,9 +34,12 @@
 
 pub mod apiserver;
 pub mod cluster;
+pub mod conformance;
+pub mod fake_cloud;
 
 pub use apiserver::{
     AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, Fault, FaultAction, RequestRecord,
     ReviewUser, Verb,
 };
 pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
+pub use fake_cloud::{CloudCall, FAKE_PROVIDER, FakeCloud, FakeInstance, FakeLoadBalancer};
