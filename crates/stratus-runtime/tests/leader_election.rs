@@ -71,7 +71,7 @@ async fn takeover_after_a_crash_waits_for_the_lease_duration() {
         "took over too early: {took:?}"
     );
     assert!(
-        took <= cfg.lease_duration + cfg.retry_period * 3 + Duration::from_millis(500),
+        took <= cfg.lease_duration + Duration::from_secs(3),
         "took {took:?}"
     );
     let spec = lease(&server).await.spec.unwrap();
