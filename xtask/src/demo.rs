@@ -1,10 +1,11 @@
 //! `cargo xtask demo`: a cluster on the embedded in-process API server.
 //!
 //! Starts the harness API server, simulated kubelets that register nodes
-//! with the external-cloud-provider taint and keep them Ready, and
-//! LoadBalancer Services; shows progress and a summary. The cloud controller
-//! manager that initializes those nodes and provisions the load balancers is
-//! added to the demo by the CCM issues.
+//! with the external-cloud-provider taint and keep them Ready, the
+//! cloud-node controller with FakeCloud as the provider (it initializes the
+//! nodes: provider ID, instance-type / zone / region labels, addresses, taint
+//! removed), and LoadBalancer Services; shows progress and a summary. Load
+//! balancer provisioning joins the demo with the service controller.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -16,7 +17,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use stratus_testing::{NodeSpec, TestCluster};
+use stratus_ccm::node::{NodeController, NodeControllerConfig};
+use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
 
 /// Run the demo cluster.
 #[derive(Debug, Parser)]
@@ -50,6 +52,7 @@ fn bar(done: usize, total: usize) -> String {
 
 struct Progress {
     registered: usize,
+    initialized: usize,
     ready: usize,
     leases: usize,
     allocated: usize,
@@ -90,6 +93,19 @@ async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
         .count();
     Ok(Progress {
         registered: node_list.items.len(),
+        initialized: node_list
+            .items
+            .iter()
+            .filter(|n| {
+                n.spec.as_ref().is_some_and(|s| {
+                    s.provider_id.is_some()
+                        && !s.taints.as_ref().is_some_and(|t| {
+                            t.iter()
+                                .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
+                        })
+                })
+            })
+            .count(),
         ready,
         leases,
         allocated,
@@ -108,6 +124,12 @@ fn render(p: &Progress, args: &Args) -> Vec<String> {
             "{} nodes Ready         {}/{}",
             bar(p.ready, args.nodes),
             p.ready,
+            args.nodes
+        ),
+        format!(
+            "{} nodes initialized   {}/{}",
+            bar(p.initialized, args.nodes),
+            p.initialized,
             args.nodes
         ),
         format!(
@@ -172,6 +194,23 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             }
         }
     }
+    // The cloud: one instance per node, and the cloud-node controller, started
+    // once the kubelets have registered (as when a CCM starts on a new cluster).
+    let cloud = FakeCloud::new();
+    for i in 0..args.nodes {
+        cloud.add_instance(
+            FakeInstance::new(format!("demo-node-{i}"))
+                .with_internal_ip(format!("10.0.{}.{}", i / 250, i % 250 + 2))
+                .with_external_ip(format!("198.51.{}.{}", i / 250, i % 250 + 2)),
+        );
+    }
+    let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
+    let controller = NodeController::new(
+        client.clone(),
+        std::sync::Arc::new(cloud.clone()),
+        NodeControllerConfig::default(),
+    );
+    let controller_task = tokio::spawn(controller.run(controllers_stopped));
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let ns = serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap_or_default();
     if let Err(e) = namespaces.create(&PostParams::default(), &ns).await {
@@ -221,6 +260,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
         let done = p.registered == args.nodes
             && p.ready == args.nodes
+            && p.initialized == args.nodes
             && p.leases >= args.nodes
             && p.allocated == args.services;
         if done || Instant::now() > deadline {
@@ -235,6 +275,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     };
     let converged = progress.registered == args.nodes
         && progress.ready == args.nodes
+        && progress.initialized == args.nodes
         && progress.leases >= args.nodes
         && progress.allocated == args.services;
     println!();
@@ -253,7 +294,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         progress.allocated, args.services
     );
     println!(
-        "  node initialization and load balancers:           waiting for a cloud controller manager (not part of the demo yet)"
+        "  nodes initialized by the cloud-node controller:   {}/{} ({} cloud calls)",
+        progress.initialized,
+        args.nodes,
+        cloud.calls().len()
+    );
+    println!(
+        "  load balancers:                                   provisioned once the service controller lands"
     );
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
     if !converged {
@@ -270,6 +317,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         );
         crate::wait_for_signal().await;
     }
+    let _ = stop_controllers.send(true);
+    let _ = controller_task.await;
     drop(kubelets);
     ExitCode::SUCCESS
 }

@@ -2,12 +2,14 @@
 //!
 //! - [`leader_election`]: Lease-based leader election with client-go's
 //!   semantics, interoperable with Go managers on the same Lease.
+//! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`workqueue`]: a work queue with client-go's dedup, backoff and
 //!   bounded-worker semantics (the overall bucket applies to retries only).
 //!
-//! This crate grows with the controllers: event recording, client setup,
-//! the admin server and metrics are being added.
+//! This crate grows with the controllers: client setup, the admin server and
+//! metrics are being added.
 
+pub mod events;
 pub mod leader_election;
 pub mod workqueue;
 

@@ -1,0 +1,19 @@
+//! The generic cloud controllers of a Stratus cloud controller manager.
+//!
+//! - [`node`]: the cloud-node controller (node initialization).
+//!
+//! The node lifecycle, service load-balancer and route controllers, and the
+//! manager command around them, are being added.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use stratus_ccm::node::{NodeController, NodeControllerConfig};
+//! use stratus_cloud::CloudProvider;
+//!
+//! # async fn run(client: kube::Client, cloud: Arc<dyn CloudProvider>) {
+//! let (_stop, stopped) = tokio::sync::watch::channel(false);
+//! NodeController::new(client, cloud, NodeControllerConfig::default()).run(stopped).await;
+//! # }
+//! ```
+
+pub mod node;

@@ -1,0 +1,393 @@
+//! The cloud-node controller: initializes Nodes registered by kubelets
+//! started with `--cloud-provider=external`.
+//!
+//! For each Node carrying the `node.cloudprovider.kubernetes.io/uninitialized`
+//! taint it asks the cloud for the instance's metadata (batched when the
+//! provider can batch: nodes arriving within a short window share one call),
+//! then writes exactly twice, as patches rather than Go's full updates:
+//!
+//! 1. a metadata + spec patch: `spec.providerID` when empty, the
+//!    instance-type / zone / region labels (GA and beta), the provider's
+//!    additional labels (never in the Kubernetes namespaces, never
+//!    overwriting), and the taint removed (other taints kept), fenced by the
+//!    resourceVersion read;
+//! 2. a status patch with the addresses (filtered by the
+//!    `alpha.kubernetes.io/provided-node-ip` annotation, Go's rules);
+//!
+//! and records the `Synced` event. Go's behaviour on the edges is kept:
+//! `Ok(None)` metadata skips the node (the taint stays); a provider that
+//! gives no provider ID for a node without one is an error; an invalid
+//! provided node IP is an error. Cloud `RetryAfter` / `Throttled` delays are
+//! honoured; other errors back off per node.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
+use kube::api::{Api, Patch, PatchParams};
+use kube_runtime::reflector::{self, ObjectRef, Store};
+use kube_runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use stratus_cloud::helpers::{filter_additional_labels, node_addresses_from_node_ip};
+use stratus_cloud::names::{annotations, controllers, events, labels, taints};
+use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
+use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use tokio::sync::{Semaphore, watch};
+
+/// Settings of the cloud-node controller.
+#[derive(Debug, Clone)]
+pub struct NodeControllerConfig {
+    /// Batches processed at once (`--concurrent-node-syncs`; Go's default is
+    /// 1, ours 4).
+    pub workers: usize,
+    /// How long to wait for more nodes before sending a batch.
+    pub batch_window: Duration,
+    /// The largest batch (also bounded by the provider's own limit).
+    pub max_batch: usize,
+    /// The cluster name.
+    pub cluster_name: String,
+}
+
+impl Default for NodeControllerConfig {
+    fn default() -> Self {
+        Self {
+            workers: 4,
+            batch_window: Duration::from_millis(10),
+            max_batch: 500,
+            cluster_name: "kubernetes".into(),
+        }
+    }
+}
+
+/// Why one node could not be initialized.
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error("cloud provider does not set node provider ID")]
+    NoProviderId,
+    #[error("provided node ip for node {node:?} is not valid: {message}")]
+    ProvidedNodeIp { node: String, message: String },
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+impl SyncError {
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Cloud(e) => e.retry_delay(),
+            _ => None,
+        }
+    }
+}
+
+fn is_uninitialized(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == taints::UNINITIALIZED))
+}
+
+fn reference(node: &Node) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: node.metadata.name.clone(),
+        uid: node.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// The cloud-node controller.
+pub struct NodeController {
+    client: kube::Client,
+    cloud: Arc<dyn CloudProvider>,
+    config: NodeControllerConfig,
+    recorder: EventRecorder,
+}
+
+impl std::fmt::Debug for NodeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeController")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeController {
+    /// A controller for `cloud`, which must offer instances (V2).
+    pub fn new(
+        client: kube::Client,
+        cloud: Arc<dyn CloudProvider>,
+        config: NodeControllerConfig,
+    ) -> Self {
+        let recorder = EventRecorder::new(client.clone(), controllers::CLOUD_NODE.event_component);
+        Self {
+            client,
+            cloud,
+            config,
+            recorder,
+        }
+    }
+
+    /// Run until `stop` becomes true.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        if self.cloud.instances_v2().is_none() {
+            tracing::warn!(
+                "the cloud provider offers no instances; the cloud-node controller does not start"
+            );
+            return;
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let (store, writer) = reflector::store::<Node>();
+        let queue: WorkQueue<String> = WorkQueue::new(default_controller_rate_limiter());
+        let feed_queue = queue.clone();
+        let events = reflector::reflector(writer, watcher(nodes, watcher::Config::default()))
+            .default_backoff()
+            .applied_objects();
+        let feeder = tokio::spawn(async move {
+            futures_util::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                if let Ok(node) = event
+                    && is_uninitialized(&node)
+                    && let Some(name) = node.metadata.name.clone()
+                {
+                    feed_queue.add(name);
+                }
+            }
+        });
+        let this = Arc::new(self);
+        let permits = Arc::new(Semaphore::new(this.config.workers.max(1)));
+        loop {
+            let first = tokio::select! {
+                k = queue.get() => k,
+                _ = stop.changed() => None,
+            };
+            let Some(first) = first else { break };
+            let mut batch = vec![first];
+            let limit = this.batch_limit();
+            let deadline = tokio::time::Instant::now() + this.config.batch_window;
+            while batch.len() < limit {
+                match tokio::time::timeout_at(deadline, queue.get()).await {
+                    Ok(Some(k)) => batch.push(k),
+                    _ => break,
+                }
+            }
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let (this, queue, store) = (this.clone(), queue.clone(), store.clone());
+            tokio::spawn(async move {
+                this.sync_batch(&store, &queue, batch).await;
+                drop(permit);
+            });
+        }
+        queue.shut_down_with_drain().await;
+        feeder.abort();
+    }
+
+    fn batch_limit(&self) -> usize {
+        let provider = self
+            .cloud
+            .instances_v2()
+            .and_then(|i| i.batch())
+            .map_or(1, |b| b.max_batch_size().max(1));
+        provider.min(self.config.max_batch.max(1))
+    }
+
+    /// Fetch metadata for the batch and initialize each node.
+    async fn sync_batch(&self, store: &Store<Node>, queue: &WorkQueue<String>, keys: Vec<String>) {
+        let nodes: Vec<Node> = keys
+            .iter()
+            .filter_map(|k| store.get(&ObjectRef::new(k)).map(|n| (*n).clone()))
+            .filter(is_uninitialized)
+            .collect();
+        let finished: Vec<&String> = keys
+            .iter()
+            .filter(|k| !nodes.iter().any(|n| n.metadata.name.as_ref() == Some(k)))
+            .collect();
+        for k in finished {
+            queue.forget(k);
+            queue.done(k);
+        }
+        if nodes.is_empty() {
+            return;
+        }
+        let metadata = self.metadata(&nodes).await;
+        for (node, meta) in nodes.iter().zip(metadata) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let result = match meta {
+                Ok(Some(meta)) => self.initialize(node, meta).await,
+                // Go: no metadata means skip; the taint stays until the node changes.
+                Ok(None) => Ok(()),
+                Err(e) => Err(SyncError::Cloud(e)),
+            };
+            match result {
+                Ok(()) => queue.forget(&name),
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "failed to initialize node");
+                    match e.retry_after() {
+                        Some(d) => queue.add_after(name.clone(), d),
+                        None => queue.add_rate_limited(name.clone()),
+                    }
+                }
+            }
+            queue.done(&name);
+        }
+    }
+
+    /// One metadata answer per node: one batched call when offered,
+    /// otherwise one call per node.
+    async fn metadata(&self, nodes: &[Node]) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
+        let Some(instances) = self.cloud.instances_v2() else {
+            return nodes
+                .iter()
+                .map(|_| Err(CloudError::not_implemented()))
+                .collect();
+        };
+        if let Some(batch) = instances.batch()
+            && nodes.len() > 1
+        {
+            return match batch.instance_metadata_batch(nodes).await {
+                Ok(answers) => match check_batch_len(nodes.len(), &answers) {
+                    Ok(()) => answers,
+                    Err(e) => nodes
+                        .iter()
+                        .map(|_| Err(CloudError::new(e.kind(), e.to_string())))
+                        .collect(),
+                },
+                Err(e) => nodes
+                    .iter()
+                    .map(|_| Err(CloudError::new(e.kind(), e.to_string())))
+                    .collect(),
+            };
+        }
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            out.push(instances.instance_metadata(node).await);
+        }
+        out
+    }
+
+    /// The two writes and the event for one node.
+    async fn initialize(&self, node: &Node, meta: InstanceMetadata) -> Result<(), SyncError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let node_provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default();
+        if meta.provider_id.is_empty() && node_provider_id.is_empty() {
+            return Err(SyncError::NoProviderId);
+        }
+        let addresses = self.addresses(node, &meta)?;
+        let existing_labels = node.metadata.labels.clone().unwrap_or_default();
+        let mut new_labels: BTreeMap<String, String> = BTreeMap::new();
+        for (pair, value) in [
+            (
+                (labels::INSTANCE_TYPE, labels::INSTANCE_TYPE_BETA),
+                &meta.instance_type,
+            ),
+            (
+                (labels::TOPOLOGY_ZONE, labels::FAILURE_DOMAIN_BETA_ZONE),
+                &meta.zone,
+            ),
+            (
+                (labels::TOPOLOGY_REGION, labels::FAILURE_DOMAIN_BETA_REGION),
+                &meta.region,
+            ),
+        ] {
+            if !value.is_empty() {
+                new_labels.insert(pair.0.to_owned(), value.clone());
+                new_labels.insert(pair.1.to_owned(), value.clone());
+            }
+        }
+        let extra = filter_additional_labels(&meta.additional_labels, &existing_labels);
+        for key in &extra.rejected {
+            tracing::warn!(node = %name, label = %key, "additional label in a Kubernetes namespace refused");
+        }
+        new_labels.extend(extra.apply);
+        let remaining: Vec<Taint> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key != taints::UNINITIALIZED)
+            .collect();
+        let mut spec = json!({"taints": remaining});
+        if node_provider_id.is_empty() {
+            spec["providerID"] = json!(meta.provider_id);
+        }
+        let patch = json!({
+            "metadata": {"labels": new_labels, "resourceVersion": node.metadata.resource_version},
+            "spec": spec,
+        });
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let params = PatchParams::default();
+        nodes.patch(&name, &params, &Patch::Merge(patch)).await?;
+        if !addresses.is_empty() {
+            nodes
+                .patch_status(
+                    &name,
+                    &params,
+                    &Patch::Merge(json!({"status": {"addresses": addresses}})),
+                )
+                .await?;
+        }
+        self.recorder
+            .record(
+                &reference(node),
+                EventType::Normal,
+                events::SYNCED,
+                events::SYNCED_MESSAGE,
+            )
+            .await;
+        Ok(())
+    }
+
+    /// The addresses to write: the cloud's, filtered by the provided node
+    /// IP; the kubelet's Hostname address is kept if the cloud has none.
+    fn addresses(
+        &self,
+        node: &Node,
+        meta: &InstanceMetadata,
+    ) -> Result<Vec<NodeAddress>, SyncError> {
+        if meta.node_addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut addresses = match node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::PROVIDED_NODE_IP))
+        {
+            Some(ip) => node_addresses_from_node_ip(ip, &meta.node_addresses).map_err(|e| {
+                SyncError::ProvidedNodeIp {
+                    node: name.clone(),
+                    message: e.to_string(),
+                }
+            })?,
+            None => meta.node_addresses.clone(),
+        };
+        if !addresses.iter().any(|a| a.type_ == "Hostname") {
+            let kubelet_hostnames = node
+                .status
+                .as_ref()
+                .and_then(|s| s.addresses.as_ref())
+                .map(|a| {
+                    a.iter()
+                        .filter(|a| a.type_ == "Hostname")
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            addresses.extend(kubelet_hostnames);
+        }
+        Ok(addresses)
+    }
+}
