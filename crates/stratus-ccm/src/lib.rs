@@ -1,9 +1,11 @@
 //! The generic cloud controllers of a Stratus cloud controller manager.
 //!
 //! - [`node`]: the cloud-node controller (node initialization).
+//! - [`lifecycle`]: the cloud-node-lifecycle controller (shutdown taint,
+//!   deletion of nodes whose instance is gone, with a safeguard).
 //!
-//! The node lifecycle, service load-balancer and route controllers, and the
-//! manager command around them, are being added.
+//! The service load-balancer and route controllers, and the manager command
+//! around them, are being added.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -16,4 +18,5 @@
 //! # }
 //! ```
 
+pub mod lifecycle;
 pub mod node;

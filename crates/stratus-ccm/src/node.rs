@@ -159,6 +159,15 @@ impl NodeController {
                 }
             }
         });
+        // The first list is published as a whole; wait for it so a burst of
+        // nodes at start-up is batched from the store, not read one by one.
+        tokio::select! {
+            _ = store.wait_until_ready() => {}
+            _ = stop.changed() => {
+                feeder.abort();
+                return;
+            }
+        }
         let this = Arc::new(self);
         let permits = Arc::new(Semaphore::new(this.config.workers.max(1)));
         loop {
@@ -200,18 +209,22 @@ impl NodeController {
 
     /// Fetch metadata for the batch and initialize each node.
     async fn sync_batch(&self, store: &Store<Node>, queue: &WorkQueue<String>, keys: Vec<String>) {
-        let nodes: Vec<Node> = keys
-            .iter()
-            .filter_map(|k| store.get(&ObjectRef::new(k)).map(|n| (*n).clone()))
-            .filter(is_uninitialized)
-            .collect();
-        let finished: Vec<&String> = keys
-            .iter()
-            .filter(|k| !nodes.iter().any(|n| n.metadata.name.as_ref() == Some(k)))
-            .collect();
-        for k in finished {
-            queue.forget(k);
-            queue.done(k);
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut nodes = Vec::with_capacity(keys.len());
+        for key in &keys {
+            // The reflector's store is published at the end of each (re)list;
+            // a node it does not hold yet is read from the API instead.
+            let node = match store.get(&ObjectRef::new(key)) {
+                Some(n) => Some((*n).clone()),
+                None => api.get_opt(key).await.ok().flatten(),
+            };
+            match node.filter(is_uninitialized) {
+                Some(n) => nodes.push(n),
+                None => {
+                    queue.forget(key);
+                    queue.done(key);
+                }
+            }
         }
         if nodes.is_empty() {
             return;

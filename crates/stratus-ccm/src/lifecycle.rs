@@ -1,0 +1,298 @@
+//! The cloud-node-lifecycle controller (Go's semantics, plus a safeguard):
+//!
+//! - a Ready node loses the `node.cloudprovider.kubernetes.io/shutdown`
+//!   taint;
+//! - a node that is not Ready and whose instance is gone is deleted, with
+//!   the `DeletingNode` event (`DeletingNodeFailed` when the delete fails);
+//! - a node that is not Ready and whose instance is shut down gets the
+//!   shutdown taint (`NoSchedule`).
+//!
+//! Only not-Ready nodes cost cloud calls, batched when the provider can
+//! batch. Beyond Go, "gone" must be seen on `gone_confirmations` consecutive
+//! passes (default 2; Go deletes on the first) and the node must be older
+//! than `min_node_age`, so one transient "not found" from the cloud API never
+//! deletes a node.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube_runtime::reflector::{self, Store};
+use kube_runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use stratus_cloud::names::{controllers, events, taints};
+use stratus_cloud::{CloudError, CloudProvider, InstanceState, check_batch_len};
+use stratus_runtime::events::{EventRecorder, EventType};
+use tokio::sync::watch;
+
+/// Settings of the lifecycle controller.
+#[derive(Debug, Clone)]
+pub struct LifecycleConfig {
+    /// How often nodes are checked (`--node-monitor-period`, 5 s).
+    pub monitor_period: Duration,
+    /// Consecutive passes that must find an instance gone before its Node is
+    /// deleted (Go: 1).
+    pub gone_confirmations: u32,
+    /// Nodes younger than this are never deleted.
+    pub min_node_age: Duration,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            monitor_period: Duration::from_secs(5),
+            gone_confirmations: 2,
+            min_node_age: Duration::ZERO,
+        }
+    }
+}
+
+fn ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn has_shutdown_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == taints::SHUTDOWN))
+}
+
+fn age(node: &Node) -> Duration {
+    node.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| k8s_openapi::jiff::Timestamp::now().duration_since(t.0))
+        .and_then(|d| Duration::try_from(d).ok())
+        .unwrap_or_default()
+}
+
+/// The cloud-node-lifecycle controller.
+pub struct LifecycleController {
+    client: kube::Client,
+    cloud: Arc<dyn CloudProvider>,
+    config: LifecycleConfig,
+    recorder: EventRecorder,
+    gone_seen: HashMap<String, u32>,
+}
+
+impl std::fmt::Debug for LifecycleController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LifecycleController")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LifecycleController {
+    /// A controller for `cloud`, which must offer instances (V2).
+    pub fn new(
+        client: kube::Client,
+        cloud: Arc<dyn CloudProvider>,
+        config: LifecycleConfig,
+    ) -> Self {
+        let recorder = EventRecorder::new(
+            client.clone(),
+            controllers::CLOUD_NODE_LIFECYCLE.event_component,
+        );
+        Self {
+            client,
+            cloud,
+            config,
+            recorder,
+            gone_seen: HashMap::new(),
+        }
+    }
+
+    /// Run until `stop` becomes true.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        if self.cloud.instances_v2().is_none() {
+            tracing::warn!(
+                "the cloud provider offers no instances; the lifecycle controller does not start"
+            );
+            return;
+        }
+        let (store, writer) = reflector::store::<Node>();
+        let stream = reflector::reflector(
+            writer,
+            watcher(
+                Api::<Node>::all(self.client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .touched_objects();
+        let feeder = tokio::spawn(async move {
+            futures_util::pin_mut!(stream);
+            while stream.next().await.is_some() {}
+        });
+        let mut ticker = tokio::time::interval(self.config.monitor_period);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = stop.changed() => break,
+            }
+            if store.wait_until_ready().await.is_ok() {
+                self.pass(&store).await;
+            }
+        }
+        feeder.abort();
+    }
+
+    /// One monitoring pass.
+    async fn pass(&mut self, store: &Store<Node>) {
+        let nodes: Vec<Node> = store.state().iter().map(|n| (**n).clone()).collect();
+        let mut not_ready = Vec::new();
+        for node in nodes {
+            if ready(&node) {
+                self.gone_seen
+                    .remove(node.metadata.name.as_deref().unwrap_or_default());
+                if has_shutdown_taint(&node) {
+                    self.set_shutdown_taint(&node, false).await;
+                }
+            } else {
+                not_ready.push(node);
+            }
+        }
+        if not_ready.is_empty() {
+            return;
+        }
+        let states = self.states(&not_ready).await;
+        for (node, state) in not_ready.iter().zip(states) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            match state {
+                Ok(InstanceState::Gone) => {
+                    let seen = self.gone_seen.entry(name.clone()).or_insert(0);
+                    *seen += 1;
+                    if *seen >= self.config.gone_confirmations.max(1)
+                        && age(node) >= self.config.min_node_age
+                    {
+                        self.delete(node).await;
+                        self.gone_seen.remove(&name);
+                    }
+                }
+                Ok(InstanceState::ShutDown) => {
+                    self.gone_seen.remove(&name);
+                    if !has_shutdown_taint(node) {
+                        self.set_shutdown_taint(node, true).await;
+                    }
+                }
+                Ok(InstanceState::Running | InstanceState::Unknown) => {
+                    self.gone_seen.remove(&name);
+                }
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "could not check the instance; skipping the node this pass")
+                }
+            }
+        }
+    }
+
+    async fn states(&self, nodes: &[Node]) -> Vec<Result<InstanceState, CloudError>> {
+        let Some(instances) = self.cloud.instances_v2() else {
+            return nodes
+                .iter()
+                .map(|_| Err(CloudError::not_implemented()))
+                .collect();
+        };
+        if let Some(batch) = instances.batch() {
+            let mut out = Vec::with_capacity(nodes.len());
+            for chunk in nodes.chunks(batch.max_batch_size().max(1)) {
+                match batch.instance_state_batch(chunk).await {
+                    Ok(answers) if check_batch_len(chunk.len(), &answers).is_ok() => {
+                        out.extend(answers)
+                    }
+                    Ok(_) => out.extend(chunk.iter().map(|_| {
+                        Err(CloudError::invalid_input(
+                            "batch answer of the wrong length",
+                        ))
+                    })),
+                    Err(e) => out.extend(
+                        chunk
+                            .iter()
+                            .map(|_| Err(CloudError::new(e.kind(), e.to_string()))),
+                    ),
+                }
+            }
+            return out;
+        }
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            out.push(instances.instance_state(node).await);
+        }
+        out
+    }
+
+    async fn delete(&self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.clone()),
+            uid: node.metadata.uid.clone(),
+            ..Default::default()
+        };
+        self.recorder
+            .record(
+                &reference,
+                EventType::Normal,
+                events::DELETING_NODE,
+                &format!("Deleting node {name} because it does not exist in the cloud provider"),
+            )
+            .await;
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let params = DeleteParams {
+            preconditions: node
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+            ..Default::default()
+        };
+        if let Err(e) = nodes.delete(&name, &params).await {
+            self.recorder
+                .record(
+                    &reference,
+                    EventType::Warning,
+                    events::DELETING_NODE_FAILED,
+                    &format!("Error deleting node {name}: {e}"),
+                )
+                .await;
+        }
+    }
+
+    async fn set_shutdown_taint(&self, node: &Node, present: bool) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut list: Vec<Taint> = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key != taints::SHUTDOWN)
+            .collect();
+        if present {
+            list.push(Taint {
+                key: taints::SHUTDOWN.into(),
+                effect: taints::EFFECT_NO_SCHEDULE.into(),
+                ..Default::default()
+            });
+        }
+        let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        if let Err(e) = nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            tracing::warn!(node = %name, error = %e, "could not update the shutdown taint");
+        }
+    }
+}

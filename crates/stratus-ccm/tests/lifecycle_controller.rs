@@ -1,0 +1,140 @@
+//! The cloud-node-lifecycle controller against the harness and FakeCloud.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, ListParams};
+use stratus_ccm::lifecycle::{LifecycleConfig, LifecycleController};
+use stratus_cloud::InstanceState;
+use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
+use tokio::sync::watch;
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn shutdown_tainted(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter().any(|t| {
+                t.key == "node.cloudprovider.kubernetes.io/shutdown" && t.effect == "NoSchedule"
+            })
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_taint_and_deletion_of_gone_instances() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let hb = Duration::from_millis(100);
+    let mut kubelets = Vec::new();
+    for name in ["healthy", "stopped", "vanished", "stuck"] {
+        cloud.add_instance(FakeInstance::new(name));
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(name).with_heartbeat(hb))
+                .await
+                .unwrap(),
+        );
+    }
+    let (_stop, stopped) = watch::channel(false);
+    let config = LifecycleConfig {
+        monitor_period: Duration::from_millis(200),
+        ..Default::default()
+    };
+    tokio::spawn(
+        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+
+    // Ready nodes cost no cloud calls.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(cloud.calls().len(), 0, "{:?}", cloud.calls());
+
+    // stopped: NotReady and shut down → shutdown taint; Ready again → removed.
+    cloud.set_instance_state("stopped", InstanceState::ShutDown);
+    kubelets[1].set_ready(false);
+    eventually("the shutdown taint", || async {
+        shutdown_tainted(&nodes.get("stopped").await.unwrap())
+    })
+    .await;
+    kubelets[1].set_ready(true);
+    eventually("the shutdown taint removed", || async {
+        !shutdown_tainted(&nodes.get("stopped").await.unwrap())
+    })
+    .await;
+
+    // vanished: NotReady and gone → deleted with DeletingNode; its kubelet stops.
+    cloud.remove_instance("vanished");
+    let vanished = kubelets.remove(2);
+    vanished.set_ready(false);
+    tokio::time::sleep(hb * 3).await;
+    vanished.stop();
+    eventually("the vanished node deleted", || async {
+        nodes.get_opt("vanished").await.unwrap().is_none()
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    let deleting = events
+        .list(&ListParams::default().fields("reason=DeletingNode"))
+        .await
+        .unwrap();
+    assert_eq!(deleting.items.len(), 1);
+    assert_eq!(
+        deleting.items[0].message.as_deref(),
+        Some("Deleting node vanished because it does not exist in the cloud provider")
+    );
+    assert!(nodes.get_opt("healthy").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_transient_gone_answer_does_not_delete() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("flappy"));
+    let kubelet = cluster
+        .add_node(NodeSpec::new("flappy").with_heartbeat(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    kubelet.set_ready(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kubelet.stop();
+    // Gone for the first pass only, then back.
+    let gone = cloud.remove_instance("flappy").unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let config = LifecycleConfig {
+        monitor_period: Duration::from_millis(300),
+        ..Default::default()
+    };
+    tokio::spawn(
+        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    eventually("the first state check", || async {
+        cloud.calls_to("instance_state_batch") >= 1
+    })
+    .await;
+    cloud.add_instance(gone);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        cloud.calls_to("instance_state_batch") >= 2,
+        "later passes ran"
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+    assert!(
+        nodes.get_opt("flappy").await.unwrap().is_some(),
+        "a single gone answer must not delete the node"
+    );
+}
