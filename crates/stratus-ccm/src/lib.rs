@@ -4,8 +4,10 @@
 //! - [`lifecycle`]: the cloud-node-lifecycle controller (shutdown taint,
 //!   deletion of nodes whose instance is gone, with a safeguard).
 //!
-//! The service load-balancer and route controllers, and the manager command
-//! around them, are being added.
+//! - [`service`]: the service load-balancer controller.
+//!
+//! The route controller and the manager command around the controllers are
+//! being added.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -20,3 +22,4 @@
 
 pub mod lifecycle;
 pub mod node;
+pub mod service;

@@ -1,0 +1,596 @@
+//! The service load-balancer controller (Go's `service-lb-controller`).
+//!
+//! - Ownership: `type: LoadBalancer` Services whose `loadBalancerClass` the
+//!   provider serves (by default, only Services without a class, as Go).
+//! - Ensure path: `EnsuringLoadBalancer` event, the
+//!   `service.kubernetes.io/load-balancer-cleanup` finalizer added *before*
+//!   the first ensure, `UnAvailableLoadBalancer` when no node is a backend,
+//!   `EnsureLoadBalancer`, `EnsuredLoadBalancer`, and the status written
+//!   through the status subresource only when the ingress changed.
+//! - Delete path (Service deleted or no longer a LoadBalancer, finalizer
+//!   present): `DeletingLoadBalancer`, `EnsureLoadBalancerDeleted`, the
+//!   finalizer removed, `DeletedLoadBalancer`, the status cleared.
+//! - Node changes update only the load balancers whose backend set
+//!   (`node name + providerID` of the nodes passing Go's predicates)
+//!   changed, with `UpdatedLoadBalancer` / `UpdateLoadBalancerFailed`; a
+//!   failed update queues a full ensure.
+//! - `ImplementedElsewhere` stops quietly; `RetryAfter` / `Throttled` are
+//!   retried after exactly their delay, other errors with per-service
+//!   backoff, each with a `SyncLoadBalancerFailed` event.
+//! - Services sync concurrently (`workers`, default 4), one at a time each.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
+use kube::api::{Api, Patch, PatchParams};
+use kube_runtime::reflector::{self, ObjectRef, Store};
+use kube_runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use stratus_cloud::helpers::{
+    has_load_balancer_finalizer, is_load_balancer_backend, load_balancer_status_equal,
+    needs_cleanup, wants_load_balancer,
+};
+use stratus_cloud::names::{controllers, events, finalizers};
+use stratus_cloud::{CloudError, CloudProvider, LoadBalancer};
+use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use tokio::sync::{Notify, watch};
+
+/// Settings of the service controller.
+#[derive(Debug, Clone)]
+pub struct ServiceControllerConfig {
+    /// Services synced at once (`--concurrent-service-syncs`; Go: 1).
+    pub workers: usize,
+    /// The cluster name passed to the provider.
+    pub cluster_name: String,
+}
+
+impl Default for ServiceControllerConfig {
+    fn default() -> Self {
+        Self {
+            workers: 4,
+            cluster_name: "kubernetes".into(),
+        }
+    }
+}
+
+/// A backend: node name and provider ID (Go compares both).
+type Backends = BTreeSet<(String, String)>;
+
+fn backends(nodes: &[Node]) -> Backends {
+    nodes
+        .iter()
+        .map(|n| {
+            (
+                n.metadata.name.clone().unwrap_or_default(),
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.clone())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn key_of(svc: &Service) -> String {
+    format!(
+        "{}/{}",
+        svc.metadata.namespace.as_deref().unwrap_or("default"),
+        svc.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// What Go's `needsUpdate` compares: the spec, annotations and UID (and
+/// whether the Service is being deleted).
+fn fingerprint(svc: &Service) -> String {
+    json!({
+        "spec": svc.spec,
+        "annotations": svc.metadata.annotations,
+        "uid": svc.metadata.uid,
+        "deleting": svc.metadata.deletion_timestamp.is_some(),
+    })
+    .to_string()
+}
+
+fn reference(svc: &Service) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Service".into()),
+        name: svc.metadata.name.clone(),
+        namespace: svc.metadata.namespace.clone(),
+        uid: svc.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+struct Shared {
+    client: kube::Client,
+    cloud: Arc<dyn CloudProvider>,
+    config: ServiceControllerConfig,
+    recorder: EventRecorder,
+    services: Store<Service>,
+    nodes: Store<Node>,
+    /// The backends each load balancer was last given.
+    synced: Mutex<HashMap<String, Backends>>,
+    /// The fingerprint of each Service at its last successful ensure: a
+    /// Service that has not changed since (a status write, a resync) is not
+    /// ensured again.
+    ensured: Mutex<HashMap<String, String>>,
+}
+
+/// The service load-balancer controller.
+pub struct ServiceController {
+    client: kube::Client,
+    cloud: Arc<dyn CloudProvider>,
+    config: ServiceControllerConfig,
+}
+
+impl std::fmt::Debug for ServiceController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceController")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServiceController {
+    /// A controller for `cloud`, which must offer load balancers.
+    pub fn new(
+        client: kube::Client,
+        cloud: Arc<dyn CloudProvider>,
+        config: ServiceControllerConfig,
+    ) -> Self {
+        Self {
+            client,
+            cloud,
+            config,
+        }
+    }
+
+    /// Run until `stop` becomes true.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        if self.cloud.load_balancer().is_none() {
+            tracing::warn!(
+                "the cloud provider offers no load balancers; the service controller does not start"
+            );
+            return;
+        }
+        let (services, service_writer) = reflector::store::<Service>();
+        let (nodes, node_writer) = reflector::store::<Node>();
+        let queue: WorkQueue<String> = WorkQueue::new(default_controller_rate_limiter());
+        let node_changed = Arc::new(Notify::new());
+        let shared = Arc::new(Shared {
+            recorder: EventRecorder::new(
+                self.client.clone(),
+                controllers::SERVICE_LB.event_component,
+            ),
+            client: self.client.clone(),
+            cloud: self.cloud.clone(),
+            config: self.config.clone(),
+            services: services.clone(),
+            nodes: nodes.clone(),
+            synced: Mutex::new(HashMap::new()),
+            ensured: Mutex::new(HashMap::new()),
+        });
+
+        let service_events = reflector::reflector(
+            service_writer,
+            watcher(
+                Api::<Service>::all(self.client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .touched_objects();
+        let q = queue.clone();
+        let feed_services = tokio::spawn(async move {
+            futures_util::pin_mut!(service_events);
+            while let Some(event) = service_events.next().await {
+                if let Ok(svc) = event {
+                    q.add(key_of(&svc));
+                }
+            }
+        });
+        let node_events = reflector::reflector(
+            node_writer,
+            watcher(
+                Api::<Node>::all(self.client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .touched_objects();
+        let notify = node_changed.clone();
+        let feed_nodes = tokio::spawn(async move {
+            futures_util::pin_mut!(node_events);
+            while node_events.next().await.is_some() {
+                notify.notify_one();
+            }
+        });
+        let _ = tokio::join!(services.wait_until_ready(), nodes.wait_until_ready());
+
+        let node_sync = {
+            let shared = shared.clone();
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                loop {
+                    node_changed.notified().await;
+                    shared.sync_nodes(&queue).await;
+                }
+            })
+        };
+        let workers = {
+            let shared = shared.clone();
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut tasks = Vec::new();
+                for _ in 0..shared.config.workers.max(1) {
+                    let (shared, queue) = (shared.clone(), queue.clone());
+                    tasks.push(tokio::spawn(async move {
+                        while let Some(key) = queue.get().await {
+                            match shared.sync_service(&key).await {
+                                Ok(()) => queue.forget(&key),
+                                Err(e) => {
+                                    let delay = match &e {
+                                        SyncError::Cloud(c) => c.retry_delay(),
+                                        SyncError::Api(_) => None,
+                                    };
+                                    match delay {
+                                        Some(d) => queue.add_after(key.clone(), d),
+                                        None => queue.add_rate_limited(key.clone()),
+                                    }
+                                }
+                            }
+                            queue.done(&key);
+                        }
+                    }));
+                }
+                for t in tasks {
+                    let _ = t.await;
+                }
+            })
+        };
+        let _ = stop.changed().await;
+        queue.shut_down_with_drain().await;
+        for t in [feed_services, feed_nodes, node_sync] {
+            t.abort();
+        }
+        let _ = workers.await;
+    }
+}
+
+impl Shared {
+    fn lb(&self) -> Option<&dyn LoadBalancer> {
+        self.cloud.load_balancer()
+    }
+
+    fn backend_nodes(&self) -> Vec<Node> {
+        self.nodes
+            .state()
+            .iter()
+            .filter(|n| is_load_balancer_backend(n))
+            .map(|n| (**n).clone())
+            .collect()
+    }
+
+    async fn event(&self, svc: &Service, kind: EventType, reason: &str, message: &str) {
+        self.recorder
+            .record(&reference(svc), kind, reason, message)
+            .await;
+    }
+
+    async fn sync_service(&self, key: &str) -> Result<(), SyncError> {
+        let Some(lb) = self.lb() else { return Ok(()) };
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let Some(svc) = self
+            .services
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|s| (*s).clone())
+        else {
+            self.synced
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
+            self.ensured
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
+            return Ok(());
+        };
+        let classes = lb.classes();
+        if needs_cleanup(&svc)
+            || (!wants_load_balancer(&svc, &classes) && has_load_balancer_finalizer(&svc))
+        {
+            return self.delete(lb, &svc, key).await;
+        }
+        if !wants_load_balancer(&svc, &classes) {
+            return Ok(());
+        }
+        let print = fingerprint(&svc);
+        let unchanged = self
+            .ensured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            == Some(&print)
+            && has_load_balancer_finalizer(&svc);
+        if unchanged {
+            return Ok(());
+        }
+        let result = self.ensure(lb, &svc, key).await;
+        {
+            let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+            match &result {
+                Ok(()) => ensured.insert(key.to_owned(), print),
+                Err(_) => ensured.remove(key),
+            };
+        }
+        if let Err(e) = &result {
+            self.event(
+                &svc,
+                EventType::Warning,
+                events::SYNC_LOAD_BALANCER_FAILED,
+                &format!("Error syncing load balancer: {e}"),
+            )
+            .await;
+        }
+        result
+    }
+
+    async fn ensure(
+        &self,
+        lb: &dyn LoadBalancer,
+        svc: &Service,
+        key: &str,
+    ) -> Result<(), SyncError> {
+        let cluster = &self.config.cluster_name;
+        let api: Api<Service> = Api::namespaced(
+            self.client.clone(),
+            svc.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let name = svc.metadata.name.clone().unwrap_or_default();
+        self.event(
+            svc,
+            EventType::Normal,
+            events::ENSURING_LOAD_BALANCER,
+            "Ensuring load balancer",
+        )
+        .await;
+        if !has_load_balancer_finalizer(svc) {
+            let mut list = svc.metadata.finalizers.clone().unwrap_or_default();
+            list.push(finalizers::LOAD_BALANCER_CLEANUP.to_owned());
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": list, "resourceVersion": svc.metadata.resource_version}})),
+            )
+            .await?;
+        }
+        let nodes = self.backend_nodes();
+        if nodes.is_empty() {
+            self.event(
+                svc,
+                EventType::Warning,
+                events::UNAVAILABLE_LOAD_BALANCER,
+                events::UNAVAILABLE_LOAD_BALANCER_MESSAGE,
+            )
+            .await;
+        }
+        self.synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), backends(&nodes));
+        let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
+            Ok(status) => status,
+            Err(e) if e.is_implemented_elsewhere() => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        self.event(
+            svc,
+            EventType::Normal,
+            events::ENSURED_LOAD_BALANCER,
+            "Ensured load balancer",
+        )
+        .await;
+        let current = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.clone())
+            .unwrap_or_default();
+        if !load_balancer_status_equal(&current, &status) {
+            self.write_status(&api, &name, &status).await?;
+        }
+        Ok(())
+    }
+
+    async fn write_status(
+        &self,
+        api: &Api<Service>,
+        name: &str,
+        status: &LoadBalancerStatus,
+    ) -> Result<(), SyncError> {
+        // A merge patch replaces the ingress list; `null` removes it.
+        let patch = json!({"status": {"loadBalancer": {"ingress": status.ingress}}});
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // The Service went away after its finalizer was removed.
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn delete(
+        &self,
+        lb: &dyn LoadBalancer,
+        svc: &Service,
+        key: &str,
+    ) -> Result<(), SyncError> {
+        let cluster = &self.config.cluster_name;
+        let api: Api<Service> = Api::namespaced(
+            self.client.clone(),
+            svc.metadata.namespace.as_deref().unwrap_or("default"),
+        );
+        let name = svc.metadata.name.clone().unwrap_or_default();
+        let result: Result<(), SyncError> = async {
+            if lb.get_load_balancer(cluster, svc).await?.is_some() {
+                self.event(
+                    svc,
+                    EventType::Normal,
+                    events::DELETING_LOAD_BALANCER,
+                    "Deleting load balancer",
+                )
+                .await;
+                match lb.ensure_load_balancer_deleted(cluster, svc).await {
+                    Ok(()) => {}
+                    Err(e) if e.is_implemented_elsewhere() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            self.event(
+                svc,
+                EventType::Warning,
+                events::DELETE_LOAD_BALANCER_FAILED,
+                &format!("Error deleting load balancer: {e}"),
+            )
+            .await;
+            return Err(e);
+        }
+        self.synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.ensured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        if has_load_balancer_finalizer(svc) {
+            let list: Vec<String> = svc
+                .metadata
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| f != finalizers::LOAD_BALANCER_CLEANUP)
+                .collect();
+            match api
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"finalizers": list, "resourceVersion": svc.metadata.resource_version}})),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.event(
+            svc,
+            EventType::Normal,
+            events::DELETED_LOAD_BALANCER,
+            "Deleted load balancer",
+        )
+        .await;
+        let has_ingress = svc
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|l| l.ingress.as_ref())
+            .is_some_and(|i| !i.is_empty());
+        if has_ingress && svc.metadata.deletion_timestamp.is_none() {
+            self.write_status(&api, &name, &LoadBalancerStatus::default())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Update the hosts of every load balancer whose backend set changed.
+    async fn sync_nodes(&self, queue: &WorkQueue<String>) {
+        let Some(lb) = self.lb() else { return };
+        let nodes = self.backend_nodes();
+        let current = backends(&nodes);
+        let stale: Vec<String> = self
+            .synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, b)| **b != current)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in stale {
+            let (ns, name) = key.split_once('/').unwrap_or(("default", key.as_str()));
+            let Some(svc) = self
+                .services
+                .get(&ObjectRef::new(name).within(ns))
+                .map(|s| (*s).clone())
+            else {
+                continue;
+            };
+            self.synced
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), current.clone());
+            match lb
+                .update_load_balancer(&self.config.cluster_name, &svc, &nodes)
+                .await
+            {
+                Ok(()) => {
+                    if nodes.is_empty() {
+                        self.event(
+                            &svc,
+                            EventType::Warning,
+                            events::UNAVAILABLE_LOAD_BALANCER,
+                            events::UNAVAILABLE_LOAD_BALANCER_MESSAGE,
+                        )
+                        .await;
+                    } else {
+                        self.event(
+                            &svc,
+                            EventType::Normal,
+                            events::UPDATED_LOAD_BALANCER,
+                            "Updated load balancer with new hosts",
+                        )
+                        .await;
+                    }
+                }
+                Err(e) if e.is_implemented_elsewhere() => {}
+                Err(e) => {
+                    let names: Vec<&str> = nodes
+                        .iter()
+                        .filter_map(|n| n.metadata.name.as_deref())
+                        .take(20)
+                        .collect();
+                    self.event(
+                        &svc,
+                        EventType::Warning,
+                        events::UPDATE_LOAD_BALANCER_FAILED,
+                        &format!(
+                            "Error updating load balancer with new hosts {names:?} [node names limited, total number of nodes: {}], error: {e}",
+                            nodes.len()
+                        ),
+                    )
+                    .await;
+                    queue.add(key);
+                }
+            }
+        }
+    }
+}

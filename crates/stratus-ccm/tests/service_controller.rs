@@ -1,0 +1,257 @@
+//! The service load-balancer controller against the harness and FakeCloud.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Node, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
+use stratus_cloud::{CloudErrorKind, LoadBalancerClasses};
+use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
+use tokio::sync::watch;
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn lb_service(name: &str, class: Option<&str>) -> Service {
+    let mut spec = json!({"type": "LoadBalancer", "ports": [{"port": 80}]});
+    if let Some(c) = class {
+        spec["loadBalancerClass"] = json!(c);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
+fn ingress_ip(svc: &Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+async fn reasons(cluster: &TestCluster, service: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    let mut list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
+        .await
+        .unwrap()
+        .items;
+    list.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    list.into_iter().filter_map(|e| e.reason).collect()
+}
+
+fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
+    let (stop, stopped) = watch::channel(false);
+    let controller = ServiceController::new(
+        cluster.client(),
+        Arc::new(cloud.clone()),
+        ServiceControllerConfig::default(),
+    );
+    tokio::spawn(controller.run(stopped));
+    stop
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_update_and_delete_load_balancers() {
+    let cluster = TestCluster::start().await.unwrap();
+    let hb = Duration::from_secs(3600);
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(hb))
+        .await
+        .unwrap();
+    let mut excluded = NodeSpec::new("excluded").with_heartbeat(hb);
+    excluded.labels.insert(
+        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+        "true".into(),
+    );
+    let _x = cluster.add_node(excluded).await.unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    services
+        .create(&PostParams::default(), &lb_service("web", None))
+        .await
+        .unwrap();
+
+    eventually("an ingress", || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let svc = services.get("web").await.unwrap();
+    assert_eq!(
+        svc.metadata.finalizers.unwrap(),
+        ["service.kubernetes.io/load-balancer-cleanup"]
+    );
+    let lbs = cloud.load_balancers();
+    assert_eq!(lbs.len(), 1);
+    let lb = lbs.values().next().unwrap().clone();
+    assert_eq!(lb.hosts, ["a"], "excluded nodes are not backends");
+    eventually("the ensure events", || async {
+        let r = reasons(&cluster, "web").await;
+        r.contains(&"EnsuringLoadBalancer".to_owned())
+            && r.contains(&"EnsuredLoadBalancer".to_owned())
+    })
+    .await;
+    // The status write does not cause a second ensure.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(cloud.calls_to("ensure_load_balancer"), 1);
+
+    // A new node: only the hosts are updated.
+    let _b = cluster
+        .add_node(NodeSpec::new("b").with_heartbeat(hb))
+        .await
+        .unwrap();
+    eventually("the new backend", || async {
+        cloud.load_balancers()[&lb.name].hosts == ["a", "b"]
+    })
+    .await;
+    assert_eq!(cloud.calls_to("ensure_load_balancer"), 1);
+    assert!(cloud.calls_to("update_load_balancer") >= 1);
+    eventually("UpdatedLoadBalancer", || async {
+        reasons(&cluster, "web")
+            .await
+            .contains(&"UpdatedLoadBalancer".to_owned())
+    })
+    .await;
+    // A label flip excludes a node.
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "true"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("b excluded", || async {
+        cloud.load_balancers()[&lb.name].hosts == ["a"]
+    })
+    .await;
+
+    // Type change → load balancer deleted, finalizer removed, status cleared.
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"type": "ClusterIP"}})),
+        )
+        .await
+        .unwrap();
+    eventually("cleanup", || async {
+        let s = services.get("web").await.unwrap();
+        cloud.load_balancers().is_empty()
+            && s.metadata.finalizers.clone().unwrap_or_default().is_empty()
+            && ingress_ip(&s).is_none()
+    })
+    .await;
+
+    // Deletion of a LoadBalancer Service waits for the cloud cleanup.
+    services
+        .create(&PostParams::default(), &lb_service("api", None))
+        .await
+        .unwrap();
+    eventually("api ingress", || async {
+        ingress_ip(&services.get("api").await.unwrap()).is_some()
+    })
+    .await;
+    services
+        .delete("api", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("api gone", || async {
+        services.get_opt("api").await.unwrap().is_none()
+    })
+    .await;
+    assert!(cloud.load_balancers().is_empty());
+    let r = reasons(&cluster, "api").await;
+    assert!(
+        r.contains(&"DeletingLoadBalancer".to_owned())
+            && r.contains(&"DeletedLoadBalancer".to_owned()),
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classes_elsewhere_retries_and_no_nodes() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.set_load_balancer_classes(
+        LoadBalancerClasses::default().with_class("fake.example/internal"),
+    );
+    cloud.implement_elsewhere("default/elsewhere");
+    cloud.fail_next(
+        "ensure_load_balancer",
+        CloudErrorKind::RetryAfter(Duration::from_millis(300)),
+        1,
+    );
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    services
+        .create(&PostParams::default(), &lb_service("retried", None))
+        .await
+        .unwrap();
+    services
+        .create(
+            &PostParams::default(),
+            &lb_service("internal", Some("fake.example/internal")),
+        )
+        .await
+        .unwrap();
+    services
+        .create(
+            &PostParams::default(),
+            &lb_service("other-class", Some("other.example/lb")),
+        )
+        .await
+        .unwrap();
+    services
+        .create(&PostParams::default(), &lb_service("elsewhere", None))
+        .await
+        .unwrap();
+
+    eventually("served classes provisioned", || async {
+        ingress_ip(&services.get("retried").await.unwrap()).is_some()
+            && ingress_ip(&services.get("internal").await.unwrap()).is_some()
+    })
+    .await;
+    let retried = reasons(&cluster, "retried").await;
+    assert!(
+        retried.contains(&"SyncLoadBalancerFailed".to_owned()),
+        "{retried:?}"
+    );
+    assert!(
+        retried.contains(&"UnAvailableLoadBalancer".to_owned()),
+        "no nodes: {retried:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = services.get("other-class").await.unwrap();
+    assert!(
+        other.metadata.finalizers.is_none() && ingress_ip(&other).is_none(),
+        "a class we do not serve is left alone"
+    );
+    let elsewhere = services.get("elsewhere").await.unwrap();
+    assert_eq!(
+        elsewhere.metadata.finalizers.clone().unwrap(),
+        ["service.kubernetes.io/load-balancer-cleanup"]
+    );
+    assert!(
+        ingress_ip(&elsewhere).is_none(),
+        "ImplementedElsewhere leaves the status alone"
+    );
+}
