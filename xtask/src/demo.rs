@@ -4,8 +4,9 @@
 //! with the external-cloud-provider taint and keep them Ready, the
 //! cloud-node controller with FakeCloud as the provider (it initializes the
 //! nodes: provider ID, instance-type / zone / region labels, addresses, taint
-//! removed), and LoadBalancer Services; shows progress and a summary. Load
-//! balancer provisioning joins the demo with the service controller.
+//! removed), and LoadBalancer Services with the service controller
+//! provisioning their load balancers in FakeCloud; shows progress and a
+//! summary.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use stratus_ccm::node::{NodeController, NodeControllerConfig};
+use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
 
 /// Run the demo cluster.
@@ -56,6 +58,7 @@ struct Progress {
     ready: usize,
     leases: usize,
     allocated: usize,
+    provisioned: usize,
 }
 
 async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
@@ -76,9 +79,8 @@ async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
         })
         .count();
     let leases = leases.list(&ListParams::default()).await?.items.len();
-    let allocated = services
-        .list(&ListParams::default())
-        .await?
+    let service_list = services.list(&ListParams::default()).await?;
+    let allocated = service_list
         .items
         .iter()
         .filter(|s| {
@@ -89,6 +91,17 @@ async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
                         .as_ref()
                         .is_some_and(|p| p.iter().all(|p| p.node_port.is_some()))
             })
+        })
+        .count();
+    let provisioned = service_list
+        .items
+        .iter()
+        .filter(|s| {
+            s.status
+                .as_ref()
+                .and_then(|st| st.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .is_some_and(|i| !i.is_empty())
         })
         .count();
     Ok(Progress {
@@ -109,6 +122,7 @@ async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
         ready,
         leases,
         allocated,
+        provisioned,
     })
 }
 
@@ -142,6 +156,12 @@ fn render(p: &Progress, args: &Args) -> Vec<String> {
             "{} services allocated  {}/{}",
             bar(p.allocated, args.services),
             p.allocated,
+            args.services
+        ),
+        format!(
+            "{} load balancers      {}/{}",
+            bar(p.provisioned, args.services),
+            p.provisioned,
             args.services
         ),
     ]
@@ -210,7 +230,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         std::sync::Arc::new(cloud.clone()),
         NodeControllerConfig::default(),
     );
-    let controller_task = tokio::spawn(controller.run(controllers_stopped));
+    let controller_task = tokio::spawn(controller.run(controllers_stopped.clone()));
+    let service_controller = ServiceController::new(
+        client.clone(),
+        std::sync::Arc::new(cloud.clone()),
+        ServiceControllerConfig::default(),
+    );
+    let service_task = tokio::spawn(service_controller.run(controllers_stopped));
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let ns = serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap_or_default();
     if let Err(e) = namespaces.create(&PostParams::default(), &ns).await {
@@ -262,7 +288,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             && p.ready == args.nodes
             && p.initialized == args.nodes
             && p.leases >= args.nodes
-            && p.allocated == args.services;
+            && p.allocated == args.services
+            && p.provisioned == args.services;
         if done || Instant::now() > deadline {
             if !tty {
                 for l in &lines {
@@ -277,7 +304,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         && progress.ready == args.nodes
         && progress.initialized == args.nodes
         && progress.leases >= args.nodes
-        && progress.allocated == args.services;
+        && progress.allocated == args.services
+        && progress.provisioned == args.services;
     println!();
     println!("summary:");
     println!(
@@ -294,13 +322,17 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         progress.allocated, args.services
     );
     println!(
-        "  nodes initialized by the cloud-node controller:   {}/{} ({} cloud calls)",
+        "  nodes initialized by the cloud-node controller:   {}/{} ({} metadata calls)",
         progress.initialized,
         args.nodes,
-        cloud.calls().len()
+        cloud.calls_to("instance_metadata_batch") + cloud.calls_to("instance_metadata")
     );
     println!(
-        "  load balancers:                                   provisioned once the service controller lands"
+        "  load balancers provisioned by the service controller: {}/{} ({} ensure, {} host-update calls)",
+        progress.provisioned,
+        args.services,
+        cloud.calls_to("ensure_load_balancer"),
+        cloud.calls_to("update_load_balancer")
     );
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
     if !converged {
@@ -319,6 +351,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     }
     let _ = stop_controllers.send(true);
     let _ = controller_task.await;
+    let _ = service_task.await;
     drop(kubelets);
     ExitCode::SUCCESS
 }
