@@ -10,7 +10,8 @@
 //! - Delete path (Service deleted or no longer a LoadBalancer, finalizer
 //!   present): `DeletingLoadBalancer`, `EnsureLoadBalancerDeleted`, the
 //!   finalizer removed, `DeletedLoadBalancer`, the status cleared.
-//! - Node changes update only the load balancers whose backend set
+//! - Node changes (gathered for 100 ms) update only the load balancers whose
+//!   backend set
 //!   (`node name + providerID` of the nodes passing Go's predicates)
 //!   changed, with `UpdatedLoadBalancer` / `UpdateLoadBalancerFailed`; a
 //!   failed update queues a full ensure.
@@ -37,6 +38,10 @@ use stratus_cloud::{CloudError, CloudProvider, LoadBalancer};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use tokio::sync::{Notify, watch};
+
+/// How long node changes are gathered before load-balancer hosts are
+/// updated.
+pub const NODE_SYNC_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Settings of the service controller.
 #[derive(Debug, Clone)]
@@ -225,6 +230,9 @@ impl ServiceController {
             tokio::spawn(async move {
                 loop {
                     node_changed.notified().await;
+                    // Coalesce a burst of node changes (a rollout, a batch of
+                    // initializations) into one host update per load balancer.
+                    tokio::time::sleep(NODE_SYNC_DEBOUNCE).await;
                     shared.sync_nodes(&queue).await;
                 }
             })
