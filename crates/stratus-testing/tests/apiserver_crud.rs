@@ -610,3 +610,162 @@ async fn orphan_propagation_keeps_dependents() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn resource_version_match_semantics() {
+    use kube::api::VersionMatch;
+    let server = ApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("a".into());
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let current = server.revision().to_string();
+    // NotOlderThan the current revision, and Exact at it, are served.
+    let lp = ListParams::default()
+        .at(&current)
+        .matching(VersionMatch::NotOlderThan);
+    assert_eq!(cms.list(&lp).await.unwrap().items.len(), 1);
+    let lp = ListParams::default()
+        .at(&current)
+        .matching(VersionMatch::Exact);
+    assert_eq!(
+        cms.list(&lp)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .as_deref(),
+        Some(current.as_str())
+    );
+    // "0": any version, served from the current state.
+    assert_eq!(
+        cms.list(&ListParams::default().at("0"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    // An older exact version is gone here (the harness keeps no snapshots).
+    cms.create(&PostParams::default(), &{
+        let mut b = ConfigMap::default();
+        b.metadata.name = Some("b".into());
+        b
+    })
+    .await
+    .unwrap();
+    let err = cms
+        .list(
+            &ListParams::default()
+                .at(&current)
+                .matching(VersionMatch::Exact),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 410),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn pod_subresources_and_immutability() {
+    let server = ApiServer::start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let mut p = pod("evict-me", &[]);
+    p.spec.as_mut().unwrap().node_name = Some("n1".into());
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    // Only the image (and a few fields) may change.
+    let err = pods
+        .patch(
+            "evict-me",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"restartPolicy": "Never"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422 && s.message.contains("pod updates may not change fields")),
+        "{err:?}"
+    );
+    pods.patch(
+        "evict-me",
+        &PatchParams::default(),
+        &Patch::Strategic(
+            json!({"spec": {"containers": [{"name": "app", "image": "nginx:1.28"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    // Binding a bound pod is a conflict.
+    let err = pods
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            "evict-me",
+            &PostParams::default(),
+            &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "evict-me"}, "target": {"name": "n2"}}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.is_conflict()),
+        "{err:?}"
+    );
+    // Eviction is a graceful delete.
+    pods.create_subresource::<_, serde_json::Value>(
+        "eviction",
+        "evict-me",
+        &PostParams::default(),
+        &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evict-me", "namespace": "default"}}),
+    )
+    .await
+    .unwrap();
+    let evicted = pods.get("evict-me").await.unwrap();
+    assert!(evicted.metadata.deletion_timestamp.is_some());
+    assert_eq!(evicted.metadata.deletion_grace_period_seconds, Some(30));
+}
+
+#[tokio::test]
+async fn certificate_signing_request_approval() {
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    let server = ApiServer::start().await.unwrap();
+    let csrs: Api<CertificateSigningRequest> = Api::all(server.client());
+    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+        "metadata": {"name": "node-csr"},
+        "spec": {"request": "LS0tLS1CRUdJTg==", "signerName": "kubernetes.io/kubelet-serving", "usages": ["server auth"]}
+    }))
+    .unwrap();
+    csrs.create(&PostParams::default(), &csr).await.unwrap();
+    let mut approved = csrs.get("node-csr").await.unwrap();
+    approved.status = Some(
+        serde_json::from_value(
+            json!({"conditions": [{"type": "Approved", "status": "True", "reason": "Test"}]}),
+        )
+        .unwrap(),
+    );
+    let after = csrs
+        .replace_subresource("approval", "node-csr", &PostParams::default(), &approved)
+        .await
+        .unwrap();
+    assert_eq!(
+        after.status.unwrap().conditions.unwrap()[0].type_,
+        "Approved"
+    );
+    let err = csrs
+        .patch(
+            "node-csr",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"signerName": "other"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422),
+        "spec is immutable: {err:?}"
+    );
+    let filtered = csrs
+        .list(&ListParams::default().fields("spec.signerName=kubernetes.io/kubelet-serving"))
+        .await
+        .unwrap();
+    assert_eq!(filtered.items.len(), 1);
+}

@@ -266,3 +266,35 @@ async fn reflector_follows_changes_and_recovers_from_dropped_watches_and_410() {
     wait_for(3 + 60 + 1).await;
     task.abort();
 }
+
+#[tokio::test]
+async fn metadata_only_watches() {
+    use kube::core::PartialObjectMeta;
+    let server = ApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let meta: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(server.client(), "default");
+    let rv = server.revision().to_string();
+    let mut stream = meta
+        .watch_metadata(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &cm("m", "web"))
+        .await
+        .unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match event {
+        WatchEvent::Added(o) => {
+            assert_eq!(o.metadata.name.as_deref(), Some("m"));
+            assert_eq!(
+                o.types.as_ref().map(|t| t.kind.as_str()),
+                Some("PartialObjectMetadata")
+            );
+        }
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+}
