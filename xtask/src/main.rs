@@ -60,45 +60,37 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
+/// Parse a task's flags and run it on a multi-threaded runtime.
+fn parse_and_run<A, F, Fut>(args: &[String], task: F) -> ExitCode
+where
+    A: Parser,
+    F: FnOnce(A) -> Fut,
+    Fut: std::future::Future<Output = ExitCode>,
+{
+    let parsed = match A::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match runtime() {
+        Some(rt) => rt.block_on(task(parsed)),
+        None => ExitCode::FAILURE,
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&args[1..]),
-        Some("apiserver") => {
-            let parsed = match apiserver::Args::try_parse_from(&args) {
-                Ok(a) => a,
-                Err(e) => {
-                    let _ = e.print();
-                    return if e.use_stderr() {
-                        ExitCode::from(2)
-                    } else {
-                        ExitCode::SUCCESS
-                    };
-                }
-            };
-            match runtime() {
-                Some(rt) => rt.block_on(apiserver::run(parsed)),
-                None => ExitCode::FAILURE,
-            }
-        }
+        Some("apiserver") => parse_and_run(&args, apiserver::run),
         Some("bench") => bench::run(&args[1..]),
-        Some("demo") => {
-            let parsed = match demo::Args::try_parse_from(&args) {
-                Ok(a) => a,
-                Err(e) => {
-                    let _ = e.print();
-                    return if e.use_stderr() {
-                        ExitCode::from(2)
-                    } else {
-                        ExitCode::SUCCESS
-                    };
-                }
-            };
-            match runtime() {
-                Some(rt) => rt.block_on(demo::run(parsed)),
-                None => ExitCode::FAILURE,
-            }
-        }
+        Some("demo") => parse_and_run(&args, demo::run),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -10,18 +10,12 @@ use stratus_cloud::InstanceState;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
 }
 
 fn shutdown_tainted(n: &Node) -> bool {

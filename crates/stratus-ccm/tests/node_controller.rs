@@ -10,18 +10,12 @@ use stratus_cloud::CloudErrorKind;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+    stratus_testing::eventually(what, Duration::from_secs(15), check).await;
 }
 
 fn tainted(n: &Node) -> bool {

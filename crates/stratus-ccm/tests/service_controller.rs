@@ -11,18 +11,12 @@ use stratus_cloud::{CloudErrorKind, LoadBalancerClasses};
 use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
 }
 
 fn lb_service(name: &str, class: Option<&str>) -> Service {
@@ -206,6 +200,11 @@ async fn classes_elsewhere_retries_and_no_nodes() {
         .create(&PostParams::default(), &lb_service("retried", None))
         .await
         .unwrap();
+    // The scripted failure goes to this Service's first ensure.
+    eventually("the first ensure", || async {
+        cloud.calls_to("ensure_load_balancer") >= 1
+    })
+    .await;
     services
         .create(
             &PostParams::default(),

@@ -36,6 +36,7 @@ pub mod apiserver;
 pub mod cluster;
 pub mod conformance;
 pub mod fake_cloud;
+mod wait;
 
 pub use apiserver::{
     AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, Fault, FaultAction, RequestRecord,
@@ -43,3 +44,4 @@ pub use apiserver::{
 };
 pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
 pub use fake_cloud::{CloudCall, FAKE_PROVIDER, FakeCloud, FakeInstance, FakeLoadBalancer};
+pub use wait::eventually;

@@ -237,43 +237,30 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or(StoreError::NotFound)?;
-        match f(&current).map_err(StoreError::Rejected)? {
-            Mutation::Unchanged => Ok((current, false)),
-            Mutation::Replace(object) => {
-                state.revision += 1;
-                let stored = stamp(object, state.revision);
-                state.buckets[resource].insert(key, stored.clone());
-                self.record(
-                    &mut state,
-                    resource,
-                    namespace,
-                    EventType::Modified,
-                    stored.clone(),
-                    Some(current.object),
-                );
-                let rv = state.revision;
-                drop(state);
-                self.publish(rv);
-                Ok((stored, false))
-            }
-            Mutation::Delete(object) => {
-                state.revision += 1;
-                let stored = stamp(object, state.revision);
-                state.buckets[resource].remove(&key);
-                self.record(
-                    &mut state,
-                    resource,
-                    namespace,
-                    EventType::Deleted,
-                    stored.clone(),
-                    Some(current.object),
-                );
-                let rv = state.revision;
-                drop(state);
-                self.publish(rv);
-                Ok((stored, true))
-            }
+        let (object, kind) = match f(&current).map_err(StoreError::Rejected)? {
+            Mutation::Unchanged => return Ok((current, false)),
+            Mutation::Replace(object) => (object, EventType::Modified),
+            Mutation::Delete(object) => (object, EventType::Deleted),
+        };
+        state.revision += 1;
+        let stored = stamp(object, state.revision);
+        let deleted = kind == EventType::Deleted;
+        if deleted {
+            state.buckets[resource].remove(&key);
+        } else {
+            state.buckets[resource].insert(key, stored.clone());
         }
+        self.record(
+            &mut state,
+            resource,
+            namespace,
+            kind,
+            stored.clone(),
+            Some(current.object),
+        );
+        drop(state);
+        self.publish(stored.rv);
+        Ok((stored, deleted))
     }
 
     /// Events with `rv > after`, at most `limit`, or `Expired` when the

@@ -779,86 +779,64 @@ fn after_delete(inner: &Inner, def: &ResourceDef, obj: &Value, orphan: bool) {
 
 /// `Orphan` propagation: dependents lose the owner reference and live on.
 fn orphan_dependents(inner: &Inner, owner_uid: &str) {
-    if owner_uid.is_empty() {
-        return;
-    }
-    for (resource, def) in inner.defs.iter().enumerate() {
-        if def.review {
-            continue;
-        }
-        let (items, _) = inner.store.list(resource, None);
-        for item in items {
-            let owned = at(&item.object, &["metadata", "ownerReferences"])
-                .and_then(Value::as_array)
-                .is_some_and(|refs| {
-                    refs.iter()
-                        .any(|r| r.get("uid").and_then(Value::as_str) == Some(owner_uid))
-                });
-            if !owned {
-                continue;
+    for (resource, ns, name, _) in dependents(inner, owner_uid) {
+        let _ = inner.store.update::<ApiError>(resource, &ns, &name, |cur| {
+            let mut next = (*cur.object).clone();
+            if let Some(Value::Array(refs)) = next
+                .get_mut("metadata")
+                .and_then(|m| m.get_mut("ownerReferences"))
+            {
+                refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
             }
-            let ns = str_at(&item.object, &["metadata", "namespace"])
-                .unwrap_or_default()
-                .to_owned();
-            let _ =
-                inner
-                    .store
-                    .update::<ApiError>(resource, &ns, meta::name(&item.object), |cur| {
-                        let mut next = (*cur.object).clone();
-                        if let Some(Value::Array(refs)) = next
-                            .get_mut("metadata")
-                            .and_then(|m| m.get_mut("ownerReferences"))
-                        {
-                            refs.retain(|r| {
-                                r.get("uid").and_then(Value::as_str) != Some(owner_uid)
-                            });
-                        }
-                        Ok(Mutation::Replace(next))
-                    });
-        }
+            Ok(Mutation::Replace(next))
+        });
     }
 }
 
-/// Background garbage collection: delete objects whose owners are all gone.
-fn collect_dependents(inner: &Inner, owner_uid: &str) {
+/// Every object that lists `owner_uid` among its owner references, with the
+/// uids of all its owners.
+fn dependents(inner: &Inner, owner_uid: &str) -> Vec<(usize, String, String, Vec<String>)> {
+    let mut out = Vec::new();
     if owner_uid.is_empty() {
-        return;
+        return out;
     }
     for (resource, def) in inner.defs.iter().enumerate() {
         if def.review {
             continue;
         }
-        let (items, _) = inner.store.list(resource, None);
-        for item in items {
-            let owners: Vec<&str> = at(&item.object, &["metadata", "ownerReferences"])
+        for item in inner.store.list(resource, None).0 {
+            let owners: Vec<String> = at(&item.object, &["metadata", "ownerReferences"])
                 .and_then(Value::as_array)
                 .map(|refs| {
                     refs.iter()
                         .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                        .map(str::to_owned)
                         .collect()
                 })
                 .unwrap_or_default();
-            if !owners.contains(&owner_uid) {
-                continue;
-            }
-            let others_alive = owners
-                .iter()
-                .any(|uid| *uid != owner_uid && uid_exists(inner, uid));
-            if !others_alive {
+            if owners.iter().any(|o| o == owner_uid) {
                 let ns = str_at(&item.object, &["metadata", "namespace"])
                     .unwrap_or_default()
                     .to_owned();
-                let _ = delete_one(
-                    inner,
-                    resource,
-                    &ns,
-                    meta::name(&item.object),
-                    &DeleteOptions {
-                        grace: Some(0),
-                        ..Default::default()
-                    },
-                );
+                out.push((resource, ns, meta::name(&item.object).to_owned(), owners));
             }
+        }
+    }
+    out
+}
+
+/// Background garbage collection: delete objects whose owners are all gone.
+fn collect_dependents(inner: &Inner, owner_uid: &str) {
+    for (resource, ns, name, owners) in dependents(inner, owner_uid) {
+        let others_alive = owners
+            .iter()
+            .any(|uid| uid != owner_uid && uid_exists(inner, uid));
+        if !others_alive {
+            let opts = DeleteOptions {
+                grace: Some(0),
+                ..Default::default()
+            };
+            let _ = delete_one(inner, resource, &ns, &name, &opts);
         }
     }
 }
