@@ -355,7 +355,13 @@ impl ApiServer {
         self.tls.as_deref().map(|t| t.ca_pem.as_str())
     }
 
-    /// A `kube::Client` for this server.
+    /// A `kube::Client` for this server (trusting its CA when serving TLS).
+    ///
+    /// # Panics
+    ///
+    /// If the client cannot be built (the TLS stack fails to initialize); a
+    /// test helper, so it fails loudly. Use [`ApiServer::try_client`] to
+    /// handle the error.
     pub fn client(&self) -> kube::Client {
         self.try_client()
             .unwrap_or_else(|e| panic!("harness client: {e}"))
