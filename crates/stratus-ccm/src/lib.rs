@@ -5,9 +5,9 @@
 //!   deletion of nodes whose instance is gone, with a safeguard).
 //!
 //! - [`service`]: the service load-balancer controller.
+//! - [`route`]: the node-route controller.
 //!
-//! The route controller and the manager command around the controllers are
-//! being added.
+//! The manager command around the controllers is being added.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -22,4 +22,5 @@
 
 pub mod lifecycle;
 pub mod node;
+pub mod route;
 pub mod service;

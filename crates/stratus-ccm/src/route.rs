@@ -1,0 +1,332 @@
+//! The node-route controller (Go's `node-route-controller`), watch-driven
+//! as KEP-5237 describes, with a periodic reconcile as a fallback:
+//!
+//! - every pod CIDR of every node gets a route to the node (name hint = the
+//!   Node's UID); a route whose node addresses changed (when the provider
+//!   routes by address) is replaced;
+//! - only routes inside the cluster CIDRs are managed (their first or last
+//!   address inside one): such routes to unknown nodes or CIDRs, and
+//!   blackhole routes, are deleted;
+//! - at most `max_concurrent_operations` (200) cloud operations at once;
+//! - each node with pod CIDRs gets the `NetworkUnavailable` condition:
+//!   `False` / `RouteCreated` when all its routes exist, `True` /
+//!   `NoRouteCreated` otherwise; the condition is written only when its
+//!   status or reason changes;
+//! - a failed create records `FailedToCreateRoute` on the Node and is
+//!   retried at the next reconcile.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream;
+use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
+use kube::api::{Api, Patch, PatchParams};
+use kube_runtime::reflector::{self, Store};
+use kube_runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use stratus_cloud::helpers::{Cidr, node_addresses_equal, parse_ip_sloppy};
+use stratus_cloud::names::{conditions, controllers, events};
+use stratus_cloud::{CloudProvider, Route, Routes};
+use stratus_runtime::events::{EventRecorder, EventType};
+use tokio::sync::{Notify, watch};
+
+/// Settings of the route controller.
+#[derive(Debug, Clone)]
+pub struct RouteControllerConfig {
+    /// The cluster CIDRs (`--cluster-cidr`, one per IP family).
+    pub cluster_cidrs: Vec<Cidr>,
+    /// The periodic reconcile (`--route-reconciliation-period`, 10 s).
+    pub reconcile_period: Duration,
+    /// The cluster name passed to the provider.
+    pub cluster_name: String,
+    /// Cloud operations in flight at once (Go: 200).
+    pub max_concurrent_operations: usize,
+}
+
+impl RouteControllerConfig {
+    /// Settings for these cluster CIDRs, with Go's defaults otherwise.
+    pub fn new(cluster_cidrs: Vec<Cidr>) -> Self {
+        Self {
+            cluster_cidrs,
+            reconcile_period: Duration::from_secs(10),
+            cluster_name: "kubernetes".into(),
+            max_concurrent_operations: 200,
+        }
+    }
+}
+
+/// The node-route controller.
+pub struct RouteController {
+    client: kube::Client,
+    cloud: Arc<dyn CloudProvider>,
+    config: RouteControllerConfig,
+    recorder: EventRecorder,
+}
+
+impl std::fmt::Debug for RouteController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteController")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn pod_cidrs(node: &Node) -> Vec<String> {
+    let spec = node.spec.as_ref();
+    let mut cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
+    if cidrs.is_empty()
+        && let Some(c) = spec.and_then(|s| s.pod_cidr.clone())
+    {
+        cidrs.push(c);
+    }
+    cidrs
+}
+
+fn addresses(node: &Node) -> Vec<NodeAddress> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.clone())
+        .unwrap_or_default()
+}
+
+impl RouteController {
+    /// A controller for `cloud`, which must offer routes.
+    pub fn new(
+        client: kube::Client,
+        cloud: Arc<dyn CloudProvider>,
+        config: RouteControllerConfig,
+    ) -> Self {
+        let recorder = EventRecorder::new(client.clone(), controllers::NODE_ROUTE.event_component);
+        Self {
+            client,
+            cloud,
+            config,
+            recorder,
+        }
+    }
+
+    /// True if the controller is responsible for a route: its first or last
+    /// address lies inside a cluster CIDR.
+    fn responsible(&self, route: &Route) -> bool {
+        let Ok(cidr) = route.destination_cidr.parse::<Cidr>() else {
+            return false;
+        };
+        self.config
+            .cluster_cidrs
+            .iter()
+            .any(|c| c.contains(cidr.first()) || c.contains(cidr.last()))
+    }
+
+    /// Run until `stop` becomes true: reconcile on node changes, and every
+    /// reconcile period.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        if self.cloud.routes().is_none() {
+            tracing::warn!(
+                "the cloud provider offers no routes; the route controller does not start"
+            );
+            return;
+        }
+        if self.config.cluster_cidrs.is_empty() {
+            tracing::warn!("no cluster CIDR configured; the route controller does not start");
+            return;
+        }
+        let (store, writer) = reflector::store::<Node>();
+        let changed = Arc::new(Notify::new());
+        let notify = changed.clone();
+        let events = reflector::reflector(
+            writer,
+            watcher(
+                Api::<Node>::all(self.client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .touched_objects();
+        let feeder = tokio::spawn(async move {
+            futures_util::pin_mut!(events);
+            while events.next().await.is_some() {
+                notify.notify_one();
+            }
+        });
+        if store.wait_until_ready().await.is_err() {
+            feeder.abort();
+            return;
+        }
+        let mut ticker = tokio::time::interval(self.config.reconcile_period);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = changed.notified() => {}
+                _ = stop.changed() => break,
+            }
+            self.reconcile(&store).await;
+        }
+        feeder.abort();
+    }
+
+    /// One reconcile.
+    pub(crate) async fn reconcile(&self, store: &Store<Node>) {
+        let Some(routes) = self.cloud.routes() else {
+            return;
+        };
+        let cluster = self.config.cluster_name.as_str();
+        let existing = match routes.list_routes(cluster).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list routes");
+                return;
+            }
+        };
+        let nodes: Vec<Node> = store.state().iter().map(|n| (**n).clone()).collect();
+        let by_cidr: HashMap<&str, &Route> = existing
+            .iter()
+            .map(|r| (r.destination_cidr.as_str(), r))
+            .collect();
+        // (node name, cidr) pairs that must exist, and those to (re)create.
+        let mut wanted: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut to_create: Vec<(Node, String)> = Vec::new();
+        let mut stale: BTreeSet<String> = BTreeSet::new();
+        for node in &nodes {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            for cidr in pod_cidrs(node) {
+                wanted.insert((name.clone(), cidr.clone()));
+                match by_cidr.get(cidr.as_str()) {
+                    Some(r) if r.target_node == name && !r.blackhole => {
+                        if r.enable_node_addresses
+                            && !node_addresses_equal(&r.target_node_addresses, &addresses(node))
+                        {
+                            stale.insert(cidr.clone());
+                            to_create.push((node.clone(), cidr));
+                        }
+                    }
+                    _ => to_create.push((node.clone(), cidr)),
+                }
+            }
+        }
+        let to_delete: Vec<&Route> = existing
+            .iter()
+            .filter(|r| self.responsible(r))
+            .filter(|r| {
+                r.blackhole
+                    || stale.contains(&r.destination_cidr)
+                    || !wanted.contains(&(r.target_node.clone(), r.destination_cidr.clone()))
+            })
+            .collect();
+        let limit = self.config.max_concurrent_operations.max(1);
+        stream::iter(to_delete)
+            .for_each_concurrent(limit, |route| async move {
+                if let Err(e) = routes.delete_route(cluster, route).await {
+                    tracing::warn!(cidr = %route.destination_cidr, error = %e, "could not delete a route");
+                }
+            })
+            .await;
+        let failed: Vec<String> = stream::iter(to_create)
+            .map(|(node, cidr)| self.create(routes, cluster, node, cidr))
+            .buffer_unordered(limit)
+            .filter_map(|r| async move { r })
+            .collect()
+            .await;
+        for node in nodes.iter().filter(|n| !pod_cidrs(n).is_empty()) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            self.set_condition(node, !failed.contains(&name)).await;
+        }
+    }
+
+    /// Create one route; the node's name if it failed.
+    async fn create(
+        &self,
+        routes: &dyn Routes,
+        cluster: &str,
+        node: Node,
+        cidr: String,
+    ) -> Option<String> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let route = Route {
+            target_node: name.clone(),
+            target_node_addresses: addresses(&node),
+            destination_cidr: cidr.clone(),
+            ..Default::default()
+        };
+        if cidr.parse::<Cidr>().is_err()
+            || cidr.split('/').next().and_then(parse_ip_sloppy).is_none()
+        {
+            tracing::warn!(node = %name, cidr = %cidr, "the node's pod CIDR is invalid");
+            return Some(name);
+        }
+        let started = Instant::now();
+        let hint = node.metadata.uid.clone().unwrap_or_default();
+        match routes.create_route(cluster, &hint, &route).await {
+            Ok(()) => None,
+            Err(e) => {
+                let reference = ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Node".into()),
+                    name: Some(name.clone()),
+                    uid: node.metadata.uid.clone(),
+                    ..Default::default()
+                };
+                self.recorder
+                    .record(
+                        &reference,
+                        EventType::Warning,
+                        events::FAILED_TO_CREATE_ROUTE,
+                        &format!(
+                            "Could not create route {hint} {cidr} for node {name} after {:?}: {e}",
+                            started.elapsed()
+                        ),
+                    )
+                    .await;
+                Some(name)
+            }
+        }
+    }
+
+    /// Write `NetworkUnavailable` when its status or reason changes.
+    async fn set_condition(&self, node: &Node, routes_created: bool) {
+        let (status, reason, message) = if routes_created {
+            (
+                "False",
+                conditions::ROUTE_CREATED,
+                conditions::ROUTE_CREATED_MESSAGE,
+            )
+        } else {
+            (
+                "True",
+                conditions::NO_ROUTE_CREATED,
+                conditions::NO_ROUTE_CREATED_MESSAGE,
+            )
+        };
+        let current = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == conditions::NETWORK_UNAVAILABLE)
+            });
+        if current.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
+            return;
+        }
+        let now = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let patch = json!({"status": {"conditions": [{
+            "type": conditions::NETWORK_UNAVAILABLE,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now,
+            "lastHeartbeatTime": now,
+        }]}});
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        if let Err(e) = nodes
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            tracing::warn!(node = %name, error = %e, "could not set the NetworkUnavailable condition");
+        }
+    }
+}

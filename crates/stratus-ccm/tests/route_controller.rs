@@ -1,0 +1,137 @@
+//! The node-route controller against the harness and FakeCloud.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+use stratus_ccm::route::{RouteController, RouteControllerConfig};
+use stratus_cloud::{CloudErrorKind, CloudProvider, Route};
+use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
+use tokio::sync::watch;
+
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
+}
+
+fn condition(node: &Node) -> Option<(String, String)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_follow_pod_cidrs() {
+    let cluster = TestCluster::start().await.unwrap();
+    let hb = Duration::from_secs(3600);
+    let mut kubelets = Vec::new();
+    for i in 0..3 {
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(format!("n{i}")).with_heartbeat(hb))
+                .await
+                .unwrap(),
+        );
+    }
+    let nodes: Api<Node> = Api::all(cluster.client());
+    for i in 0..3 {
+        nodes
+            .patch(&format!("n{i}"), &PatchParams::default(), &Patch::Merge(json!({"spec": {"podCIDR": format!("10.244.{i}.0/24"), "podCIDRs": [format!("10.244.{i}.0/24")]}})))
+            .await
+            .unwrap();
+    }
+    let cloud = FakeCloud::new();
+    let routes = cloud.routes().unwrap();
+    // A blackhole inside the cluster CIDR, and a foreign route outside it.
+    routes
+        .create_route(
+            "kubernetes",
+            "blackhole",
+            &Route {
+                target_node: "gone".into(),
+                destination_cidr: "10.244.9.0/24".into(),
+                blackhole: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    routes
+        .create_route(
+            "kubernetes",
+            "foreign",
+            &Route {
+                target_node: "vpn".into(),
+                destination_cidr: "192.168.0.0/24".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    cloud.fail_next("create_route", CloudErrorKind::Other, 1);
+    let (_stop, stopped) = watch::channel(false);
+    let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
+    config.reconcile_period = Duration::from_millis(300);
+    tokio::spawn(
+        RouteController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+
+    eventually("three node routes", || async {
+        let r = cloud.routes_list();
+        (0..3).all(|i| {
+            r.values().any(|r| {
+                r.destination_cidr == format!("10.244.{i}.0/24") && r.target_node == format!("n{i}")
+            })
+        })
+    })
+    .await;
+    let r = cloud.routes_list();
+    assert!(
+        !r.values().any(|r| r.blackhole),
+        "blackholes in the cluster CIDR are deleted"
+    );
+    assert!(
+        r.values().any(|r| r.destination_cidr == "192.168.0.0/24"),
+        "routes outside the cluster CIDR are left alone"
+    );
+    let n0 = nodes.get("n0").await.unwrap();
+    assert!(
+        r.contains_key(n0.metadata.uid.as_deref().unwrap()),
+        "the name hint is the Node UID"
+    );
+    eventually("RouteCreated on every node", || async {
+        let list = nodes.list(&ListParams::default()).await.unwrap();
+        list.items
+            .iter()
+            .all(|n| condition(n) == Some(("False".into(), "RouteCreated".into())))
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    let failed = events
+        .list(&ListParams::default().fields("reason=FailedToCreateRoute"))
+        .await
+        .unwrap();
+    assert_eq!(
+        failed.items.len(),
+        1,
+        "the scripted failure was reported, then retried"
+    );
+
+    // A deleted node's route goes.
+    let gone = kubelets.remove(2);
+    gone.stop();
+    nodes.delete("n2", &DeleteParams::default()).await.unwrap();
+    eventually("n2's route deleted", || async {
+        !cloud.routes_list().values().any(|r| r.target_node == "n2")
+    })
+    .await;
+}
