@@ -14,7 +14,9 @@
 //! 2. a status patch with the addresses (filtered by the
 //!    `alpha.kubernetes.io/provided-node-ip` annotation, Go's rules);
 //!
-//! and records the `Synced` event. Go's behaviour on the edges is kept:
+//! and records the `Synced` event. Every `status_update_frequency` it
+//! refreshes the addresses of initialized nodes, one cloud call per batch.
+//! Go's behaviour on the edges is kept:
 //! `Ok(None)` metadata skips the node (the taint stays); a provider that
 //! gives no provider ID for a node without one is an error; an invalid
 //! provided node IP is an error. Cloud `RetryAfter` / `Throttled` delays are
@@ -30,7 +32,9 @@ use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::{self, ObjectRef, Store};
 use kube_runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use stratus_cloud::helpers::{filter_additional_labels, node_addresses_from_node_ip};
+use stratus_cloud::helpers::{
+    filter_additional_labels, node_addresses_equal, node_addresses_from_node_ip,
+};
 use stratus_cloud::names::{annotations, controllers, events, labels, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
@@ -49,6 +53,10 @@ pub struct NodeControllerConfig {
     pub max_batch: usize,
     /// The cluster name.
     pub cluster_name: String,
+    /// How often the addresses of initialized nodes are refreshed from the
+    /// cloud (`--node-status-update-frequency`, 5 min). One pass costs one
+    /// cloud call per batch of nodes, not one per node.
+    pub status_update_frequency: Duration,
 }
 
 impl Default for NodeControllerConfig {
@@ -58,6 +66,7 @@ impl Default for NodeControllerConfig {
             batch_window: Duration::from_millis(10),
             max_batch: 500,
             cluster_name: "kubernetes".into(),
+            status_update_frequency: Duration::from_secs(300),
         }
     }
 }
@@ -169,6 +178,17 @@ impl NodeController {
             }
         }
         let this = Arc::new(self);
+        let refresher = {
+            let (this, store) = (this.clone(), store.clone());
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(this.config.status_update_frequency);
+                ticker.tick().await;
+                loop {
+                    ticker.tick().await;
+                    this.refresh_addresses(&store).await;
+                }
+            })
+        };
         let permits = Arc::new(Semaphore::new(this.config.workers.max(1)));
         loop {
             let first = tokio::select! {
@@ -196,6 +216,56 @@ impl NodeController {
         }
         queue.shut_down_with_drain().await;
         feeder.abort();
+        refresher.abort();
+    }
+
+    /// One address-refresh pass over the initialized nodes (Go's
+    /// `UpdateNodeStatus`), batched.
+    async fn refresh_addresses(&self, store: &Store<Node>) {
+        let nodes: Vec<Node> = store
+            .state()
+            .iter()
+            .filter(|n| !is_uninitialized(n))
+            .map(|n| (**n).clone())
+            .collect();
+        let api: Api<Node> = Api::all(self.client.clone());
+        for chunk in nodes.chunks(self.batch_limit()) {
+            let answers = self.metadata(chunk).await;
+            for (node, answer) in chunk.iter().zip(answers) {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let meta = match answer {
+                    Ok(Some(meta)) => meta,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::debug!(node = %name, error = %e, "could not refresh the node's addresses");
+                        continue;
+                    }
+                };
+                let wanted = match self.addresses(node, &meta) {
+                    Ok(a) if !a.is_empty() => a,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::warn!(node = %name, error = %e, "not refreshing the node's addresses");
+                        continue;
+                    }
+                };
+                let current = node
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.addresses.clone())
+                    .unwrap_or_default();
+                if node_addresses_equal(&current, &wanted) {
+                    continue;
+                }
+                let patch = Patch::Merge(json!({"status": {"addresses": wanted}}));
+                if let Err(e) = api
+                    .patch_status(&name, &PatchParams::default(), &patch)
+                    .await
+                {
+                    tracing::warn!(node = %name, error = %e, "could not update the node's addresses");
+                }
+            }
+        }
     }
 
     fn batch_limit(&self) -> usize {

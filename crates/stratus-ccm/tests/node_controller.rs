@@ -185,3 +185,62 @@ async fn errors_keep_the_taint_until_the_cloud_answers() {
     let addrs = n.status.unwrap().addresses.unwrap();
     assert_eq!(addrs[0].address, "10.0.0.8");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addresses_are_refreshed_in_batches() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let mut kubelets = Vec::new();
+    for i in 0..6 {
+        let name = format!("r{i}");
+        cloud.add_instance(FakeInstance::new(&name).with_internal_ip(format!("10.1.0.{i}")));
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(&name).with_heartbeat(Duration::from_secs(3600)))
+                .await
+                .unwrap(),
+        );
+    }
+    cloud.set_batching(true, 4);
+    let (_stop, stopped) = watch::channel(false);
+    let config = NodeControllerConfig {
+        status_update_frequency: Duration::from_millis(300),
+        ..Default::default()
+    };
+    tokio::spawn(
+        NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+    eventually("initialized", || async {
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|n| !tainted(n))
+    })
+    .await;
+    cloud.update_instance("r5", |i| i.addresses[0].address = "10.9.9.9".into());
+    cloud.clear_calls();
+    eventually("the new address", || async {
+        nodes
+            .get("r5")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .addresses
+            .unwrap()
+            .iter()
+            .any(|a| a.address == "10.9.9.9")
+    })
+    .await;
+    // A pass over 6 nodes in batches of 4 is 2 calls, never 6.
+    let calls = cloud.calls();
+    assert!(
+        calls.iter().all(|c| c.method == "instance_metadata_batch"),
+        "{calls:?}"
+    );
+    assert!(calls.iter().any(|c| c.batch_size == 4), "{calls:?}");
+}
