@@ -254,3 +254,85 @@ async fn classes_elsewhere_retries_and_no_nodes() {
         "ImplementedElsewhere leaves the status alone"
     );
 }
+
+/// Random creates, deletes and type changes with random controller restarts:
+/// the cloud ends with exactly one load balancer per LoadBalancer Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_leaked_load_balancers_across_random_cycles_and_restarts() {
+    use stratus_cloud::CloudProvider;
+    let cluster = TestCluster::start().await.unwrap();
+    let _node = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let mut stop = start(&cluster, &cloud);
+    let mut rng: u64 = 0x5eed_1234_abcd_0001;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for cycle in 0..200 {
+        let name = format!("svc-{}", next(10));
+        match (services.get_opt(&name).await.unwrap(), next(3)) {
+            (None, _) => {
+                let _ = services
+                    .create(&PostParams::default(), &lb_service(&name, None))
+                    .await;
+            }
+            (Some(_), 0) => {
+                let _ = services.delete(&name, &DeleteParams::default()).await;
+            }
+            (Some(s), _) => {
+                let ty = if s.spec.and_then(|s| s.type_).as_deref() == Some("LoadBalancer") {
+                    "ClusterIP"
+                } else {
+                    "LoadBalancer"
+                };
+                let _ = services
+                    .patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"type": ty}})),
+                    )
+                    .await;
+            }
+        }
+        if next(20) == 0 {
+            // Restart the controller; sometimes leave it down for a few cycles.
+            let _ = stop.send(true);
+            if cycle % 2 == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            stop = start(&cluster, &cloud);
+        }
+        if next(4) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let lb = cloud.load_balancer().unwrap();
+    stratus_testing::eventually(
+        "the cloud matches the Services",
+        Duration::from_secs(30),
+        || async {
+            let list = services.list(&ListParams::default()).await.unwrap().items;
+            let wanted: std::collections::BTreeSet<String> = list
+                .iter()
+                .filter(|s| {
+                    s.metadata.deletion_timestamp.is_none()
+                        && s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+                })
+                .map(|s| lb.get_load_balancer_name("kubernetes", s))
+                .collect();
+            let stuck = list.iter().any(|s| s.metadata.deletion_timestamp.is_some());
+            let actual: std::collections::BTreeSet<String> =
+                cloud.load_balancers().keys().cloned().collect();
+            !stuck && wanted == actual
+        },
+    )
+    .await;
+    let _ = stop.send(true);
+}
