@@ -244,3 +244,54 @@ async fn addresses_are_refreshed_in_batches() {
     );
     assert!(calls.iter().any(|c| c.batch_size == 4), "{calls:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialization_survives_api_faults() {
+    use stratus_testing::{Fault, FaultAction};
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let mut kubelets = Vec::new();
+    for i in 0..10 {
+        let name = format!("f{i}");
+        cloud.add_instance(FakeInstance::new(&name));
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(&name).with_heartbeat(Duration::from_secs(3600)))
+                .await
+                .unwrap(),
+        );
+    }
+    // Half of the node patches fail with 500, some with 409; watches drop.
+    let server = cluster.server();
+    server.inject(
+        Fault::new(Some(Verb::Patch), Some("nodes"), FaultAction::Error(500))
+            .with_rate(0.5)
+            .times(20),
+    );
+    server.inject(
+        Fault::new(Some(Verb::Patch), Some("nodes"), FaultAction::Error(409))
+            .with_rate(0.3)
+            .times(5),
+    );
+    let _stop = start(&cluster, &cloud);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.drop_watches();
+    server.compact();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    eventually("every node initialized despite the faults", || async {
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|n| !tainted(n))
+    })
+    .await;
+    let failed = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == Verb::Patch && r.status >= 400)
+        .count();
+    assert!(failed > 0, "faults were injected");
+}
