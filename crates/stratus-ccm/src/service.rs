@@ -21,6 +21,7 @@
 //! - Services sync concurrently (`workers`, default 4), one at a time each.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
@@ -131,6 +132,10 @@ struct Shared {
     /// Service that has not changed since (a status write, a resync) is not
     /// ensured again.
     ensured: Mutex<HashMap<String, String>>,
+    /// Bumped on every node event.
+    node_generation: AtomicU64,
+    /// The backend nodes of `node_generation`.
+    backend_cache: Mutex<(u64, Arc<Vec<Node>>)>,
 }
 
 /// The service load-balancer controller.
@@ -186,6 +191,8 @@ impl ServiceController {
             nodes: nodes.clone(),
             synced: Mutex::new(HashMap::new()),
             ensured: Mutex::new(HashMap::new()),
+            node_generation: AtomicU64::new(0),
+            backend_cache: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
         });
 
         let service_events = reflector::reflector(
@@ -216,9 +223,11 @@ impl ServiceController {
         .default_backoff()
         .touched_objects();
         let notify = node_changed.clone();
+        let generation = shared.clone();
         let feed_nodes = tokio::spawn(async move {
             futures_util::pin_mut!(node_events);
             while node_events.next().await.is_some() {
+                generation.node_generation.fetch_add(1, Ordering::SeqCst);
                 notify.notify_one();
             }
         });
@@ -282,13 +291,22 @@ impl Shared {
         self.cloud.load_balancer()
     }
 
-    fn backend_nodes(&self) -> Vec<Node> {
-        self.nodes
-            .state()
-            .iter()
-            .filter(|n| is_load_balancer_backend(n))
-            .map(|n| (**n).clone())
-            .collect()
+    /// The backend nodes, rebuilt only after a node changed (not for every
+    /// ensure: at thousands of nodes, copying them per Service dominates).
+    fn backend_nodes(&self) -> Arc<Vec<Node>> {
+        let generation = self.node_generation.load(Ordering::SeqCst);
+        let mut cache = self.backend_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.0 != generation {
+            let nodes = self
+                .nodes
+                .state()
+                .iter()
+                .filter(|n| is_load_balancer_backend(n))
+                .map(|n| (**n).clone())
+                .collect();
+            *cache = (generation, Arc::new(nodes));
+        }
+        cache.1.clone()
     }
 
     async fn event(&self, svc: &Service, kind: EventType, reason: &str, message: &str) {
