@@ -561,61 +561,76 @@ impl Shared {
             .filter(|(_, b)| **b != current)
             .map(|(k, _)| k.clone())
             .collect();
-        for key in stale {
-            let (ns, name) = key.split_once('/').unwrap_or(("default", key.as_str()));
-            let Some(svc) = self
-                .services
-                .get(&ObjectRef::new(name).within(ns))
-                .map(|s| (*s).clone())
-            else {
-                continue;
-            };
-            self.synced
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key.clone(), current.clone());
-            match lb
-                .update_load_balancer(&self.config.cluster_name, &svc, &nodes)
-                .await
-            {
-                Ok(()) => {
-                    if nodes.is_empty() {
-                        self.event(
-                            &svc,
-                            EventType::Warning,
-                            events::UNAVAILABLE_LOAD_BALANCER,
-                            events::UNAVAILABLE_LOAD_BALANCER_MESSAGE,
-                        )
-                        .await;
-                    } else {
-                        self.event(
-                            &svc,
-                            EventType::Normal,
-                            events::UPDATED_LOAD_BALANCER,
-                            "Updated load balancer with new hosts",
-                        )
-                        .await;
-                    }
-                }
-                Err(e) if e.is_implemented_elsewhere() => {}
-                Err(e) => {
-                    let names: Vec<&str> = nodes
-                        .iter()
-                        .filter_map(|n| n.metadata.name.as_deref())
-                        .take(20)
-                        .collect();
+        let limit = self.config.workers.max(1) * 4;
+        futures_util::stream::iter(stale)
+            .for_each_concurrent(limit, |key| {
+                self.update_hosts(lb, key, &nodes, &current, queue)
+            })
+            .await;
+    }
+
+    /// Update one load balancer's hosts; a failure queues a full ensure.
+    async fn update_hosts(
+        &self,
+        lb: &dyn LoadBalancer,
+        key: String,
+        nodes: &Arc<Vec<Node>>,
+        current: &Backends,
+        queue: &WorkQueue<String>,
+    ) {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key.as_str()));
+        let Some(svc) = self
+            .services
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|s| (*s).clone())
+        else {
+            return;
+        };
+        self.synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), current.clone());
+        match lb
+            .update_load_balancer(&self.config.cluster_name, &svc, nodes)
+            .await
+        {
+            Ok(()) => {
+                if nodes.is_empty() {
                     self.event(
                         &svc,
                         EventType::Warning,
-                        events::UPDATE_LOAD_BALANCER_FAILED,
-                        &format!(
-                            "Error updating load balancer with new hosts {names:?} [node names limited, total number of nodes: {}], error: {e}",
-                            nodes.len()
-                        ),
+                        events::UNAVAILABLE_LOAD_BALANCER,
+                        events::UNAVAILABLE_LOAD_BALANCER_MESSAGE,
                     )
                     .await;
-                    queue.add(key);
+                } else {
+                    self.event(
+                        &svc,
+                        EventType::Normal,
+                        events::UPDATED_LOAD_BALANCER,
+                        "Updated load balancer with new hosts",
+                    )
+                    .await;
                 }
+            }
+            Err(e) if e.is_implemented_elsewhere() => {}
+            Err(e) => {
+                let names: Vec<&str> = nodes
+                    .iter()
+                    .filter_map(|n| n.metadata.name.as_deref())
+                    .take(20)
+                    .collect();
+                self.event(
+                    &svc,
+                    EventType::Warning,
+                    events::UPDATE_LOAD_BALANCER_FAILED,
+                    &format!(
+                        "Error updating load balancer with new hosts {names:?} [node names limited, total number of nodes: {}], error: {e}",
+                        nodes.len()
+                    ),
+                )
+                .await;
+                queue.add(key);
             }
         }
     }
