@@ -4,6 +4,8 @@
 //! Targets:
 //! - `apiserver`: the harness API server. Each HTTP figure is compared with
 //!   the same operation on the in-memory store without HTTP.
+//! - `ccm`: the cloud controllers at 5,000 nodes and 1,000 Services
+//!   (`bench_ccm.rs`).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -20,11 +22,11 @@ use stratus_testing::apiserver::bench_support as direct;
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
-        eprintln!("usage: cargo xtask bench apiserver");
+        eprintln!("usage: cargo xtask bench <apiserver|ccm>");
         return ExitCode::from(2);
     };
-    if target != "apiserver" {
-        eprintln!("unknown benchmark {target:?}; available: apiserver");
+    if target != "apiserver" && target != "ccm" {
+        eprintln!("unknown benchmark {target:?}; available: apiserver, ccm");
         return ExitCode::from(2);
     }
     if cfg!(debug_assertions) {
@@ -61,7 +63,12 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(apiserver()) {
+    let result = if target == "ccm" {
+        rt.block_on(crate::bench_ccm::run())
+    } else {
+        rt.block_on(apiserver())
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -70,7 +77,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")

@@ -7,6 +7,7 @@
 
 mod apiserver;
 mod bench;
+mod bench_ccm;
 mod ci;
 mod demo;
 
@@ -20,7 +21,7 @@ tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
-  bench       benchmarks as ratios to a floor measured in the same run (apiserver)
+  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)";
 
 /// Wait for SIGINT or SIGTERM.

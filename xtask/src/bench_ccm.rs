@@ -1,0 +1,376 @@
+//! `cargo xtask bench ccm`: the cloud controllers at scale, on the harness
+//! API server, with FakeCloud answering in 20 ms under a budget of 100
+//! calls/s.
+//!
+//! - Node initialization: 5,000 nodes registered at once. Floor: the same
+//!   two writes per node issued by a plain client (16 concurrent tasks) in
+//!   the same run, plus the batched cloud calls at cloud latency.
+//! - Address refresh: one pass over the 5,000 nodes after every instance's
+//!   address changed.
+//! - Load balancers: 1,000 LoadBalancer Services, then one node added.
+//!   Floor: the cloud budget (one ensure, then one host update, per Service
+//!   at 100 calls/s).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use serde_json::json;
+use stratus_ccm::node::{NodeController, NodeControllerConfig};
+use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
+use stratus_testing::{ApiServer, FakeCloud, FakeInstance, Verb};
+use tokio::sync::watch;
+
+use crate::bench::BoxError;
+
+const NODES: usize = 5_000;
+const SERVICES: usize = 1_000;
+const CLOUD_LATENCY: Duration = Duration::from_millis(20);
+const CLOUD_QPS: f64 = 100.0;
+
+fn node(name: &str, label: &str, tainted: bool) -> serde_json::Value {
+    let taints = if tainted {
+        json!([{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}])
+    } else {
+        json!([])
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"bench": label}},
+        "spec": {"taints": taints},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}], "addresses": [{"type": "Hostname", "address": name}]}
+    })
+}
+
+fn tainted(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
+        })
+}
+
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut done: F) -> Result<(), BoxError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, BoxError>>,
+{
+    let deadline = Instant::now() + limit;
+    while !done().await? {
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {limit:?} waiting for {what}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// The plain-client floor for node initialization: 2 writes per node.
+async fn floor_writes(server: &ApiServer) -> Result<f64, BoxError> {
+    for i in 0..NODES {
+        server.seed(node(&format!("floor-{i}"), "floor", true))?;
+    }
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let api: Api<Node> = Api::all(server.client());
+        tasks.push(tokio::spawn(async move {
+            for i in (t..NODES).step_by(16) {
+                let name = format!("floor-{i}");
+                let meta = json!({
+                    "metadata": {"labels": {"node.kubernetes.io/instance-type": "fake.small", "topology.kubernetes.io/zone": "fake-1a"}},
+                    "spec": {"providerID": format!("fake://{name}"), "taints": []}
+                });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(meta)).await?;
+                let status = json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}});
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await?;
+            }
+            Ok::<_, kube::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+pub(crate) async fn run() -> Result<(), BoxError> {
+    let server = ApiServer::builder().history(2_000_000).start().await?;
+    let client = server.client();
+    let mut metrics: Vec<(&'static str, f64)> = Vec::new();
+
+    // Floor: the required writes by a plain client, plus the batched cloud
+    // calls (5,000 / 500 = 10) at cloud latency.
+    let floor_writes = floor_writes(&server).await?;
+    let floor_cloud = (NODES as f64 / 500.0).ceil() * CLOUD_LATENCY.as_secs_f64();
+    let floor_init = floor_writes + floor_cloud;
+    let all_nodes: Api<Node> = Api::all(client.clone());
+    all_nodes
+        .delete_collection(
+            &kube::api::DeleteParams::default(),
+            &ListParams::default().labels("bench=floor"),
+        )
+        .await?;
+
+    // 5,000 nodes registered at once.
+    let cloud = FakeCloud::new();
+    for i in 0..NODES {
+        let name = format!("node-{i}");
+        server.seed(node(&name, "ccm", true))?;
+        cloud.add_instance(FakeInstance::new(&name).with_internal_ip(format!(
+            "10.{}.{}.{}",
+            i / 65_536,
+            (i / 256) % 256,
+            i % 256
+        )));
+    }
+    cloud.set_latency(CLOUD_LATENCY);
+    cloud.set_rate_limit(CLOUD_QPS, 100);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let from = server.revision().to_string();
+    let untainted: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let watcher = {
+        let (nodes, untainted) = (nodes.clone(), untainted.clone());
+        tokio::spawn(async move {
+            let Ok(stream) = nodes
+                .watch(
+                    &WatchParams::default().labels("bench=ccm").timeout(600),
+                    &from,
+                )
+                .await
+            else {
+                return;
+            };
+            futures_util::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                if let Ok(WatchEvent::Modified(n)) = event
+                    && !tainted(&n)
+                    && let Some(name) = n.metadata.name
+                {
+                    untainted
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(name)
+                        .or_insert_with(Instant::now);
+                }
+            }
+        })
+    };
+    server.clear_requests();
+    cloud.clear_calls();
+    let (stop, stopped) = watch::channel(false);
+    let config = NodeControllerConfig {
+        status_update_frequency: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let controller = tokio::spawn(
+        NodeController::new(client.clone(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    let seen = untainted.clone();
+    wait_until("every node initialized", Duration::from_secs(120), || {
+        let seen = seen.clone();
+        async move { Ok(seen.lock().unwrap_or_else(|e| e.into_inner()).len() == NODES) }
+    })
+    .await?;
+    let init = t0.elapsed().as_secs_f64();
+    watcher.abort();
+    let _ = stop.send(true);
+    let _ = controller.await;
+    let mut latencies: Vec<f64> = untainted
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .map(|t| t.duration_since(t0).as_secs_f64())
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let requests = server.requests();
+    let node_writes = requests
+        .iter()
+        .filter(|r| {
+            r.verb == Verb::Patch
+                && (r.resource == "nodes" || r.resource == "nodes/status")
+                && r.status < 300
+        })
+        .count();
+    let metadata_calls =
+        cloud.calls_to("instance_metadata_batch") + cloud.calls_to("instance_metadata");
+    metrics.push(("node_init_seconds", init));
+    metrics.push(("node_init_floor_seconds", floor_init));
+    metrics.push(("node_init_ratio", floor_init / init));
+    metrics.push(("node_init_cloud_calls", metadata_calls as f64));
+    metrics.push((
+        "node_init_nodes_per_cloud_call",
+        NODES as f64 / metadata_calls.max(1) as f64,
+    ));
+    metrics.push((
+        "node_init_writes_per_node",
+        node_writes as f64 / NODES as f64,
+    ));
+    metrics.push(("taint_removal_p50_seconds", percentile(&latencies, 0.5)));
+    metrics.push(("taint_removal_p99_seconds", percentile(&latencies, 0.99)));
+
+    // One address-refresh pass at 5,000 nodes.
+    for i in 0..NODES {
+        cloud.update_instance(&format!("node-{i}"), |inst| {
+            inst.addresses[0].address = format!("172.16.{}.{}", i / 256, i % 256)
+        });
+    }
+    cloud.clear_calls();
+    let (stop, stopped) = watch::channel(false);
+    let config = NodeControllerConfig {
+        status_update_frequency: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let t1 = Instant::now();
+    let controller = tokio::spawn(
+        NodeController::new(client.clone(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    let check = nodes.clone();
+    wait_until("every address refreshed", Duration::from_secs(120), || {
+        let check = check.clone();
+        async move {
+            let list = check
+                .list(&ListParams::default().labels("bench=ccm"))
+                .await?;
+            Ok(list.items.iter().all(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.addresses.as_ref())
+                    .is_some_and(|a| a.iter().any(|a| a.address.starts_with("172.16.")))
+            }))
+        }
+    })
+    .await?;
+    // The first pass starts one period (1 s) after the controller.
+    let pass = (t1.elapsed().as_secs_f64() - 1.0).max(0.0);
+    let _ = stop.send(true);
+    let _ = controller.await;
+    metrics.push(("status_pass_seconds", pass));
+    metrics.push((
+        "status_pass_cloud_calls",
+        (cloud.calls_to("instance_metadata_batch") + cloud.calls_to("instance_metadata")) as f64,
+    ));
+
+    // 1,000 LoadBalancer Services, then one node added.
+    for i in 0..SERVICES {
+        server.seed(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("lb-{i}"), "namespace": "default"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}))?;
+    }
+    cloud.clear_calls();
+    server.clear_requests();
+    let (stop, stopped) = watch::channel(false);
+    let t2 = Instant::now();
+    let controller = tokio::spawn(
+        ServiceController::new(
+            client.clone(),
+            Arc::new(cloud.clone()),
+            ServiceControllerConfig::default(),
+        )
+        .run(stopped),
+    );
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let check = services.clone();
+    wait_until("every ingress written", Duration::from_secs(120), || {
+        let check = check.clone();
+        async move {
+            let list = check.list(&ListParams::default()).await?;
+            Ok(list
+                .items
+                .iter()
+                .filter(|s| {
+                    s.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("lb-"))
+                })
+                .all(|s| {
+                    s.status
+                        .as_ref()
+                        .and_then(|st| st.load_balancer.as_ref())
+                        .and_then(|l| l.ingress.as_ref())
+                        .is_some_and(|i| !i.is_empty())
+                }))
+        }
+    })
+    .await?;
+    let lb_ensure = t2.elapsed().as_secs_f64();
+    let ensure_calls = cloud.calls_to("ensure_load_balancer");
+    let service_writes = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == Verb::Patch && r.resource.starts_with("services") && r.status < 300)
+        .count();
+    cloud.clear_calls();
+    let t3 = Instant::now();
+    server.seed(node("node-new", "ccm", false))?;
+    let lb_cloud = cloud.clone();
+    wait_until(
+        "every load balancer updated",
+        Duration::from_secs(120),
+        || {
+            let lb_cloud = lb_cloud.clone();
+            async move {
+                Ok(lb_cloud
+                    .load_balancers()
+                    .values()
+                    .all(|lb| lb.hosts.iter().any(|h| h == "node-new")))
+            }
+        },
+    )
+    .await?;
+    let lb_update = t3.elapsed().as_secs_f64();
+    let update_calls = cloud.calls_to("update_load_balancer");
+    let _ = stop.send(true);
+    let _ = controller.await;
+    let lb_floor = SERVICES as f64 / CLOUD_QPS;
+    metrics.push(("lb_ensure_seconds", lb_ensure));
+    metrics.push(("lb_ensure_floor_seconds", lb_floor));
+    metrics.push(("lb_ensure_ratio", lb_floor / lb_ensure));
+    metrics.push(("lb_ensure_cloud_calls", ensure_calls as f64));
+    metrics.push(("lb_ensure_api_writes", service_writes as f64));
+    metrics.push(("lb_node_added_seconds", lb_update));
+    metrics.push(("lb_node_added_floor_seconds", lb_floor));
+    metrics.push(("lb_node_added_ratio", lb_floor / lb_update));
+    metrics.push(("lb_node_added_update_calls", update_calls as f64));
+    metrics.push(("peak_rss_bytes_process", peak_rss() as f64));
+
+    let out: BTreeMap<&str, f64> = metrics.iter().copied().collect();
+    println!("{:<34} {:>14}", "metric", "value");
+    for (k, v) in &metrics {
+        println!("{k:<34} {v:>14.3}");
+    }
+    std::fs::create_dir_all("target/bench")?;
+    std::fs::write("target/bench/ccm.json", serde_json::to_vec_pretty(&out)?)?;
+    println!(
+        "\nwrote target/bench/ccm.json (ratios are floor / measured time: 1.0 = as fast as the floor)"
+    );
+    server.shutdown().await;
+    Ok(())
+}
