@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use stratus_ccm::lifecycle::{LifecycleConfig, LifecycleController};
 use stratus_cloud::InstanceState;
-use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
+use stratus_testing::{FakeCloud, FakeInstance, Fault, FaultAction, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
 async fn eventually<F, Fut>(what: &str, check: F)
@@ -131,4 +131,53 @@ async fn one_transient_gone_answer_does_not_delete() {
         nodes.get_opt("flappy").await.unwrap().is_some(),
         "a single gone answer must not delete the node"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delete_is_reported_and_retried() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("doomed"));
+    let kubelet = cluster
+        .add_node(NodeSpec::new("doomed").with_heartbeat(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    kubelet.set_ready(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kubelet.stop();
+    cloud.remove_instance("doomed");
+    // The first DELETE of a node fails with 500; later ones go through.
+    cluster
+        .server()
+        .inject(Fault::new(Some(Verb::Delete), Some("nodes"), FaultAction::Error(500)).times(1));
+    let (_stop, stopped) = watch::channel(false);
+    let config = LifecycleConfig {
+        monitor_period: Duration::from_millis(200),
+        ..Default::default()
+    };
+    tokio::spawn(
+        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+    eventually("the node deleted on a later pass", || async {
+        nodes.get_opt("doomed").await.unwrap().is_none()
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    let failed = events
+        .list(&ListParams::default().fields("reason=DeletingNodeFailed"))
+        .await
+        .unwrap();
+    assert_eq!(failed.items.len(), 1, "{:?}", failed.items);
+    assert_eq!(failed.items[0].type_.as_deref(), Some("Warning"));
+    let message = failed.items[0].message.as_deref().unwrap_or_default();
+    assert!(
+        message.starts_with("Error deleting node doomed: "),
+        "{message}"
+    );
+    let deleting = events
+        .list(&ListParams::default().fields("reason=DeletingNode"))
+        .await
+        .unwrap();
+    assert_eq!(deleting.items.len(), 2, "one DeletingNode per attempt");
 }
