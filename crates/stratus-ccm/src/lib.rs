@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+mod informer;
 pub mod lifecycle;
 pub mod node;
 pub mod route;

@@ -13,15 +13,14 @@
 //! than `min_node_age`, so one transient "not found" from the cloud API never
 //! deletes a node.
 
+use crate::informer::Informer;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube_runtime::reflector::{self, Store};
-use kube_runtime::{WatchStreamExt, watcher};
+use kube_runtime::reflector::Store;
 use serde_json::json;
 use stratus_cloud::names::{controllers, events, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceState, check_batch_len};
@@ -118,20 +117,8 @@ impl LifecycleController {
             );
             return;
         }
-        let (store, writer) = reflector::store::<Node>();
-        let stream = reflector::reflector(
-            writer,
-            watcher(
-                Api::<Node>::all(self.client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .touched_objects();
-        let feeder = tokio::spawn(async move {
-            futures_util::pin_mut!(stream);
-            while stream.next().await.is_some() {}
-        });
+        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), |_| {});
+        let store = nodes.store();
         let mut ticker = tokio::time::interval(self.config.monitor_period);
         loop {
             tokio::select! {
@@ -139,10 +126,9 @@ impl LifecycleController {
                 _ = stop.changed() => break,
             }
             if store.wait_until_ready().await.is_ok() {
-                self.pass(&store).await;
+                self.pass(store).await;
             }
         }
-        feeder.abort();
     }
 
     /// One monitoring pass.

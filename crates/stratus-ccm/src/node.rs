@@ -22,15 +22,14 @@
 //! provided node IP is an error. Cloud `RetryAfter` / `Throttled` delays are
 //! honoured; other errors back off per node.
 
+use crate::informer::Informer;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};
-use kube_runtime::reflector::{self, ObjectRef, Store};
-use kube_runtime::{WatchStreamExt, watcher};
+use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use stratus_cloud::helpers::{
     filter_additional_labels, node_addresses_equal, node_addresses_from_node_ip,
@@ -150,32 +149,21 @@ impl NodeController {
             );
             return;
         }
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let (store, writer) = reflector::store::<Node>();
         let queue: WorkQueue<String> = WorkQueue::new(default_controller_rate_limiter());
         let feed_queue = queue.clone();
-        let events = reflector::reflector(writer, watcher(nodes, watcher::Config::default()))
-            .default_backoff()
-            .applied_objects();
-        let feeder = tokio::spawn(async move {
-            futures_util::pin_mut!(events);
-            while let Some(event) = events.next().await {
-                if let Ok(node) = event
-                    && is_uninitialized(&node)
-                    && let Some(name) = node.metadata.name.clone()
-                {
-                    feed_queue.add(name);
-                }
+        let informer = Informer::start(Api::<Node>::all(self.client.clone()), move |node| {
+            if is_uninitialized(node)
+                && let Some(name) = node.metadata.name.clone()
+            {
+                feed_queue.add(name);
             }
         });
+        let store = informer.store().clone();
         // The first list is published as a whole; wait for it so a burst of
         // nodes at start-up is batched from the store, not read one by one.
         tokio::select! {
             _ = store.wait_until_ready() => {}
-            _ = stop.changed() => {
-                feeder.abort();
-                return;
-            }
+            _ = stop.changed() => return,
         }
         let this = Arc::new(self);
         let refresher = {
@@ -215,7 +203,6 @@ impl NodeController {
             });
         }
         queue.shut_down_with_drain().await;
-        feeder.abort();
         refresher.abort();
     }
 

@@ -15,6 +15,7 @@
 //! - a failed create records `FailedToCreateRoute` on the Node and is
 //!   retried at the next reconcile.
 
+use crate::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,8 +24,7 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
-use kube_runtime::reflector::{self, Store};
-use kube_runtime::{WatchStreamExt, watcher};
+use kube_runtime::reflector::Store;
 use serde_json::json;
 use stratus_cloud::helpers::{Cidr, node_addresses_equal, parse_ip_sloppy};
 use stratus_cloud::names::{conditions, controllers, events};
@@ -132,26 +132,13 @@ impl RouteController {
             tracing::warn!("no cluster CIDR configured; the route controller does not start");
             return;
         }
-        let (store, writer) = reflector::store::<Node>();
         let changed = Arc::new(Notify::new());
         let notify = changed.clone();
-        let events = reflector::reflector(
-            writer,
-            watcher(
-                Api::<Node>::all(self.client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .touched_objects();
-        let feeder = tokio::spawn(async move {
-            futures_util::pin_mut!(events);
-            while events.next().await.is_some() {
-                notify.notify_one();
-            }
+        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), move |_| {
+            notify.notify_one()
         });
+        let store = nodes.store();
         if store.wait_until_ready().await.is_err() {
-            feeder.abort();
             return;
         }
         let mut ticker = tokio::time::interval(self.config.reconcile_period);
@@ -161,9 +148,8 @@ impl RouteController {
                 _ = changed.notified() => {}
                 _ = stop.changed() => break,
             }
-            self.reconcile(&store).await;
+            self.reconcile(store).await;
         }
-        feeder.abort();
     }
 
     /// One reconcile.

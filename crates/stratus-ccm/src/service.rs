@@ -20,6 +20,7 @@
 //!   backoff, each with a `SyncLoadBalancerFailed` event.
 //! - Services sync concurrently (`workers`, default 4), one at a time each.
 
+use crate::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,8 +28,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
 use kube::api::{Api, Patch, PatchParams};
-use kube_runtime::reflector::{self, ObjectRef, Store};
-use kube_runtime::{WatchStreamExt, watcher};
+use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use stratus_cloud::helpers::{
     has_load_balancer_finalizer, is_load_balancer_backend, load_balancer_status_equal,
@@ -133,7 +133,7 @@ struct Shared {
     /// ensured again.
     ensured: Mutex<HashMap<String, String>>,
     /// Bumped on every node event.
-    node_generation: AtomicU64,
+    node_generation: Arc<AtomicU64>,
     /// The backend nodes of `node_generation`.
     backend_cache: Mutex<(u64, Arc<Vec<Node>>)>,
 }
@@ -175,10 +175,24 @@ impl ServiceController {
             );
             return;
         }
-        let (services, service_writer) = reflector::store::<Service>();
-        let (nodes, node_writer) = reflector::store::<Node>();
         let queue: WorkQueue<String> = WorkQueue::new(default_controller_rate_limiter());
+        let q = queue.clone();
+        let service_informer =
+            Informer::start(Api::<Service>::all(self.client.clone()), move |svc| {
+                q.add(key_of(svc))
+            });
         let node_changed = Arc::new(Notify::new());
+        let notify = node_changed.clone();
+        let node_generation = Arc::new(AtomicU64::new(0));
+        let generation = node_generation.clone();
+        let node_informer = Informer::start(Api::<Node>::all(self.client.clone()), move |_| {
+            generation.fetch_add(1, Ordering::SeqCst);
+            notify.notify_one();
+        });
+        let (services, nodes) = (
+            service_informer.store().clone(),
+            node_informer.store().clone(),
+        );
         let shared = Arc::new(Shared {
             recorder: EventRecorder::new(
                 self.client.clone(),
@@ -191,46 +205,10 @@ impl ServiceController {
             nodes: nodes.clone(),
             synced: Mutex::new(HashMap::new()),
             ensured: Mutex::new(HashMap::new()),
-            node_generation: AtomicU64::new(0),
+            node_generation,
             backend_cache: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
         });
 
-        let service_events = reflector::reflector(
-            service_writer,
-            watcher(
-                Api::<Service>::all(self.client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .touched_objects();
-        let q = queue.clone();
-        let feed_services = tokio::spawn(async move {
-            futures_util::pin_mut!(service_events);
-            while let Some(event) = service_events.next().await {
-                if let Ok(svc) = event {
-                    q.add(key_of(&svc));
-                }
-            }
-        });
-        let node_events = reflector::reflector(
-            node_writer,
-            watcher(
-                Api::<Node>::all(self.client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .touched_objects();
-        let notify = node_changed.clone();
-        let generation = shared.clone();
-        let feed_nodes = tokio::spawn(async move {
-            futures_util::pin_mut!(node_events);
-            while node_events.next().await.is_some() {
-                generation.node_generation.fetch_add(1, Ordering::SeqCst);
-                notify.notify_one();
-            }
-        });
         let _ = tokio::join!(services.wait_until_ready(), nodes.wait_until_ready());
 
         let node_sync = {
@@ -279,9 +257,7 @@ impl ServiceController {
         };
         let _ = stop.changed().await;
         queue.shut_down_with_drain().await;
-        for t in [feed_services, feed_nodes, node_sync] {
-            t.abort();
-        }
+        node_sync.abort();
         let _ = workers.await;
     }
 }
