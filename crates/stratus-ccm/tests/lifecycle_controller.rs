@@ -29,6 +29,32 @@ fn shutdown_tainted(n: &Node) -> bool {
         })
 }
 
+/// Register `name` with an instance in `cloud`, then let its kubelet report
+/// NotReady and stop, as a machine that went away would.
+async fn dead_node(cluster: &TestCluster, cloud: &FakeCloud, name: &str) {
+    cloud.add_instance(FakeInstance::new(name));
+    let kubelet = cluster
+        .add_node(NodeSpec::new(name).with_heartbeat(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    kubelet.set_ready(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kubelet.stop();
+}
+
+/// Run the controller with `period` between passes until the sender drops.
+fn start(cluster: &TestCluster, cloud: &FakeCloud, period: Duration) -> watch::Sender<bool> {
+    let (stop, stopped) = watch::channel(false);
+    let config = LifecycleConfig {
+        monitor_period: period,
+        ..Default::default()
+    };
+    tokio::spawn(
+        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    stop
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_taint_and_deletion_of_gone_instances() {
     let cluster = TestCluster::start().await.unwrap();
@@ -44,14 +70,7 @@ async fn shutdown_taint_and_deletion_of_gone_instances() {
                 .unwrap(),
         );
     }
-    let (_stop, stopped) = watch::channel(false);
-    let config = LifecycleConfig {
-        monitor_period: Duration::from_millis(200),
-        ..Default::default()
-    };
-    tokio::spawn(
-        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
-    );
+    let _stop = start(&cluster, &cloud, Duration::from_millis(200));
     let nodes: Api<Node> = Api::all(cluster.client());
 
     // Ready nodes cost no cloud calls.
@@ -98,24 +117,10 @@ async fn shutdown_taint_and_deletion_of_gone_instances() {
 async fn one_transient_gone_answer_does_not_delete() {
     let cluster = TestCluster::start().await.unwrap();
     let cloud = FakeCloud::new();
-    cloud.add_instance(FakeInstance::new("flappy"));
-    let kubelet = cluster
-        .add_node(NodeSpec::new("flappy").with_heartbeat(Duration::from_millis(100)))
-        .await
-        .unwrap();
-    kubelet.set_ready(false);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    kubelet.stop();
+    dead_node(&cluster, &cloud, "flappy").await;
     // Gone for the first pass only, then back.
     let gone = cloud.remove_instance("flappy").unwrap();
-    let (_stop, stopped) = watch::channel(false);
-    let config = LifecycleConfig {
-        monitor_period: Duration::from_millis(300),
-        ..Default::default()
-    };
-    tokio::spawn(
-        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
-    );
+    let _stop = start(&cluster, &cloud, Duration::from_millis(300));
     eventually("the first state check", || async {
         cloud.calls_to("instance_state_batch") >= 1
     })
@@ -137,27 +142,13 @@ async fn one_transient_gone_answer_does_not_delete() {
 async fn a_failed_delete_is_reported_and_retried() {
     let cluster = TestCluster::start().await.unwrap();
     let cloud = FakeCloud::new();
-    cloud.add_instance(FakeInstance::new("doomed"));
-    let kubelet = cluster
-        .add_node(NodeSpec::new("doomed").with_heartbeat(Duration::from_millis(100)))
-        .await
-        .unwrap();
-    kubelet.set_ready(false);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    kubelet.stop();
+    dead_node(&cluster, &cloud, "doomed").await;
     cloud.remove_instance("doomed");
     // The first DELETE of a node fails with 500; later ones go through.
     cluster
         .server()
         .inject(Fault::new(Some(Verb::Delete), Some("nodes"), FaultAction::Error(500)).times(1));
-    let (_stop, stopped) = watch::channel(false);
-    let config = LifecycleConfig {
-        monitor_period: Duration::from_millis(200),
-        ..Default::default()
-    };
-    tokio::spawn(
-        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
-    );
+    let _stop = start(&cluster, &cloud, Duration::from_millis(200));
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("the node deleted on a later pass", || async {
         nodes.get_opt("doomed").await.unwrap().is_none()
