@@ -28,6 +28,17 @@ fn tainted(n: &Node) -> bool {
         })
 }
 
+/// Whether no node carries the uninitialized taint any more.
+async fn all_initialized(nodes: &Api<Node>) -> bool {
+    nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .all(|n| !tainted(n))
+}
+
 fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
     let controller = NodeController::new(
@@ -62,16 +73,7 @@ async fn initializes_nodes_with_two_writes_and_batched_cloud_calls() {
     cluster.server().clear_requests();
     let _stop = start(&cluster, &cloud);
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("every node initialized", || async {
-        nodes
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .all(|n| !tainted(n))
-    })
-    .await;
+    eventually("every node initialized", || all_initialized(&nodes)).await;
     let node = nodes.get("node-3").await.unwrap();
     assert_eq!(
         node.spec.as_ref().unwrap().provider_id.as_deref(),
@@ -211,16 +213,7 @@ async fn addresses_are_refreshed_in_batches() {
         NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("initialized", || async {
-        nodes
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .all(|n| !tainted(n))
-    })
-    .await;
+    eventually("initialized", || all_initialized(&nodes)).await;
     cloud.update_instance("r5", |i| i.addresses[0].address = "10.9.9.9".into());
     cloud.clear_calls();
     eventually("the new address", || async {
@@ -278,14 +271,8 @@ async fn initialization_survives_api_faults() {
     server.drop_watches();
     server.compact();
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("every node initialized despite the faults", || async {
-        nodes
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .all(|n| !tainted(n))
+    eventually("every node initialized despite the faults", || {
+        all_initialized(&nodes)
     })
     .await;
     let failed = server
