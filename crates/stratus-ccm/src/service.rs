@@ -349,6 +349,14 @@ impl Shared {
         result
     }
 
+    /// The Services API of `svc`'s namespace.
+    fn api_for(&self, svc: &Service) -> Api<Service> {
+        Api::namespaced(
+            self.client.clone(),
+            svc.metadata.namespace.as_deref().unwrap_or("default"),
+        )
+    }
+
     async fn ensure(
         &self,
         lb: &dyn LoadBalancer,
@@ -356,10 +364,7 @@ impl Shared {
         key: &str,
     ) -> Result<(), SyncError> {
         let cluster = &self.config.cluster_name;
-        let api: Api<Service> = Api::namespaced(
-            self.client.clone(),
-            svc.metadata.namespace.as_deref().unwrap_or("default"),
-        );
+        let api = self.api_for(svc);
         let name = svc.metadata.name.clone().unwrap_or_default();
         self.event(
             svc,
@@ -441,10 +446,7 @@ impl Shared {
         key: &str,
     ) -> Result<(), SyncError> {
         let cluster = &self.config.cluster_name;
-        let api: Api<Service> = Api::namespaced(
-            self.client.clone(),
-            svc.metadata.namespace.as_deref().unwrap_or("default"),
-        );
+        let api = self.api_for(svc);
         let name = svc.metadata.name.clone().unwrap_or_default();
         let result: Result<(), SyncError> = async {
             if lb.get_load_balancer(cluster, svc).await?.is_some() {
