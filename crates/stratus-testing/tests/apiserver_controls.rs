@@ -74,33 +74,17 @@ async fn bad_input_gets_status_errors_and_the_server_keeps_serving() {
     );
     let (code, body) = raw(&client, "POST", path, "application/json", big.into_bytes()).await;
     assert_eq!(code, 413, "{body}");
-    let (code, _) = raw(
-        &client,
-        "GET",
-        "/api/v1/namespaces/default/widgets",
-        "application/json",
-        vec![],
-    )
-    .await;
-    assert_eq!(code, 404);
-    let (code, _) = raw(
-        &client,
-        "GET",
-        "/apis/example.com/v1/things",
-        "application/json",
-        vec![],
-    )
-    .await;
-    assert_eq!(code, 404);
-    let (code, _) = raw(
-        &client,
-        "GET",
-        "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b",
-        "application/json",
-        vec![],
-    )
-    .await;
-    assert_eq!(code, 400);
+    for (path, expected) in [
+        ("/api/v1/namespaces/default/widgets", 404),
+        ("/apis/example.com/v1/things", 404),
+        (
+            "/api/v1/namespaces/default/configmaps?labelSelector=a%20in%20b",
+            400,
+        ),
+    ] {
+        let (code, _) = raw(&client, "GET", path, "application/json", vec![]).await;
+        assert_eq!(code, expected, "GET {path}");
+    }
     let (code, _) = raw(
         &client,
         "PATCH",
