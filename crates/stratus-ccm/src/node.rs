@@ -23,6 +23,7 @@
 //! honoured; other errors back off per node.
 
 use crate::informer::Informer;
+use futures_util::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,8 @@ pub struct NodeControllerConfig {
     /// cloud (`--node-status-update-frequency`, 5 min). One pass costs one
     /// cloud call per batch of nodes, not one per node.
     pub status_update_frequency: Duration,
+    /// Nodes of one batch written at once (default 16).
+    pub write_concurrency: usize,
 }
 
 impl Default for NodeControllerConfig {
@@ -66,6 +69,7 @@ impl Default for NodeControllerConfig {
             max_batch: 500,
             cluster_name: "kubernetes".into(),
             status_update_frequency: Duration::from_secs(300),
+            write_concurrency: 16,
         }
     }
 }
@@ -287,26 +291,32 @@ impl NodeController {
             return;
         }
         let metadata = self.metadata(&nodes).await;
-        for (node, meta) in nodes.iter().zip(metadata) {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let result = match meta {
-                Ok(Some(meta)) => self.initialize(node, meta).await,
-                // Go: no metadata means skip; the taint stays until the node changes.
-                Ok(None) => Ok(()),
-                Err(e) => Err(SyncError::Cloud(e)),
-            };
-            match result {
-                Ok(()) => queue.forget(&name),
-                Err(e) => {
-                    tracing::warn!(node = %name, error = %e, "failed to initialize node");
-                    match e.retry_after() {
-                        Some(d) => queue.add_after(name.clone(), d),
-                        None => queue.add_rate_limited(name.clone()),
+        // The writes of one batch go out concurrently: a batch of 500 nodes
+        // written one after another would leave the API server idle between
+        // round trips.
+        let writes = self.config.write_concurrency.max(1);
+        futures_util::stream::iter(nodes.iter().zip(metadata))
+            .for_each_concurrent(writes, |(node, meta)| async move {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let result = match meta {
+                    Ok(Some(meta)) => self.initialize(node, meta).await,
+                    // Go: no metadata means skip; the taint stays until the node changes.
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(SyncError::Cloud(e)),
+                };
+                match result {
+                    Ok(()) => queue.forget(&name),
+                    Err(e) => {
+                        tracing::warn!(node = %name, error = %e, "failed to initialize node");
+                        match e.retry_after() {
+                            Some(d) => queue.add_after(name.clone(), d),
+                            None => queue.add_rate_limited(name.clone()),
+                        }
                     }
                 }
-            }
-            queue.done(&name);
-        }
+                queue.done(&name);
+            })
+            .await;
     }
 
     /// One metadata answer per node: one batched call when offered,
