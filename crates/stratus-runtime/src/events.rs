@@ -2,6 +2,11 @@
 //! type on the involved object, with the controller's component name as the
 //! source.
 //!
+//! Like client-go's event broadcaster, recording never waits for the API:
+//! events go to a background writer through a queue of
+//! [`EVENT_QUEUE_LENGTH`] events, and an event that finds the queue full is
+//! dropped with a warning rather than slowing the controller down.
+//!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ObjectReference;
 //! use stratus_runtime::events::{EventRecorder, EventType};
@@ -15,7 +20,14 @@
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use futures_util::StreamExt;
 use kube::api::{Api, PostParams};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::mpsc;
+
+/// Events queued for writing before new ones are dropped (client-go's
+/// broadcaster queue length).
+pub const EVENT_QUEUE_LENGTH: usize = 1000;
 
 /// `Normal` or `Warning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +53,7 @@ impl EventType {
 pub struct EventRecorder {
     client: kube::Client,
     component: String,
+    writer: Arc<OnceLock<mpsc::Sender<Event>>>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -58,6 +71,7 @@ impl EventRecorder {
         Self {
             client,
             component: component.into(),
+            writer: Arc::new(OnceLock::new()),
         }
     }
 
@@ -96,8 +110,10 @@ impl EventRecorder {
         }
     }
 
-    /// Record an event. Failures are logged, never returned: an event that
-    /// cannot be written must not fail the reconcile that emitted it.
+    /// Record an event: queue it for the background writer. Write failures
+    /// are logged, never returned: an event that cannot be written must not
+    /// fail the reconcile that emitted it. Must be called within a Tokio
+    /// runtime (the writer is started on first use).
     pub async fn record(
         &self,
         object: &ObjectReference,
@@ -106,14 +122,41 @@ impl EventRecorder {
         message: &str,
     ) {
         let event = self.event(object, kind, reason, message);
-        let namespace = event
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
-            tracing::warn!(reason, error = %e, "could not record an event");
+        let writer = self.writer.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(EVENT_QUEUE_LENGTH);
+            tokio::spawn(write_events(self.client.clone(), rx));
+            tx
+        });
+        if let Err(mpsc::error::TrySendError::Full(_)) = writer.try_send(event) {
+            tracing::warn!(reason, "event queue full; dropping an event");
         }
     }
+}
+
+/// Events written at once by the background writer.
+const WRITER_CONCURRENCY: usize = 8;
+
+/// The background writer: creates each queued event in its namespace, a few
+/// at a time, until every recorder clone is dropped.
+async fn write_events(client: kube::Client, events: mpsc::Receiver<Event>) {
+    let queued = futures_util::stream::unfold(events, |mut rx| async move {
+        rx.recv().await.map(|event| (event, rx))
+    });
+    queued
+        .for_each_concurrent(WRITER_CONCURRENCY, |event| {
+            let client = client.clone();
+            async move {
+                let namespace = event
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into());
+                let api: Api<Event> = Api::namespaced(client, &namespace);
+                if let Err(e) = api.create(&PostParams::default(), &event).await {
+                    let reason = event.reason.as_deref().unwrap_or_default();
+                    tracing::warn!(reason, error = %e, "could not record an event");
+                }
+            }
+        })
+        .await;
 }
