@@ -18,9 +18,9 @@
 //! # }
 //! ```
 
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use futures_util::StreamExt;
 use kube::api::{Api, PostParams};
 use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc;

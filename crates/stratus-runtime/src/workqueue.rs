@@ -36,6 +36,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::metrics::QueueMetrics;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -199,6 +200,10 @@ struct State<K> {
     dirty: HashSet<K>,
     processing: HashSet<K>,
     waiting: HashMap<K, Instant>,
+    /// When each dirty key entered the queue (for `queue_duration`).
+    queued_at: HashMap<K, Instant>,
+    /// When each key in processing was handed out (for `work_duration`).
+    started_at: HashMap<K, Instant>,
     shutting_down: bool,
 }
 
@@ -207,6 +212,7 @@ struct Shared<K> {
     ready: Notify,
     idle: Notify,
     limiter: Box<dyn RateLimiter<K>>,
+    metrics: Option<QueueMetrics>,
 }
 
 /// The queue. Cheap to clone; clones share the queue.
@@ -231,6 +237,34 @@ impl<K> std::fmt::Debug for WorkQueue<K> {
 impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// A queue whose retries are delayed by `limiter`.
     pub fn new(limiter: impl RateLimiter<K> + 'static) -> Self {
+        Self::build(limiter, None)
+    }
+
+    /// A queue that also feeds the `workqueue_*` metrics of `metrics`
+    /// (depth, adds, queue and work durations, retries, and, every 500 ms
+    /// like client-go, the unfinished and longest-running work).
+    ///
+    /// ```
+    /// use stratus_runtime::metrics::{WorkQueueMetrics, encode_text};
+    /// use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let mut registry = prometheus_client::registry::Registry::default();
+    /// let metrics = WorkQueueMetrics::register(&mut registry);
+    /// let queue = WorkQueue::with_metrics(default_controller_rate_limiter(), metrics.queue("service"));
+    /// queue.add("default/web".to_string());
+    /// assert!(encode_text(&registry).unwrap().contains("workqueue_depth{name=\"service\"} 1"));
+    /// # });
+    /// ```
+    pub fn with_metrics(limiter: impl RateLimiter<K> + 'static, metrics: QueueMetrics) -> Self {
+        let queue = Self::build(limiter, Some(metrics));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(report_in_progress(Arc::downgrade(&queue.shared)));
+        }
+        queue
+    }
+
+    fn build(limiter: impl RateLimiter<K> + 'static, metrics: Option<QueueMetrics>) -> Self {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -238,11 +272,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                     dirty: HashSet::new(),
                     processing: HashSet::new(),
                     waiting: HashMap::new(),
+                    queued_at: HashMap::new(),
+                    started_at: HashMap::new(),
                     shutting_down: false,
                 }),
                 ready: Notify::new(),
                 idle: Notify::new(),
                 limiter: Box::new(limiter),
+                metrics,
             }),
         }
     }
@@ -257,6 +294,10 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         let mut s = self.lock();
         if s.shutting_down || !s.dirty.insert(key.clone()) {
             return;
+        }
+        if let Some(m) = &self.shared.metrics {
+            m.added();
+            s.queued_at.insert(key.clone(), Instant::now());
         }
         if s.processing.contains(&key) {
             return;
@@ -306,6 +347,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// Queue `key` after the rate limiter's delay (a retry).
     pub fn add_rate_limited(&self, key: K) {
         let delay = self.shared.limiter.when(&key);
+        if let Some(m) = &self.shared.metrics {
+            m.retried();
+        }
         self.add_after(key, delay);
     }
 
@@ -346,6 +390,12 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 if let Some(key) = s.queue.pop_front() {
                     s.dirty.remove(&key);
                     s.processing.insert(key.clone());
+                    if let Some(m) = &self.shared.metrics {
+                        let now = Instant::now();
+                        let waited = s.queued_at.remove(&key).map(|t| now - t);
+                        m.taken(waited.unwrap_or_default());
+                        s.started_at.insert(key.clone(), now);
+                    }
                     if !s.queue.is_empty() {
                         self.shared.ready.notify_one();
                     }
@@ -364,6 +414,9 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn done(&self, key: &K) {
         let mut s = self.lock();
         s.processing.remove(key);
+        if let (Some(m), Some(started)) = (&self.shared.metrics, s.started_at.remove(key)) {
+            m.done(started.elapsed());
+        }
         if s.dirty.contains(key) && !s.shutting_down {
             s.queue.push_back(key.clone());
             drop(s);
@@ -380,8 +433,12 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn shut_down(&self) {
         let mut s = self.lock();
         s.shutting_down = true;
+        if let Some(m) = &self.shared.metrics {
+            m.discarded(s.dirty.len());
+        }
         s.queue.clear();
         s.dirty.clear();
+        s.queued_at.clear();
         s.waiting.clear();
         drop(s);
         self.shared.ready.notify_waiters();
@@ -399,6 +456,33 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 return;
             }
             idle.await;
+        }
+    }
+}
+
+/// Every 500 ms, the running time of the keys in processing (client-go's
+/// `updateUnfinishedWork`), until the queue is dropped or shut down.
+async fn report_in_progress<K>(queue: std::sync::Weak<Shared<K>>) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        ticker.tick().await;
+        let Some(shared) = queue.upgrade() else {
+            return;
+        };
+        let Some(metrics) = &shared.metrics else {
+            return;
+        };
+        let (total, longest, stop) = {
+            let s = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let running = s.started_at.values().map(|t| (now - *t).as_secs_f64());
+            let (total, longest) =
+                running.fold((0.0, 0.0_f64), |(sum, max), d| (sum + d, max.max(d)));
+            (total, longest, s.shutting_down && s.processing.is_empty())
+        };
+        metrics.in_progress(total, longest);
+        if stop {
+            return;
         }
     }
 }

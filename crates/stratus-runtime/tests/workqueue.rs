@@ -173,3 +173,84 @@ async fn shutdown_drains_in_flight_work() {
         .unwrap()
         .unwrap();
 }
+
+/// The value of the sample `line_prefix` (a metric name with its labels) in
+/// the text exposition.
+fn sample(text: &str, line_prefix: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {line_prefix} in\n{text}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn queue_metrics_follow_client_go() {
+    use stratus_runtime::metrics::{WorkQueueMetrics, encode_text};
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = WorkQueueMetrics::register(&mut registry);
+    let q = WorkQueue::with_metrics(default_controller_rate_limiter(), metrics.queue("node"));
+    for k in ["a", "b", "c", "a"] {
+        q.add(k.to_string());
+    }
+    let text = encode_text(&registry).unwrap();
+    assert_eq!(
+        sample(&text, "workqueue_adds_total{name=\"node\"}"),
+        3.0,
+        "dedup"
+    );
+    assert_eq!(sample(&text, "workqueue_depth{name=\"node\"}"), 3.0);
+
+    tokio::time::advance(Duration::from_millis(250)).await;
+    let key = q.get().await.unwrap();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    // The in-progress gauges are refreshed every 500 ms.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let text = encode_text(&registry).unwrap();
+    assert_eq!(sample(&text, "workqueue_depth{name=\"node\"}"), 2.0);
+    assert_eq!(
+        sample(
+            &text,
+            "workqueue_queue_duration_seconds_count{name=\"node\"}"
+        ),
+        1.0
+    );
+    assert!(sample(&text, "workqueue_queue_duration_seconds_sum{name=\"node\"}") >= 0.25);
+    assert!(
+        sample(
+            &text,
+            "workqueue_longest_running_processor_seconds{name=\"node\"}"
+        ) >= 2.0
+    );
+    assert!(sample(&text, "workqueue_unfinished_work_seconds{name=\"node\"}") >= 2.0);
+
+    q.add_rate_limited(key.clone());
+    q.done(&key);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let text = encode_text(&registry).unwrap();
+    assert_eq!(sample(&text, "workqueue_retries_total{name=\"node\"}"), 1.0);
+    assert_eq!(
+        sample(
+            &text,
+            "workqueue_work_duration_seconds_count{name=\"node\"}"
+        ),
+        1.0
+    );
+    assert!(sample(&text, "workqueue_work_duration_seconds_sum{name=\"node\"}") >= 2.0);
+    assert_eq!(
+        sample(&text, "workqueue_adds_total{name=\"node\"}"),
+        4.0,
+        "the retry re-added it"
+    );
+    assert_eq!(sample(&text, "workqueue_depth{name=\"node\"}"), 3.0);
+    assert_eq!(
+        sample(&text, "workqueue_unfinished_work_seconds{name=\"node\"}"),
+        0.0
+    );
+
+    q.shut_down();
+    let text = encode_text(&registry).unwrap();
+    assert_eq!(
+        sample(&text, "workqueue_depth{name=\"node\"}"),
+        0.0,
+        "discarded on shutdown"
+    );
+}

@@ -369,6 +369,12 @@ impl ApiServer {
 
     /// A `kube::Client` for this server, or why not.
     pub fn try_client(&self) -> Result<kube::Client, ApiServerError> {
+        kube::Client::try_from(self.config()?).map_err(|e| ApiServerError::Client(e.to_string()))
+    }
+
+    /// The `kube::Config` of this server (its URL, and its CA when serving
+    /// TLS), for code that builds its own client.
+    pub fn config(&self) -> Result<kube::Config, ApiServerError> {
         let url = self
             .url()
             .parse()
@@ -377,7 +383,7 @@ impl ApiServer {
         if let Some(tls) = &self.tls {
             config.root_cert = Some(vec![tls.ca_der.clone()]);
         }
-        kube::Client::try_from(config).map_err(|e| ApiServerError::Client(e.to_string()))
+        Ok(config)
     }
 
     /// A kubeconfig (YAML) pointing at this server, for kubectl.
