@@ -3,7 +3,9 @@
 //! Every controller keeps its objects in a `kube_runtime` reflector store fed
 //! by a watch with the default backoff; [`Informer::start`] is that plumbing
 //! in one place, with a callback per changed object for the controller's own
-//! trigger (a queue key, a notification, a generation counter).
+//! trigger (a queue key, a notification, a generation counter). A watch
+//! that keeps failing (no RBAC, an API server away) is logged and reported
+//! to the controller's health check.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -14,6 +16,7 @@ use kube::api::Api;
 use kube_runtime::reflector::{self, Store};
 use kube_runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
+use stratus_runtime::health::ControllerHealth;
 use tokio::task::JoinHandle;
 
 /// A reflector store and the task that feeds it; the task stops when the
@@ -33,16 +36,33 @@ where
 {
     /// Watch every object of `api`, keep them in the store, and call
     /// `on_change` with each object that was added, modified or deleted.
-    pub(crate) fn start(api: Api<K>, mut on_change: impl FnMut(&K) + Send + 'static) -> Self {
+    /// The watch's failures and recoveries are reported to `health`.
+    pub(crate) fn start(
+        api: Api<K>,
+        health: &ControllerHealth,
+        mut on_change: impl FnMut(&K) + Send + 'static,
+    ) -> Self {
         let (store, writer) = reflector::store::<K>();
-        let changes = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff()
-            .touched_objects();
+        let events = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        let health = health.clone();
         let feeder = tokio::spawn(async move {
-            futures_util::pin_mut!(changes);
-            while let Some(change) = changes.next().await {
-                if let Ok(object) = change {
-                    on_change(&object);
+            futures_util::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        health.watch_ok();
+                        match event {
+                            watcher::Event::Apply(o)
+                            | watcher::Event::InitApply(o)
+                            | watcher::Event::Delete(o) => on_change(&o),
+                            watcher::Event::Init | watcher::Event::InitDone => {}
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watch failed; retrying with backoff");
+                        health.watch_failed(&e.to_string());
+                    }
                 }
             }
         });

@@ -6,6 +6,11 @@
 //!
 //! - [`service`]: the service load-balancer controller.
 //! - [`route`]: the node-route controller.
+//! - [`metrics`]: the controllers' Prometheus metrics (Go's names where Go
+//!   has them).
+//!
+//! Every controller takes `with_metrics` and `with_health`
+//! (a [`stratus_runtime::health::ControllerHealth`]) before `run`.
 //!
 //! The manager command around the controllers is being added.
 //!
@@ -22,6 +27,7 @@
 
 mod informer;
 pub mod lifecycle;
+pub mod metrics;
 pub mod node;
 pub mod route;
 pub mod service;

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::metrics::CcmMetrics;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube_runtime::reflector::Store;
@@ -25,6 +26,7 @@ use serde_json::json;
 use stratus_cloud::names::{controllers, events, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceState, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::health::ControllerHealth;
 use tokio::sync::watch;
 
 /// Settings of the lifecycle controller.
@@ -79,6 +81,8 @@ pub struct LifecycleController {
     config: LifecycleConfig,
     recorder: EventRecorder,
     gone_seen: HashMap<String, u32>,
+    metrics: CcmMetrics,
+    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for LifecycleController {
@@ -106,7 +110,22 @@ impl LifecycleController {
             config,
             recorder,
             gone_seen: HashMap::new(),
+            metrics: CcmMetrics::default(),
+            health: ControllerHealth::new(),
         }
+    }
+
+    /// Report to `metrics` (cloud calls and one reconcile per pass).
+    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Report to `health`: the Node watch, and one pass per
+    /// `monitor_period`.
+    pub fn with_health(mut self, health: ControllerHealth) -> Self {
+        self.health = health;
+        self
     }
 
     /// Run until `stop` becomes true.
@@ -117,7 +136,11 @@ impl LifecycleController {
             );
             return;
         }
-        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), |_| {});
+        let health = self
+            .health
+            .clone()
+            .expect_pass_every(self.config.monitor_period);
+        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), &health, |_| {});
         let store = nodes.store();
         let mut ticker = tokio::time::interval(self.config.monitor_period);
         loop {
@@ -126,9 +149,17 @@ impl LifecycleController {
                 _ = stop.changed() => break,
             }
             if store.wait_until_ready().await.is_ok() {
+                let started = std::time::Instant::now();
                 self.pass(store).await;
+                self.metrics
+                    .runtime
+                    .reconcile
+                    .controller(controllers::CLOUD_NODE_LIFECYCLE.canonical)
+                    .observe_success(started.elapsed());
+                health.pass_completed();
             }
         }
+        health.stopped();
     }
 
     /// One monitoring pass.
@@ -189,7 +220,11 @@ impl LifecycleController {
         if let Some(batch) = instances.batch() {
             let mut out = Vec::with_capacity(nodes.len());
             for chunk in nodes.chunks(batch.max_batch_size().max(1)) {
-                match batch.instance_state_batch(chunk).await {
+                let answers = self
+                    .metrics
+                    .cloud("instance_state_batch", batch.instance_state_batch(chunk))
+                    .await;
+                match answers {
                     Ok(answers) if check_batch_len(chunk.len(), &answers).is_ok() => {
                         out.extend(answers)
                     }
@@ -209,7 +244,11 @@ impl LifecycleController {
         }
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
-            out.push(instances.instance_state(node).await);
+            let answer = self
+                .metrics
+                .cloud("instance_state", instances.instance_state(node))
+                .await;
+            out.push(answer);
         }
         out
     }

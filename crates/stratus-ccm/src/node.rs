@@ -23,10 +23,12 @@
 //! honoured; other errors back off per node.
 
 use crate::informer::Informer;
+use crate::metrics::{CcmMetrics, seconds_since};
 use futures_util::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use stratus_runtime::health::ControllerHealth;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};
@@ -119,6 +121,8 @@ pub struct NodeController {
     cloud: Arc<dyn CloudProvider>,
     config: NodeControllerConfig,
     recorder: EventRecorder,
+    metrics: CcmMetrics,
+    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for NodeController {
@@ -142,7 +146,23 @@ impl NodeController {
             cloud,
             config,
             recorder,
+            metrics: CcmMetrics::default(),
+            health: ControllerHealth::new(),
         }
+    }
+
+    /// Report to `metrics` (the `Nodes` work queue, Go's
+    /// `node_controller_*` delays, cloud calls and reconciles).
+    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Report to `health`: the Node watch, and one address-refresh pass per
+    /// `status_update_frequency`.
+    pub fn with_health(mut self, health: ControllerHealth) -> Self {
+        self.health = health;
+        self
     }
 
     /// Run until `stop` becomes true.
@@ -153,15 +173,26 @@ impl NodeController {
             );
             return;
         }
-        let queue: WorkQueue<String> = WorkQueue::new(default_controller_rate_limiter());
+        let queue: WorkQueue<String> = WorkQueue::with_metrics(
+            default_controller_rate_limiter(),
+            self.metrics.runtime.workqueue.queue("Nodes"),
+        );
+        let health = self
+            .health
+            .clone()
+            .expect_pass_every(self.config.status_update_frequency);
         let feed_queue = queue.clone();
-        let informer = Informer::start(Api::<Node>::all(self.client.clone()), move |node| {
-            if is_uninitialized(node)
-                && let Some(name) = node.metadata.name.clone()
-            {
-                feed_queue.add(name);
-            }
-        });
+        let informer = Informer::start(
+            Api::<Node>::all(self.client.clone()),
+            &health,
+            move |node| {
+                if is_uninitialized(node)
+                    && let Some(name) = node.metadata.name.clone()
+                {
+                    feed_queue.add(name);
+                }
+            },
+        );
         let store = informer.store().clone();
         // The first list is published as a whole; wait for it so a burst of
         // nodes at start-up is batched from the store, not read one by one.
@@ -178,6 +209,7 @@ impl NodeController {
                 loop {
                     ticker.tick().await;
                     this.refresh_addresses(&store).await;
+                    this.health.pass_completed();
                 }
             })
         };
@@ -208,6 +240,7 @@ impl NodeController {
         }
         queue.shut_down_with_drain().await;
         refresher.abort();
+        this.health.stopped();
     }
 
     /// One address-refresh pass over the initialized nodes (Go's
@@ -298,12 +331,18 @@ impl NodeController {
         futures_util::stream::iter(nodes.iter().zip(metadata))
             .for_each_concurrent(writes, |(node, meta)| async move {
                 let name = node.metadata.name.clone().unwrap_or_default();
+                let started = std::time::Instant::now();
                 let result = match meta {
                     Ok(Some(meta)) => self.initialize(node, meta).await,
                     // Go: no metadata means skip; the taint stays until the node changes.
                     Ok(None) => Ok(()),
                     Err(e) => Err(SyncError::Cloud(e)),
                 };
+                self.metrics
+                    .runtime
+                    .reconcile
+                    .controller(controllers::CLOUD_NODE.canonical)
+                    .observe(&result, started.elapsed());
                 match result {
                     Ok(()) => queue.forget(&name),
                     Err(e) => {
@@ -331,7 +370,14 @@ impl NodeController {
         if let Some(batch) = instances.batch()
             && nodes.len() > 1
         {
-            return match batch.instance_metadata_batch(nodes).await {
+            let answers = self
+                .metrics
+                .cloud(
+                    "instance_metadata_batch",
+                    batch.instance_metadata_batch(nodes),
+                )
+                .await;
+            return match answers {
                 Ok(answers) => match check_batch_len(nodes.len(), &answers) {
                     Ok(()) => answers,
                     Err(e) => nodes
@@ -347,7 +393,11 @@ impl NodeController {
         }
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
-            out.push(instances.instance_metadata(node).await);
+            let answer = self
+                .metrics
+                .cloud("instance_metadata", instances.instance_metadata(node))
+                .await;
+            out.push(answer);
         }
         out
     }
@@ -409,6 +459,10 @@ impl NodeController {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let params = PatchParams::default();
         nodes.patch(&name, &params, &Patch::Merge(patch)).await?;
+        let created = node.metadata.creation_timestamp.as_ref();
+        self.metrics
+            .taint_removal_delay
+            .observe(seconds_since(created));
         if !addresses.is_empty() {
             nodes
                 .patch_status(
@@ -418,6 +472,9 @@ impl NodeController {
                 )
                 .await?;
         }
+        self.metrics
+            .initial_node_sync_delay
+            .observe(seconds_since(created));
         self.recorder
             .record(
                 &reference(node),

@@ -20,6 +20,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;
 use futures_util::stream;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
@@ -30,6 +31,7 @@ use stratus_cloud::helpers::{Cidr, node_addresses_equal, parse_ip_sloppy};
 use stratus_cloud::names::{conditions, controllers, events};
 use stratus_cloud::{CloudProvider, Route, Routes};
 use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::health::ControllerHealth;
 use tokio::sync::{Notify, watch};
 
 /// Settings of the route controller.
@@ -63,6 +65,8 @@ pub struct RouteController {
     cloud: Arc<dyn CloudProvider>,
     config: RouteControllerConfig,
     recorder: EventRecorder,
+    metrics: CcmMetrics,
+    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -104,7 +108,23 @@ impl RouteController {
             cloud,
             config,
             recorder,
+            metrics: CcmMetrics::default(),
+            health: ControllerHealth::new(),
         }
+    }
+
+    /// Report to `metrics` (Go's `route_controller_route_sync_total`, cloud
+    /// calls, reconciles).
+    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Report to `health`: the Node watch, and one reconcile per
+    /// `reconcile_period` at least.
+    pub fn with_health(mut self, health: ControllerHealth) -> Self {
+        self.health = health;
+        self
     }
 
     /// True if the controller is responsible for a route: its first or last
@@ -134,11 +154,16 @@ impl RouteController {
         }
         let changed = Arc::new(Notify::new());
         let notify = changed.clone();
-        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), move |_| {
+        let health = self
+            .health
+            .clone()
+            .expect_pass_every(self.config.reconcile_period);
+        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), &health, move |_| {
             notify.notify_one()
         });
         let store = nodes.store();
         if store.wait_until_ready().await.is_err() {
+            health.stopped();
             return;
         }
         let mut ticker = tokio::time::interval(self.config.reconcile_period);
@@ -148,21 +173,40 @@ impl RouteController {
                 _ = changed.notified() => {}
                 _ = stop.changed() => break,
             }
-            self.reconcile(store).await;
+            let started = Instant::now();
+            let ok = self.reconcile(store).await;
+            let took = started.elapsed();
+            let reconciles = self
+                .metrics
+                .runtime
+                .reconcile
+                .controller(controllers::NODE_ROUTE.canonical);
+            if ok {
+                reconciles.observe_success(took);
+            } else {
+                reconciles.observe_error(took);
+            }
+            health.pass_completed();
         }
+        health.stopped();
     }
 
-    /// One reconcile.
-    pub(crate) async fn reconcile(&self, store: &Store<Node>) {
+    /// One reconcile; false if some cloud operation failed.
+    pub(crate) async fn reconcile(&self, store: &Store<Node>) -> bool {
         let Some(routes) = self.cloud.routes() else {
-            return;
+            return false;
         };
+        self.metrics.route_sync.inc();
         let cluster = self.config.cluster_name.as_str();
-        let existing = match routes.list_routes(cluster).await {
+        let existing = match self
+            .metrics
+            .cloud("list_routes", routes.list_routes(cluster))
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "could not list routes");
-                return;
+                return false;
             }
         };
         let nodes: Vec<Node> = store.state().iter().map(|n| (**n).clone()).collect();
@@ -201,10 +245,19 @@ impl RouteController {
             })
             .collect();
         let limit = self.config.max_concurrent_operations.max(1);
+        let delete_failures = std::sync::atomic::AtomicUsize::new(0);
         stream::iter(to_delete)
-            .for_each_concurrent(limit, |route| async move {
-                if let Err(e) = routes.delete_route(cluster, route).await {
-                    tracing::warn!(cidr = %route.destination_cidr, error = %e, "could not delete a route");
+            .for_each_concurrent(limit, |route| {
+                let delete_failures = &delete_failures;
+                async move {
+                    let deleted = self
+                        .metrics
+                        .cloud("delete_route", routes.delete_route(cluster, route))
+                        .await;
+                    if let Err(e) = deleted {
+                        delete_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::warn!(cidr = %route.destination_cidr, error = %e, "could not delete a route");
+                    }
                 }
             })
             .await;
@@ -218,6 +271,7 @@ impl RouteController {
             let name = node.metadata.name.clone().unwrap_or_default();
             self.set_condition(node, !failed.contains(&name)).await;
         }
+        failed.is_empty() && delete_failures.into_inner() == 0
     }
 
     /// Create one route; the node's name if it failed.
@@ -243,7 +297,11 @@ impl RouteController {
         }
         let started = Instant::now();
         let hint = node.metadata.uid.clone().unwrap_or_default();
-        match routes.create_route(cluster, &hint, &route).await {
+        let created = self
+            .metrics
+            .cloud("create_route", routes.create_route(cluster, &hint, &route))
+            .await;
+        match created {
             Ok(()) => None,
             Err(e) => {
                 let reference = ObjectReference {

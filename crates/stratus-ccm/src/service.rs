@@ -19,12 +19,20 @@
 //!   retried after exactly their delay, other errors with per-service
 //!   backoff, each with a `SyncLoadBalancerFailed` event.
 //! - Services sync concurrently (`workers`, default 4), one at a time each.
+//! - No re-ensure storm after a restart: a Service the controller has no
+//!   record of ensuring, which already has its finalizer and ingress, is
+//!   first checked with `load_balancer_up_to_date`; if the provider says it
+//!   is as desired, nothing is written (Go re-ensures every one).
+//! - Optional drift check (`drift_check_period`): periodically forget what
+//!   was ensured, so every load balancer goes through that check, and the
+//!   ones changed or deleted in the cloud are ensured again.
 
 use crate::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
 use kube::api::{Api, Patch, PatchParams};
@@ -37,6 +45,7 @@ use stratus_cloud::helpers::{
 use stratus_cloud::names::{controllers, events, finalizers};
 use stratus_cloud::{CloudError, CloudProvider, LoadBalancer};
 use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use tokio::sync::{Notify, watch};
 
@@ -51,6 +60,13 @@ pub struct ServiceControllerConfig {
     pub workers: usize,
     /// The cluster name passed to the provider.
     pub cluster_name: String,
+    /// How often every load balancer is checked for drift (changed or
+    /// deleted in the cloud behind the controller's back) and re-ensured if
+    /// it drifted. Off (`None`) by default, as Go has no such check. When
+    /// the provider answers
+    /// [`LoadBalancer::load_balancer_up_to_date`], only drifted load
+    /// balancers are re-ensured; otherwise every one is.
+    pub drift_check_period: Option<std::time::Duration>,
 }
 
 impl Default for ServiceControllerConfig {
@@ -58,6 +74,7 @@ impl Default for ServiceControllerConfig {
         Self {
             workers: 4,
             cluster_name: "kubernetes".into(),
+            drift_check_period: None,
         }
     }
 }
@@ -100,6 +117,14 @@ fn fingerprint(svc: &Service) -> String {
     .to_string()
 }
 
+fn has_ingress(svc: &Service) -> bool {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.as_ref())
+        .is_some_and(|i| !i.is_empty())
+}
+
 fn reference(svc: &Service) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
@@ -132,6 +157,7 @@ struct Shared {
     /// Service that has not changed since (a status write, a resync) is not
     /// ensured again.
     ensured: Mutex<HashMap<String, String>>,
+    metrics: CcmMetrics,
     /// Bumped on every node event.
     node_generation: Arc<AtomicU64>,
     /// The backend nodes of `node_generation`.
@@ -143,6 +169,8 @@ pub struct ServiceController {
     client: kube::Client,
     cloud: Arc<dyn CloudProvider>,
     config: ServiceControllerConfig,
+    metrics: CcmMetrics,
+    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for ServiceController {
@@ -164,7 +192,22 @@ impl ServiceController {
             client,
             cloud,
             config,
+            metrics: CcmMetrics::default(),
+            health: ControllerHealth::new(),
         }
+    }
+
+    /// Report to `metrics` (the `service` work queue, Go's
+    /// `service_controller_*`, cloud calls, reconciles).
+    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Report to `health`: the Service and Node watches.
+    pub fn with_health(mut self, health: ControllerHealth) -> Self {
+        self.health = health;
+        self
     }
 
     /// Run until `stop` becomes true.
@@ -175,20 +218,26 @@ impl ServiceController {
             );
             return;
         }
-        let queue: WorkQueue<String> = WorkQueue::new(default_controller_rate_limiter());
+        let queue: WorkQueue<String> = WorkQueue::with_metrics(
+            default_controller_rate_limiter(),
+            self.metrics.runtime.workqueue.queue("service"),
+        );
         let q = queue.clone();
-        let service_informer =
-            Informer::start(Api::<Service>::all(self.client.clone()), move |svc| {
-                q.add(key_of(svc))
-            });
+        let health = self.health.clone();
+        let service_informer = Informer::start(
+            Api::<Service>::all(self.client.clone()),
+            &health,
+            move |svc| q.add(key_of(svc)),
+        );
         let node_changed = Arc::new(Notify::new());
         let notify = node_changed.clone();
         let node_generation = Arc::new(AtomicU64::new(0));
         let generation = node_generation.clone();
-        let node_informer = Informer::start(Api::<Node>::all(self.client.clone()), move |_| {
-            generation.fetch_add(1, Ordering::SeqCst);
-            notify.notify_one();
-        });
+        let node_informer =
+            Informer::start(Api::<Node>::all(self.client.clone()), &health, move |_| {
+                generation.fetch_add(1, Ordering::SeqCst);
+                notify.notify_one();
+            });
         let (services, nodes) = (
             service_informer.store().clone(),
             node_informer.store().clone(),
@@ -205,6 +254,7 @@ impl ServiceController {
             nodes: nodes.clone(),
             synced: Mutex::new(HashMap::new()),
             ensured: Mutex::new(HashMap::new()),
+            metrics: self.metrics.clone(),
             node_generation,
             backend_cache: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
         });
@@ -220,10 +270,27 @@ impl ServiceController {
                     // Coalesce a burst of node changes (a rollout, a batch of
                     // initializations) into one host update per load balancer.
                     tokio::time::sleep(NODE_SYNC_DEBOUNCE).await;
+                    let started = std::time::Instant::now();
                     shared.sync_nodes(&queue).await;
+                    shared
+                        .metrics
+                        .nodesync_latency
+                        .observe(started.elapsed().as_secs_f64());
                 }
             })
         };
+        let drift_check = self.config.drift_check_period.map(|period| {
+            let shared = shared.clone();
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(period);
+                ticker.tick().await;
+                loop {
+                    ticker.tick().await;
+                    shared.forget_ensured(&queue);
+                }
+            })
+        });
         let workers = {
             let shared = shared.clone();
             let queue = queue.clone();
@@ -233,7 +300,15 @@ impl ServiceController {
                     let (shared, queue) = (shared.clone(), queue.clone());
                     tasks.push(tokio::spawn(async move {
                         while let Some(key) = queue.get().await {
-                            match shared.sync_service(&key).await {
+                            let started = std::time::Instant::now();
+                            let result = shared.sync_service(&key).await;
+                            shared
+                                .metrics
+                                .runtime
+                                .reconcile
+                                .controller(controllers::SERVICE_LB.canonical)
+                                .observe(&result, started.elapsed());
+                            match result {
                                 Ok(()) => queue.forget(&key),
                                 Err(e) => {
                                     let delay = match &e {
@@ -258,7 +333,11 @@ impl ServiceController {
         let _ = stop.changed().await;
         queue.shut_down_with_drain().await;
         node_sync.abort();
+        if let Some(task) = drift_check {
+            task.abort();
+        }
         let _ = workers.await;
+        health.stopped();
     }
 }
 
@@ -319,15 +398,26 @@ impl Shared {
             return Ok(());
         }
         let print = fingerprint(&svc);
-        let unchanged = self
+        let recorded = self
             .ensured
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
-            == Some(&print)
-            && has_load_balancer_finalizer(&svc);
-        if unchanged {
-            return Ok(());
+            .cloned();
+        match recorded {
+            Some(p) if p == print && has_load_balancer_finalizer(&svc) => return Ok(()),
+            // Never ensured by this process (a restart) or forgotten by the
+            // drift check: ask the provider before ensuring again.
+            None if has_load_balancer_finalizer(&svc) && has_ingress(&svc) => {
+                if self.up_to_date(lb, &svc).await {
+                    self.ensured
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key.to_owned(), print);
+                    return Ok(());
+                }
+            }
+            _ => {}
         }
         let result = self.ensure(lb, &svc, key).await;
         {
@@ -347,6 +437,53 @@ impl Shared {
             .await;
         }
         result
+    }
+
+    /// True if the provider says `svc`'s load balancer is already as
+    /// desired with the current backends; those backends are then recorded
+    /// as the ones it was given. Any other answer (false, not implemented,
+    /// an error) means "ensure it".
+    async fn up_to_date(&self, lb: &dyn LoadBalancer, svc: &Service) -> bool {
+        let nodes = self.backend_nodes();
+        let answer = self
+            .metrics
+            .cloud(
+                "load_balancer_up_to_date",
+                lb.load_balancer_up_to_date(&self.config.cluster_name, svc, &nodes),
+            )
+            .await;
+        match answer {
+            Ok(true) => {
+                self.synced
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key_of(svc), backends(&nodes));
+                true
+            }
+            Ok(false) => {
+                tracing::info!(service = %key_of(svc), "the load balancer is not as desired; ensuring it");
+                false
+            }
+            Err(e) if e.is_not_implemented() => false,
+            Err(e) => {
+                tracing::debug!(service = %key_of(svc), error = %e, "could not check the load balancer; ensuring it");
+                false
+            }
+        }
+    }
+
+    /// The drift check: forget every ensured fingerprint and queue every
+    /// Service, so each goes through [`Shared::up_to_date`] again.
+    fn forget_ensured(&self, queue: &WorkQueue<String>) {
+        let keys: Vec<String> = {
+            let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+            let keys = ensured.keys().cloned().collect();
+            ensured.clear();
+            keys
+        };
+        for key in keys {
+            queue.add(key);
+        }
     }
 
     /// The Services API of `svc`'s namespace.
@@ -397,7 +534,14 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.to_owned(), backends(&nodes));
-        let status = match lb.ensure_load_balancer(cluster, svc, &nodes).await {
+        let ensured = self
+            .metrics
+            .cloud(
+                "ensure_load_balancer",
+                lb.ensure_load_balancer(cluster, svc, &nodes),
+            )
+            .await;
+        let status = match ensured {
             Ok(status) => status,
             Err(e) if e.is_implemented_elsewhere() => return Ok(()),
             Err(e) => return Err(e.into()),
@@ -449,7 +593,11 @@ impl Shared {
         let api = self.api_for(svc);
         let name = svc.metadata.name.clone().unwrap_or_default();
         let result: Result<(), SyncError> = async {
-            if lb.get_load_balancer(cluster, svc).await?.is_some() {
+            let existing = self
+                .metrics
+                .cloud("get_load_balancer", lb.get_load_balancer(cluster, svc))
+                .await?;
+            if existing.is_some() {
                 self.event(
                     svc,
                     EventType::Normal,
@@ -457,7 +605,14 @@ impl Shared {
                     "Deleting load balancer",
                 )
                 .await;
-                match lb.ensure_load_balancer_deleted(cluster, svc).await {
+                let deleted = self
+                    .metrics
+                    .cloud(
+                        "ensure_load_balancer_deleted",
+                        lb.ensure_load_balancer_deleted(cluster, svc),
+                    )
+                    .await;
+                match deleted {
                     Ok(()) => {}
                     Err(e) if e.is_implemented_elsewhere() => {}
                     Err(e) => return Err(e.into()),
@@ -513,13 +668,7 @@ impl Shared {
             "Deleted load balancer",
         )
         .await;
-        let has_ingress = svc
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|l| l.ingress.as_ref())
-            .is_some_and(|i| !i.is_empty());
-        if has_ingress && svc.metadata.deletion_timestamp.is_none() {
+        if has_ingress(svc) && svc.metadata.deletion_timestamp.is_none() {
             self.write_status(&api, &name, &LoadBalancerStatus::default())
                 .await?;
         }
@@ -568,10 +717,19 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.clone(), current.clone());
-        match lb
-            .update_load_balancer(&self.config.cluster_name, &svc, nodes)
-            .await
-        {
+        self.metrics.loadbalancer_sync.inc();
+        let started = std::time::Instant::now();
+        let updated = self
+            .metrics
+            .cloud(
+                "update_load_balancer",
+                lb.update_load_balancer(&self.config.cluster_name, &svc, nodes),
+            )
+            .await;
+        self.metrics
+            .update_host_latency
+            .observe(started.elapsed().as_secs_f64());
+        match updated {
             Ok(()) => {
                 if nodes.is_empty() {
                     self.event(
@@ -593,6 +751,7 @@ impl Shared {
             }
             Err(e) if e.is_implemented_elsewhere() => {}
             Err(e) => {
+                self.metrics.nodesync_error.inc();
                 let names: Vec<&str> = nodes
                     .iter()
                     .filter_map(|n| n.metadata.name.as_deref())

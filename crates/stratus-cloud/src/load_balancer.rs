@@ -136,6 +136,25 @@ pub trait LoadBalancer: Send + Sync {
         service: &Service,
     ) -> Result<()>;
 
+    /// Whether the load balancer exists and already matches `service` with
+    /// `nodes` as backends, answered cheaply (a read, no change). Not in Go.
+    ///
+    /// The service controller asks before ensuring a Service it has no
+    /// record of ensuring (after a restart, or in a drift check), so a
+    /// restart does not re-ensure every load balancer and a drift check
+    /// re-ensures only the ones that drifted. The default answers
+    /// [`crate::CloudErrorKind::NotImplemented`]; the controller then
+    /// ensures, as Go does.
+    async fn load_balancer_up_to_date(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<bool> {
+        let _ = (cluster_name, service, nodes);
+        Err(crate::CloudError::not_implemented())
+    }
+
     /// The `spec.loadBalancerClass` values this implementation serves.
     /// Defaults to Services without a class only, as Go.
     fn classes(&self) -> LoadBalancerClasses {

@@ -44,6 +44,7 @@ mockall::mock! {
         async fn ensure_load_balancer(&self, cluster_name: &str, service: &Service, nodes: &[Node]) -> Result<LoadBalancerStatus>;
         async fn update_load_balancer(&self, cluster_name: &str, service: &Service, nodes: &[Node]) -> Result<()>;
         async fn ensure_load_balancer_deleted(&self, cluster_name: &str, service: &Service) -> Result<()>;
+        async fn load_balancer_up_to_date(&self, cluster_name: &str, service: &Service, nodes: &[Node]) -> Result<bool>;
         fn classes(&self) -> LoadBalancerClasses;
     }
 }

@@ -293,12 +293,44 @@ async fn load_balancers(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &
             Err(e) => Err(format!("error: {e}")),
         },
     );
+    let up_to_date = lb
+        .load_balancer_up_to_date(cluster, &fx.service, &nodes)
+        .await;
+    let implemented = !matches!(&up_to_date, Err(e) if e.is_not_implemented());
+    if implemented {
+        report.result(
+            "load_balancer_up_to_date is true right after ensure",
+            match up_to_date {
+                Ok(true) => Ok(()),
+                Ok(false) => Err("answered false".into()),
+                Err(e) => Err(format!("error: {e}")),
+            },
+        );
+    } else {
+        report.push(
+            "load_balancer_up_to_date",
+            Outcome::Skipped("not implemented (the controller re-ensures instead)".into()),
+        );
+    }
     report.result(
         "update_load_balancer changes hosts",
         lb.update_load_balancer(cluster, &fx.service, &[])
             .await
             .map_err(|e| e.to_string()),
     );
+    if implemented {
+        report.result(
+            "load_balancer_up_to_date is false once the hosts differ",
+            match lb
+                .load_balancer_up_to_date(cluster, &fx.service, &nodes)
+                .await
+            {
+                Ok(false) => Ok(()),
+                Ok(true) => Err("answered true for other hosts".into()),
+                Err(e) => Err(format!("error: {e}")),
+            },
+        );
+    }
     report.result(
         "ensure_load_balancer_deleted removes it",
         async {

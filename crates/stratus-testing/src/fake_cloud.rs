@@ -268,6 +268,24 @@ impl FakeCloud {
         self.lock().instances.values().cloned().collect()
     }
 
+    /// Change the load balancer called `name` behind the controllers' back
+    /// (drift: someone edited it in the cloud console); false if there is
+    /// none.
+    pub fn tamper_load_balancer(&self, name: &str, f: impl FnOnce(&mut FakeLoadBalancer)) -> bool {
+        match self.lock().load_balancers.get_mut(name) {
+            Some(lb) => {
+                f(lb);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Delete the load balancer called `name` behind the controllers' back.
+    pub fn remove_load_balancer(&self, name: &str) -> Option<FakeLoadBalancer> {
+        self.lock().load_balancers.remove(name)
+    }
+
     /// The load balancers, by name.
     pub fn load_balancers(&self) -> BTreeMap<String, FakeLoadBalancer> {
         self.lock().load_balancers.clone()
@@ -724,6 +742,25 @@ impl LoadBalancer for FakeCloud {
         self.call("ensure_load_balancer_deleted", &name, 1).await?;
         self.lock().load_balancers.remove(&name);
         Ok(())
+    }
+
+    async fn load_balancer_up_to_date(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Node],
+    ) -> Result<bool> {
+        let name = self.get_load_balancer_name(cluster_name, service);
+        self.call("load_balancer_up_to_date", &name, 1).await?;
+        let s = self.lock();
+        if s.elsewhere.contains(&service_key(service)) {
+            return Err(CloudError::implemented_elsewhere());
+        }
+        Ok(s.load_balancers.get(&name).is_some_and(|lb| {
+            lb.cluster_name == cluster_name
+                && lb.hosts == hosts(nodes)
+                && lb.ports == ports(service)
+        }))
     }
 
     fn classes(&self) -> LoadBalancerClasses {
