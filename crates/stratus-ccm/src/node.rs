@@ -22,6 +22,9 @@
 //! provided node IP is an error. Cloud `RetryAfter` / `Throttled` delays are
 //! honoured; other errors back off per node.
 
+mod cloud_labels;
+pub use cloud_labels::MANAGED_LABELS_ANNOTATION;
+
 use crate::informer::Informer;
 use crate::metrics::{CcmMetrics, seconds_since};
 use futures_util::StreamExt;
@@ -37,7 +40,7 @@ use serde_json::json;
 use stratus_cloud::helpers::{
     filter_additional_labels, node_addresses_equal, node_addresses_from_node_ip,
 };
-use stratus_cloud::names::{annotations, controllers, events, labels, taints};
+use stratus_cloud::names::{annotations, controllers, events, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
@@ -61,6 +64,13 @@ pub struct NodeControllerConfig {
     pub status_update_frequency: Duration,
     /// Nodes of one batch written at once (default 16).
     pub write_concurrency: usize,
+    /// Also refresh instance type, zone, region and the additional labels
+    /// of initialized nodes on each address-refresh pass (off by default;
+    /// Go never refreshes them). Additional labels the controller set are
+    /// listed in the [`MANAGED_LABELS_ANNOTATION`] annotation: only those
+    /// are changed or removed later, and a label set by someone else is
+    /// never overwritten.
+    pub refresh_labels: bool,
 }
 
 impl Default for NodeControllerConfig {
@@ -72,6 +82,7 @@ impl Default for NodeControllerConfig {
             cluster_name: "kubernetes".into(),
             status_update_frequency: Duration::from_secs(300),
             write_concurrency: 16,
+            refresh_labels: false,
         }
     }
 }
@@ -265,6 +276,9 @@ impl NodeController {
                         continue;
                     }
                 };
+                if self.config.refresh_labels {
+                    self.refresh_labels(&api, node, &meta).await;
+                }
                 let wanted = match self.addresses(node, &meta) {
                     Ok(a) if !a.is_empty() => a,
                     Ok(_) => continue,
@@ -288,6 +302,52 @@ impl NodeController {
                 {
                     tracing::warn!(node = %name, error = %e, "could not update the node's addresses");
                 }
+            }
+        }
+    }
+
+    /// Bring one initialized node's cloud labels in line with `meta` (see
+    /// [`NodeControllerConfig::refresh_labels`]); one patch, fenced by the
+    /// resourceVersion read, only if something changed.
+    async fn refresh_labels(&self, api: &Api<Node>, node: &Node, meta: &InstanceMetadata) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let current = node.metadata.labels.clone().unwrap_or_default();
+        let managed = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MANAGED_LABELS_ANNOTATION))
+            .map(String::as_str);
+        let changes = cloud_labels::refresh(&current, managed, meta);
+        for key in &changes.conflicts {
+            tracing::warn!(node = %name, label = %key, "additional label set by someone else to another value; left alone");
+        }
+        if changes.is_empty() {
+            return;
+        }
+        let mut set = serde_json::Map::new();
+        for (k, v) in &changes.set {
+            set.insert(k.clone(), json!(v));
+        }
+        for k in &changes.remove {
+            set.insert(k.clone(), serde_json::Value::Null);
+        }
+        let patch = json!({"metadata": {
+            "labels": set,
+            "annotations": {MANAGED_LABELS_ANNOTATION: cloud_labels::render_managed(&changes.managed)},
+            "resourceVersion": node.metadata.resource_version,
+        }});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(node = %name, set = ?changes.set.keys().collect::<Vec<_>>(), removed = ?changes.remove, "refreshed the node's cloud labels")
+            }
+            // A conflict means the node changed meanwhile; the next pass
+            // sees the new version.
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "could not refresh the node's labels")
             }
         }
     }
@@ -416,23 +476,10 @@ impl NodeController {
         let addresses = self.addresses(node, &meta)?;
         let existing_labels = node.metadata.labels.clone().unwrap_or_default();
         let mut new_labels: BTreeMap<String, String> = BTreeMap::new();
-        for (pair, value) in [
-            (
-                (labels::INSTANCE_TYPE, labels::INSTANCE_TYPE_BETA),
-                &meta.instance_type,
-            ),
-            (
-                (labels::TOPOLOGY_ZONE, labels::FAILURE_DOMAIN_BETA_ZONE),
-                &meta.zone,
-            ),
-            (
-                (labels::TOPOLOGY_REGION, labels::FAILURE_DOMAIN_BETA_REGION),
-                &meta.region,
-            ),
-        ] {
+        for ((ga, beta), value) in cloud_labels::well_known(&meta) {
             if !value.is_empty() {
-                new_labels.insert(pair.0.to_owned(), value.clone());
-                new_labels.insert(pair.1.to_owned(), value.clone());
+                new_labels.insert(ga.to_owned(), value.to_owned());
+                new_labels.insert(beta.to_owned(), value.to_owned());
             }
         }
         let extra = filter_additional_labels(&meta.additional_labels, &existing_labels);
@@ -452,10 +499,14 @@ impl NodeController {
         if node_provider_id.is_empty() {
             spec["providerID"] = json!(meta.provider_id);
         }
-        let patch = json!({
-            "metadata": {"labels": new_labels, "resourceVersion": node.metadata.resource_version},
-            "spec": spec,
-        });
+        let mut metadata =
+            json!({"labels": new_labels, "resourceVersion": node.metadata.resource_version});
+        if self.config.refresh_labels {
+            let managed = cloud_labels::refresh(&existing_labels, None, &meta).managed;
+            metadata["annotations"] =
+                json!({MANAGED_LABELS_ANNOTATION: cloud_labels::render_managed(&managed)});
+        }
+        let patch = json!({"metadata": metadata, "spec": spec});
         let nodes: Api<Node> = Api::all(self.client.clone());
         let params = PatchParams::default();
         nodes.patch(&name, &params, &Patch::Merge(patch)).await?;

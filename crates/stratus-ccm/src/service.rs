@@ -404,20 +404,21 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
             .cloned();
-        match recorded {
-            Some(p) if p == print && has_load_balancer_finalizer(&svc) => return Ok(()),
-            // Never ensured by this process (a restart) or forgotten by the
-            // drift check: ask the provider before ensuring again.
-            None if has_load_balancer_finalizer(&svc) && has_ingress(&svc) => {
-                if self.up_to_date(lb, &svc).await {
-                    self.ensured
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key.to_owned(), print);
-                    return Ok(());
-                }
-            }
-            _ => {}
+        if recorded.as_ref() == Some(&print) && has_load_balancer_finalizer(&svc) {
+            return Ok(());
+        }
+        // Never ensured by this process (a restart) or forgotten by the drift
+        // check: ask the provider before ensuring again.
+        if recorded.is_none()
+            && has_load_balancer_finalizer(&svc)
+            && has_ingress(&svc)
+            && self.up_to_date(lb, &svc).await
+        {
+            self.ensured
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.to_owned(), print);
+            return Ok(());
         }
         let result = self.ensure(lb, &svc, key).await;
         {

@@ -282,3 +282,148 @@ async fn initialization_survives_api_faults() {
         .count();
     assert!(failed > 0, "faults were injected");
 }
+
+/// The value of the sample `line_prefix` in the text exposition (0 if absent).
+fn sample(text: &str, line_prefix: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_are_refreshed_when_enabled_and_metrics_reported() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let mut inst = FakeInstance::new("n1").with_internal_ip("10.0.0.1");
+    inst.additional_labels
+        .insert("example.com/pool".into(), "gpu".into());
+    inst.additional_labels
+        .insert("example.com/rack".into(), "r1".into());
+    cloud.add_instance(inst);
+    let mut spec = NodeSpec::new("n1").with_heartbeat(Duration::from_secs(3600));
+    spec.labels
+        .insert("example.com/team".into(), "payments".into());
+    let _kubelet = cluster.add_node(spec).await.unwrap();
+
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
+    let (_stop, stopped) = watch::channel(false);
+    let config = NodeControllerConfig {
+        status_update_frequency: Duration::from_millis(300),
+        refresh_labels: true,
+        ..Default::default()
+    };
+    tokio::spawn(
+        NodeController::new(cluster.client(), Arc::new(cloud.clone()), config)
+            .with_metrics(metrics)
+            .run(stopped),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+    eventually("initialized", || all_initialized(&nodes)).await;
+    let node = nodes.get("n1").await.unwrap();
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations[stratus_ccm::node::MANAGED_LABELS_ANNOTATION],
+        "example.com/pool,example.com/rack"
+    );
+
+    // The instance is resized and moved to another pool; the rack label
+    // disappears from the cloud; someone else owns the team label.
+    cloud.update_instance("n1", |i| {
+        i.instance_type = "fake.large".into();
+        i.additional_labels
+            .insert("example.com/pool".into(), "cpu".into());
+        i.additional_labels.remove("example.com/rack");
+        i.additional_labels
+            .insert("example.com/team".into(), "cloud-says".into());
+    });
+    eventually("the labels refreshed", || async {
+        let labels = nodes
+            .get("n1")
+            .await
+            .unwrap()
+            .metadata
+            .labels
+            .unwrap_or_default();
+        labels
+            .get("node.kubernetes.io/instance-type")
+            .map(String::as_str)
+            == Some("fake.large")
+            && labels
+                .get("beta.kubernetes.io/instance-type")
+                .map(String::as_str)
+                == Some("fake.large")
+            && labels.get("example.com/pool").map(String::as_str) == Some("cpu")
+            && !labels.contains_key("example.com/rack")
+    })
+    .await;
+    let node = nodes.get("n1").await.unwrap();
+    let labels = node.metadata.labels.unwrap_or_default();
+    assert_eq!(labels["example.com/team"], "payments", "never overwritten");
+    assert_eq!(
+        node.metadata.annotations.unwrap_or_default()[stratus_ccm::node::MANAGED_LABELS_ANNOTATION],
+        "example.com/pool"
+    );
+
+    let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            "node_controller_cloud_provider_taint_removal_delay_seconds_count"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "node_controller_initial_node_sync_delay_seconds_count"
+        ),
+        1.0
+    );
+    assert!(sample(&text, "workqueue_adds_total{name=\"Nodes\"}") >= 1.0);
+    assert!(
+        sample(
+            &text,
+            "stratus_cloud_provider_requests_total{method=\"instance_metadata\",result=\"ok\"}"
+        ) >= 2.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "stratus_reconcile_total{controller=\"cloud-node-controller\",result=\"success\"}"
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_watch_makes_the_controller_unhealthy_until_it_recovers() {
+    use stratus_runtime::health::{ControllerHealth, HealthCheck};
+    use stratus_testing::{Fault, FaultAction};
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    // The Node list is refused, as without RBAC.
+    cluster.server().inject(Fault::new(
+        Some(Verb::List),
+        Some("nodes"),
+        FaultAction::Error(403),
+    ));
+    let health = ControllerHealth::new().watch_grace(Duration::from_millis(100));
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(
+        NodeController::new(
+            cluster.client(),
+            Arc::new(cloud.clone()),
+            NodeControllerConfig::default(),
+        )
+        .with_health(health.clone())
+        .run(stopped),
+    );
+    eventually("unhealthy", || async {
+        health.check().is_err_and(|e| e.contains("403"))
+    })
+    .await;
+    cluster.server().clear_faults();
+    eventually("healthy again", || async { health.check().is_ok() }).await;
+}

@@ -336,3 +336,115 @@ async fn no_leaked_load_balancers_across_random_cycles_and_restarts() {
     .await;
     let _ = stop.send(true);
 }
+
+fn start_with(
+    cluster: &TestCluster,
+    cloud: &FakeCloud,
+    config: ServiceControllerConfig,
+    metrics: stratus_ccm::metrics::CcmMetrics,
+) -> watch::Sender<bool> {
+    let (stop, stopped) = watch::channel(false);
+    let controller = ServiceController::new(cluster.client(), Arc::new(cloud.clone()), config)
+        .with_metrics(metrics);
+    tokio::spawn(controller.run(stopped));
+    stop
+}
+
+/// The value of the sample `line_prefix` in the text exposition (0 if absent).
+fn sample(text: &str, line_prefix: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_checks_instead_of_re_ensuring_and_drift_is_repaired() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let names = ["s1", "s2", "s3", "s4"];
+    for name in names {
+        services
+            .create(&PostParams::default(), &lb_service(name, None))
+            .await
+            .unwrap();
+    }
+    let stop = start(&cluster, &cloud);
+    eventually("four ingresses", || async {
+        let list = services.list(&ListParams::default()).await.unwrap().items;
+        list.iter().filter(|s| ingress_ip(s).is_some()).count() == 4
+    })
+    .await;
+    stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(cloud.calls_to("ensure_load_balancer"), 4);
+
+    // A restart: every Service is checked, none is ensured again.
+    cloud.clear_calls();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
+    let config = ServiceControllerConfig {
+        drift_check_period: Some(Duration::from_millis(400)),
+        ..Default::default()
+    };
+    let _stop = start_with(&cluster, &cloud, config, metrics);
+    eventually("four checks", || async {
+        cloud.calls_to("load_balancer_up_to_date") >= 4
+    })
+    .await;
+    assert_eq!(
+        cloud.calls_to("ensure_load_balancer"),
+        0,
+        "no re-ensure storm"
+    );
+
+    // Drift: one load balancer edited in the cloud, one deleted there.
+    let lb_of = |svc: &str| {
+        cloud
+            .load_balancers()
+            .into_values()
+            .find(|lb| lb.service == format!("default/{svc}"))
+            .unwrap()
+    };
+    let (edited, deleted) = (lb_of("s1"), lb_of("s2"));
+    assert!(cloud.tamper_load_balancer(&edited.name, |lb| lb.hosts.clear()));
+    assert!(cloud.remove_load_balancer(&deleted.name).is_some());
+    eventually("the drifted load balancers repaired", || async {
+        let lbs = cloud.load_balancers();
+        lbs.get(&edited.name).is_some_and(|lb| lb.hosts == ["a"])
+            && lbs.get(&deleted.name).is_some_and(|lb| lb.hosts == ["a"])
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ensured: Vec<String> = cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "ensure_load_balancer")
+        .map(|c| c.target)
+        .collect();
+    assert!(
+        ensured
+            .iter()
+            .all(|t| *t == edited.name || *t == deleted.name),
+        "only the drifted ones are ensured again: {ensured:?}"
+    );
+    let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+    assert!(
+        sample(
+            &text,
+            "stratus_cloud_provider_requests_total{method=\"load_balancer_up_to_date\",result=\"ok\"}"
+        ) >= 8.0,
+        "{text}"
+    );
+    assert!(sample(&text, "workqueue_adds_total{name=\"service\"}") >= 8.0);
+    assert!(
+        sample(
+            &text,
+            "stratus_reconcile_total{controller=\"service-lb-controller\",result=\"success\"}"
+        ) >= 8.0
+    );
+}
