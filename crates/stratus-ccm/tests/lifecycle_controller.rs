@@ -172,3 +172,61 @@ async fn a_failed_delete_is_reported_and_retried() {
         .unwrap();
     assert_eq!(deleting.items.len(), 2, "one DeletingNode per attempt");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_api_latency_errors_dropped_watches_and_compaction() {
+    let cluster = TestCluster::start().await.unwrap();
+    let server = cluster.server();
+    let cloud = FakeCloud::new();
+    // A slow API that fails the first lists and watches.
+    server.inject(Fault::new(
+        None,
+        None,
+        FaultAction::Latency(Duration::from_millis(20)),
+    ));
+    server.inject(Fault::new(Some(Verb::List), Some("nodes"), FaultAction::Error(500)).times(2));
+    server.inject(
+        Fault::new(
+            Some(Verb::Watch),
+            Some("nodes"),
+            FaultAction::Throttle {
+                retry_after_secs: 1,
+            },
+        )
+        .times(1),
+    );
+    let _stop = start(&cluster, &cloud, Duration::from_millis(200));
+    let nodes: Api<Node> = Api::all(cluster.client());
+
+    // Nodes that die while the watch is cut, then after a compaction.
+    server.drop_watches();
+    dead_node(&cluster, &cloud, "first").await;
+    cloud.remove_instance("first");
+    server.compact();
+    dead_node(&cluster, &cloud, "second").await;
+    cloud.set_instance_state("second", InstanceState::ShutDown);
+    // A failing delete is retried on a later pass.
+    server.inject(Fault::new(Some(Verb::Delete), Some("nodes"), FaultAction::Error(500)).times(1));
+
+    eventually("the gone node deleted", || async {
+        nodes.get_opt("first").await.unwrap().is_none()
+    })
+    .await;
+    eventually("the shut-down node tainted", || async {
+        shutdown_tainted(&nodes.get("second").await.unwrap())
+    })
+    .await;
+    assert!(
+        nodes.get_opt("second").await.unwrap().is_some(),
+        "a shut-down instance is never deleted"
+    );
+    let answered = |verb: Verb, code: u16| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "nodes" && r.verb == verb && r.status == code)
+            .count()
+    };
+    assert_eq!(answered(Verb::List, 500), 2, "the faults were hit");
+    assert_eq!(answered(Verb::Delete, 500), 1);
+}

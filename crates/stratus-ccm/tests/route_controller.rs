@@ -135,3 +135,130 @@ async fn routes_follow_pod_cidrs() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_survive_api_faults_and_report_metrics() {
+    use stratus_testing::{Fault, FaultAction, Verb};
+    let cluster = TestCluster::start().await.unwrap();
+    let server = cluster.server();
+    let hb = Duration::from_secs(3600);
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let set_cidr = |name: String, i: usize| {
+        let nodes = nodes.clone();
+        async move {
+            let cidr = format!("10.244.{i}.0/24");
+            nodes
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let mut kubelets = Vec::new();
+    for i in 0..2 {
+        let name = format!("n{i}");
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(&name).with_heartbeat(hb))
+                .await
+                .unwrap(),
+        );
+        set_cidr(name, i).await;
+    }
+    let cloud = FakeCloud::new();
+    server.inject(Fault::new(
+        None,
+        None,
+        FaultAction::Latency(Duration::from_millis(20)),
+    ));
+    // The first condition writes fail; the API throttles the first watch.
+    server.inject(
+        Fault::new(
+            Some(Verb::Patch),
+            Some("nodes/status"),
+            FaultAction::Error(500),
+        )
+        .times(2),
+    );
+    server.inject(
+        Fault::new(
+            Some(Verb::Watch),
+            Some("nodes"),
+            FaultAction::Throttle {
+                retry_after_secs: 1,
+            },
+        )
+        .times(1),
+    );
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
+    let (_stop, stopped) = watch::channel(false);
+    let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
+    config.reconcile_period = Duration::from_millis(500);
+    tokio::spawn(
+        RouteController::new(cluster.client(), Arc::new(cloud.clone()), config)
+            .with_metrics(metrics)
+            .run(stopped),
+    );
+    // A node added while the watches are cut, another after a compaction.
+    server.drop_watches();
+    kubelets.push(
+        cluster
+            .add_node(NodeSpec::new("n2").with_heartbeat(hb))
+            .await
+            .unwrap(),
+    );
+    set_cidr("n2".into(), 2).await;
+    server.compact();
+    kubelets.push(
+        cluster
+            .add_node(NodeSpec::new("n3").with_heartbeat(hb))
+            .await
+            .unwrap(),
+    );
+    set_cidr("n3".into(), 3).await;
+
+    eventually("four node routes", || async {
+        let r = cloud.routes_list();
+        (0..4).all(|i| {
+            r.values()
+                .any(|r| r.destination_cidr == format!("10.244.{i}.0/24"))
+        })
+    })
+    .await;
+    eventually(
+        "RouteCreated on every node despite the failed writes",
+        || async {
+            let list = nodes.list(&ListParams::default()).await.unwrap();
+            list.items.len() == 4
+                && list
+                    .items
+                    .iter()
+                    .all(|n| condition(n) == Some(("False".into(), "RouteCreated".into())))
+        },
+    )
+    .await;
+    let failed_writes = server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "nodes/status" && r.status == 500)
+        .count();
+    assert_eq!(failed_writes, 2, "the faults were hit");
+    let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(value("route_controller_route_sync_total") >= 1.0, "{text}");
+    assert!(
+        value("stratus_cloud_provider_requests_total{method=\"create_route\",result=\"ok\"}")
+            >= 4.0
+    );
+    assert!(
+        value("stratus_cloud_provider_requests_total{method=\"list_routes\",result=\"ok\"}") >= 1.0
+    );
+}

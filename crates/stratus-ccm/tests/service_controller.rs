@@ -448,3 +448,108 @@ async fn restart_checks_instead_of_re_ensuring_and_drift_is_repaired() {
         ) >= 8.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_survive_api_faults_without_leaks() {
+    use stratus_testing::{Fault, FaultAction, Verb};
+    let cluster = TestCluster::start().await.unwrap();
+    let server = cluster.server();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    server.inject(Fault::new(
+        None,
+        None,
+        FaultAction::Latency(Duration::from_millis(20)),
+    ));
+    // The first finalizer / status writes are throttled, then fail.
+    server.inject(
+        Fault::new(
+            Some(Verb::Patch),
+            Some("services/status"),
+            FaultAction::Throttle {
+                retry_after_secs: 1,
+            },
+        )
+        .times(2),
+    );
+    server.inject(
+        Fault::new(
+            Some(Verb::Patch),
+            Some("services/status"),
+            FaultAction::Error(500),
+        )
+        .times(2),
+    );
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    for i in 0..3 {
+        services
+            .create(
+                &PostParams::default(),
+                &lb_service(&format!("before-{i}"), None),
+            )
+            .await
+            .unwrap();
+    }
+    // Services created while the watches are cut, and after a compaction.
+    server.drop_watches();
+    services
+        .create(&PostParams::default(), &lb_service("cut", None))
+        .await
+        .unwrap();
+    server.compact();
+    services
+        .create(&PostParams::default(), &lb_service("compacted", None))
+        .await
+        .unwrap();
+    eventually("five ingresses", || async {
+        let list = services.list(&ListParams::default()).await.unwrap().items;
+        list.iter().filter(|s| ingress_ip(s).is_some()).count() == 5
+    })
+    .await;
+    let answered = |code: u16| {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "services/status" && r.status == code)
+            .count()
+    };
+    assert_eq!(
+        (answered(429), answered(500)),
+        (2, 2),
+        "the faults were hit"
+    );
+    assert_eq!(cloud.load_balancers().len(), 5);
+
+    // Deleted while the watches are cut: every load balancer goes, and no
+    // Service is left stuck on its finalizer.
+    server.drop_watches();
+    services
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    server.inject(
+        Fault::new(
+            Some(Verb::Patch),
+            Some("services/status"),
+            FaultAction::Error(500),
+        )
+        .times(1),
+    );
+    eventually(
+        "every load balancer deleted and every Service gone",
+        || async {
+            cloud.load_balancers().is_empty()
+                && services
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .is_empty()
+        },
+    )
+    .await;
+}

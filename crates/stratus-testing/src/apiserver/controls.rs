@@ -125,7 +125,9 @@ pub enum FaultAction {
 pub struct Fault {
     /// Only this verb (any if `None`).
     pub verb: Option<Verb>,
-    /// Only this resource plural (any if `None`).
+    /// Only this resource (any if `None`): a plural such as `nodes`, which
+    /// also covers its subresources, or `nodes/status` for the subresource
+    /// alone.
     pub resource: Option<String>,
     /// What to do.
     pub action: FaultAction,
@@ -200,7 +202,11 @@ impl Faults {
         self.lock().paused_until = Some(Instant::now() + d);
     }
 
+    /// The faults for one request on `resource` (`plural` or
+    /// `plural/subresource`): a fault on `nodes` also hits `nodes/status`, a
+    /// fault on `nodes/status` only the subresource.
     pub(crate) fn apply(&self, verb: Verb, resource: &str) -> Applied {
+        let base = resource.split('/').next().unwrap_or_default();
         let mut s = self.lock();
         let mut out = Applied::default();
         if let Some(until) = s.paused_until {
@@ -218,7 +224,10 @@ impl Faults {
         };
         for (fault, used) in s.faults.iter_mut() {
             if fault.verb.is_some_and(|v| v != verb)
-                || fault.resource.as_deref().is_some_and(|r| r != resource)
+                || fault
+                    .resource
+                    .as_deref()
+                    .is_some_and(|r| r != resource && r != base)
                 || fault.times.is_some_and(|t| *used >= t)
             {
                 continue;
@@ -230,15 +239,14 @@ impl Faults {
             if roll >= fault.rate {
                 continue;
             }
-            *used += 1;
+            // Latencies add up; of the error faults, the first that matches
+            // answers, and only it counts the request towards its `times`.
             match &fault.action {
                 FaultAction::Latency(d) => out.delay += *d,
-                other => {
-                    if out.error.is_none() {
-                        out.error = Some(other.clone());
-                    }
-                }
+                _ if out.error.is_some() => continue,
+                other => out.error = Some(other.clone()),
             }
+            *used += 1;
         }
         s.rng = rng;
         out

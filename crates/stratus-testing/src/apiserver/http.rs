@@ -357,9 +357,7 @@ pub(crate) async fn handle(
         }
         _ => (Verb::Other, String::new(), None, None),
     };
-    let faults = inner
-        .faults
-        .apply(verb, resource_name.split('/').next().unwrap_or_default());
+    let faults = inner.faults.apply(verb, &resource_name);
     let response = if let Some(paused) = faults.paused_for {
         let secs = paused.as_secs().max(1);
         error_response(&ApiError {
