@@ -162,3 +162,109 @@ async fn invalid_configurations_are_refused() {
             .is_err()
     );
 }
+
+/// A Lease as client-go's `LeaseLock` writes it: MicroTime with exactly six
+/// fractional digits (Go's `RFC3339Micro`), whole-second duration.
+fn go_lease(holder: &str, transitions: i32, renewed: k8s_openapi::jiff::Timestamp) -> Lease {
+    let micro = |t: k8s_openapi::jiff::Timestamp| t.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "cloud-controller-manager", "namespace": "kube-system"},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 2,
+            "acquireTime": micro(renewed),
+            "renewTime": micro(renewed),
+            "leaseTransitions": transitions,
+        }
+    }))
+    .unwrap()
+}
+
+/// Whether a raw MicroTime string is in Go's `RFC3339Micro` layout, which
+/// client-go's parser requires.
+fn is_go_micro_time(value: &serde_json::Value) -> bool {
+    let Some(s) = value.as_str() else { return false };
+    let b = s.as_bytes();
+    b.len() == 27
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && b[20..26].iter().all(u8::is_ascii_digit)
+        && b[26] == b'Z'
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interoperates_with_a_client_go_holder_on_the_wire() {
+    let server = ApiServer::start().await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(server.client(), "kube-system");
+    // A Go manager holds the Lease and renews it every 500 ms, as client-go
+    // does: a full update fenced by the resourceVersion it read.
+    leases
+        .create(
+            &Default::default(),
+            &go_lease("go-ccm_1234", 3, k8s_openapi::jiff::Timestamp::now()),
+        )
+        .await
+        .unwrap();
+    let renewer = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let current = leases.get("cloud-controller-manager").await.unwrap();
+                let mut next = go_lease("go-ccm_1234", 3, k8s_openapi::jiff::Timestamp::now());
+                next.spec.as_mut().unwrap().acquire_time =
+                    current.spec.as_ref().unwrap().acquire_time.clone();
+                next.metadata.resource_version = current.metadata.resource_version;
+                leases
+                    .replace("cloud-controller-manager", &Default::default(), &next)
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let (_stop, stopped) = watch::channel(false);
+    let mut ours = elector(&server, "stratus-ccm_5678", fast());
+    let task = tokio::spawn(async move { ours.acquire(stopped).await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!task.is_finished(), "a renewed Go lease is respected");
+
+    // The Go manager dies: after a lease duration without renewals we take over.
+    renewer.abort();
+    let died = Instant::now();
+    let leadership = task.await.unwrap().unwrap().expect("leader");
+    assert!(died.elapsed() >= Duration::from_millis(1500));
+    let spec = lease(&server).await.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("stratus-ccm_5678"));
+    assert_eq!(spec.lease_transitions, Some(4), "a takeover counts a transition");
+
+    // What we wrote parses as client-go expects it.
+    let raw: serde_json::Value = serde_json::from_str(
+        &server
+            .client()
+            .request_text(
+                http::Request::get(
+                    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/cloud-controller-manager",
+                )
+                .body(Vec::new())
+                .unwrap(),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let spec = &raw["spec"];
+    assert!(is_go_micro_time(&spec["renewTime"]), "{spec}");
+    assert!(is_go_micro_time(&spec["acquireTime"]), "{spec}");
+    assert!(spec["leaseDurationSeconds"].is_i64());
+
+    // Releasing leaves what client-go's own release leaves: an empty holder
+    // and a 1 s duration, which a Go candidate acquires at once.
+    leadership.release().await;
+    let spec = lease(&server).await.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref().unwrap_or_default(), "");
+    assert_eq!(spec.lease_duration_seconds, Some(1));
+    assert_eq!(spec.lease_transitions, Some(4));
+}
