@@ -46,6 +46,12 @@ use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use tokio::sync::{Semaphore, watch};
 
+/// The Warning event recorded on a Node when its initialization fails, once
+/// per streak of failures (not in Go, which records nothing): a bad
+/// `alpha.kubernetes.io/provided-node-ip`, a provider that gives no provider
+/// ID, a cloud error. Retries back off per node.
+pub const INITIALIZATION_FAILED: &str = "InitializationFailed";
+
 /// Settings of the cloud-node controller.
 #[derive(Debug, Clone)]
 pub struct NodeControllerConfig {
@@ -407,6 +413,17 @@ impl NodeController {
                     Ok(()) => queue.forget(&name),
                     Err(e) => {
                         tracing::warn!(node = %name, error = %e, "failed to initialize node");
+                        // One event per failure streak, not one per retry.
+                        if queue.num_requeues(&name) == 0 {
+                            self.recorder
+                                .record(
+                                    &reference(node),
+                                    EventType::Warning,
+                                    INITIALIZATION_FAILED,
+                                    &format!("Failed to initialize the node: {e}"),
+                                )
+                                .await;
+                        }
                         match e.retry_after() {
                             Some(d) => queue.add_after(name.clone(), d),
                             None => queue.add_rate_limited(name.clone()),

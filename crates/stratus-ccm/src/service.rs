@@ -82,6 +82,13 @@ impl Default for ServiceControllerConfig {
 /// A backend: node name and provider ID (Go compares both).
 type Backends = BTreeSet<(String, String)>;
 
+/// The backend nodes and their backend set, as of a node generation.
+struct BackendCache {
+    generation: u64,
+    nodes: Arc<Vec<Node>>,
+    backends: Arc<Backends>,
+}
+
 fn backends(nodes: &[Node]) -> Backends {
     nodes
         .iter()
@@ -152,7 +159,10 @@ struct Shared {
     services: Store<Service>,
     nodes: Store<Node>,
     /// The backends each load balancer was last given.
-    synced: Mutex<HashMap<String, Backends>>,
+    /// Shared: every load balancer given the same nodes points at one set
+    /// (1,000 load balancers × 5,000 nodes would otherwise hold five million
+    /// entries).
+    synced: Mutex<HashMap<String, Arc<Backends>>>,
     /// The fingerprint of each Service at its last successful ensure: a
     /// Service that has not changed since (a status write, a resync) is not
     /// ensured again.
@@ -161,7 +171,7 @@ struct Shared {
     /// Bumped on every node event.
     node_generation: Arc<AtomicU64>,
     /// The backend nodes of `node_generation`.
-    backend_cache: Mutex<(u64, Arc<Vec<Node>>)>,
+    backend_cache: Mutex<BackendCache>,
 }
 
 /// The service load-balancer controller.
@@ -256,7 +266,11 @@ impl ServiceController {
             ensured: Mutex::new(HashMap::new()),
             metrics: self.metrics.clone(),
             node_generation,
-            backend_cache: Mutex::new((u64::MAX, Arc::new(Vec::new()))),
+            backend_cache: Mutex::new(BackendCache {
+                generation: u64::MAX,
+                nodes: Arc::default(),
+                backends: Arc::default(),
+            }),
         });
 
         let _ = tokio::join!(services.wait_until_ready(), nodes.wait_until_ready());
@@ -348,20 +362,27 @@ impl Shared {
 
     /// The backend nodes, rebuilt only after a node changed (not for every
     /// ensure: at thousands of nodes, copying them per Service dominates).
-    fn backend_nodes(&self) -> Arc<Vec<Node>> {
+    fn backend_nodes(&self) -> (Arc<Vec<Node>>, Arc<Backends>) {
         let generation = self.node_generation.load(Ordering::SeqCst);
         let mut cache = self.backend_cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.0 != generation {
-            let nodes = self
+        if cache.generation != generation {
+            let nodes: Vec<Node> = self
                 .nodes
                 .state()
                 .iter()
                 .filter(|n| is_load_balancer_backend(n))
                 .map(|n| (**n).clone())
                 .collect();
-            *cache = (generation, Arc::new(nodes));
+            let set = backends(&nodes);
+            // Keep the old set when it did not change, so load balancers
+            // given it still share it.
+            if *cache.backends != set {
+                cache.backends = Arc::new(set);
+            }
+            cache.nodes = Arc::new(nodes);
+            cache.generation = generation;
         }
-        cache.1.clone()
+        (cache.nodes.clone(), cache.backends.clone())
     }
 
     async fn event(&self, svc: &Service, kind: EventType, reason: &str, message: &str) {
@@ -445,7 +466,7 @@ impl Shared {
     /// as the ones it was given. Any other answer (false, not implemented,
     /// an error) means "ensure it".
     async fn up_to_date(&self, lb: &dyn LoadBalancer, svc: &Service) -> bool {
-        let nodes = self.backend_nodes();
+        let (nodes, set) = self.backend_nodes();
         let answer = self
             .metrics
             .cloud(
@@ -458,7 +479,7 @@ impl Shared {
                 self.synced
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(key_of(svc), backends(&nodes));
+                    .insert(key_of(svc), set);
                 true
             }
             Ok(false) => {
@@ -521,7 +542,7 @@ impl Shared {
             )
             .await?;
         }
-        let nodes = self.backend_nodes();
+        let (nodes, set) = self.backend_nodes();
         if nodes.is_empty() {
             self.event(
                 svc,
@@ -534,7 +555,7 @@ impl Shared {
         self.synced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned(), backends(&nodes));
+            .insert(key.to_owned(), set);
         let ensured = self
             .metrics
             .cloud(
@@ -679,14 +700,13 @@ impl Shared {
     /// Update the hosts of every load balancer whose backend set changed.
     async fn sync_nodes(&self, queue: &WorkQueue<String>) {
         let Some(lb) = self.lb() else { return };
-        let nodes = self.backend_nodes();
-        let current = backends(&nodes);
+        let (nodes, current) = self.backend_nodes();
         let stale: Vec<String> = self
             .synced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, b)| **b != current)
+            .filter(|(_, b)| !Arc::ptr_eq(b, &current) && b.as_ref() != current.as_ref())
             .map(|(k, _)| k.clone())
             .collect();
         let limit = self.config.workers.max(1) * 4;
@@ -703,7 +723,7 @@ impl Shared {
         lb: &dyn LoadBalancer,
         key: String,
         nodes: &Arc<Vec<Node>>,
-        current: &Backends,
+        current: &Arc<Backends>,
         queue: &WorkQueue<String>,
     ) {
         let (ns, name) = key.split_once('/').unwrap_or(("default", key.as_str()));
@@ -768,7 +788,16 @@ impl Shared {
                     ),
                 )
                 .await;
-                queue.add(key);
+                // A full ensure follows: forget the fingerprint, or the
+                // unchanged Service would be skipped and the host lost.
+                self.ensured
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                match e.retry_delay() {
+                    Some(delay) => queue.add_after(key, delay),
+                    None => queue.add_rate_limited(key),
+                }
             }
         }
     }

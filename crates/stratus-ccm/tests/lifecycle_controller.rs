@@ -155,6 +155,15 @@ async fn a_failed_delete_is_reported_and_retried() {
     })
     .await;
     let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    // Events are written in the background: wait for both attempts' count.
+    eventually("DeletingNode counted twice", || async {
+        let deleting = events
+            .list(&ListParams::default().fields("reason=DeletingNode"))
+            .await
+            .unwrap();
+        deleting.items.first().and_then(|e| e.count) == Some(2)
+    })
+    .await;
     let failed = events
         .list(&ListParams::default().fields("reason=DeletingNodeFailed"))
         .await
@@ -170,7 +179,11 @@ async fn a_failed_delete_is_reported_and_retried() {
         .list(&ListParams::default().fields("reason=DeletingNode"))
         .await
         .unwrap();
-    assert_eq!(deleting.items.len(), 2, "one DeletingNode per attempt");
+    assert_eq!(
+        deleting.items.len(),
+        1,
+        "the second attempt's identical event is counted, as client-go does"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,4 +242,36 @@ async fn survives_api_latency_errors_dropped_watches_and_compaction() {
     };
     assert_eq!(answered(Verb::List, 500), 2, "the faults were hit");
     assert_eq!(answered(Verb::Delete, 500), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unparsable_provider_id_never_deletes_the_node() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let kubelet = cluster
+        .add_node(NodeSpec::new("odd").with_heartbeat(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .patch(
+            "odd",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"providerID": "garbage:/not-an-id"}})),
+        )
+        .await
+        .unwrap();
+    kubelet.set_ready(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kubelet.stop();
+    let _stop = start(&cluster, &cloud, Duration::from_millis(100));
+    eventually("several checks", || async {
+        cloud.calls_to("instance_state") + cloud.calls_to("instance_state_batch") >= 5
+    })
+    .await;
+    assert!(
+        nodes.get_opt("odd").await.unwrap().is_some(),
+        "an InvalidInput answer is not \"gone\""
+    );
 }

@@ -427,3 +427,58 @@ async fn a_failing_watch_makes_the_controller_unhealthy_until_it_recovers() {
     cluster.server().clear_faults();
     eventually("healthy again", || async { health.check().is_ok() }).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_input_gets_one_event_and_backed_off_retries() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("bad-ip").with_internal_ip("10.0.0.1"));
+    let _kubelet = cluster
+        .add_node(NodeSpec::new("bad-ip").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .patch(
+            "bad-ip",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {"alpha.kubernetes.io/provided-node-ip": "not-an-ip"}}})),
+        )
+        .await
+        .unwrap();
+    let _stop = start(&cluster, &cloud);
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    eventually("the InitializationFailed event", || async {
+        !events
+            .list(&ListParams::default().fields("reason=InitializationFailed"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let failed = events
+        .list(&ListParams::default().fields("reason=InitializationFailed"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(failed.len(), 1, "one event, not one per retry");
+    assert!(
+        failed[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("not-an-ip")),
+        "{:?}",
+        failed[0].message
+    );
+    // Backoff from 5 ms doubling: about ten attempts in two seconds, not a
+    // hot loop.
+    let attempts = cloud.calls_to("instance_metadata");
+    assert!((2..=14).contains(&attempts), "{attempts} attempts");
+    assert!(
+        tainted(&nodes.get("bad-ip").await.unwrap()),
+        "the taint stays"
+    );
+}

@@ -553,3 +553,104 @@ async fn load_balancers_survive_api_faults_without_leaks() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
+    let cluster = TestCluster::start().await.unwrap();
+    let hb = Duration::from_secs(3600);
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(hb))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    services
+        .create(&PostParams::default(), &lb_service("web", None))
+        .await
+        .unwrap();
+    eventually("an ingress", || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    // The host update fails (throttled, then an error); the new node must
+    // still reach the load balancer.
+    cloud.fail_next(
+        "update_load_balancer",
+        CloudErrorKind::Throttled {
+            retry_after: Some(Duration::from_millis(200)),
+        },
+        1,
+    );
+    let _b = cluster
+        .add_node(NodeSpec::new("b").with_heartbeat(hb))
+        .await
+        .unwrap();
+    eventually("the new backend despite the failed update", || async {
+        cloud
+            .load_balancers()
+            .values()
+            .all(|lb| lb.hosts == ["a", "b"])
+    })
+    .await;
+    assert!(
+        cloud.calls_to("ensure_load_balancer") >= 2,
+        "repaired by an ensure"
+    );
+    eventually("UpdateLoadBalancerFailed", || async {
+        reasons(&cluster, "web")
+            .await
+            .contains(&"UpdateLoadBalancerFailed".to_owned())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_source_ranges_get_one_counted_event_and_backed_off_retries() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let mut svc = lb_service("bad", None);
+    svc.metadata.annotations = Some(
+        [(
+            "service.beta.kubernetes.io/load-balancer-source-ranges".to_string(),
+            "10.0.0.0/8, not-a-cidr".to_string(),
+        )]
+        .into(),
+    );
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    // The failures for the bad range (a first attempt may also race the
+    // finalizer write and fail with a conflict, a different message).
+    let failures = || async {
+        events
+            .list(&ListParams::default().fields("reason=SyncLoadBalancerFailed"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("not-a-cidr"))
+            })
+            .collect::<Vec<_>>()
+    };
+    eventually("a counted SyncLoadBalancerFailed", || async {
+        failures().await.first().and_then(|e| e.count) >= Some(3)
+    })
+    .await;
+    assert_eq!(failures().await.len(), 1, "one event object, counted");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let attempts = cloud.calls_to("ensure_load_balancer");
+    assert!(
+        attempts <= 14,
+        "backed off, not a hot loop: {attempts} attempts"
+    );
+    assert!(cloud.load_balancers().is_empty());
+}

@@ -5,7 +5,10 @@
 //! Like client-go's event broadcaster, recording never waits for the API:
 //! events go to a background writer through a queue of
 //! [`EVENT_QUEUE_LENGTH`] events, and an event that finds the queue full is
-//! dropped with a warning rather than slowing the controller down.
+//! dropped with a warning rather than slowing the controller down. Like
+//! client-go's correlator, an event identical to a recent one (same object,
+//! type, reason and message) increments that event's `count` instead of
+//! creating another.
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ObjectReference;
@@ -21,8 +24,9 @@
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{Api, PostParams};
-use std::sync::{Arc, OnceLock};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::mpsc;
 
 /// Events queued for writing before new ones are dropped (client-go's
@@ -136,27 +140,186 @@ impl EventRecorder {
 /// Events written at once by the background writer.
 const WRITER_CONCURRENCY: usize = 8;
 
+/// How long a written event absorbs identical ones (client-go's
+/// correlator keeps its cache for as long as the events live, one hour by
+/// default on kube-apiserver; ten minutes is its aggregation window).
+pub const DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Written events remembered for de-duplication, at most.
+const DEDUP_ENTRIES: usize = 4096;
+
+/// What makes two events the same: the involved object, type, reason and
+/// message (client-go's `getEventKey` without the source host).
+type EventKey = (String, String, String, String, String, String);
+
+fn event_key(event: &Event) -> EventKey {
+    let o = &event.involved_object;
+    (
+        o.kind.clone().unwrap_or_default(),
+        o.namespace.clone().unwrap_or_default(),
+        o.name.clone().unwrap_or_default(),
+        event.type_.clone().unwrap_or_default(),
+        event.reason.clone().unwrap_or_default(),
+        event.message.clone().unwrap_or_default(),
+    )
+}
+
+/// An event already written (or being created): its name once known, its
+/// namespace, its count and when it was last seen.
+struct Written {
+    name: Option<String>,
+    namespace: String,
+    count: i32,
+    last: std::time::Instant,
+}
+
+type WrittenEvents = Mutex<HashMap<EventKey, Written>>;
+
 /// The background writer: creates each queued event in its namespace, a few
-/// at a time, until every recorder clone is dropped.
+/// at a time, until every recorder clone is dropped. An event identical to
+/// one written within [`DEDUP_WINDOW`] bumps that event's `count` and
+/// `lastTimestamp` instead of creating another object, as client-go does, so
+/// a retried failure leaves one event with a count, not one per retry.
 async fn write_events(client: kube::Client, events: mpsc::Receiver<Event>) {
+    let written: Arc<WrittenEvents> = Arc::default();
     let queued = futures_util::stream::unfold(events, |mut rx| async move {
         rx.recv().await.map(|event| (event, rx))
     });
     queued
         .for_each_concurrent(WRITER_CONCURRENCY, |event| {
             let client = client.clone();
-            async move {
-                let namespace = event
-                    .metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into());
-                let api: Api<Event> = Api::namespaced(client, &namespace);
-                if let Err(e) = api.create(&PostParams::default(), &event).await {
-                    let reason = event.reason.as_deref().unwrap_or_default();
-                    tracing::warn!(reason, error = %e, "could not record an event");
-                }
-            }
+            let written = written.clone();
+            async move { write_one(client, &written, event).await }
         })
         .await;
+}
+
+fn lock(written: &WrittenEvents) -> std::sync::MutexGuard<'_, HashMap<EventKey, Written>> {
+    written.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What to do with one event.
+enum Step {
+    /// Create it (no identical recent event).
+    Create,
+    /// Set the count of the existing event.
+    Count(String, String, i32),
+    /// Nothing: an identical event is being created and will carry the
+    /// count.
+    Nothing,
+}
+
+async fn write_one(client: kube::Client, written: &WrittenEvents, event: Event) {
+    let key = event_key(&event);
+    let reason = event.reason.clone().unwrap_or_default();
+    let namespace = event
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let step = {
+        let mut seen = lock(written);
+        match seen.get_mut(&key) {
+            Some(w) if w.last.elapsed() < DEDUP_WINDOW => {
+                w.count += 1;
+                w.last = std::time::Instant::now();
+                match &w.name {
+                    Some(name) => Step::Count(name.clone(), w.namespace.clone(), w.count),
+                    None => Step::Nothing,
+                }
+            }
+            _ => {
+                if seen.len() >= DEDUP_ENTRIES {
+                    seen.retain(|_, w| w.last.elapsed() < DEDUP_WINDOW);
+                    if seen.len() >= DEDUP_ENTRIES {
+                        seen.clear();
+                    }
+                }
+                seen.insert(
+                    key.clone(),
+                    Written {
+                        name: None,
+                        namespace: namespace.clone(),
+                        count: 1,
+                        last: std::time::Instant::now(),
+                    },
+                );
+                Step::Create
+            }
+        }
+    };
+    match step {
+        Step::Nothing => {}
+        Step::Count(name, namespace, count) => {
+            if !set_count(&client, &name, &namespace, count, &event).await {
+                // Gone (expired or deleted): write it anew.
+                lock(written).remove(&key);
+                create(&client, written, key, event, &namespace, &reason).await;
+            }
+        }
+        Step::Create => create(&client, written, key, event, &namespace, &reason).await,
+    }
+}
+
+/// Create the event; then, if identical ones arrived meanwhile, set its
+/// count.
+async fn create(
+    client: &kube::Client,
+    written: &WrittenEvents,
+    key: EventKey,
+    event: Event,
+    namespace: &str,
+    reason: &str,
+) {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    match api.create(&PostParams::default(), &event).await {
+        Ok(created) => {
+            let name = created.metadata.name.unwrap_or_default();
+            let count = {
+                let mut seen = lock(written);
+                match seen.get_mut(&key) {
+                    Some(w) => {
+                        w.name = Some(name.clone());
+                        w.count
+                    }
+                    None => 1,
+                }
+            };
+            if count > 1 {
+                set_count(client, &name, namespace, count, &event).await;
+            }
+        }
+        Err(e) => {
+            lock(written).remove(&key);
+            tracing::warn!(reason, error = %e, "could not record an event");
+        }
+    }
+}
+
+/// Patch the count and last timestamp of an existing event; false if it is
+/// gone.
+async fn set_count(
+    client: &kube::Client,
+    name: &str,
+    namespace: &str,
+    count: i32,
+    event: &Event,
+) -> bool {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({
+        "count": count,
+        "lastTimestamp": event.last_timestamp,
+    });
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.is_not_found() => false,
+        Err(e) => {
+            let reason = event.reason.as_deref().unwrap_or_default();
+            tracing::warn!(reason, error = %e, "could not update an event's count");
+            true
+        }
+    }
 }

@@ -1,5 +1,30 @@
 //! Shared controller machinery for Stratus.
 //!
+//! ```
+//! use prometheus_client::registry::Registry;
+//! use stratus_runtime::health::{ControllerHealth, HealthChecks};
+//! use stratus_runtime::metrics::{RuntimeMetrics, encode_text};
+//! use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! // One registry and one set of health checks per process.
+//! let mut registry = Registry::default();
+//! let metrics = RuntimeMetrics::register(&mut registry);
+//! let checks = HealthChecks::new();
+//! let health = ControllerHealth::new();
+//! checks.add("my-controller", health.clone());
+//!
+//! // A controller's queue, with client-go's semantics and metrics.
+//! let queue = WorkQueue::with_metrics(default_controller_rate_limiter(), metrics.workqueue.queue("my-controller"));
+//! queue.add("default/web".to_string());
+//! let key = queue.get().await.unwrap();
+//! queue.done(&key);
+//!
+//! assert_eq!(checks.report().render(false), "ok");
+//! assert!(encode_text(&registry).unwrap().contains("workqueue_adds_total{name=\"my-controller\"} 1"));
+//! # });
+//! ```
+//!
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as

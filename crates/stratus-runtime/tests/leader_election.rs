@@ -185,7 +185,9 @@ fn go_lease(holder: &str, transitions: i32, renewed: k8s_openapi::jiff::Timestam
 /// Whether a raw MicroTime string is in Go's `RFC3339Micro` layout, which
 /// client-go's parser requires.
 fn is_go_micro_time(value: &serde_json::Value) -> bool {
-    let Some(s) = value.as_str() else { return false };
+    let Some(s) = value.as_str() else {
+        return false;
+    };
     let b = s.as_bytes();
     b.len() == 27
         && b[4] == b'-'
@@ -238,7 +240,11 @@ async fn interoperates_with_a_client_go_holder_on_the_wire() {
     assert!(died.elapsed() >= Duration::from_millis(1500));
     let spec = lease(&server).await.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("stratus-ccm_5678"));
-    assert_eq!(spec.lease_transitions, Some(4), "a takeover counts a transition");
+    assert_eq!(
+        spec.lease_transitions,
+        Some(4),
+        "a takeover counts a transition"
+    );
 
     // What we wrote parses as client-go expects it.
     let raw: serde_json::Value = serde_json::from_str(

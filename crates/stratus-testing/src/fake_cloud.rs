@@ -32,6 +32,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service,
 };
+use stratus_cloud::helpers::load_balancer_source_ranges;
 use stratus_cloud::{
     CloudError, CloudErrorKind, CloudProvider, Clusters, InstanceMetadata, InstanceState,
     Instances, InstancesBatch, InstancesV2, LoadBalancer, LoadBalancerClasses, ProviderId, Result,
@@ -392,21 +393,27 @@ impl FakeCloud {
         outcome
     }
 
-    fn find(&self, node: &Node) -> Option<FakeInstance> {
-        let s = self.lock();
-        let by_id = node
+    /// The node's instance: by provider ID when the node has one (which
+    /// must be a `fake://` ID: anything else is `InvalidInput`, as a real
+    /// cloud would answer garbage), else by node name.
+    fn find(&self, node: &Node) -> Result<Option<FakeInstance>> {
+        let provider_id = node
             .spec
             .as_ref()
             .and_then(|sp| sp.provider_id.as_deref())
-            .filter(|id| !id.is_empty())
-            .and_then(|id| s.instances.get(id));
-        by_id
+            .filter(|id| !id.is_empty());
+        if let Some(id) = provider_id {
+            ProviderId::parse_for(FAKE_PROVIDER, id)?;
+        }
+        let s = self.lock();
+        Ok(provider_id
+            .and_then(|id| s.instances.get(id))
             .or_else(|| {
                 s.instances
                     .values()
                     .find(|i| i.node_name == node_name(node))
             })
-            .cloned()
+            .cloned())
     }
 
     fn find_by_provider_id(&self, provider_id: &str) -> Result<Option<FakeInstance>> {
@@ -471,12 +478,12 @@ impl CloudProvider for FakeCloud {
 impl InstancesV2 for FakeCloud {
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
         self.call("instance_exists", node_name(node), 1).await?;
-        Ok(self.find(node).is_some())
+        Ok(self.find(node)?.is_some())
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
         self.call("instance_shutdown", node_name(node), 1).await?;
-        match self.find(node) {
+        match self.find(node)? {
             Some(i) => Ok(i.state == InstanceState::ShutDown),
             None => Err(not_found(&format!("instance for node {}", node_name(node)))),
         }
@@ -484,7 +491,7 @@ impl InstancesV2 for FakeCloud {
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
         self.call("instance_metadata", node_name(node), 1).await?;
-        match self.find(node) {
+        match self.find(node)? {
             Some(i) => Ok(Some(i.metadata())),
             None => Err(not_found(&format!("instance for node {}", node_name(node)))),
         }
@@ -492,7 +499,7 @@ impl InstancesV2 for FakeCloud {
 
     async fn instance_state(&self, node: &Node) -> Result<InstanceState> {
         self.call("instance_state", node_name(node), 1).await?;
-        Ok(self.find(node).map_or(InstanceState::Gone, |i| i.state))
+        Ok(self.find(node)?.map_or(InstanceState::Gone, |i| i.state))
     }
 
     fn batch(&self) -> Option<&dyn InstancesBatch> {
@@ -521,7 +528,7 @@ impl InstancesBatch for FakeCloud {
             .await?;
         Ok(nodes
             .iter()
-            .map(|n| match self.find(n) {
+            .map(|n| match self.find(n)? {
                 Some(i) => Ok(Some(i.metadata())),
                 None => Err(not_found(&format!("instance for node {}", node_name(n)))),
             })
@@ -539,7 +546,7 @@ impl InstancesBatch for FakeCloud {
         self.call("instance_state_batch", "", nodes.len()).await?;
         Ok(nodes
             .iter()
-            .map(|n| Ok(self.find(n).map_or(InstanceState::Gone, |i| i.state)))
+            .map(|n| Ok(self.find(n)?.map_or(InstanceState::Gone, |i| i.state)))
             .collect())
     }
 }
@@ -685,6 +692,9 @@ impl LoadBalancer for FakeCloud {
     ) -> Result<LoadBalancerStatus> {
         let name = self.get_load_balancer_name(cluster_name, service);
         self.call("ensure_load_balancer", &name, 1).await?;
+        // As a real cloud: garbage source ranges are refused.
+        load_balancer_source_ranges(service)
+            .map_err(|e| CloudError::invalid_input(e.to_string()))?;
         let key = service_key(service);
         let mut s = self.lock();
         if s.elsewhere.contains(&key) {
