@@ -142,12 +142,15 @@ impl LifecycleController {
             .expect_pass_every(self.config.monitor_period);
         let nodes = Informer::start(Api::<Node>::all(self.client.clone()), &health, |_| {});
         let store = nodes.store();
-        let mut ticker = tokio::time::interval(self.config.monitor_period);
+        // Sliding, as Go's `wait.UntilWithContext`: a pass at once, then
+        // each one a period after the previous one finished.
+        let mut wait = Duration::ZERO;
         loop {
             tokio::select! {
-                _ = ticker.tick() => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = stop.changed() => break,
             }
+            wait = self.config.monitor_period;
             if store.wait_until_ready().await.is_ok() {
                 let started = std::time::Instant::now();
                 self.pass(store).await;

@@ -221,10 +221,10 @@ impl NodeController {
         let refresher = {
             let (this, store) = (this.clone(), store.clone());
             tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(this.config.status_update_frequency);
-                ticker.tick().await;
+                // Sliding, as Go's `wait.Until`: the next pass starts a period
+                // after the previous one finished.
                 loop {
-                    ticker.tick().await;
+                    tokio::time::sleep(this.config.status_update_frequency).await;
                     this.refresh_addresses(&store).await;
                     this.health.pass_completed();
                 }
@@ -272,43 +272,55 @@ impl NodeController {
         let api: Api<Node> = Api::all(self.client.clone());
         for chunk in nodes.chunks(self.batch_limit()) {
             let answers = self.metadata(chunk).await;
-            for (node, answer) in chunk.iter().zip(answers) {
-                let name = node.metadata.name.clone().unwrap_or_default();
-                let meta = match answer {
-                    Ok(Some(meta)) => meta,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        tracing::debug!(node = %name, error = %e, "could not refresh the node's addresses");
-                        continue;
-                    }
-                };
-                if self.config.refresh_labels {
-                    self.refresh_labels(&api, node, &meta).await;
-                }
-                let wanted = match self.addresses(node, &meta) {
-                    Ok(a) if !a.is_empty() => a,
-                    Ok(_) => continue,
-                    Err(e) => {
-                        tracing::warn!(node = %name, error = %e, "not refreshing the node's addresses");
-                        continue;
-                    }
-                };
-                let current = node
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.addresses.clone())
-                    .unwrap_or_default();
-                if node_addresses_equal(&current, &wanted) {
-                    continue;
-                }
-                let patch = Patch::Merge(json!({"status": {"addresses": wanted}}));
-                if let Err(e) = api
-                    .patch_status(&name, &PatchParams::default(), &patch)
-                    .await
-                {
-                    tracing::warn!(node = %name, error = %e, "could not update the node's addresses");
-                }
+            futures_util::stream::iter(chunk.iter().zip(answers))
+                .for_each_concurrent(self.config.write_concurrency.max(1), |(node, answer)| {
+                    self.refresh_node(&api, node, answer)
+                })
+                .await;
+        }
+    }
+
+    /// One node of a refresh pass: its labels (when enabled) and addresses.
+    async fn refresh_node(
+        &self,
+        api: &Api<Node>,
+        node: &Node,
+        answer: Result<Option<InstanceMetadata>, CloudError>,
+    ) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let meta = match answer {
+            Ok(Some(meta)) => meta,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(node = %name, error = %e, "could not refresh the node's addresses");
+                return;
             }
+        };
+        if self.config.refresh_labels {
+            self.refresh_labels(api, node, &meta).await;
+        }
+        let wanted = match self.addresses(node, &meta) {
+            Ok(a) if !a.is_empty() => a,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "not refreshing the node's addresses");
+                return;
+            }
+        };
+        let current = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.clone())
+            .unwrap_or_default();
+        if node_addresses_equal(&current, &wanted) {
+            return;
+        }
+        let patch = Patch::Merge(json!({"status": {"addresses": wanted}}));
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &patch)
+            .await
+        {
+            tracing::warn!(node = %name, error = %e, "could not update the node's addresses");
         }
     }
 
