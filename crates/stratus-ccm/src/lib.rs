@@ -6,6 +6,7 @@
 //!
 //! - [`service`]: the service load-balancer controller.
 //! - [`route`]: the node-route controller.
+//! - [`ipam`]: the node-ipam controller (`RangeAllocator` semantics).
 //! - [`metrics`]: the controllers' Prometheus metrics (Go's names where Go
 //!   has them).
 //!
@@ -26,6 +27,7 @@
 //! ```
 
 mod informer;
+pub mod ipam;
 pub mod lifecycle;
 pub mod metrics;
 pub mod node;
