@@ -25,6 +25,8 @@
 //! # });
 //! ```
 //!
+//! - [`admin`]: the admin server: `/healthz`, `/livez`, `/readyz`,
+//!   `/metrics` and `/configz` over TLS.
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as
@@ -33,17 +35,18 @@
 //!   semantics, interoperable with Go managers on the same Lease.
 //! - [`metrics`]: prometheus-client families for work queues (client-go's
 //!   `workqueue_*` names), reconciles and cloud calls.
+//! - [`tls`]: serving certificates, self-signed in memory or from PEM
+//!   files.
 //! - [`workqueue`]: a work queue with client-go's dedup, backoff and
 //!   bounded-worker semantics (the overall bucket applies to retries only).
-//!
-//! The admin server that serves the health checks and metrics comes with the
-//! manager command.
 
+pub mod admin;
 pub mod client;
 pub mod events;
 pub mod health;
 pub mod leader_election;
 pub mod metrics;
+pub mod tls;
 pub mod workqueue;
 
 pub use leader_election::{ElectionConfig, ElectionError, LeaderElector, Leadership, LeaseLock};

@@ -3,7 +3,7 @@
 //! calls to an external API such as a cloud provider.
 //!
 //! Each family set is registered once into a vendor's
-//! [`Registry`](prometheus_client::registry::Registry) and handed to the
+//! [`Registry`] and handed to the
 //! controllers by clone (the families share their storage).
 //!
 //! ```

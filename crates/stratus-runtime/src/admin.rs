@@ -1,0 +1,323 @@
+//! The admin server of a manager: `/healthz` (and `/healthz/<check>`),
+//! `/livez`, `/readyz`, `/metrics` and `/configz`, over TLS (self-signed in
+//! memory by default, as Go's managers on `--secure-port`), HTTP/1.1 and
+//! HTTP/2.
+//!
+//! - `/healthz`, `/livez`: the health checks; `ok`, or 500 listing the
+//!   failed checks (reasons withheld, as Kubernetes does); `?verbose` lists
+//!   every check. `/healthz/<name>`: one check, 404 if unknown.
+//! - `/readyz`: the readiness checks (the health checks if none are given).
+//! - `/metrics`: the prometheus-client registry, OpenMetrics text.
+//! - `/configz`: the configuration document the manager gives.
+//!
+//! ```no_run
+//! use stratus_runtime::admin::AdminServer;
+//! use stratus_runtime::health::HealthChecks;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let checks = HealthChecks::new();
+//! let server = AdminServer::builder("0.0.0.0:10258".parse()?)
+//!     .health(checks)
+//!     .bind()
+//!     .await?;
+//! let (_stop, stopped) = tokio::sync::watch::channel(false);
+//! server.serve(stopped).await;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::health::HealthChecks;
+use crate::tls::{ServingCertificate, TlsError};
+
+/// Why the admin server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The serving certificate is unusable.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// What the admin server serves.
+#[derive(Clone)]
+struct Routes {
+    health: HealthChecks,
+    readiness: Option<HealthChecks>,
+    registry: Option<Arc<Registry>>,
+    configz: serde_json::Value,
+}
+
+/// Builds an [`AdminServer`].
+pub struct AdminServerBuilder {
+    addr: SocketAddr,
+    certificate: Option<ServingCertificate>,
+    plain: bool,
+    routes: Routes,
+}
+
+impl std::fmt::Debug for AdminServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminServerBuilder")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AdminServerBuilder {
+    /// Serve with this certificate (from files) instead of a self-signed one.
+    pub fn certificate(mut self, certificate: ServingCertificate) -> Self {
+        self.certificate = Some(certificate);
+        self
+    }
+
+    /// Serve plain HTTP (tests, or behind a TLS-terminating proxy).
+    pub fn plain_http(mut self) -> Self {
+        self.plain = true;
+        self
+    }
+
+    /// The checks of `/healthz` and `/livez`.
+    pub fn health(mut self, checks: HealthChecks) -> Self {
+        self.routes.health = checks;
+        self
+    }
+
+    /// The checks of `/readyz` (the health checks by default).
+    pub fn readiness(mut self, checks: HealthChecks) -> Self {
+        self.routes.readiness = Some(checks);
+        self
+    }
+
+    /// The registry `/metrics` encodes.
+    pub fn registry(mut self, registry: Arc<Registry>) -> Self {
+        self.routes.registry = Some(registry);
+        self
+    }
+
+    /// The document `/configz` answers.
+    pub fn configz(mut self, config: serde_json::Value) -> Self {
+        self.routes.configz = config;
+        self
+    }
+
+    /// Bind the address (port 0 picks a free one).
+    pub async fn bind(self) -> Result<AdminServer, AdminError> {
+        let tls = if self.plain {
+            None
+        } else {
+            let certificate = match self.certificate {
+                Some(c) => c,
+                None => crate::tls::self_signed("stratus-manager", &["localhost"])?,
+            };
+            Some(tokio_rustls::TlsAcceptor::from(
+                certificate.server_config()?,
+            ))
+        };
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| AdminError::Bind {
+                addr: self.addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| AdminError::Bind {
+            addr: self.addr,
+            source,
+        })?;
+        Ok(AdminServer {
+            listener,
+            addr,
+            tls,
+            routes: self.routes,
+        })
+    }
+}
+
+/// A bound admin server; [`AdminServer::serve`] answers until stopped.
+pub struct AdminServer {
+    listener: TcpListener,
+    addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    routes: Routes,
+}
+
+impl std::fmt::Debug for AdminServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminServer")
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AdminServer {
+    /// A builder for `addr` (Go's CCM: `--bind-address`:`--secure-port`,
+    /// 0.0.0.0:10258).
+    pub fn builder(addr: SocketAddr) -> AdminServerBuilder {
+        AdminServerBuilder {
+            addr,
+            certificate: None,
+            plain: false,
+            routes: Routes {
+                health: HealthChecks::new(),
+                readiness: None,
+                registry: None,
+                configz: serde_json::json!({}),
+            },
+        }
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Answer requests until `stop` becomes true.
+    pub async fn serve(self, mut stop: watch::Receiver<bool>) {
+        let routes = Arc::new(self.routes);
+        loop {
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                _ = stop.changed() => return,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let routes = routes.clone();
+            let tls = self.tls.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let routes = routes.clone();
+                    async move { Ok::<_, Infallible>(answer(&routes, &req)) }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let served = match tls {
+                    Some(acceptor) => match acceptor.accept(stream).await {
+                        Ok(s) => builder.serve_connection(TokioIo::new(s), service).await,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                    },
+                    None => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                };
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, "admin connection ended with an error");
+                }
+            });
+        }
+    }
+}
+
+fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = header::HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+const PLAIN: &str = "text/plain; charset=utf-8";
+
+fn checks_answer(checks: &HealthChecks, verbose: bool) -> Response<Full<Bytes>> {
+    let report = checks.report();
+    for (name, result) in &report.results {
+        if let Err(reason) = result {
+            tracing::warn!(check = %name, %reason, "health check failed");
+        }
+    }
+    let status = if report.healthy() {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    text(status, PLAIN, report.render(verbose))
+}
+
+fn answer(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            PLAIN,
+            "method not allowed\n".into(),
+        );
+    }
+    let verbose = req.uri().query().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    });
+    let path = req.uri().path().trim_end_matches('/');
+    match path {
+        "/healthz" | "/livez" => checks_answer(&routes.health, verbose),
+        "/readyz" => checks_answer(routes.readiness.as_ref().unwrap_or(&routes.health), verbose),
+        "/metrics" => match &routes.registry {
+            Some(registry) => match crate::metrics::encode_text(registry) {
+                Ok(body) => text(
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    body,
+                ),
+                Err(_) => text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    PLAIN,
+                    "could not encode the metrics\n".into(),
+                ),
+            },
+            None => text(StatusCode::NOT_FOUND, PLAIN, "404 page not found\n".into()),
+        },
+        "/configz" => text(
+            StatusCode::OK,
+            "application/json",
+            routes.configz.to_string(),
+        ),
+        _ => {
+            let one = ["/healthz/", "/livez/", "/readyz/"]
+                .iter()
+                .find_map(|prefix| path.strip_prefix(prefix));
+            let checks = if path.starts_with("/readyz/") {
+                routes.readiness.as_ref().unwrap_or(&routes.health)
+            } else {
+                &routes.health
+            };
+            match one.map(|name| (name, checks.check(name))) {
+                Some((_, Some(Ok(())))) => text(StatusCode::OK, PLAIN, "ok".into()),
+                // As Kubernetes: one check's own path says why it failed.
+                Some((name, Some(Err(reason)))) => {
+                    tracing::warn!(check = %name, %reason, "health check failed");
+                    text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        PLAIN,
+                        format!("internal server error: {reason}\n"),
+                    )
+                }
+                _ => text(StatusCode::NOT_FOUND, PLAIN, "404 page not found\n".into()),
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Serving certificates for the admin server (and the harness): a
+//! self-signed pair made in memory (a CA and a certificate it signs, as Go's
+//! `GenerateSelfSignedCertKey` does), or a certificate and key read from PEM
+//! files (`--tls-cert-file`, `--tls-private-key-file`).
+//!
+//! ```
+//! let cert = stratus_runtime::tls::self_signed("my-ccm", &["localhost"]).unwrap();
+//! assert!(cert.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+//! let config = cert.server_config().unwrap();
+//! assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+//! ```
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// Why a serving certificate could not be made or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Generating the self-signed pair failed.
+    #[error("could not create a self-signed serving certificate: {0}")]
+    Generate(String),
+    /// A PEM file could not be read or holds nothing usable.
+    #[error("could not read {path}: {message}")]
+    Pem {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// rustls refused the certificate and key (for example, they do not
+    /// match).
+    #[error("invalid serving certificate or key: {0}")]
+    Config(String),
+}
+
+/// A certificate chain and its private key, and the CA that signed it when
+/// it was made here.
+#[derive(Debug)]
+pub struct ServingCertificate {
+    /// The CA certificate (PEM) of a self-signed pair; empty for files.
+    pub ca_pem: String,
+    /// The CA certificate (DER) of a self-signed pair; empty for files.
+    pub ca_der: Vec<u8>,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+/// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1.
+pub fn self_signed(common_name: &str, dns_names: &[&str]) -> Result<ServingCertificate, TlsError> {
+    let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
+    let ca_key = KeyPair::generate().map_err(|e| err(&e))?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err(&e))?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, format!("{common_name}-ca"));
+    ca_params.distinguished_name = dn;
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(|e| err(&e))?;
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+
+    let key = KeyPair::generate().map_err(|e| err(&e))?;
+    let names: Vec<String> = dns_names.iter().map(|n| (*n).to_owned()).collect();
+    let mut params = CertificateParams::new(names).map_err(|e| err(&e))?;
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    params.distinguished_name = dn;
+    let cert = params.signed_by(&key, &issuer).map_err(|e| err(&e))?;
+    Ok(ServingCertificate {
+        ca_pem: ca_cert.pem(),
+        ca_der: ca_cert.der().to_vec(),
+        chain: vec![
+            CertificateDer::from(cert.der().to_vec()),
+            CertificateDer::from(ca_cert.der().to_vec()),
+        ],
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    })
+}
+
+/// The certificate chain and key in PEM files.
+pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, TlsError> {
+    let pem_err = |path: &Path, message: String| TlsError::Pem {
+        path: path.display().to_string(),
+        message,
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| pem_err(cert, e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| pem_err(cert, e.to_string()))?;
+    if chain.is_empty() {
+        return Err(pem_err(cert, "no certificate in the file".into()));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| pem_err(key, e.to_string()))?;
+    Ok(ServingCertificate {
+        ca_pem: String::new(),
+        ca_der: Vec::new(),
+        chain,
+        key: key_der,
+    })
+}
+
+impl ServingCertificate {
+    /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let err = |e: &dyn std::fmt::Display| TlsError::Config(e.to_string());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| err(&e))?
+            .with_no_client_auth()
+            .with_single_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| err(&e))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
