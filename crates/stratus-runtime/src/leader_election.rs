@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -355,6 +356,8 @@ impl LeaderElector {
                 observed_at: self.observer.observed_at,
             },
         };
+        let renewed = Arc::new(std::sync::Mutex::new(Instant::now()));
+        let renewed_by_task = renewed.clone();
         let task = tokio::spawn(async move {
             let mut last_renew = Instant::now();
             loop {
@@ -369,7 +372,10 @@ impl LeaderElector {
                 )
                 .await
                 {
-                    Ok(Attempt::Held) => last_renew = Instant::now(),
+                    Ok(Attempt::Held) => {
+                        last_renew = Instant::now();
+                        *renewed_by_task.lock().unwrap_or_else(|e| e.into_inner()) = last_renew;
+                    }
                     _ => {
                         if last_renew.elapsed() >= elector.config.renew_deadline {
                             tracing::warn!(lease = %elector.lock.name, identity = %elector.identity, "failed to renew the lease within the renew deadline; stepping down");
@@ -385,6 +391,8 @@ impl LeaderElector {
             halt: halt_tx,
             task: Some(task),
             release_on_cancel: self.config.release_on_cancel,
+            renewed,
+            lease_duration: self.config.lease_duration,
         }
     }
 }
@@ -397,6 +405,42 @@ pub struct Leadership {
     /// the lease when it stopped.
     task: Option<JoinHandle<(LeaderElector, bool)>>,
     release_on_cancel: bool,
+    /// When the lease was last renewed.
+    renewed: Arc<std::sync::Mutex<Instant>>,
+    lease_duration: Duration,
+}
+
+/// The `leaderElection` health check of a [`Leadership`] (Go's
+/// `LeaderHealthzAdaptor`): unhealthy once leadership is lost, or when the
+/// lease has not been renewed for longer than the lease duration plus a
+/// tolerance (Go's managers use 20 s), i.e. a leader stuck without knowing
+/// it.
+#[derive(Debug, Clone)]
+pub struct LeaderHealth {
+    lost: watch::Receiver<bool>,
+    renewed: Arc<std::sync::Mutex<Instant>>,
+    allowed: Duration,
+}
+
+impl crate::health::HealthCheck for LeaderHealth {
+    fn check(&self) -> Result<(), String> {
+        if *self.lost.borrow() {
+            return Err("leadership was lost".into());
+        }
+        let since = self
+            .renewed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        if since > self.allowed {
+            return Err(format!(
+                "the lease was last renewed {}s ago (allowed {}s)",
+                since.as_secs(),
+                self.allowed.as_secs()
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Leadership {
@@ -411,6 +455,16 @@ impl Leadership {
     /// True while the lease is held.
     pub fn is_leader(&self) -> bool {
         !*self.lost.borrow()
+    }
+
+    /// The health check for this leadership, with `tolerance` beyond the
+    /// lease duration (Go: 20 s).
+    pub fn health_check(&self, tolerance: Duration) -> LeaderHealth {
+        LeaderHealth {
+            lost: self.lost.clone(),
+            renewed: self.renewed.clone(),
+            allowed: self.lease_duration + tolerance,
+        }
     }
 
     /// Completes when leadership is lost (the renew deadline passed without

@@ -49,4 +49,6 @@ pub mod metrics;
 pub mod tls;
 pub mod workqueue;
 
-pub use leader_election::{ElectionConfig, ElectionError, LeaderElector, Leadership, LeaseLock};
+pub use leader_election::{
+    ElectionConfig, ElectionError, LeaderElector, LeaderHealth, Leadership, LeaseLock,
+};

@@ -133,11 +133,20 @@ async fn a_leader_that_cannot_renew_steps_down() {
     let (_stop, stopped) = watch::channel(false);
     let mut a = elector(&server, "a", fast());
     let mut leader = a.acquire(stopped).await.unwrap().unwrap();
+    let health = leader.health_check(Duration::from_millis(500));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        stratus_runtime::health::HealthCheck::check(&health),
+        Ok(()),
+        "renewing"
+    );
     server.pause(Duration::from_secs(5));
     tokio::time::timeout(Duration::from_secs(4), leader.lost())
         .await
         .expect("stepped down within the renew deadline");
     assert!(!leader.is_leader());
+    let failed = stratus_runtime::health::HealthCheck::check(&health).unwrap_err();
+    assert!(failed.contains("lost"), "{failed}");
 }
 
 #[tokio::test]
