@@ -7,13 +7,15 @@
 //! - [`service`]: the service load-balancer controller.
 //! - [`route`]: the node-route controller.
 //! - [`ipam`]: the node-ipam controller (`RangeAllocator` semantics).
+//! - [`app`]: the manager command's flags (Go's names and defaults),
+//!   validation and `--controllers` selection.
 //! - [`metrics`]: the controllers' Prometheus metrics (Go's names where Go
 //!   has them).
 //!
 //! Every controller takes `with_metrics` and `with_health`
 //! (a [`stratus_runtime::health::ControllerHealth`]) before `run`.
 //!
-//! The manager command around the controllers is being added.
+//! The command that runs the controllers from those flags is being added.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -26,6 +28,7 @@
 //! # }
 //! ```
 
+pub mod app;
 mod informer;
 pub mod ipam;
 pub mod lifecycle;

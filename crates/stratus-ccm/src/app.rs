@@ -1,0 +1,43 @@
+//! The manager command's building blocks (Go's `app` and `options`
+//! packages): the flags with Go's names and defaults and their validation,
+//! Go durations, and `--controllers` selection. The command that runs the
+//! controllers with them is being built on these.
+//!
+//! ```
+//! use clap::Parser;
+//! use stratus_ccm::app::{ManagerOptions, known_controllers};
+//!
+//! #[derive(Parser)]
+//! struct Command {
+//!     #[command(flatten)]
+//!     options: ManagerOptions,
+//! }
+//!
+//! let command = Command::parse_from(["my-ccm", "--cloud-provider=fake", "--controllers=*,-route"]);
+//! assert!(command.options.validate(&known_controllers()).is_empty());
+//! assert_eq!(command.options.secure_port, 10258);
+//! ```
+
+mod controllers;
+mod duration;
+mod options;
+
+pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
+pub use duration::{DurationError, parse_go_duration};
+pub use options::{ManagerOptions, OptionsError, parse_cidr_list};
+
+use stratus_cloud::names::controllers as names;
+
+/// The controllers of this crate, in start order: Go's four (enabled by
+/// `*`), then node-ipam (also under `*`; it runs only with
+/// `--allocate-node-cidrs`, as in Go).
+pub fn known_controllers() -> Vec<KnownController> {
+    names::DEFAULT
+        .iter()
+        .chain(std::iter::once(&names::NODE_IPAM))
+        .map(|n| KnownController {
+            names: *n,
+            disabled_by_default: false,
+        })
+        .collect()
+}

@@ -1,0 +1,366 @@
+//! The manager's flags, with Go's names and defaults (see
+//! `shared/reference/cloud-provider.md` §3.2), and their validation: one
+//! clear error per problem.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args};
+use stratus_cloud::helpers::Cidr;
+
+use super::controllers::{KnownController, UnknownController, canonicalize};
+use super::duration::parse_go_duration;
+
+/// The flags of a cloud controller manager.
+#[derive(Debug, Clone, Args)]
+pub struct ManagerOptions {
+    // ---- generic ----
+    /// The provider to use (its registered name).
+    #[arg(long = "cloud-provider", default_value = "", help_heading = "generic")]
+    pub cloud_provider: String,
+    /// The provider's configuration file.
+    #[arg(long = "cloud-config", default_value = "", help_heading = "generic")]
+    pub cloud_config: String,
+    /// Controllers to run: `*` for all enabled by default, `name` to add one,
+    /// `-name` to leave one out (aliases accepted).
+    #[arg(
+        long = "controllers",
+        value_delimiter = ',',
+        default_value = "*",
+        help_heading = "generic"
+    )]
+    pub controllers: Vec<String>,
+    /// Pause between starting two controllers.
+    #[arg(long = "controller-start-interval", value_parser = parse_go_duration, default_value = "0", help_heading = "generic")]
+    pub controller_start_interval: Duration,
+    /// The cluster name passed to the provider.
+    #[arg(
+        long = "cluster-name",
+        default_value = "kubernetes",
+        help_heading = "generic"
+    )]
+    pub cluster_name: String,
+    /// CIDR range(s) of the pods, comma separated (one per IP family).
+    #[arg(long = "cluster-cidr", default_value = "", help_heading = "generic")]
+    pub cluster_cidr: String,
+    /// Program the cloud's routes for the pod CIDRs.
+    #[arg(long = "configure-cloud-routes", action = ArgAction::Set, num_args = 0..=1, default_value_t = true, default_missing_value = "true", help_heading = "generic")]
+    pub configure_cloud_routes: bool,
+    /// Allocate pod CIDRs to nodes (node-ipam).
+    #[arg(long = "allocate-node-cidrs", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "generic")]
+    pub allocate_node_cidrs: bool,
+    /// The CIDR allocator: RangeAllocator.
+    #[arg(
+        long = "cidr-allocator-type",
+        default_value = "RangeAllocator",
+        help_heading = "generic"
+    )]
+    pub cidr_allocator_type: String,
+    /// The service range(s), comma separated, never given to nodes.
+    #[arg(
+        long = "service-cluster-ip-range",
+        default_value = "",
+        help_heading = "generic"
+    )]
+    pub service_cluster_ip_range: String,
+    /// The IPv4 node CIDR mask size.
+    #[arg(
+        long = "node-cidr-mask-size-ipv4",
+        default_value_t = 24,
+        help_heading = "generic"
+    )]
+    pub node_cidr_mask_size_ipv4: u8,
+    /// The IPv6 node CIDR mask size.
+    #[arg(
+        long = "node-cidr-mask-size-ipv6",
+        default_value_t = 64,
+        help_heading = "generic"
+    )]
+    pub node_cidr_mask_size_ipv6: u8,
+
+    // ---- cloud-node-controller ----
+    /// Nodes initialized at once (batches in flight). Go's default is 1.
+    #[arg(
+        long = "concurrent-node-syncs",
+        default_value_t = 4,
+        help_heading = "cloud-node-controller"
+    )]
+    pub concurrent_node_syncs: usize,
+    /// Concurrent address refreshes; 0 means `--concurrent-node-syncs`.
+    #[arg(
+        long = "concurrent-node-status-updates",
+        default_value_t = 0,
+        help_heading = "cloud-node-controller"
+    )]
+    pub concurrent_node_status_updates: usize,
+    /// How often initialized nodes' addresses are refreshed.
+    #[arg(long = "node-status-update-frequency", value_parser = parse_go_duration, default_value = "5m", help_heading = "cloud-node-controller")]
+    pub node_status_update_frequency: Duration,
+    /// How often the lifecycle controller checks nodes.
+    #[arg(long = "node-monitor-period", value_parser = parse_go_duration, default_value = "5s", help_heading = "cloud-node-controller")]
+    pub node_monitor_period: Duration,
+    /// Also refresh instance type, zone, region and additional labels of
+    /// initialized nodes (Stratus; off as in Go).
+    #[arg(long = "refresh-node-labels", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "cloud-node-controller")]
+    pub refresh_node_labels: bool,
+    /// Passes that must find an instance gone before its Node is deleted
+    /// (Stratus; Go: 1).
+    #[arg(
+        long = "node-gone-confirmations",
+        default_value_t = 2,
+        help_heading = "cloud-node-controller"
+    )]
+    pub node_gone_confirmations: u32,
+    /// Nodes younger than this are never deleted (Stratus; Go: 0).
+    #[arg(long = "node-min-age-before-deletion", value_parser = parse_go_duration, default_value = "0", help_heading = "cloud-node-controller")]
+    pub node_min_age_before_deletion: Duration,
+
+    // ---- service-lb-controller ----
+    /// Services synced at once. Go's default is 1.
+    #[arg(
+        long = "concurrent-service-syncs",
+        default_value_t = 4,
+        help_heading = "service-lb-controller"
+    )]
+    pub concurrent_service_syncs: usize,
+    /// Check every load balancer for drift this often; 0 turns it off
+    /// (Stratus; Go has no drift check).
+    #[arg(long = "load-balancer-drift-check-period", value_parser = parse_go_duration, default_value = "0", help_heading = "service-lb-controller")]
+    pub load_balancer_drift_check_period: Duration,
+
+    // ---- route controller ----
+    /// The periodic route reconcile (node changes trigger one at once).
+    #[arg(long = "route-reconciliation-period", value_parser = parse_go_duration, default_value = "10s", help_heading = "route-controller")]
+    pub route_reconciliation_period: Duration,
+
+    // ---- leader election ----
+    /// Elect a leader before running the controllers.
+    #[arg(long = "leader-elect", action = ArgAction::Set, num_args = 0..=1, default_value_t = true, default_missing_value = "true", help_heading = "leader-election")]
+    pub leader_elect: bool,
+    /// How long a lease is valid without renewal.
+    #[arg(long = "leader-elect-lease-duration", value_parser = parse_go_duration, default_value = "15s", help_heading = "leader-election")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it steps down.
+    #[arg(long = "leader-elect-renew-deadline", value_parser = parse_go_duration, default_value = "10s", help_heading = "leader-election")]
+    pub leader_elect_renew_deadline: Duration,
+    /// Time between attempts.
+    #[arg(long = "leader-elect-retry-period", value_parser = parse_go_duration, default_value = "2s", help_heading = "leader-election")]
+    pub leader_elect_retry_period: Duration,
+    /// The lock type; only `leases`.
+    #[arg(
+        long = "leader-elect-resource-lock",
+        default_value = "leases",
+        help_heading = "leader-election"
+    )]
+    pub leader_elect_resource_lock: String,
+    /// The Lease name.
+    #[arg(
+        long = "leader-elect-resource-name",
+        default_value = "cloud-controller-manager",
+        help_heading = "leader-election"
+    )]
+    pub leader_elect_resource_name: String,
+    /// The Lease namespace.
+    #[arg(
+        long = "leader-elect-resource-namespace",
+        default_value = "kube-system",
+        help_heading = "leader-election"
+    )]
+    pub leader_elect_resource_namespace: String,
+
+    // ---- secure serving ----
+    /// The HTTPS port of /healthz, /metrics and /configz; 0 turns serving
+    /// off.
+    #[arg(
+        long = "secure-port",
+        default_value_t = 10258,
+        help_heading = "secure serving"
+    )]
+    pub secure_port: u16,
+    /// The address to serve on.
+    #[arg(
+        long = "bind-address",
+        default_value = "0.0.0.0",
+        help_heading = "secure serving"
+    )]
+    pub bind_address: IpAddr,
+    /// Where a generated certificate would be written (kept for
+    /// compatibility; Stratus keeps it in memory).
+    #[arg(long = "cert-dir", default_value = "", help_heading = "secure serving")]
+    pub cert_dir: String,
+    /// The serving certificate (PEM); self-signed in memory if empty.
+    #[arg(long = "tls-cert-file", help_heading = "secure serving")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving key (PEM).
+    #[arg(long = "tls-private-key-file", help_heading = "secure serving")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    // ---- client ----
+    /// The kubeconfig; in-cluster configuration if empty.
+    #[arg(long = "kubeconfig", default_value = "", help_heading = "misc")]
+    pub kubeconfig: String,
+    /// The API server address, overriding the kubeconfig's.
+    #[arg(long = "master", default_value = "", help_heading = "misc")]
+    pub master: String,
+    /// Requests per second to the API server.
+    #[arg(long = "kube-api-qps", default_value_t = 20.0, help_heading = "misc")]
+    pub kube_api_qps: f32,
+    /// Requests allowed in a burst above the QPS.
+    #[arg(long = "kube-api-burst", default_value_t = 30, help_heading = "misc")]
+    pub kube_api_burst: u32,
+
+    // ---- logging ----
+    /// Log verbosity (0: info, 4 and above: debug, 6 and above: trace).
+    #[arg(short = 'v', long = "v", default_value_t = 0, help_heading = "logging")]
+    pub verbosity: u8,
+    /// Log format: text or json.
+    #[arg(
+        long = "logging-format",
+        default_value = "text",
+        help_heading = "logging"
+    )]
+    pub logging_format: String,
+}
+
+/// One problem with the flags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionsError {
+    /// `--cloud-provider` is empty.
+    #[error("--cloud-provider cannot be empty")]
+    NoCloudProvider,
+    /// `--controllers` names an unknown controller.
+    #[error(transparent)]
+    UnknownController(#[from] UnknownController),
+    /// `--leader-elect-resource-lock` is not `leases`.
+    #[error("--leader-elect-resource-lock must be \"leases\", got {0:?}")]
+    ResourceLock(String),
+    /// The election periods are out of order.
+    #[error(
+        "leader election needs lease duration ({lease:?}) > renew deadline ({renew:?}) > retry period ({retry:?}) > 0"
+    )]
+    ElectionPeriods {
+        /// `--leader-elect-lease-duration`.
+        lease: Duration,
+        /// `--leader-elect-renew-deadline`.
+        renew: Duration,
+        /// `--leader-elect-retry-period`.
+        retry: Duration,
+    },
+    /// A count that must be positive is zero.
+    #[error("{0} must be greater than 0")]
+    NotPositive(&'static str),
+    /// A CIDR list does not parse or has the wrong shape.
+    #[error("{flag}: {message}")]
+    Cidr {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// `--cidr-allocator-type` is not supported.
+    #[error("--cidr-allocator-type {0:?} is not supported (RangeAllocator)")]
+    AllocatorType(String),
+    /// Only one of the certificate and key files is given.
+    #[error("--tls-cert-file and --tls-private-key-file must be given together")]
+    HalfCertificate,
+    /// An unknown log format.
+    #[error("--logging-format must be text or json, got {0:?}")]
+    LoggingFormat(String),
+}
+
+/// A comma-separated CIDR list: at most two, one per family.
+pub fn parse_cidr_list(flag: &'static str, value: &str) -> Result<Vec<Cidr>, OptionsError> {
+    let cidrs: Vec<Cidr> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<Cidr>().map_err(|e| OptionsError::Cidr {
+                flag,
+                message: e.to_string(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    match cidrs.as_slice() {
+        [a, b] if a.is_ipv6() == b.is_ipv6() => Err(OptionsError::Cidr {
+            flag,
+            message: "two CIDRs must be one IPv4 and one IPv6".into(),
+        }),
+        [_, _, _, ..] => Err(OptionsError::Cidr {
+            flag,
+            message: format!("at most two CIDRs, got {}", cidrs.len()),
+        }),
+        _ => Ok(cidrs),
+    }
+}
+
+impl ManagerOptions {
+    /// Every problem with the flags (empty when they are valid), given the
+    /// controllers the manager knows.
+    pub fn validate(&self, known: &[KnownController]) -> Vec<OptionsError> {
+        let mut problems = Vec::new();
+        if self.cloud_provider.trim().is_empty() {
+            problems.push(OptionsError::NoCloudProvider);
+        }
+        if let Err(e) = canonicalize(&self.controllers, known) {
+            problems.push(e.into());
+        }
+        if self.leader_elect {
+            if self.leader_elect_resource_lock != "leases" {
+                problems.push(OptionsError::ResourceLock(
+                    self.leader_elect_resource_lock.clone(),
+                ));
+            }
+            let (lease, renew, retry) = (
+                self.leader_elect_lease_duration,
+                self.leader_elect_renew_deadline,
+                self.leader_elect_retry_period,
+            );
+            if !(lease > renew && renew > retry && !retry.is_zero()) {
+                problems.push(OptionsError::ElectionPeriods {
+                    lease,
+                    renew,
+                    retry,
+                });
+            }
+        }
+        if self.concurrent_node_syncs == 0 {
+            problems.push(OptionsError::NotPositive("--concurrent-node-syncs"));
+        }
+        if self.concurrent_service_syncs == 0 {
+            problems.push(OptionsError::NotPositive("--concurrent-service-syncs"));
+        }
+        if self.node_gone_confirmations == 0 {
+            problems.push(OptionsError::NotPositive("--node-gone-confirmations"));
+        }
+        for (flag, value) in [
+            ("--cluster-cidr", &self.cluster_cidr),
+            ("--service-cluster-ip-range", &self.service_cluster_ip_range),
+        ] {
+            if let Err(e) = parse_cidr_list(flag, value) {
+                problems.push(e);
+            }
+        }
+        if self.allocate_node_cidrs {
+            if self.cidr_allocator_type != "RangeAllocator" {
+                problems.push(OptionsError::AllocatorType(
+                    self.cidr_allocator_type.clone(),
+                ));
+            }
+            if self.cluster_cidr.trim().is_empty() {
+                problems.push(OptionsError::Cidr {
+                    flag: "--cluster-cidr",
+                    message: "required with --allocate-node-cidrs".into(),
+                });
+            }
+        }
+        if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
+            problems.push(OptionsError::HalfCertificate);
+        }
+        if !matches!(self.logging_format.as_str(), "text" | "json") {
+            problems.push(OptionsError::LoggingFormat(self.logging_format.clone()));
+        }
+        problems
+    }
+}

@@ -1,0 +1,127 @@
+//! The manager flags: Go's names and defaults, validation, selection.
+
+use std::time::Duration;
+
+use clap::Parser;
+use stratus_ccm::app::{ManagerOptions, OptionsError, canonicalize, enabled, known_controllers};
+
+#[derive(Parser)]
+struct Command {
+    #[command(flatten)]
+    options: ManagerOptions,
+}
+
+fn parse(args: &[&str]) -> ManagerOptions {
+    let mut all = vec!["ccm"];
+    all.extend_from_slice(args);
+    Command::try_parse_from(all).unwrap().options
+}
+
+#[test]
+fn defaults_are_go_s_except_where_documented() {
+    let o = parse(&["--cloud-provider", "fake"]);
+    assert_eq!(o.controllers, ["*"]);
+    assert!(o.leader_elect);
+    assert_eq!(
+        (
+            o.leader_elect_lease_duration,
+            o.leader_elect_renew_deadline,
+            o.leader_elect_retry_period
+        ),
+        (
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2)
+        )
+    );
+    assert_eq!(o.leader_elect_resource_name, "cloud-controller-manager");
+    assert_eq!(o.leader_elect_resource_namespace, "kube-system");
+    assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
+    assert_eq!(o.node_monitor_period, Duration::from_secs(5));
+    assert_eq!(o.route_reconciliation_period, Duration::from_secs(10));
+    assert!(o.configure_cloud_routes && !o.allocate_node_cidrs);
+    assert_eq!((o.kube_api_qps, o.kube_api_burst), (20.0, 30));
+    assert_eq!(
+        (o.secure_port, o.bind_address.to_string().as_str()),
+        (10258, "0.0.0.0")
+    );
+    assert_eq!(o.cluster_name, "kubernetes");
+    assert_eq!(
+        (o.node_cidr_mask_size_ipv4, o.node_cidr_mask_size_ipv6),
+        (24, 64)
+    );
+    // Ours: concurrency above Go's 1, the two-pass deletion safeguard.
+    assert_eq!(
+        (o.concurrent_node_syncs, o.concurrent_service_syncs),
+        (4, 4)
+    );
+    assert_eq!(o.node_gone_confirmations, 2);
+    assert!(o.validate(&known_controllers()).is_empty());
+}
+
+#[test]
+fn go_style_values_parse() {
+    let o = parse(&[
+        "--cloud-provider=fake",
+        "--leader-elect=false",
+        "--configure-cloud-routes=false",
+        "--allocate-node-cidrs",
+        "--cluster-cidr=10.244.0.0/16,fd00::/56",
+        "--node-status-update-frequency=1m30s",
+        "--controllers=cloud-node,service,-route",
+        "-v",
+        "4",
+    ]);
+    assert!(!o.leader_elect && !o.configure_cloud_routes && o.allocate_node_cidrs);
+    assert_eq!(o.node_status_update_frequency, Duration::from_secs(90));
+    assert_eq!(o.verbosity, 4);
+    let known = known_controllers();
+    let entries = canonicalize(&o.controllers, &known).unwrap();
+    assert_eq!(
+        enabled(&known, &entries),
+        ["cloud-node-controller", "service-lb-controller"]
+    );
+    assert!(o.validate(&known).is_empty());
+    assert!(Command::try_parse_from(["ccm", "--node-monitor-period=5"]).is_err());
+}
+
+#[test]
+fn every_problem_is_reported_once() {
+    let o = parse(&[
+        "--controllers=*,-nope",
+        "--leader-elect-resource-lock=endpoints",
+        "--leader-elect-renew-deadline=20s",
+        "--concurrent-service-syncs=0",
+        "--cluster-cidr=10.0.0.0/8,10.1.0.0/16",
+        "--service-cluster-ip-range=garbage",
+        "--tls-cert-file=/tmp/x.crt",
+        "--logging-format=xml",
+    ]);
+    let problems = o.validate(&known_controllers());
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(problems.len(), 9, "{text:#?}");
+    assert!(problems.contains(&OptionsError::NoCloudProvider));
+    assert!(problems.contains(&OptionsError::ResourceLock("endpoints".into())));
+    assert!(problems.contains(&OptionsError::NotPositive("--concurrent-service-syncs")));
+    assert!(problems.contains(&OptionsError::HalfCertificate));
+    assert!(
+        text.iter()
+            .any(|t| t.contains("\"-nope\" is not a known controller"))
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("lease duration (15s) > renew deadline (20s)"))
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.starts_with("--cluster-cidr: two CIDRs must be one IPv4 and one IPv6"))
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.starts_with("--service-cluster-ip-range: invalid CIDR"))
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("--logging-format must be text or json"))
+    );
+}
