@@ -165,18 +165,6 @@ impl NodeIpamController {
         })
     }
 
-    /// Report to `metrics` (the `nodeipam` work queue and reconciles).
-    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Report to `health` (the Node watch).
-    pub fn with_health(mut self, health: ControllerHealth) -> Self {
-        self.health = health;
-        self
-    }
-
     /// Run until `stop` becomes true.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let queue: WorkQueue<String> = WorkQueue::with_metrics(
@@ -346,5 +334,11 @@ impl NodeIpamController {
                 Err(())
             }
         }
+    }
+}
+
+impl crate::Instrumented for NodeIpamController {
+    fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
+        (&mut self.metrics, &mut self.health)
     }
 }

@@ -12,8 +12,8 @@
 //! - [`metrics`]: the controllers' Prometheus metrics (Go's names where Go
 //!   has them).
 //!
-//! Every controller takes `with_metrics` and `with_health`
-//! (a [`stratus_runtime::health::ControllerHealth`]) before `run`.
+//! Every controller takes `with_metrics` and `with_health` (the
+//! [`Instrumented`] trait) before `run`.
 //!
 //! The command that runs the controllers from those flags is being added.
 //!
@@ -30,9 +30,12 @@
 
 pub mod app;
 mod informer;
+mod instrumented;
 pub mod ipam;
 pub mod lifecycle;
 pub mod metrics;
 pub mod node;
 pub mod route;
 pub mod service;
+
+pub use instrumented::Instrumented;

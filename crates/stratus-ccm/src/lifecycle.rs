@@ -115,19 +115,6 @@ impl LifecycleController {
         }
     }
 
-    /// Report to `metrics` (cloud calls and one reconcile per pass).
-    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Report to `health`: the Node watch, and one pass per
-    /// `monitor_period`.
-    pub fn with_health(mut self, health: ControllerHealth) -> Self {
-        self.health = health;
-        self
-    }
-
     /// Run until `stop` becomes true.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         if self.cloud.instances_v2().is_none() {
@@ -322,5 +309,11 @@ impl LifecycleController {
         {
             tracing::warn!(node = %name, error = %e, "could not update the shutdown taint");
         }
+    }
+}
+
+impl crate::Instrumented for LifecycleController {
+    fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
+        (&mut self.metrics, &mut self.health)
     }
 }

@@ -168,20 +168,6 @@ impl NodeController {
         }
     }
 
-    /// Report to `metrics` (the `Nodes` work queue, Go's
-    /// `node_controller_*` delays, cloud calls and reconciles).
-    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Report to `health`: the Node watch, and one address-refresh pass per
-    /// `status_update_frequency`.
-    pub fn with_health(mut self, health: ControllerHealth) -> Self {
-        self.health = health;
-        self
-    }
-
     /// Run until `stop` becomes true.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         if self.cloud.instances_v2().is_none() {
@@ -606,5 +592,11 @@ impl NodeController {
             addresses.extend(kubelet_hostnames);
         }
         Ok(addresses)
+    }
+}
+
+impl crate::Instrumented for NodeController {
+    fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
+        (&mut self.metrics, &mut self.health)
     }
 }

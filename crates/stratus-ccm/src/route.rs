@@ -113,20 +113,6 @@ impl RouteController {
         }
     }
 
-    /// Report to `metrics` (Go's `route_controller_route_sync_total`, cloud
-    /// calls, reconciles).
-    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Report to `health`: the Node watch, and one reconcile per
-    /// `reconcile_period` at least.
-    pub fn with_health(mut self, health: ControllerHealth) -> Self {
-        self.health = health;
-        self
-    }
-
     /// True if the controller is responsible for a route: its first or last
     /// address lies inside a cluster CIDR.
     fn responsible(&self, route: &Route) -> bool {
@@ -372,5 +358,11 @@ impl RouteController {
         {
             tracing::warn!(node = %name, error = %e, "could not set the NetworkUnavailable condition");
         }
+    }
+}
+
+impl crate::Instrumented for RouteController {
+    fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
+        (&mut self.metrics, &mut self.health)
     }
 }

@@ -207,19 +207,6 @@ impl ServiceController {
         }
     }
 
-    /// Report to `metrics` (the `service` work queue, Go's
-    /// `service_controller_*`, cloud calls, reconciles).
-    pub fn with_metrics(mut self, metrics: CcmMetrics) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Report to `health`: the Service and Node watches.
-    pub fn with_health(mut self, health: ControllerHealth) -> Self {
-        self.health = health;
-        self
-    }
-
     /// Run until `stop` becomes true.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         if self.cloud.load_balancer().is_none() {
@@ -800,5 +787,11 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+impl crate::Instrumented for ServiceController {
+    fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
+        (&mut self.metrics, &mut self.health)
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
+use stratus_ccm::Instrumented;
 use stratus_ccm::node::{NodeController, NodeControllerConfig};
 use stratus_cloud::CloudErrorKind;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, Verb};
@@ -283,11 +284,9 @@ async fn initialization_survives_api_faults() {
     assert!(failed > 0, "faults were injected");
 }
 
-/// The value of the sample `line_prefix` in the text exposition (0 if absent).
-fn sample(text: &str, line_prefix: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
-        .unwrap_or(0.0)
+/// The value of a sample in the text exposition (0 if absent).
+fn sample(text: &str, name_and_labels: &str) -> f64 {
+    stratus_testing::metric_sample(text, name_and_labels).unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
+use stratus_ccm::Instrumented;
 use stratus_ccm::route::{RouteController, RouteControllerConfig};
 use stratus_cloud::{CloudErrorKind, CloudProvider, Route};
 use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
@@ -248,11 +249,7 @@ async fn routes_survive_api_faults_and_report_metrics() {
         .count();
     assert_eq!(failed_writes, 2, "the faults were hit");
     let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
-    let value = |prefix: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
+    let value = |sample: &str| stratus_testing::metric_sample(&text, sample).unwrap_or(0.0);
     assert!(value("route_controller_route_sync_total") >= 1.0, "{text}");
     assert!(
         value("stratus_cloud_provider_requests_total{method=\"create_route\",result=\"ok\"}")

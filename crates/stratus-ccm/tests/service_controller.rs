@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use stratus_ccm::Instrumented;
 use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
 use stratus_cloud::{CloudErrorKind, LoadBalancerClasses};
 use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
@@ -350,11 +351,9 @@ fn start_with(
     stop
 }
 
-/// The value of the sample `line_prefix` in the text exposition (0 if absent).
-fn sample(text: &str, line_prefix: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
-        .unwrap_or(0.0)
+/// The value of a sample in the text exposition (0 if absent).
+fn sample(text: &str, name_and_labels: &str) -> f64 {
+    stratus_testing::metric_sample(text, name_and_labels).unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

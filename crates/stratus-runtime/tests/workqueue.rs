@@ -174,12 +174,10 @@ async fn shutdown_drains_in_flight_work() {
         .unwrap();
 }
 
-/// The value of the sample `line_prefix` (a metric name with its labels) in
-/// the text exposition.
-fn sample(text: &str, line_prefix: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no sample {line_prefix} in\n{text}"))
+/// The value of a sample in the text exposition.
+fn sample(text: &str, name_and_labels: &str) -> f64 {
+    stratus_testing::metric_sample(text, name_and_labels)
+        .unwrap_or_else(|| panic!("no sample {name_and_labels} in\n{text}"))
 }
 
 #[tokio::test(start_paused = true)]

@@ -36,6 +36,7 @@ pub mod apiserver;
 pub mod cluster;
 pub mod conformance;
 pub mod fake_cloud;
+mod metrics_text;
 mod wait;
 
 pub use apiserver::{
@@ -44,4 +45,5 @@ pub use apiserver::{
 };
 pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
 pub use fake_cloud::{CloudCall, FAKE_PROVIDER, FakeCloud, FakeInstance, FakeLoadBalancer};
+pub use metrics_text::metric_sample;
 pub use wait::eventually;
