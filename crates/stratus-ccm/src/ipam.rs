@@ -29,7 +29,7 @@ pub use cidr_set::{CidrSet, CidrSetError};
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
@@ -259,13 +259,7 @@ impl NodeIpamController {
 
     async fn event(&self, node: &Node, reason: &str) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(name.clone()),
-            uid: node.metadata.uid.clone(),
-            ..Default::default()
-        };
+        let reference = crate::node::reference(node);
         self.recorder
             .record(
                 &reference,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::metrics::CcmMetrics;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube_runtime::reflector::Store;
 use serde_json::json;
@@ -245,13 +245,7 @@ impl LifecycleController {
 
     async fn delete(&self, node: &Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let reference = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(name.clone()),
-            uid: node.metadata.uid.clone(),
-            ..Default::default()
-        };
+        let reference = crate::node::reference(node);
         self.recorder
             .record(
                 &reference,

@@ -122,7 +122,8 @@ fn is_uninitialized(node: &Node) -> bool {
         .is_some_and(|ts| ts.iter().any(|t| t.key == taints::UNINITIALIZED))
 }
 
-fn reference(node: &Node) -> ObjectReference {
+/// The event reference of a Node.
+pub(crate) fn reference(node: &Node) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Node".into()),

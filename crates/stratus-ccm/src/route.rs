@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;
 use futures_util::stream;
-use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::Store;
 use serde_json::json;
@@ -290,13 +290,7 @@ impl RouteController {
         match created {
             Ok(()) => None,
             Err(e) => {
-                let reference = ObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("Node".into()),
-                    name: Some(name.clone()),
-                    uid: node.metadata.uid.clone(),
-                    ..Default::default()
-                };
+                let reference = crate::node::reference(&node);
                 self.recorder
                     .record(
                         &reference,
