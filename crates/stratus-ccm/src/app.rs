@@ -1,7 +1,8 @@
 //! The manager command's building blocks (Go's `app` and `options`
 //! packages): the flags with Go's names and defaults and their validation,
-//! Go durations, and `--controllers` selection. The command that runs the
-//! controllers with them is being built on these.
+//! Go durations, `--controllers` selection, and [`CloudControllerManager`],
+//! which runs the enabled controllers from them (admin server, leader
+//! election, provider initialization, start order, graceful stop).
 //!
 //! ```
 //! use clap::Parser;
@@ -20,10 +21,12 @@
 
 mod controllers;
 mod duration;
+mod manager;
 mod options;
 
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
 pub use duration::{DurationError, parse_go_duration};
+pub use manager::{CloudControllerManager, ManagerError, RunningManager};
 pub use options::{ManagerOptions, OptionsError, parse_cidr_list};
 
 use stratus_cloud::names::controllers as names;

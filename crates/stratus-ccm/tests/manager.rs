@@ -1,0 +1,172 @@
+//! The whole manager against the harness: flags → leader election →
+//! controllers → admin server → graceful stop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use stratus_ccm::app::{CloudControllerManager, ManagerError, ManagerOptions};
+use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
+use tokio::sync::watch;
+
+#[derive(Parser)]
+struct Command {
+    #[command(flatten)]
+    options: ManagerOptions,
+}
+
+fn options(args: &[&str]) -> ManagerOptions {
+    let mut all = vec!["ccm"];
+    all.extend_from_slice(args);
+    Command::try_parse_from(all).unwrap().options
+}
+
+/// GET `path` from the admin server: status code and body.
+async fn get(client: &kube::Client, path: &str) -> (u16, String) {
+    match client
+        .request_text(http::Request::get(path).body(Vec::new()).unwrap())
+        .await
+    {
+        Ok(body) => (200, body),
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        Err(e) => panic!("GET {path}: {e}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("n1").with_internal_ip("10.0.0.1"));
+    let _kubelet = cluster
+        .add_node(NodeSpec::new("n1").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let flags = options(&[
+        "--cloud-provider=fake",
+        "--controllers=*,-route",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=2s",
+        "--leader-elect-retry-period=500ms",
+        "--allocate-node-cidrs",
+        "--cluster-cidr=10.244.0.0/16",
+    ]);
+    let (stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(flags)
+        .with_client(cluster.client())
+        .with_provider(Arc::new(cloud.clone()))
+        .with_admin_addr("127.0.0.1:0".parse().unwrap())
+        .with_identity("ccm-a")
+        .start(stopped)
+        .await
+        .unwrap();
+    let admin = manager.admin_addr().expect("serving");
+
+    // The node is initialized (cloud-node) and given a pod CIDR (nodeipam).
+    let nodes: Api<Node> = Api::all(cluster.client());
+    stratus_testing::eventually(
+        "n1 initialized with a pod CIDR",
+        Duration::from_secs(15),
+        || async {
+            let n = nodes.get("n1").await.unwrap();
+            let spec = n.spec.unwrap_or_default();
+            spec.provider_id.as_deref() == Some("fake://n1")
+                && spec.pod_cidrs.is_some_and(|c| c == ["10.244.0.0/24"])
+        },
+    )
+    .await;
+    let leases: Api<Lease> = Api::namespaced(cluster.client(), "kube-system");
+    let lease = leases.get("cloud-controller-manager").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("ccm-a")
+    );
+
+    // /healthz lists leader election and each started controller; the route
+    // controller was left out.
+    let mut config = kube::Config::new(format!("https://{admin}").parse().unwrap());
+    config.accept_invalid_certs = true;
+    let https = kube::Client::try_from(config).unwrap();
+    let (code, body) = get(&https, "/healthz?verbose").await;
+    assert_eq!(code, 200, "{body}");
+    for check in [
+        "leaderElection",
+        "cloud-node-controller",
+        "cloud-node-lifecycle-controller",
+        "service-lb-controller",
+        "nodeipam",
+    ] {
+        assert!(
+            body.contains(&format!("[+]{check} ok")),
+            "{check} in {body}"
+        );
+    }
+    assert!(!body.contains("node-route-controller"), "{body}");
+    let (code, body) = get(&https, "/metrics").await;
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("running_managed_controllers{name=\"cloud-node-controller\",manager=\"cloud-controller-manager\"} 1"),
+        "{body}"
+    );
+    assert!(body.contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1"));
+    let (code, body) = get(&https, "/configz").await;
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("cloudcontrollermanager.config.k8s.io"),
+        "{body}"
+    );
+
+    // A stop releases the Lease for the next manager.
+    stop.send(true).unwrap();
+    manager.wait().await.unwrap();
+    let lease = leases.get("cloud-controller-manager").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.unwrap_or_default(), "");
+    let _ = nodes.list(&ListParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn invalid_flags_list_every_problem() {
+    let cluster = TestCluster::start().await.unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let err = CloudControllerManager::new(options(&[
+        "--controllers=nope",
+        "--concurrent-node-syncs=0",
+    ]))
+    .with_client(cluster.client())
+    .run(stopped)
+    .await
+    .unwrap_err();
+    let ManagerError::Options(problems) = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(problems.len(), 3, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("--cloud-provider cannot be empty"), "{text}");
+    assert!(
+        text.contains("\"nope\" is not a known controller"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--concurrent-node-syncs must be greater than 0"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_provider_is_a_clear_error() {
+    let cluster = TestCluster::start().await.unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let err = CloudControllerManager::new(options(&[
+        "--cloud-provider=no-such-cloud",
+        "--secure-port=0",
+    ]))
+    .with_client(cluster.client())
+    .run(stopped)
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ManagerError::Provider { .. }), "{err}");
+    assert!(err.to_string().contains("no-such-cloud"), "{err}");
+}
