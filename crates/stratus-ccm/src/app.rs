@@ -19,11 +19,13 @@
 //! assert_eq!(command.options.secure_port, 10258);
 //! ```
 
+mod command;
 mod controllers;
 mod duration;
 mod manager;
 mod options;
 
+pub use command::{CommandError, run_main, run_with_args};
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
 pub use duration::{DurationError, parse_go_duration};
 pub use manager::{CloudControllerManager, ManagerError, RunningManager};

@@ -170,3 +170,68 @@ async fn an_unknown_provider_is_a_clear_error() {
     assert!(matches!(err, ManagerError::Provider { .. }), "{err}");
     assert!(err.to_string().contains("no-such-cloud"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_loads_a_kubeconfig_and_a_registered_provider() {
+    use stratus_ccm::app::{CommandError, run_with_args};
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("cli-node").with_internal_ip("10.0.0.9"));
+    let _kubelet = cluster
+        .add_node(NodeSpec::new("cli-node").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let provider = cloud.clone();
+    stratus_cloud::register_cloud_provider("fake-cli", move |_config| {
+        Ok(Arc::new(provider.clone()) as Arc<dyn stratus_cloud::CloudProvider>)
+    })
+    .unwrap();
+    let path = std::env::temp_dir().join(format!("stratus-ccm-{}.kubeconfig", std::process::id()));
+    cluster.server().write_kubeconfig(&path).unwrap();
+    let (stop, stopped) = watch::channel(false);
+    let args = vec![
+        "cloud-controller-manager".to_string(),
+        "--cloud-provider=fake-cli".into(),
+        format!("--kubeconfig={}", path.display()),
+        "--secure-port=0".into(),
+        "--leader-elect=false".into(),
+        "--controllers=cloud-node".into(),
+    ];
+    let task = tokio::spawn(run_with_args(args, stopped));
+    let nodes: Api<Node> = Api::all(cluster.client());
+    stratus_testing::eventually(
+        "initialized through the command line",
+        Duration::from_secs(15),
+        || async {
+            nodes
+                .get("cli-node")
+                .await
+                .unwrap()
+                .spec
+                .unwrap_or_default()
+                .provider_id
+                .as_deref()
+                == Some("fake://cli-node")
+        },
+    )
+    .await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_file(&path);
+
+    // --help is grouped like Go's and names Go's flags.
+    let (_s, never) = watch::channel(false);
+    let err = run_with_args(["cloud-controller-manager", "--help"], never)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CommandError::Args(_)));
+    let help = err.to_string();
+    for text in [
+        "leader-election:",
+        "--leader-elect-lease-duration",
+        "--concurrent-service-syncs",
+        "--secure-port",
+    ] {
+        assert!(help.contains(text), "{text} in {help}");
+    }
+}
