@@ -235,3 +235,33 @@ async fn the_command_line_loads_a_kubeconfig_and_a_registered_provider() {
         assert!(help.contains(text), "{text} in {help}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_lease_stops_the_manager_with_an_error() {
+    let cluster = TestCluster::start().await.unwrap();
+    let flags = options(&[
+        "--cloud-provider=fake",
+        "--controllers=cloud-node",
+        "--secure-port=0",
+        "--leader-elect-lease-duration=2s",
+        "--leader-elect-renew-deadline=1s",
+        "--leader-elect-retry-period=200ms",
+    ]);
+    let (_stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(flags)
+        .with_client(cluster.client())
+        .with_provider(Arc::new(FakeCloud::new()))
+        .start(stopped)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The API server stops answering: renewals fail past the deadline.
+    cluster.server().pause(Duration::from_secs(6));
+    let outcome = tokio::time::timeout(Duration::from_secs(5), manager.wait())
+        .await
+        .expect("stopped within the renew deadline and the controllers' stop");
+    assert!(
+        matches!(outcome, Err(ManagerError::LostLeadership)),
+        "{outcome:?}"
+    );
+}

@@ -468,11 +468,15 @@ impl Leadership {
     }
 
     /// Completes when leadership is lost (the renew deadline passed without
-    /// a successful renewal).
+    /// a successful renewal). Renewal that stops because the election's stop
+    /// signal fired is not a loss: then this never completes.
     pub async fn lost(&mut self) {
         while !*self.lost.borrow() {
             if self.lost.changed().await.is_err() {
-                return;
+                if *self.lost.borrow() {
+                    return;
+                }
+                std::future::pending::<()>().await;
             }
         }
     }

@@ -393,8 +393,16 @@ async fn run(
             None => std::future::pending().await,
         }
     };
+    let stopped = async {
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+    };
     let outcome = tokio::select! {
-        _ = async { while !*stop.borrow() { if stop.changed().await.is_err() { break } } } => Ok(()),
+        biased;
+        _ = stopped => Ok(()),
         _ = lost => Err(ManagerError::LostLeadership),
     };
     let _ = halt.send(true);

@@ -1,0 +1,44 @@
+//! Stratus: build Kubernetes cloud controller managers and virtual kubelets
+//! in Rust. This crate re-exports the Stratus crates behind features, as
+//! kube-rs's `kube` facade does:
+//!
+//! | module | crate | feature |
+//! |---|---|---|
+//! | [`cloud`] | `stratus-cloud`: the cloud-provider interfaces | always |
+//! | `ccm` | `stratus-ccm`: the controllers and the manager command | `ccm` (default) |
+//! | `runtime` | `stratus-runtime`: work queues, leader election, metrics, admin server | `ccm` |
+//! | `pod` | `stratus-pod`: the pod-provider interfaces | `kubelet` |
+//! | `testing` | `stratus-testing`: API server, FakeCloud, conformance | `testing` |
+//!
+//! A cloud controller manager's whole `main`:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use stratus::cloud::{CloudProvider, register_cloud_provider};
+//!
+//! # fn my_cloud(_config: Option<&[u8]>) -> Arc<dyn CloudProvider> { unimplemented!() }
+//! fn main() -> std::process::ExitCode {
+//!     register_cloud_provider("my-cloud", |config| Ok(my_cloud(config))).expect("registered once");
+//!     stratus::ccm::app::run_main()
+//! }
+//! ```
+//!
+//! The provider names in this crate are checked at compile time:
+//!
+//! ```
+//! assert_eq!(stratus::cloud::names::manager::SECURE_PORT, 10258);
+//! ```
+
+pub use stratus_cloud as cloud;
+
+#[cfg(feature = "ccm")]
+pub use stratus_ccm as ccm;
+
+#[cfg(feature = "ccm")]
+pub use stratus_runtime as runtime;
+
+#[cfg(feature = "kubelet")]
+pub use stratus_pod as pod;
+
+#[cfg(feature = "testing")]
+pub use stratus_testing as testing;
