@@ -265,3 +265,30 @@ async fn losing_the_lease_stops_the_manager_with_an_error() {
         "{outcome:?}"
     );
 }
+
+#[tokio::test]
+async fn a_provider_without_a_cluster_id_needs_allow_untagged_cloud() {
+    use stratus_cloud::mock::MockCloudProvider;
+    let cluster = TestCluster::start().await.unwrap();
+    let untagged = || Arc::new(MockCloudProvider::new("untagged").with_cluster_id(false));
+    let (_stop, stopped) = watch::channel(false);
+    let err =
+        CloudControllerManager::new(options(&["--cloud-provider=untagged", "--secure-port=0"]))
+            .with_client(cluster.client())
+            .with_provider(untagged())
+            .run(stopped.clone())
+            .await
+            .unwrap_err();
+    assert!(err.to_string().contains("no ClusterID found"), "{err}");
+    let running = CloudControllerManager::new(options(&[
+        "--cloud-provider=untagged",
+        "--secure-port=0",
+        "--leader-elect=false",
+        "--allow-untagged-cloud",
+    ]))
+    .with_client(cluster.client())
+    .with_provider(untagged())
+    .start(stopped)
+    .await;
+    assert!(running.is_ok());
+}

@@ -199,6 +199,13 @@ impl CloudControllerManager {
             }
         };
 
+        if !provider.has_cluster_id() && !o.allow_untagged_cloud {
+            return Err(ManagerError::Provider {
+                name: o.cloud_provider.clone(),
+                message: "no ClusterID found. A ClusterID is required for the cloud provider to function properly. This check can be bypassed by setting the allow-untagged-cloud option".into(),
+            });
+        }
+
         let mut registry = Registry::default();
         let metrics = CcmMetrics::register(&mut registry);
         let running: Family<Vec<(&'static str, String)>, Gauge> = Family::default();

@@ -34,6 +34,10 @@ pub struct ManagerOptions {
     /// Pause between starting two controllers.
     #[arg(long = "controller-start-interval", value_parser = parse_go_duration, default_value = "0", help_heading = "generic")]
     pub controller_start_interval: Duration,
+    /// Run even if the provider has no cluster ID (deprecated in Go, kept
+    /// for compatibility).
+    #[arg(long = "allow-untagged-cloud", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "generic")]
+    pub allow_untagged_cloud: bool,
     /// The cluster name passed to the provider.
     #[arg(
         long = "cluster-name",
