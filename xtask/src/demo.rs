@@ -18,9 +18,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use stratus_ccm::node::{NodeController, NodeControllerConfig};
-use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
+use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
+
+/// The manager's flags, parsed as its command line would be.
+#[derive(Parser)]
+struct ManagerFlags {
+    #[command(flatten)]
+    options: ManagerOptions,
+}
 
 /// Run the demo cluster.
 #[derive(Debug, Parser)]
@@ -224,19 +230,38 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 .with_external_ip(format!("198.51.{}.{}", i / 250, i % 250 + 2)),
         );
     }
+    // The whole manager, as a vendor's binary runs it: Go's flags, the
+    // Lease, the admin server, every controller (routes and pod CIDRs too).
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
-    let controller = NodeController::new(
-        client.clone(),
-        std::sync::Arc::new(cloud.clone()),
-        NodeControllerConfig::default(),
-    );
-    let controller_task = tokio::spawn(controller.run(controllers_stopped.clone()));
-    let service_controller = ServiceController::new(
-        client.clone(),
-        std::sync::Arc::new(cloud.clone()),
-        ServiceControllerConfig::default(),
-    );
-    let service_task = tokio::spawn(service_controller.run(controllers_stopped));
+    let flags = match ManagerFlags::try_parse_from([
+        "cloud-controller-manager",
+        "--cloud-provider=fake",
+        "--cluster-cidr=10.244.0.0/16",
+        "--allocate-node-cidrs",
+    ]) {
+        Ok(f) => f.options,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let manager = CloudControllerManager::new(flags)
+        .with_client(client.clone())
+        .with_provider(std::sync::Arc::new(cloud.clone()))
+        .with_admin_addr(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .with_identity("stratus-demo")
+        .start(controllers_stopped)
+        .await;
+    let manager = match manager {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: the manager did not start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(addr) = manager.admin_addr() {
+        println!("manager: https://{addr}/healthz?verbose, /metrics, /configz (self-signed TLS)");
+    }
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let ns = serde_json::from_value(json!({"metadata": {"name": "demo"}})).unwrap_or_default();
     if let Err(e) = namespaces.create(&PostParams::default(), &ns).await {
@@ -334,6 +359,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         cloud.calls_to("ensure_load_balancer"),
         cloud.calls_to("update_load_balancer")
     );
+    println!(
+        "  pod CIDRs (node-ipam) and cloud routes (node-route): {} routes in the cloud",
+        cloud.routes_list().len()
+    );
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
     if !converged {
         eprintln!(
@@ -350,8 +379,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         crate::wait_for_signal().await;
     }
     let _ = stop_controllers.send(true);
-    let _ = controller_task.await;
-    let _ = service_task.await;
+    if let Err(e) = manager.wait().await {
+        eprintln!("error: the manager stopped with an error: {e}");
+        return ExitCode::FAILURE;
+    }
     drop(kubelets);
     ExitCode::SUCCESS
 }
