@@ -42,6 +42,7 @@ use tokio::sync::watch;
 
 use crate::informer::Informer;
 use crate::metrics::CcmMetrics;
+use crate::route::pod_cidrs;
 
 /// Settings of the node-ipam controller (Go's flags in brackets).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,17 +117,6 @@ pub enum IpamConfigError {
     /// A mask size that does not fit its cluster CIDR.
     #[error(transparent)]
     Mask(CidrSetError),
-}
-
-fn pod_cidrs(node: &Node) -> Vec<String> {
-    let spec = node.spec.as_ref();
-    let mut cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
-    if cidrs.is_empty()
-        && let Some(c) = spec.and_then(|s| s.pod_cidr.clone())
-    {
-        cidrs.push(c);
-    }
-    cidrs
 }
 
 /// The node-ipam controller.

@@ -77,7 +77,9 @@ impl std::fmt::Debug for RouteController {
     }
 }
 
-fn pod_cidrs(node: &Node) -> Vec<String> {
+/// A Node's pod CIDRs: `spec.podCIDRs`, or the single `spec.podCIDR` of
+/// older writers.
+pub(crate) fn pod_cidrs(node: &Node) -> Vec<String> {
     let spec = node.spec.as_ref();
     let mut cidrs = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
     if cidrs.is_empty()
