@@ -16,9 +16,19 @@
 //! use std::sync::Arc;
 //! use stratus::cloud::{CloudProvider, register_cloud_provider};
 //!
-//! # fn my_cloud(_config: Option<&[u8]>) -> Arc<dyn CloudProvider> { unimplemented!() }
+//! /// The vendor's provider; it implements the capability traits its cloud
+//! /// has and returns them from the matching accessors.
+//! struct MyCloud;
+//!
+//! impl CloudProvider for MyCloud {
+//!     fn provider_name(&self) -> &str {
+//!         "my-cloud"
+//!     }
+//! }
+//!
 //! fn main() -> std::process::ExitCode {
-//!     register_cloud_provider("my-cloud", |config| Ok(my_cloud(config))).expect("registered once");
+//!     register_cloud_provider("my-cloud", |_config| Ok(Arc::new(MyCloud) as Arc<dyn CloudProvider>))
+//!         .expect("registered once");
 //!     stratus::ccm::app::run_main()
 //! }
 //! ```

@@ -3,11 +3,23 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
+//! use stratus_cloud::CloudProvider;
+//!
+//! /// A provider with no capabilities yet: the controllers that need one
+//! /// log that it is missing and do not start.
+//! struct MyCloud;
+//!
+//! impl CloudProvider for MyCloud {
+//!     fn provider_name(&self) -> &str {
+//!         "my-cloud"
+//!     }
+//! }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     # let my_cloud = || -> Arc<dyn stratus_cloud::CloudProvider> { unimplemented!() };
-//!     stratus_cloud::register_cloud_provider("my-cloud", move |_config| Ok(my_cloud()))
-//!         .expect("registered once");
+//!     stratus_cloud::register_cloud_provider("my-cloud", |_config| {
+//!         Ok(Arc::new(MyCloud) as Arc<dyn CloudProvider>)
+//!     })
+//!     .expect("registered once");
 //!     stratus_ccm::app::run_main()
 //! }
 //! ```
