@@ -74,6 +74,9 @@ pub enum ManagerError {
     /// Leadership was lost; the controllers were stopped.
     #[error("leader election lost")]
     LostLeadership,
+    /// The manager's task ended abnormally (a panic in the manager).
+    #[error("the manager task failed: {0}")]
+    Task(String),
 }
 
 /// Builds and runs a cloud controller manager.
@@ -110,9 +113,7 @@ impl RunningManager {
     pub async fn wait(self) -> Result<(), ManagerError> {
         match self.task.await {
             Ok(result) => result,
-            Err(e) => Err(ManagerError::Election(format!(
-                "the manager task failed: {e}"
-            ))),
+            Err(e) => Err(ManagerError::Task(e.to_string())),
         }
     }
 }
@@ -253,6 +254,7 @@ impl CloudControllerManager {
     }
 }
 
+/// Go's identity: the host name, `_`, a random UUID.
 fn default_identity() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
@@ -263,16 +265,7 @@ fn default_identity() -> String {
                 .map(|h| h.trim().to_owned())
         })
         .unwrap_or_else(|| "localhost".into());
-    format!("{host}_{}", uuid_like())
-}
-
-/// A random-enough suffix without another dependency: the process id and
-/// the clock.
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{:x}-{:x}", std::process::id(), nanos)
+    format!("{host}_{}", uuid::Uuid::new_v4())
 }
 
 async fn load_config(o: &ManagerOptions) -> Result<kube::Config, ManagerError> {
@@ -373,6 +366,7 @@ async fn run(
 
     let (halt, halted) = watch::channel(false);
     let known = known_controllers();
+    // `start` validated the flags: these parse.
     let entries = canonicalize(&o.controllers, &known).unwrap_or_default();
     let mut tasks = Vec::new();
     for name in enabled(&known, &entries) {
@@ -436,6 +430,7 @@ fn build(
     metrics: &CcmMetrics,
 ) -> Option<Start> {
     let (client, provider, metrics) = (client.clone(), provider.clone(), metrics.clone());
+    // Validated in `start`, like every flag read here.
     let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr).unwrap_or_default();
     let start: Start = if name == names::CLOUD_NODE.canonical {
         let config = NodeControllerConfig {
