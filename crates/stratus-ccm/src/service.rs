@@ -343,6 +343,23 @@ impl ServiceController {
 }
 
 impl Shared {
+    /// The backends each load balancer was last given.
+    fn synced(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Backends>>> {
+        self.synced.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fingerprint of each Service at its last successful ensure.
+    fn ensured(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.ensured.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forget what was ensured for `key` (the Service is gone, or its load
+    /// balancer was deleted).
+    fn forget(&self, key: &str) {
+        self.synced().remove(key);
+        self.ensured().remove(key);
+    }
+
     fn lb(&self) -> Option<&dyn LoadBalancer> {
         self.cloud.load_balancer()
     }
@@ -386,14 +403,7 @@ impl Shared {
             .get(&ObjectRef::new(name).within(ns))
             .map(|s| (*s).clone())
         else {
-            self.synced
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(key);
-            self.ensured
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(key);
+            self.forget(key);
             return Ok(());
         };
         let classes = lb.classes();
@@ -406,12 +416,7 @@ impl Shared {
             return Ok(());
         }
         let print = fingerprint(&svc);
-        let recorded = self
-            .ensured
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned();
+        let recorded = self.ensured().get(key).cloned();
         if recorded.as_ref() == Some(&print) && has_load_balancer_finalizer(&svc) {
             return Ok(());
         }
@@ -422,15 +427,12 @@ impl Shared {
             && has_ingress(&svc)
             && self.up_to_date(lb, &svc).await
         {
-            self.ensured
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key.to_owned(), print);
+            self.ensured().insert(key.to_owned(), print);
             return Ok(());
         }
         let result = self.ensure(lb, &svc, key).await;
         {
-            let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ensured = self.ensured();
             match &result {
                 Ok(()) => ensured.insert(key.to_owned(), print),
                 Err(_) => ensured.remove(key),
@@ -463,10 +465,7 @@ impl Shared {
             .await;
         match answer {
             Ok(true) => {
-                self.synced
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key_of(svc), set);
+                self.synced().insert(key_of(svc), set);
                 true
             }
             Ok(false) => {
@@ -485,7 +484,7 @@ impl Shared {
     /// Service, so each goes through [`Shared::up_to_date`] again.
     fn forget_ensured(&self, queue: &WorkQueue<String>) {
         let keys: Vec<String> = {
-            let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ensured = self.ensured();
             let keys = ensured.keys().cloned().collect();
             ensured.clear();
             keys
@@ -539,10 +538,7 @@ impl Shared {
             )
             .await;
         }
-        self.synced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned(), set);
+        self.synced().insert(key.to_owned(), set);
         let ensured = self
             .metrics
             .cloud(
@@ -640,14 +636,7 @@ impl Shared {
             .await;
             return Err(e);
         }
-        self.synced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.ensured
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        self.forget(key);
         if has_load_balancer_finalizer(svc) {
             let list: Vec<String> = svc
                 .metadata
@@ -689,9 +678,7 @@ impl Shared {
         let Some(lb) = self.lb() else { return };
         let (nodes, current) = self.backend_nodes();
         let stale: Vec<String> = self
-            .synced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .synced()
             .iter()
             .filter(|(_, b)| !Arc::ptr_eq(b, &current) && b.as_ref() != current.as_ref())
             .map(|(k, _)| k.clone())
@@ -721,10 +708,7 @@ impl Shared {
         else {
             return;
         };
-        self.synced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone(), current.clone());
+        self.synced().insert(key.clone(), current.clone());
         self.metrics.loadbalancer_sync.inc();
         let started = std::time::Instant::now();
         let updated = self
@@ -777,10 +761,7 @@ impl Shared {
                 .await;
                 // A full ensure follows: forget the fingerprint, or the
                 // unchanged Service would be skipped and the host lost.
-                self.ensured
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&key);
+                self.ensured().remove(&key);
                 match e.retry_delay() {
                     Some(delay) => queue.add_after(key, delay),
                     None => queue.add_rate_limited(key),
