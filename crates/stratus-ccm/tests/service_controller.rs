@@ -51,6 +51,19 @@ async fn reasons(cluster: &TestCluster, service: &str) -> Vec<String> {
     list.into_iter().filter_map(|e| e.reason).collect()
 }
 
+/// Create the LoadBalancer Service `name` and wait until its ingress is
+/// written.
+async fn create_and_wait_for_ingress(services: &Api<Service>, name: &str) {
+    services
+        .create(&PostParams::default(), &lb_service(name, None))
+        .await
+        .unwrap();
+    eventually("an ingress", || async {
+        ingress_ip(&services.get(name).await.unwrap()).is_some()
+    })
+    .await;
+}
+
 fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
     let controller = ServiceController::new(
@@ -79,15 +92,7 @@ async fn ensure_update_and_delete_load_balancers() {
     let cloud = FakeCloud::new();
     let _stop = start(&cluster, &cloud);
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    services
-        .create(&PostParams::default(), &lb_service("web", None))
-        .await
-        .unwrap();
-
-    eventually("an ingress", || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
+    create_and_wait_for_ingress(&services, "web").await;
     let svc = services.get("web").await.unwrap();
     assert_eq!(
         svc.metadata.finalizers.unwrap(),
@@ -564,14 +569,7 @@ async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
     let cloud = FakeCloud::new();
     let _stop = start(&cluster, &cloud);
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    services
-        .create(&PostParams::default(), &lb_service("web", None))
-        .await
-        .unwrap();
-    eventually("an ingress", || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
+    create_and_wait_for_ingress(&services, "web").await;
     // The host update fails (throttled, then an error); the new node must
     // still reach the load balancer.
     cloud.fail_next(

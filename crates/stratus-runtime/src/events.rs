@@ -140,9 +140,8 @@ impl EventRecorder {
 /// Events written at once by the background writer.
 const WRITER_CONCURRENCY: usize = 8;
 
-/// How long a written event absorbs identical ones (client-go's
-/// correlator keeps its cache for as long as the events live, one hour by
-/// default on kube-apiserver; ten minutes is its aggregation window).
+/// How long a written event absorbs identical ones: ten minutes, client-go's
+/// aggregation window.
 pub const DEDUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Written events remembered for de-duplication, at most.
