@@ -233,15 +233,12 @@ async fn survives_api_latency_errors_dropped_watches_and_compaction() {
         nodes.get_opt("second").await.unwrap().is_some(),
         "a shut-down instance is never deleted"
     );
-    let answered = |verb: Verb, code: u16| {
-        server
-            .requests()
-            .iter()
-            .filter(|r| r.resource == "nodes" && r.verb == verb && r.status == code)
-            .count()
-    };
-    assert_eq!(answered(Verb::List, 500), 2, "the faults were hit");
-    assert_eq!(answered(Verb::Delete, 500), 1);
+    assert_eq!(
+        server.answered(Some(Verb::List), "nodes", 500),
+        2,
+        "the faults were hit"
+    );
+    assert_eq!(server.answered(Some(Verb::Delete), "nodes", 500), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -514,15 +514,11 @@ async fn load_balancers_survive_api_faults_without_leaks() {
         list.iter().filter(|s| ingress_ip(s).is_some()).count() == 5
     })
     .await;
-    let answered = |code: u16| {
-        server
-            .requests()
-            .iter()
-            .filter(|r| r.resource == "services/status" && r.status == code)
-            .count()
-    };
     assert_eq!(
-        (answered(429), answered(500)),
+        (
+            server.answered(None, "services/status", 429),
+            server.answered(None, "services/status", 500)
+        ),
         (2, 2),
         "the faults were hit"
     );

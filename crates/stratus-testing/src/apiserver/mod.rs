@@ -432,6 +432,18 @@ impl ApiServer {
         self.seed(value)
     }
 
+    /// How many logged requests on `resource` (`nodes`, `nodes/status`, ...)
+    /// were answered with `status`, for `verb` or any verb: how a test checks
+    /// that the faults it injected were hit.
+    pub fn answered(&self, verb: Option<Verb>, resource: &str, status: u16) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| {
+                r.resource == resource && r.status == status && verb.is_none_or(|v| r.verb == v)
+            })
+            .count()
+    }
+
     /// Every request served so far.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.inner.log.snapshot()
