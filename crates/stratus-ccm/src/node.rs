@@ -393,6 +393,11 @@ impl NodeController {
         // written one after another would leave the API server idle between
         // round trips.
         let writes = self.config.write_concurrency.max(1);
+        let reconciles = &self
+            .metrics
+            .runtime
+            .reconcile
+            .controller(controllers::CLOUD_NODE.canonical);
         futures_util::stream::iter(nodes.iter().zip(metadata))
             .for_each_concurrent(writes, |(node, meta)| async move {
                 let name = node.metadata.name.clone().unwrap_or_default();
@@ -403,11 +408,7 @@ impl NodeController {
                     Ok(None) => Ok(()),
                     Err(e) => Err(SyncError::Cloud(e)),
                 };
-                self.metrics
-                    .runtime
-                    .reconcile
-                    .controller(controllers::CLOUD_NODE.canonical)
-                    .observe(&result, started.elapsed());
+                reconciles.observe(&result, started.elapsed());
                 match result {
                     Ok(()) => queue.forget(&name),
                     Err(e) => {

@@ -299,16 +299,16 @@ impl ServiceController {
                 let mut tasks = Vec::new();
                 for _ in 0..shared.config.workers.max(1) {
                     let (shared, queue) = (shared.clone(), queue.clone());
+                    let reconciles = shared
+                        .metrics
+                        .runtime
+                        .reconcile
+                        .controller(controllers::SERVICE_LB.canonical);
                     tasks.push(tokio::spawn(async move {
                         while let Some(key) = queue.get().await {
                             let started = std::time::Instant::now();
                             let result = shared.sync_service(&key).await;
-                            shared
-                                .metrics
-                                .runtime
-                                .reconcile
-                                .controller(controllers::SERVICE_LB.canonical)
-                                .observe(&result, started.elapsed());
+                            reconciles.observe(&result, started.elapsed());
                             match result {
                                 Ok(()) => queue.forget(&key),
                                 Err(e) => {
