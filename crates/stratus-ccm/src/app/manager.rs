@@ -382,7 +382,7 @@ async fn run(
             ])
             .set(1);
         tracing::info!(controller = name, "starting");
-        tasks.push(tokio::spawn(controller(health, halted.clone())));
+        tasks.push((name, tokio::spawn(controller(health, halted.clone()))));
         if !o.controller_start_interval.is_zero() {
             tokio::time::sleep(o.controller_start_interval).await;
         }
@@ -408,8 +408,17 @@ async fn run(
     };
     let _ = halt.send(true);
     shutdown_trigger.trigger();
-    for task in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    for (name, task) in tasks {
+        match tokio::time::timeout(Duration::from_secs(10), task).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(controller = name, error = %e, "the controller task failed")
+            }
+            Err(_) => tracing::warn!(
+                controller = name,
+                "the controller did not stop within 10 s; leaving it"
+            ),
+        }
     }
     if let Some(l) = leadership {
         l.release().await;
