@@ -26,20 +26,18 @@
 //! # }
 //! ```
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::health::HealthChecks;
+use crate::serving::{Listener, PLAIN, text};
 use crate::tls::{ServingCertificate, TlsError};
 
 /// Why the admin server could not start.
@@ -133,20 +131,14 @@ impl AdminServerBuilder {
                 certificate.server_config()?,
             ))
         };
-        let listener = TcpListener::bind(self.addr)
+        let listener = Listener::bind(self.addr, tls)
             .await
             .map_err(|source| AdminError::Bind {
                 addr: self.addr,
                 source,
             })?;
-        let addr = listener.local_addr().map_err(|source| AdminError::Bind {
-            addr: self.addr,
-            source,
-        })?;
         Ok(AdminServer {
             listener,
-            addr,
-            tls,
             routes: self.routes,
         })
     }
@@ -154,17 +146,15 @@ impl AdminServerBuilder {
 
 /// A bound admin server; [`AdminServer::serve`] answers until stopped.
 pub struct AdminServer {
-    listener: TcpListener,
-    addr: SocketAddr,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    listener: Listener,
     routes: Routes,
 }
 
 impl std::fmt::Debug for AdminServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminServer")
-            .field("addr", &self.addr)
-            .field("tls", &self.tls.is_some())
+            .field("addr", &self.listener.local_addr())
+            .field("tls", &self.listener.is_tls())
             .finish_non_exhaustive()
     }
 }
@@ -188,62 +178,19 @@ impl AdminServer {
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.listener.local_addr()
     }
 
     /// Answer requests until `stop` becomes true.
-    pub async fn serve(self, mut stop: watch::Receiver<bool>) {
+    pub async fn serve(self, stop: watch::Receiver<bool>) {
         let routes = Arc::new(self.routes);
-        loop {
-            let accepted = tokio::select! {
-                a = self.listener.accept() => a,
-                _ = stop.changed() => return,
-            };
-            let Ok((stream, _)) = accepted else { continue };
-            let routes = routes.clone();
-            let tls = self.tls.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let routes = routes.clone();
-                    async move { Ok::<_, Infallible>(answer(&routes, &req)) }
-                });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let served = match tls {
-                    Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(s) => builder.serve_connection(TokioIo::new(s), service).await,
-                        Err(e) => {
-                            tracing::debug!(error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    },
-                    None => {
-                        builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await
-                    }
-                };
-                if let Err(e) = served {
-                    tracing::debug!(error = %e, "admin connection ended with an error");
-                }
-            });
-        }
+        let handler: crate::serving::Handler = Arc::new(move |req| {
+            let response = answer(&routes, &req);
+            Box::pin(async move { response })
+        });
+        self.listener.serve(stop, handler).await
     }
 }
-
-fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    if let Ok(value) = header::HeaderValue::from_str(content_type) {
-        response.headers_mut().insert(header::CONTENT_TYPE, value);
-    }
-    response.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        header::HeaderValue::from_static("nosniff"),
-    );
-    response
-}
-
-const PLAIN: &str = "text/plain; charset=utf-8";
 
 fn checks_answer(checks: &HealthChecks, verbose: bool) -> Response<Full<Bytes>> {
     let report = checks.report();

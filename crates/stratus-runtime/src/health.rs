@@ -67,6 +67,15 @@ impl HealthChecks {
             .insert(name.into(), Arc::new(check));
     }
 
+    /// Remove the check called `name` (a controller that was stopped on
+    /// purpose, for example while a manager waits for leadership again).
+    pub fn remove(&self, name: &str) {
+        self.checks
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
     /// The names of the checks, sorted.
     pub fn names(&self) -> Vec<String> {
         self.checks

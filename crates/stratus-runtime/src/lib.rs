@@ -27,6 +27,8 @@
 //!
 //! - [`admin`]: the admin server: `/healthz`, `/livez`, `/readyz`,
 //!   `/metrics` and `/configz` over TLS.
+//! - [`admission`]: admission webhooks (`AdmissionReview` v1 handlers on
+//!   paths) with request metrics, as Go's managers host them.
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as
@@ -41,11 +43,13 @@
 //!   bounded-worker semantics (the overall bucket applies to retries only).
 
 pub mod admin;
+pub mod admission;
 pub mod client;
 pub mod events;
 pub mod health;
 pub mod leader_election;
 pub mod metrics;
+mod serving;
 pub mod tls;
 pub mod workqueue;
 

@@ -1,0 +1,108 @@
+//! The accept loop the admin and webhook servers share: TLS (or plain
+//! HTTP), HTTP/1.1 and HTTP/2 on one port, one task per connection, until
+//! stopped.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Answers one request.
+pub(crate) type Handler =
+    Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> + Send + Sync>;
+
+/// A bound listener and, unless serving plain HTTP, its TLS acceptor.
+pub(crate) struct Listener {
+    listener: TcpListener,
+    addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Listener {
+    /// Bind `addr` (port 0 picks a free one).
+    pub(crate) async fn bind(
+        addr: SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        Ok(Self {
+            listener,
+            addr,
+            tls,
+        })
+    }
+
+    /// The bound address.
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Whether connections are TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Accept connections and answer them with `handler` until `stop`
+    /// becomes true (or its sender is dropped).
+    pub(crate) async fn serve(self, mut stop: watch::Receiver<bool>, handler: Handler) {
+        loop {
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                _ = stop.changed() => return,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let handler = handler.clone();
+            let tls = self.tls.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let answer = handler(req);
+                    async move { Ok::<_, Infallible>(answer.await) }
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let served = match tls {
+                    Some(acceptor) => match acceptor.accept(stream).await {
+                        Ok(s) => builder.serve_connection(TokioIo::new(s), service).await,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                    },
+                    None => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                };
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+            });
+        }
+    }
+}
+
+/// A response with `body`, its content type and `nosniff`.
+pub(crate) fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = header::HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// `text/plain; charset=utf-8`.
+pub(crate) const PLAIN: &str = "text/plain; charset=utf-8";
