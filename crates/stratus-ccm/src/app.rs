@@ -19,30 +19,24 @@
 //! assert_eq!(command.options.secure_port, 10258);
 //! ```
 
+mod builtin;
 mod command;
 mod controllers;
 mod duration;
+mod managed;
 mod manager;
 mod options;
 
-pub use command::{CommandError, run_main, run_with_args};
+pub use builtin::default_controllers;
+pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
 pub use duration::{DurationError, parse_go_duration};
-pub use manager::{CloudControllerManager, ManagerError, RunningManager};
+pub use managed::{ControllerContext, ControllerTask, ManagedController, StartError};
+pub use manager::{CloudControllerManager, ManagerError, ProviderFactory, RunningManager};
 pub use options::{ManagerOptions, OptionsError, parse_cidr_list};
+pub use stratus_runtime::admission::{HandlerError, Webhook};
 
-use stratus_cloud::names::controllers as names;
-
-/// The controllers of this crate, in start order: Go's four (enabled by
-/// `*`), then node-ipam (also under `*`; it runs only with
-/// `--allocate-node-cidrs`, as in Go).
+/// What `--controllers` knows of [`default_controllers`], in start order.
 pub fn known_controllers() -> Vec<KnownController> {
-    names::DEFAULT
-        .iter()
-        .chain(std::iter::once(&names::NODE_IPAM))
-        .map(|n| KnownController {
-            names: *n,
-            disabled_by_default: false,
-        })
-        .collect()
+    default_controllers().iter().map(|c| c.known()).collect()
 }

@@ -141,6 +141,25 @@ pub struct ControllerNames {
     pub event_component: &'static str,
 }
 
+impl ControllerNames {
+    /// A vendor controller's names: its canonical name and alias; it uses
+    /// the canonical name as its client and event component too.
+    ///
+    /// ```
+    /// use stratus_cloud::names::ControllerNames;
+    /// const TAGGING: ControllerNames = ControllerNames::new("tagging-controller", "tagging");
+    /// assert_eq!(TAGGING.event_component, "tagging-controller");
+    /// ```
+    pub const fn new(canonical: &'static str, alias: &'static str) -> Self {
+        Self {
+            canonical,
+            alias,
+            client: canonical,
+            event_component: canonical,
+        }
+    }
+}
+
 /// Controller names.
 pub mod controllers {
     use super::ControllerNames;

@@ -25,24 +25,37 @@
 //! ```
 
 use std::ffi::OsString;
+use std::marker::PhantomData;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::Parser;
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use prometheus_client::registry::Registry;
+use stratus_cloud::CloudProvider;
+use stratus_runtime::admission::Webhook;
 use tokio::sync::watch;
 
-use super::{CloudControllerManager, ManagerError, ManagerOptions};
+use super::managed::{ManagedController, StartError};
+use super::{CloudControllerManager, ManagerError, ManagerOptions, default_controllers};
 
-/// `cloud-controller-manager [flags]`.
+/// `cloud-controller-manager [flags]`: the manager's flags and the
+/// vendor's.
 #[derive(Debug, Parser)]
 #[command(
     name = "cloud-controller-manager",
     version,
     about = "The Cloud controller manager: runs the cloud-specific control loops of a Kubernetes cluster."
 )]
-struct Cli {
+struct Cli<F: Args> {
     #[command(flatten)]
     options: ManagerOptions,
+    #[command(flatten)]
+    flags: F,
 }
+
+/// No vendor flags.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct NoFlags {}
 
 /// Why the command failed.
 #[derive(Debug, thiserror::Error)]
@@ -56,16 +69,241 @@ pub enum CommandError {
     Manager(#[from] ManagerError),
 }
 
-/// Parse `args` (the first is the program name) and run the manager until
-/// `stop` becomes true. Logging is the caller's (see [`run_main`]).
+type CloudInitializer<F> =
+    Box<dyn FnOnce(&ManagerOptions, &F) -> Result<Arc<dyn CloudProvider>, StartError> + Send>;
+
+/// The manager command a vendor's `main` builds (Go's `CommandBuilder`):
+/// the controllers (the built-in ones plus the vendor's), admission
+/// webhooks, the vendor's own flags, and optionally a cloud initializer
+/// that reads them instead of the provider registry.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use stratus_ccm::app::{Command, ManagedController, Webhook};
+/// use stratus_cloud::CloudProvider;
+/// use stratus_cloud::names::ControllerNames;
+///
+/// /// The vendor's flags, in their own `--help` group.
+/// #[derive(Debug, Clone, clap::Args)]
+/// #[command(next_help_heading = "my-cloud")]
+/// struct MyFlags {
+///     /// The cloud API endpoint.
+///     #[arg(long = "my-cloud-endpoint", default_value = "https://api.example.com")]
+///     endpoint: String,
+/// }
+///
+/// struct MyCloud {
+///     endpoint: String,
+/// }
+///
+/// impl CloudProvider for MyCloud {
+///     fn provider_name(&self) -> &str {
+///         "my-cloud"
+///     }
+/// }
+///
+/// fn main() -> std::process::ExitCode {
+///     Command::with_flags::<MyFlags>()
+///         .cloud_initializer(|_options, flags: &MyFlags| {
+///             Ok(Arc::new(MyCloud { endpoint: flags.endpoint.clone() }) as Arc<dyn CloudProvider>)
+///         })
+///         .controller(
+///             ManagedController::new(ControllerNames::new("tagging-controller", "tagging"), |ctx| {
+///                 let endpoint = ctx.flags::<MyFlags>().map(|f| f.endpoint.clone());
+///                 let mut stop = ctx.stop.clone();
+///                 Ok(Some(Box::pin(async move {
+///                     tracing::info!(?endpoint, "tagging");
+///                     let _ = stop.wait_for(|s| *s).await;
+///                 })))
+///             })
+///             .disabled_by_default(),
+///         )
+///         .webhook(Webhook::new("allow-all", "/allow", |request| async move {
+///             Ok(kube::core::admission::AdmissionResponse::from(&request))
+///         }))
+///         .run_main()
+/// }
+/// ```
+pub struct Command<F = NoFlags> {
+    controllers: Vec<ManagedController>,
+    webhooks: Vec<Webhook>,
+    cloud_initializer: Option<CloudInitializer<F>>,
+    registry: Option<Registry>,
+    flags: PhantomData<fn() -> F>,
+}
+
+impl<F> std::fmt::Debug for Command<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("controllers", &self.controllers)
+            .field("webhooks", &self.webhooks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Command<NoFlags> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Command<NoFlags> {
+    /// The command with the built-in controllers, no webhooks and no vendor
+    /// flags; the provider comes from the registry (`--cloud-provider`).
+    pub fn new() -> Self {
+        Self::with_flags()
+    }
+
+    /// The same, with the vendor's flags `G` next to the manager's; the
+    /// cloud initializer and the controllers (through
+    /// [`ControllerContext::flags`](super::ControllerContext::flags)) get
+    /// them parsed.
+    pub fn with_flags<G>() -> Command<G> {
+        Command {
+            controllers: default_controllers(),
+            webhooks: Vec::new(),
+            cloud_initializer: None,
+            registry: None,
+            flags: PhantomData,
+        }
+    }
+}
+
+impl<F> Command<F>
+where
+    F: Args + FromArgMatches + Send + Sync + 'static,
+{
+    /// Run `controller` too, after those already registered.
+    pub fn controller(mut self, controller: ManagedController) -> Self {
+        self.controllers.push(controller);
+        self
+    }
+
+    /// Drop the controller with this canonical name (a built-in one the
+    /// vendor replaces or does not want).
+    pub fn without_controller(mut self, canonical: &str) -> Self {
+        self.controllers
+            .retain(|c| c.names().canonical != canonical);
+        self
+    }
+
+    /// Register an admission webhook (served when `--webhooks` enables it).
+    pub fn webhook(mut self, webhook: Webhook) -> Self {
+        self.webhooks.push(webhook);
+        self
+    }
+
+    /// Make the provider from the flags (Go's `InitCloudFunc`) instead of
+    /// the registry.
+    pub fn cloud_initializer<I>(mut self, initializer: I) -> Self
+    where
+        I: FnOnce(&ManagerOptions, &F) -> Result<Arc<dyn CloudProvider>, StartError>
+            + Send
+            + 'static,
+    {
+        self.cloud_initializer = Some(Box::new(initializer));
+        self
+    }
+
+    /// Export the manager's metrics in this registry, next to the vendor's.
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Parse `args` (the first is the program name).
+    fn parse<I, T>(args: I) -> Result<Cli<F>, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = Cli::<F>::command().try_get_matches_from(args)?;
+        Cli::<F>::from_arg_matches(&matches)
+    }
+
+    fn manager(self, cli: Cli<F>) -> CloudControllerManager {
+        let flags = Arc::new(cli.flags);
+        let mut manager = CloudControllerManager::new(cli.options)
+            .with_controllers(self.controllers)
+            .with_flags(flags.clone());
+        for webhook in self.webhooks {
+            manager = manager.with_webhook(webhook);
+        }
+        if let Some(registry) = self.registry {
+            manager = manager.with_registry(registry);
+        }
+        if let Some(initializer) = self.cloud_initializer {
+            manager = manager
+                .with_provider_factory(Box::new(move |options| initializer(options, &flags)));
+        }
+        manager
+    }
+
+    /// Parse `args` (the first is the program name) and run the manager
+    /// until `stop` becomes true. Logging is the caller's (see
+    /// [`Command::run_main`]).
+    pub async fn run_with_args<I, T>(
+        self,
+        args: I,
+        stop: watch::Receiver<bool>,
+    ) -> Result<(), CommandError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let cli = Self::parse(args)?;
+        self.manager(cli).run(stop).await?;
+        Ok(())
+    }
+
+    /// The whole `main` of a manager: parse the process arguments, set up
+    /// logging, run until SIGTERM or Ctrl-C (then stop the controllers and
+    /// release the Lease), and exit 0, or 1 with the reason on standard
+    /// error (2 for bad arguments, 0 after `--help` / `--version`).
+    pub fn run_main(self) -> ExitCode {
+        let cli = match Self::parse(std::env::args_os()) {
+            Ok(cli) => cli,
+            Err(e) => e.exit(),
+        };
+        init_logging(&cli.options);
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let manager = self.manager(cli);
+        runtime.block_on(async move {
+            let (stop, stopped) = watch::channel(false);
+            tokio::spawn(async move {
+                terminated().await;
+                tracing::info!("stopping: releasing the lease and stopping the controllers");
+                let _ = stop.send(true);
+            });
+            match manager.run(stopped).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        })
+    }
+}
+
+/// Parse `args` (the first is the program name) and run the manager with
+/// the built-in controllers until `stop` becomes true
+/// (`Command::new().run_with_args(..)`).
 pub async fn run_with_args<I, T>(args: I, stop: watch::Receiver<bool>) -> Result<(), CommandError>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = Cli::try_parse_from(args)?;
-    CloudControllerManager::new(cli.options).run(stop).await?;
-    Ok(())
+    Command::new().run_with_args(args, stop).await
 }
 
 /// Set up logging from `-v` and `--logging-format` (text or json), on
@@ -112,39 +350,8 @@ async fn terminated() {
     }
 }
 
-/// The whole `main` of a manager: parse the process arguments, set up
-/// logging, run until SIGTERM or Ctrl-C (then stop the controllers and
-/// release the Lease), and exit 0, or 1 with the reason on standard error
-/// (2 for bad arguments, 0 after `--help` / `--version`).
+/// The whole `main` of a manager with the built-in controllers and the
+/// registry's provider (`Command::new().run_main()`).
 pub fn run_main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => e.exit(),
-    };
-    init_logging(&cli.options);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async move {
-        let (stop, stopped) = watch::channel(false);
-        tokio::spawn(async move {
-            terminated().await;
-            tracing::info!("stopping: releasing the lease and stopping the controllers");
-            let _ = stop.send(true);
-        });
-        match CloudControllerManager::new(cli.options).run(stopped).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        }
-    })
+    Command::new().run_main()
 }

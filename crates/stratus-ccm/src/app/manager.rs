@@ -7,7 +7,10 @@
 //! 3. initialize the provider from the registry (`--cloud-provider`,
 //!    `--cloud-config`);
 //! 4. serve `/healthz`, `/livez`, `/readyz`, `/metrics` and `/configz` on
-//!    `--bind-address`:`--secure-port` over TLS (0 turns it off);
+//!    `--bind-address`:`--secure-port` over TLS (0 turns it off), and the
+//!    admission webhooks `--webhooks` enables on
+//!    `--webhook-bind-address`:`--webhook-secure-port` (every replica
+//!    serves both, leader or not);
 //! 5. with `--leader-elect`, wait for the Lease; its `leaderElection` check
 //!    joins `/healthz`;
 //! 6. run the provider's `initialize` hook, then start the enabled
@@ -15,35 +18,32 @@
 //!    health check under its canonical name;
 //! 7. run until stopped (then stop the controllers and release the Lease) or
 //!    until leadership is lost (then stop and return
-//!    [`ManagerError::LostLeadership`], as Go exits).
+//!    [`ManagerError::LostLeadership`], as Go exits; with
+//!    `--leader-elect-recampaign`, campaign again and restart the
+//!    controllers once the Lease is won back).
 
+use std::any::Any;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use stratus_cloud::names::controllers as names;
 use stratus_cloud::{BoxTask, CloudProvider, InitContext, ShutdownSignal, Spawn};
 use stratus_runtime::admin::{AdminError, AdminServer};
+use stratus_runtime::admission::{Webhook, WebhookMetrics, WebhookServer, WebhookServerError};
 use stratus_runtime::client::{ClientError, ClientOptions, build_client};
 use stratus_runtime::health::{ControllerHealth, HealthChecks};
 use stratus_runtime::{ElectionConfig, LeaderElector, LeaseLock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::controllers::{canonicalize, enabled};
-use super::known_controllers;
-use super::options::{ManagerOptions, OptionsError, parse_cidr_list};
-use crate::Instrumented;
-use crate::ipam::{NodeIpamConfig, NodeIpamController};
-use crate::lifecycle::{LifecycleConfig, LifecycleController};
+use super::builtin::default_controllers;
+use super::controllers::{KnownController, canonicalize, is_enabled};
+use super::managed::{ControllerContext, ManagedController, StartError};
+use super::options::{ManagerOptions, OptionsError};
 use crate::metrics::CcmMetrics;
-use crate::node::{NodeController, NodeControllerConfig};
-use crate::route::{RouteController, RouteControllerConfig};
-use crate::service::{ServiceController, ServiceControllerConfig};
 
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,20 @@ pub enum ManagerError {
     /// The admin server could not start.
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// The webhook server could not start.
+    #[error(transparent)]
+    Webhooks(#[from] WebhookServerError),
+    /// Two controllers share a name or alias.
+    #[error("controller name {0:?} is registered twice")]
+    DuplicateController(String),
+    /// A controller failed to start (Go's manager exits then too).
+    #[error("controller {name} could not start: {source}")]
+    ControllerStart {
+        /// Its canonical name.
+        name: &'static str,
+        /// Why.
+        source: StartError,
+    },
     /// Leader election failed to start.
     #[error("leader election: {0}")]
     Election(String),
@@ -79,13 +93,24 @@ pub enum ManagerError {
     Task(String),
 }
 
+/// Makes the provider from the validated flags (a vendor's cloud
+/// initializer).
+pub type ProviderFactory =
+    Box<dyn FnOnce(&ManagerOptions) -> Result<Arc<dyn CloudProvider>, StartError> + Send>;
+
 /// Builds and runs a cloud controller manager.
 pub struct CloudControllerManager {
     options: ManagerOptions,
     client: Option<kube::Client>,
     provider: Option<Arc<dyn CloudProvider>>,
+    provider_factory: Option<ProviderFactory>,
     admin_addr: Option<SocketAddr>,
+    webhook_addr: Option<SocketAddr>,
     identity: Option<String>,
+    controllers: Vec<ManagedController>,
+    webhooks: Vec<Webhook>,
+    registry: Option<Registry>,
+    flags: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for CloudControllerManager {
@@ -100,6 +125,7 @@ impl std::fmt::Debug for CloudControllerManager {
 #[derive(Debug)]
 pub struct RunningManager {
     admin_addr: Option<SocketAddr>,
+    webhook_addr: Option<SocketAddr>,
     task: JoinHandle<Result<(), ManagerError>>,
 }
 
@@ -107,6 +133,11 @@ impl RunningManager {
     /// Where the admin server listens, if it serves.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// Where the webhook server listens, if some webhook is enabled.
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_addr
     }
 
     /// Wait for the manager to stop.
@@ -135,9 +166,66 @@ impl CloudControllerManager {
             options,
             client: None,
             provider: None,
+            provider_factory: None,
             admin_addr: None,
+            webhook_addr: None,
             identity: None,
+            controllers: default_controllers(),
+            webhooks: Vec::new(),
+            registry: None,
+            flags: None,
         }
+    }
+
+    /// Run `controller` too, after those already registered (the start
+    /// order is the registration order).
+    pub fn with_controller(mut self, controller: ManagedController) -> Self {
+        self.controllers.push(controller);
+        self
+    }
+
+    /// Run exactly these controllers instead of
+    /// [`default_controllers`](super::default_controllers) (to drop a
+    /// built-in one, as Go's sample drops `cloud-node-lifecycle`).
+    pub fn with_controllers(mut self, controllers: Vec<ManagedController>) -> Self {
+        self.controllers = controllers;
+        self
+    }
+
+    /// Register an admission webhook; it is served when `--webhooks`
+    /// enables it.
+    pub fn with_webhook(mut self, webhook: Webhook) -> Self {
+        self.webhooks.push(webhook);
+        self
+    }
+
+    /// Export the manager's metrics in this registry, next to the vendor's
+    /// own (a fresh registry by default).
+    pub fn with_registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The vendor's parsed flags, handed to controllers through
+    /// [`ControllerContext::flags`].
+    pub fn with_flags(mut self, flags: Arc<dyn Any + Send + Sync>) -> Self {
+        self.flags = Some(flags);
+        self
+    }
+
+    /// Make the provider with `factory` once the flags are validated,
+    /// instead of from the registry's `--cloud-provider`.
+    pub fn with_provider_factory(mut self, factory: ProviderFactory) -> Self {
+        self.provider_factory = Some(factory);
+        self
+    }
+
+    /// Serve the enabled webhooks on this address instead of
+    /// `--webhook-bind-address`:`--webhook-secure-port` (port 0 picks a
+    /// free one).
+    pub fn with_webhook_addr(mut self, addr: SocketAddr) -> Self {
+        self.webhook_addr = Some(addr);
+        self
     }
 
     /// Use this client instead of building one from the flags.
@@ -168,8 +256,28 @@ impl CloudControllerManager {
 
     /// Start the manager; it runs until `stop` becomes true.
     pub async fn start(self, stop: watch::Receiver<bool>) -> Result<RunningManager, ManagerError> {
-        let known = known_controllers();
-        let problems = self.options.validate(&known);
+        let known: Vec<KnownController> = self.controllers.iter().map(|c| c.known()).collect();
+        for (i, k) in known.iter().enumerate() {
+            let clash = known[..i].iter().find(|other| {
+                [other.names.canonical, other.names.alias]
+                    .iter()
+                    .any(|n| *n == k.names.canonical || *n == k.names.alias)
+            });
+            if clash.is_some() {
+                return Err(ManagerError::DuplicateController(
+                    k.names.canonical.to_owned(),
+                ));
+            }
+        }
+        let mut problems = self.options.validate(&known);
+        let registered: Vec<&str> = self.webhooks.iter().map(Webhook::name).collect();
+        let enabled_webhooks = match self.options.enabled_webhooks(&registered) {
+            Ok(names) => names.into_iter().map(str::to_owned).collect::<Vec<_>>(),
+            Err(e) => {
+                problems.push(e);
+                Vec::new()
+            }
+        };
         if !problems.is_empty() {
             return Err(ManagerError::Options(problems));
         }
@@ -183,31 +291,31 @@ impl CloudControllerManager {
                 build_client(load_config(&o).await?, &options)?
             }
         };
-        let provider = match self.provider {
-            Some(p) => p,
-            None => {
+        let provider_error = |message: String| ManagerError::Provider {
+            name: o.cloud_provider.clone(),
+            message,
+        };
+        let provider = match (self.provider, self.provider_factory) {
+            (Some(p), _) => p,
+            (None, Some(factory)) => factory(&o).map_err(|e| provider_error(e.to_string()))?,
+            (None, None) => {
                 let config =
                     (!o.cloud_config.is_empty()).then(|| std::path::Path::new(&o.cloud_config));
-                let err = |message: String| ManagerError::Provider {
-                    name: o.cloud_provider.clone(),
-                    message,
-                };
                 stratus_cloud::init_cloud_provider(&o.cloud_provider, config)
-                    .map_err(|e| err(e.to_string()))?
+                    .map_err(|e| provider_error(e.to_string()))?
                     .ok_or_else(|| {
-                        err("\"external\" names no provider; register yours and name it".into())
+                        provider_error(
+                            "\"external\" names no provider; register yours and name it".into(),
+                        )
                     })?
             }
         };
 
         if !provider.has_cluster_id() && !o.allow_untagged_cloud {
-            return Err(ManagerError::Provider {
-                name: o.cloud_provider.clone(),
-                message: "no ClusterID found. A ClusterID is required for the cloud provider to function properly. This check can be bypassed by setting the allow-untagged-cloud option".into(),
-            });
+            return Err(provider_error("no ClusterID found. A ClusterID is required for the cloud provider to function properly. This check can be bypassed by setting the allow-untagged-cloud option".into()));
         }
 
-        let mut registry = Registry::default();
+        let mut registry = self.registry.unwrap_or_default();
         let metrics = CcmMetrics::register(&mut registry);
         let running: Family<Vec<(&'static str, String)>, Gauge> = Family::default();
         registry.register(
@@ -215,6 +323,40 @@ impl CloudControllerManager {
             "Indicates where instances of a controller are currently running",
             running.clone(),
         );
+        let webhook_metrics = WebhookMetrics::register(&mut registry, "cloud_provider_webhook");
+
+        let webhook_addr = match enabled_webhooks.is_empty() {
+            true => None,
+            false => {
+                let addr = self.webhook_addr.unwrap_or_else(|| {
+                    SocketAddr::new(o.webhook_bind_address, o.webhook_secure_port)
+                });
+                let mut builder = WebhookServer::builder(addr).metrics(webhook_metrics);
+                for webhook in self.webhooks {
+                    if enabled_webhooks.iter().any(|n| n == webhook.name()) {
+                        tracing::info!(
+                            webhook = webhook.name(),
+                            path = webhook.path(),
+                            "serving the admission webhook"
+                        );
+                        builder = builder.webhook(webhook);
+                    }
+                }
+                if let (Some(cert), Some(key)) =
+                    (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file)
+                {
+                    builder = builder.certificate(
+                        stratus_runtime::tls::from_pem_files(cert, key)
+                            .map_err(WebhookServerError::from)?,
+                    );
+                }
+                let server = builder.bind().await?;
+                let addr = server.local_addr();
+                tokio::spawn(server.serve(stop.clone()));
+                Some(addr)
+            }
+        };
+
         let checks = HealthChecks::new();
         let admin_addr = self.admin_addr.or_else(|| {
             (o.secure_port != 0).then(|| SocketAddr::new(o.bind_address, o.secure_port))
@@ -241,11 +383,30 @@ impl CloudControllerManager {
         if let Some(admin) = admin {
             tokio::spawn(admin.serve(stop.clone()));
         }
-        let identity = self.identity.unwrap_or_else(default_identity);
-        let task = tokio::spawn(run(
-            o, client, provider, metrics, running, checks, identity, stop,
-        ));
-        Ok(RunningManager { admin_addr, task })
+        // `validate` accepted the entries: they parse.
+        let entries = canonicalize(&o.controllers, &known).unwrap_or_default();
+        let controllers = self
+            .controllers
+            .into_iter()
+            .filter(|c| is_enabled(&c.known(), &entries))
+            .collect();
+        let manager = Manager {
+            identity: self.identity.unwrap_or_else(default_identity),
+            options: Arc::new(o),
+            client,
+            provider,
+            metrics,
+            running,
+            checks,
+            controllers,
+            flags: self.flags,
+        };
+        let task = tokio::spawn(manager.run(stop));
+        Ok(RunningManager {
+            admin_addr,
+            webhook_addr,
+            task,
+        })
     }
 
     /// Start and run until `stop` becomes true (or leadership is lost).
@@ -314,227 +475,183 @@ fn configz(o: &ManagerOptions) -> serde_json::Value {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run(
-    o: ManagerOptions,
+/// What runs once the servers are up: elections and controller terms.
+struct Manager {
+    identity: String,
+    options: Arc<ManagerOptions>,
     client: kube::Client,
     provider: Arc<dyn CloudProvider>,
     metrics: CcmMetrics,
     running: Family<Vec<(&'static str, String)>, Gauge>,
     checks: HealthChecks,
-    identity: String,
-    mut stop: watch::Receiver<bool>,
-) -> Result<(), ManagerError> {
-    let mut leadership = None;
-    if o.leader_elect {
-        let mut elector = LeaderElector::new(
-            client.clone(),
-            LeaseLock::new(
-                &o.leader_elect_resource_namespace,
-                &o.leader_elect_resource_name,
-            ),
-            identity,
-            ElectionConfig {
-                lease_duration: o.leader_elect_lease_duration,
-                renew_deadline: o.leader_elect_renew_deadline,
-                retry_period: o.leader_elect_retry_period,
-                release_on_cancel: true,
-            },
-        );
-        match elector
-            .acquire(stop.clone())
-            .await
-            .map_err(|e| ManagerError::Election(e.to_string()))?
-        {
-            Some(l) => {
-                checks.add("leaderElection", l.health_check(Duration::from_secs(20)));
-                leadership = Some(l);
-            }
-            None => return Ok(()),
-        }
-    }
+    /// The enabled controllers, in start order.
+    controllers: Vec<ManagedController>,
+    flags: Option<Arc<dyn Any + Send + Sync>>,
+}
 
-    let (shutdown_trigger, shutdown) = ShutdownSignal::new();
-    let init = InitContext::new(o.cluster_name.clone(), shutdown, Arc::new(TokioSpawner))
-        .with_extension(client.clone());
-    if let Err(e) = provider.initialize(&init).await {
-        return Err(ManagerError::Provider {
-            name: o.cloud_provider.clone(),
-            message: format!("initialize: {e}"),
+/// How a term of leadership ended.
+enum TermEnd {
+    Stopped,
+    Lost,
+}
+
+/// Resolves once `stop` is true or its sender is gone.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+impl Manager {
+    async fn run(self, stop: watch::Receiver<bool>) -> Result<(), ManagerError> {
+        let o = self.options.clone();
+        let (shutdown_trigger, shutdown) = ShutdownSignal::new();
+        let mut initialized = false;
+        let mut elector = o.leader_elect.then(|| {
+            LeaderElector::new(
+                self.client.clone(),
+                LeaseLock::new(
+                    &o.leader_elect_resource_namespace,
+                    &o.leader_elect_resource_name,
+                ),
+                self.identity.clone(),
+                ElectionConfig {
+                    lease_duration: o.leader_elect_lease_duration,
+                    renew_deadline: o.leader_elect_renew_deadline,
+                    retry_period: o.leader_elect_retry_period,
+                    release_on_cancel: true,
+                },
+            )
         });
+        let outcome = loop {
+            let mut leadership = None;
+            if let Some(elector) = elector.as_mut() {
+                match elector.acquire(stop.clone()).await {
+                    Ok(Some(l)) => {
+                        self.checks
+                            .add("leaderElection", l.health_check(Duration::from_secs(20)));
+                        leadership = Some(l);
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(ManagerError::Election(e.to_string())),
+                }
+            }
+            if !initialized {
+                let init = InitContext::new(
+                    o.cluster_name.clone(),
+                    shutdown.clone(),
+                    Arc::new(TokioSpawner),
+                )
+                .with_extension(self.client.clone());
+                if let Err(e) = self.provider.initialize(&init).await {
+                    if let Some(l) = leadership {
+                        l.release().await;
+                    }
+                    break Err(ManagerError::Provider {
+                        name: o.cloud_provider.clone(),
+                        message: format!("initialize: {e}"),
+                    });
+                }
+                initialized = true;
+            }
+            let lost = async {
+                match leadership.as_mut() {
+                    Some(l) => l.lost().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let end = self.term(stop.clone(), lost).await;
+            if let Some(l) = leadership {
+                l.release().await;
+            }
+            match end {
+                Ok(TermEnd::Stopped) => break Ok(()),
+                Ok(TermEnd::Lost) if o.leader_elect_recampaign && !*stop.borrow() => {
+                    tracing::warn!("leader election lost; campaigning again");
+                    self.checks.remove("leaderElection");
+                }
+                Ok(TermEnd::Lost) => break Err(ManagerError::LostLeadership),
+                Err(e) => break Err(e),
+            }
+        };
+        shutdown_trigger.trigger();
+        outcome
     }
 
-    let (halt, halted) = watch::channel(false);
-    let known = known_controllers();
-    // `start` validated the flags: these parse.
-    let entries = canonicalize(&o.controllers, &known).unwrap_or_default();
-    let mut tasks = Vec::new();
-    for name in enabled(&known, &entries) {
-        let Some(controller) = build(name, &o, &client, &provider, &metrics) else {
-            continue;
+    /// Start the enabled controllers and run them until `stop` or `lost`;
+    /// then stop them.
+    async fn term(
+        &self,
+        stop: watch::Receiver<bool>,
+        lost: impl std::future::Future<Output = ()>,
+    ) -> Result<TermEnd, ManagerError> {
+        let o = &self.options;
+        let (halt, halted) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let mut failed = None;
+        for controller in &self.controllers {
+            let name = controller.names().canonical;
+            let health = ControllerHealth::new();
+            let ctx = ControllerContext {
+                client: self.client.clone(),
+                provider: self.provider.clone(),
+                options: o.clone(),
+                metrics: self.metrics.clone(),
+                health: health.clone(),
+                stop: halted.clone(),
+                flags: self.flags.clone(),
+            };
+            let task = match controller.start(ctx) {
+                Ok(Some(task)) => task,
+                Ok(None) => {
+                    tracing::info!(controller = name, "skipping");
+                    continue;
+                }
+                Err(source) => {
+                    failed = Some(ManagerError::ControllerStart { name, source });
+                    break;
+                }
+            };
+            self.checks.add(name, health);
+            self.running_gauge(name).set(1);
+            tracing::info!(controller = name, "starting");
+            tasks.push((name, tokio::spawn(task)));
+            if !o.controller_start_interval.is_zero() {
+                tokio::time::sleep(o.controller_start_interval).await;
+            }
+        }
+        let end = match failed {
+            Some(e) => Err(e),
+            None => tokio::select! {
+                biased;
+                _ = stopped(stop) => Ok(TermEnd::Stopped),
+                _ = lost => Ok(TermEnd::Lost),
+            },
         };
-        let health = ControllerHealth::new();
-        checks.add(name, health.clone());
-        running
+        let _ = halt.send(true);
+        for (name, task) in tasks {
+            match tokio::time::timeout(Duration::from_secs(10), task).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(controller = name, error = %e, "the controller task failed")
+                }
+                Err(_) => tracing::warn!(
+                    controller = name,
+                    "the controller did not stop within 10 s; leaving it"
+                ),
+            }
+            // A stopped controller is no longer checked or counted as
+            // running (it matters when the manager campaigns again).
+            self.checks.remove(name);
+            self.running_gauge(name).set(0);
+        }
+        end
+    }
+
+    fn running_gauge(&self, name: &str) -> Gauge {
+        self.running
             .get_or_create(&vec![
                 ("name", name.to_owned()),
                 ("manager", "cloud-controller-manager".to_owned()),
             ])
-            .set(1);
-        tracing::info!(controller = name, "starting");
-        tasks.push((name, tokio::spawn(controller(health, halted.clone()))));
-        if !o.controller_start_interval.is_zero() {
-            tokio::time::sleep(o.controller_start_interval).await;
-        }
+            .clone()
     }
-
-    let lost = async {
-        match leadership.as_mut() {
-            Some(l) => l.lost().await,
-            None => std::future::pending().await,
-        }
-    };
-    let stopped = async {
-        while !*stop.borrow() {
-            if stop.changed().await.is_err() {
-                break;
-            }
-        }
-    };
-    let outcome = tokio::select! {
-        biased;
-        _ = stopped => Ok(()),
-        _ = lost => Err(ManagerError::LostLeadership),
-    };
-    let _ = halt.send(true);
-    shutdown_trigger.trigger();
-    for (name, task) in tasks {
-        match tokio::time::timeout(Duration::from_secs(10), task).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(controller = name, error = %e, "the controller task failed")
-            }
-            Err(_) => tracing::warn!(
-                controller = name,
-                "the controller did not stop within 10 s; leaving it"
-            ),
-        }
-    }
-    if let Some(l) = leadership {
-        l.release().await;
-    }
-    outcome
-}
-
-type Start =
-    Box<dyn FnOnce(ControllerHealth, watch::Receiver<bool>) -> BoxFuture<'static, ()> + Send>;
-
-/// The controller `name`, configured from the flags, or `None` when its
-/// flags or the provider leave it off (Go logs and skips it too).
-fn build(
-    name: &str,
-    o: &ManagerOptions,
-    client: &kube::Client,
-    provider: &Arc<dyn CloudProvider>,
-    metrics: &CcmMetrics,
-) -> Option<Start> {
-    let (client, provider, metrics) = (client.clone(), provider.clone(), metrics.clone());
-    // Validated in `start`, like every flag read here.
-    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr).unwrap_or_default();
-    let start: Start = if name == names::CLOUD_NODE.canonical {
-        let config = NodeControllerConfig {
-            workers: o.concurrent_node_syncs,
-            cluster_name: o.cluster_name.clone(),
-            status_update_frequency: o.node_status_update_frequency,
-            write_concurrency: match o.concurrent_node_status_updates {
-                0 => NodeControllerConfig::default().write_concurrency,
-                n => n,
-            },
-            refresh_labels: o.refresh_node_labels,
-            ..Default::default()
-        };
-        Box::new(move |health, stop| {
-            Box::pin(
-                NodeController::new(client, provider, config)
-                    .with_metrics(metrics)
-                    .with_health(health)
-                    .run(stop),
-            )
-        })
-    } else if name == names::CLOUD_NODE_LIFECYCLE.canonical {
-        let config = LifecycleConfig {
-            monitor_period: o.node_monitor_period,
-            gone_confirmations: o.node_gone_confirmations,
-            min_node_age: o.node_min_age_before_deletion,
-        };
-        Box::new(move |health, stop| {
-            Box::pin(
-                LifecycleController::new(client, provider, config)
-                    .with_metrics(metrics)
-                    .with_health(health)
-                    .run(stop),
-            )
-        })
-    } else if name == names::SERVICE_LB.canonical {
-        let config = ServiceControllerConfig {
-            workers: o.concurrent_service_syncs,
-            cluster_name: o.cluster_name.clone(),
-            drift_check_period: (!o.load_balancer_drift_check_period.is_zero())
-                .then_some(o.load_balancer_drift_check_period),
-        };
-        Box::new(move |health, stop| {
-            Box::pin(
-                ServiceController::new(client, provider, config)
-                    .with_metrics(metrics)
-                    .with_health(health)
-                    .run(stop),
-            )
-        })
-    } else if name == names::NODE_ROUTE.canonical {
-        if !o.configure_cloud_routes || provider.routes().is_none() || cluster_cidrs.is_empty() {
-            tracing::info!(
-                "the route controller is not started (--configure-cloud-routes, a provider with routes and --cluster-cidr are needed)"
-            );
-            return None;
-        }
-        let mut config = RouteControllerConfig::new(cluster_cidrs);
-        config.cluster_name = o.cluster_name.clone();
-        config.reconcile_period = o.route_reconciliation_period;
-        Box::new(move |health, stop| {
-            Box::pin(
-                RouteController::new(client, provider, config)
-                    .with_metrics(metrics)
-                    .with_health(health)
-                    .run(stop),
-            )
-        })
-    } else if name == names::NODE_IPAM.canonical {
-        if !o.allocate_node_cidrs {
-            return None;
-        }
-        let mut config = NodeIpamConfig::new(cluster_cidrs);
-        config.service_cidrs =
-            parse_cidr_list("--service-cluster-ip-range", &o.service_cluster_ip_range)
-                .unwrap_or_default();
-        config.node_cidr_mask_size_ipv4 = o.node_cidr_mask_size_ipv4;
-        config.node_cidr_mask_size_ipv6 = o.node_cidr_mask_size_ipv6;
-        let controller = match NodeIpamController::new(client, config) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "the node-ipam controller is not started");
-                return None;
-            }
-        };
-        Box::new(move |health, stop| {
-            Box::pin(
-                controller
-                    .with_metrics(metrics)
-                    .with_health(health)
-                    .run(stop),
-            )
-        })
-    } else {
-        return None;
-    };
-    Some(start)
 }

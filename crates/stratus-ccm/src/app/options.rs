@@ -173,6 +173,52 @@ pub struct ManagerOptions {
     )]
     pub leader_elect_resource_namespace: String,
 
+    /// After losing the Lease, stop the controllers and campaign again
+    /// instead of exiting (Stratus; Go exits).
+    #[arg(long = "leader-elect-recampaign", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "leader-election")]
+    pub leader_elect_recampaign: bool,
+
+    // ---- webhook ----
+    /// Admission webhooks to serve: `*` for all registered, `name` to add
+    /// one, `-name` to leave one out. None by default.
+    #[arg(long = "webhooks", value_delimiter = ',', help_heading = "webhook")]
+    pub webhooks: Vec<String>,
+
+    // ---- webhook serving ----
+    /// The HTTPS port of the admission webhooks, bound only when a webhook
+    /// is enabled; 0 turns them off.
+    #[arg(
+        long = "webhook-secure-port",
+        default_value_t = 10260,
+        help_heading = "webhook serving"
+    )]
+    pub webhook_secure_port: u16,
+    /// The address the webhooks are served on.
+    #[arg(
+        long = "webhook-bind-address",
+        default_value = "0.0.0.0",
+        help_heading = "webhook serving"
+    )]
+    pub webhook_bind_address: IpAddr,
+    /// Where a generated webhook certificate would be written (kept for
+    /// compatibility; Stratus keeps it in memory).
+    #[arg(
+        long = "webhook-cert-dir",
+        default_value = "",
+        help_heading = "webhook serving"
+    )]
+    pub webhook_cert_dir: String,
+    /// The webhooks' serving certificate (PEM); self-signed in memory if
+    /// empty.
+    #[arg(long = "webhook-tls-cert-file", help_heading = "webhook serving")]
+    pub webhook_tls_cert_file: Option<PathBuf>,
+    /// The webhooks' serving key (PEM).
+    #[arg(
+        long = "webhook-tls-private-key-file",
+        help_heading = "webhook serving"
+    )]
+    pub webhook_tls_private_key_file: Option<PathBuf>,
+
     // ---- secure serving ----
     /// The HTTPS port of /healthz, /metrics and /configz; 0 turns serving
     /// off.
@@ -268,6 +314,20 @@ pub enum OptionsError {
     /// Only one of the certificate and key files is given.
     #[error("--tls-cert-file and --tls-private-key-file must be given together")]
     HalfCertificate,
+    /// Only one of the webhook certificate and key files is given.
+    #[error("--webhook-tls-cert-file and --webhook-tls-private-key-file must be given together")]
+    HalfWebhookCertificate,
+    /// The webhook port is the admin port.
+    #[error("--webhook-secure-port ({0}) must differ from --secure-port")]
+    SamePorts(u16),
+    /// `--webhooks` names a webhook nobody registered.
+    #[error("--webhooks: {name:?} is not a registered webhook (registered: {registered})")]
+    UnknownWebhook {
+        /// The entry.
+        name: String,
+        /// The registered names, comma separated.
+        registered: String,
+    },
     /// An unknown log format.
     #[error("--logging-format must be text or json, got {0:?}")]
     LoggingFormat(String),
@@ -365,6 +425,65 @@ impl ManagerOptions {
         if !matches!(self.logging_format.as_str(), "text" | "json") {
             problems.push(OptionsError::LoggingFormat(self.logging_format.clone()));
         }
+        if self.webhook_tls_cert_file.is_some() != self.webhook_tls_private_key_file.is_some() {
+            problems.push(OptionsError::HalfWebhookCertificate);
+        }
+        if self.webhook_secure_port != 0 && self.webhook_secure_port == self.secure_port {
+            problems.push(OptionsError::SamePorts(self.webhook_secure_port));
+        }
         problems
+    }
+
+    /// The webhooks `--webhooks` enables among the `registered` names, in
+    /// registration order, or the first unknown name. With
+    /// `--webhook-secure-port=0` none is.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// # #[derive(Parser)] struct Cli { #[command(flatten)] options: stratus_ccm::app::ManagerOptions }
+    /// let o = Cli::parse_from(["ccm", "--webhooks=*,-b"]).options;
+    /// assert_eq!(o.enabled_webhooks(&["a", "b", "c"]).unwrap(), ["a", "c"]);
+    /// let o = Cli::parse_from(["ccm"]).options;
+    /// assert!(o.enabled_webhooks(&["a"]).unwrap().is_empty(), "none by default");
+    /// ```
+    pub fn enabled_webhooks<'a>(
+        &self,
+        registered: &[&'a str],
+    ) -> Result<Vec<&'a str>, OptionsError> {
+        let entries: Vec<&str> = self
+            .webhooks
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty())
+            .collect();
+        for entry in &entries {
+            let name = entry.strip_prefix('-').unwrap_or(entry);
+            if *entry != "*" && !registered.contains(&name) {
+                return Err(OptionsError::UnknownWebhook {
+                    name: (*entry).to_owned(),
+                    registered: registered.join(", "),
+                });
+            }
+        }
+        if self.webhook_secure_port == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(registered
+            .iter()
+            .copied()
+            .filter(|name| {
+                let mut star = false;
+                for entry in &entries {
+                    if entry == name {
+                        return true;
+                    }
+                    if entry.strip_prefix('-') == Some(name) {
+                        return false;
+                    }
+                    star |= *entry == "*";
+                }
+                star
+            })
+            .collect())
     }
 }

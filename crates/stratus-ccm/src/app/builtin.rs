@@ -1,0 +1,123 @@
+//! The built-in controllers as [`ManagedController`]s (Go's
+//! `DefaultInitFuncConstructors`), each configured from the manager flags.
+
+use stratus_cloud::names::controllers as names;
+
+use super::managed::{ControllerContext, ControllerTask, ManagedController, StartError};
+use super::options::parse_cidr_list;
+use crate::Instrumented;
+use crate::ipam::{NodeIpamConfig, NodeIpamController};
+use crate::lifecycle::{LifecycleConfig, LifecycleController};
+use crate::node::{NodeController, NodeControllerConfig};
+use crate::route::{RouteController, RouteControllerConfig};
+use crate::service::{ServiceController, ServiceControllerConfig};
+
+type Started = Result<Option<ControllerTask>, StartError>;
+
+/// The controllers of this crate, in start order: Go's four (enabled by
+/// `*`), then node-ipam (also under `*`; it runs only with
+/// `--allocate-node-cidrs`, as in Go). A vendor may drop one (as Go's
+/// sample deletes `cloud-node-lifecycle`) or add its own after them.
+///
+/// ```
+/// let names: Vec<_> = stratus_ccm::app::default_controllers()
+///     .iter()
+///     .map(|c| c.names().canonical)
+///     .collect();
+/// assert_eq!(names, [
+///     "cloud-node-controller",
+///     "cloud-node-lifecycle-controller",
+///     "service-lb-controller",
+///     "node-route-controller",
+///     "nodeipam",
+/// ]);
+/// ```
+pub fn default_controllers() -> Vec<ManagedController> {
+    vec![
+        ManagedController::new(names::CLOUD_NODE, cloud_node),
+        ManagedController::new(names::CLOUD_NODE_LIFECYCLE, cloud_node_lifecycle),
+        ManagedController::new(names::SERVICE_LB, service_lb),
+        ManagedController::new(names::NODE_ROUTE, node_route),
+        ManagedController::new(names::NODE_IPAM, node_ipam),
+    ]
+}
+
+fn cloud_node(ctx: ControllerContext) -> Started {
+    let o = &ctx.options;
+    let config = NodeControllerConfig {
+        workers: o.concurrent_node_syncs,
+        cluster_name: o.cluster_name.clone(),
+        status_update_frequency: o.node_status_update_frequency,
+        write_concurrency: match o.concurrent_node_status_updates {
+            0 => NodeControllerConfig::default().write_concurrency,
+            n => n,
+        },
+        refresh_labels: o.refresh_node_labels,
+        ..Default::default()
+    };
+    let controller = NodeController::new(ctx.client, ctx.provider, config)
+        .with_metrics(ctx.metrics)
+        .with_health(ctx.health);
+    Ok(Some(Box::pin(controller.run(ctx.stop))))
+}
+
+fn cloud_node_lifecycle(ctx: ControllerContext) -> Started {
+    let o = &ctx.options;
+    let config = LifecycleConfig {
+        monitor_period: o.node_monitor_period,
+        gone_confirmations: o.node_gone_confirmations,
+        min_node_age: o.node_min_age_before_deletion,
+    };
+    let controller = LifecycleController::new(ctx.client, ctx.provider, config)
+        .with_metrics(ctx.metrics)
+        .with_health(ctx.health);
+    Ok(Some(Box::pin(controller.run(ctx.stop))))
+}
+
+fn service_lb(ctx: ControllerContext) -> Started {
+    let o = &ctx.options;
+    let config = ServiceControllerConfig {
+        workers: o.concurrent_service_syncs,
+        cluster_name: o.cluster_name.clone(),
+        drift_check_period: (!o.load_balancer_drift_check_period.is_zero())
+            .then_some(o.load_balancer_drift_check_period),
+    };
+    let controller = ServiceController::new(ctx.client, ctx.provider, config)
+        .with_metrics(ctx.metrics)
+        .with_health(ctx.health);
+    Ok(Some(Box::pin(controller.run(ctx.stop))))
+}
+
+fn node_route(ctx: ControllerContext) -> Started {
+    let o = &ctx.options;
+    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?;
+    if !o.configure_cloud_routes || ctx.provider.routes().is_none() || cluster_cidrs.is_empty() {
+        tracing::info!(
+            "the route controller is not started (--configure-cloud-routes, a provider with routes and --cluster-cidr are needed)"
+        );
+        return Ok(None);
+    }
+    let mut config = RouteControllerConfig::new(cluster_cidrs);
+    config.cluster_name = o.cluster_name.clone();
+    config.reconcile_period = o.route_reconciliation_period;
+    let controller = RouteController::new(ctx.client, ctx.provider, config)
+        .with_metrics(ctx.metrics)
+        .with_health(ctx.health);
+    Ok(Some(Box::pin(controller.run(ctx.stop))))
+}
+
+fn node_ipam(ctx: ControllerContext) -> Started {
+    let o = &ctx.options;
+    if !o.allocate_node_cidrs {
+        return Ok(None);
+    }
+    let mut config = NodeIpamConfig::new(parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?);
+    config.service_cidrs =
+        parse_cidr_list("--service-cluster-ip-range", &o.service_cluster_ip_range)?;
+    config.node_cidr_mask_size_ipv4 = o.node_cidr_mask_size_ipv4;
+    config.node_cidr_mask_size_ipv6 = o.node_cidr_mask_size_ipv6;
+    let controller = NodeIpamController::new(ctx.client, config)?
+        .with_metrics(ctx.metrics)
+        .with_health(ctx.health);
+    Ok(Some(Box::pin(controller.run(ctx.stop))))
+}

@@ -1,0 +1,145 @@
+//! Controllers the manager runs (Go's `ControllerInitFuncConstructor`):
+//! the built-in ones and a vendor's own, each with its names, whether `*`
+//! includes it, and how it starts from a [`ControllerContext`].
+
+use std::any::Any;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use stratus_cloud::CloudProvider;
+use stratus_cloud::names::ControllerNames;
+use stratus_runtime::health::ControllerHealth;
+use tokio::sync::watch;
+
+use super::ManagerOptions;
+use super::controllers::KnownController;
+use crate::metrics::CcmMetrics;
+
+/// A running controller: it returns once `stop` becomes true.
+pub type ControllerTask = BoxFuture<'static, ()>;
+
+/// Why a controller could not start; the manager stops with it (as Go's
+/// manager exits when an `InitFunc` fails).
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a controller gets when the manager starts it, after leadership is
+/// won and the provider is initialized.
+#[derive(Clone)]
+pub struct ControllerContext {
+    /// The manager's API client (QPS / burst budget shared by every
+    /// controller).
+    pub client: kube::Client,
+    /// The initialized provider.
+    pub provider: Arc<dyn CloudProvider>,
+    /// The parsed manager flags.
+    pub options: Arc<ManagerOptions>,
+    /// The manager's metric families (Go's names).
+    pub metrics: CcmMetrics,
+    /// The controller's `/healthz/<name>` check: report watch failures and
+    /// completed passes to it.
+    pub health: ControllerHealth,
+    /// Becomes true when the controller must stop (shutdown or lost
+    /// leadership).
+    pub stop: watch::Receiver<bool>,
+    pub(crate) flags: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for ControllerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerContext")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ControllerContext {
+    /// The vendor's own flags, when the command was built with them (see
+    /// [`Command::with_flags`](super::Command::with_flags)) and `F` is their
+    /// type.
+    pub fn flags<F: Any>(&self) -> Option<&F> {
+        self.flags.as_ref()?.downcast_ref()
+    }
+}
+
+type Start =
+    Arc<dyn Fn(ControllerContext) -> Result<Option<ControllerTask>, StartError> + Send + Sync>;
+
+/// A controller the manager can run.
+///
+/// ```
+/// use stratus_ccm::app::ManagedController;
+/// use stratus_cloud::names::ControllerNames;
+///
+/// // AWS's `tagging` controller is of this kind: the vendor's own, run only
+/// // when named in `--controllers`.
+/// let tagging = ManagedController::new(ControllerNames::new("tagging-controller", "tagging"), |ctx| {
+///     let mut stop = ctx.stop.clone();
+///     Ok(Some(Box::pin(async move {
+///         // ... watch, reconcile, report to ctx.health ...
+///         let _ = stop.wait_for(|stopped| *stopped).await;
+///     })))
+/// })
+/// .disabled_by_default();
+/// assert_eq!(tagging.names().alias, "tagging");
+/// ```
+#[derive(Clone)]
+pub struct ManagedController {
+    names: ControllerNames,
+    disabled_by_default: bool,
+    start: Start,
+}
+
+impl std::fmt::Debug for ManagedController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedController")
+            .field("names", &self.names)
+            .field("disabled_by_default", &self.disabled_by_default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagedController {
+    /// The controller `names`, started by `start`: `Ok(Some(task))` runs
+    /// it, `Ok(None)` skips it (its flags or the provider leave it off; Go's
+    /// `enabled=false`), `Err` stops the manager.
+    pub fn new<F>(names: ControllerNames, start: F) -> Self
+    where
+        F: Fn(ControllerContext) -> Result<Option<ControllerTask>, StartError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Self {
+            names,
+            disabled_by_default: false,
+            start: Arc::new(start),
+        }
+    }
+
+    /// Leave it out of `*`: it runs only when `--controllers` names it
+    /// (Go's `ControllersDisabledByDefault`).
+    pub fn disabled_by_default(mut self) -> Self {
+        self.disabled_by_default = true;
+        self
+    }
+
+    /// Its names.
+    pub fn names(&self) -> ControllerNames {
+        self.names
+    }
+
+    /// What `--controllers` knows of it.
+    pub fn known(&self) -> KnownController {
+        KnownController {
+            names: self.names,
+            disabled_by_default: self.disabled_by_default,
+        }
+    }
+
+    pub(crate) fn start(
+        &self,
+        ctx: ControllerContext,
+    ) -> Result<Option<ControllerTask>, StartError> {
+        (self.start)(ctx)
+    }
+}
