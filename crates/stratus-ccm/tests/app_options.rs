@@ -56,7 +56,45 @@ fn defaults_are_go_s_except_where_documented() {
         (4, 4)
     );
     assert_eq!(o.node_gone_confirmations, 2);
+    // Webhooks: none enabled, port 10260 on all addresses; exit on a lost
+    // Lease.
+    assert!(o.webhooks.is_empty());
+    assert_eq!(
+        (
+            o.webhook_secure_port,
+            o.webhook_bind_address.to_string().as_str()
+        ),
+        (10260, "0.0.0.0")
+    );
+    assert!(!o.leader_elect_recampaign);
     assert!(o.validate(&known_controllers()).is_empty());
+}
+
+#[test]
+fn a_repeated_flag_takes_its_last_value_and_lists_append() {
+    let o = parse(&[
+        "--secure-port=1",
+        "--secure-port=2",
+        "--controllers=cloud-node",
+        "--controllers=service",
+        "--webhooks=a",
+        "--webhooks=-b",
+    ]);
+    assert_eq!(o.secure_port, 2);
+    assert_eq!(o.controllers, ["cloud-node", "service"]);
+    assert_eq!(o.enabled_webhooks(&["a", "b"]).unwrap(), ["a"]);
+    let off = parse(&["--webhooks=*", "--webhook-secure-port=0"]);
+    assert!(
+        off.enabled_webhooks(&["a"]).unwrap().is_empty(),
+        "port 0 turns webhooks off"
+    );
+    let err = parse(&["--webhooks=c"])
+        .enabled_webhooks(&["a", "b"])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--webhooks: \"c\" is not a registered webhook (registered: a, b)"
+    );
 }
 
 #[test]

@@ -24,9 +24,11 @@
 
 use std::any::Any;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -138,6 +140,13 @@ impl RunningManager {
     /// Where the webhook server listens, if some webhook is enabled.
     pub fn webhook_addr(&self) -> Option<SocketAddr> {
         self.webhook_addr
+    }
+
+    /// Stop at once, as a crashed process would: the controllers are
+    /// aborted and the Lease is neither renewed nor released, so another
+    /// manager takes over only once it expires (tests of failover).
+    pub fn abort(&self) {
+        self.task.abort();
     }
 
     /// Wait for the manager to stop.
@@ -489,6 +498,18 @@ struct Manager {
     flags: Option<Arc<dyn Any + Send + Sync>>,
 }
 
+/// The controller tasks of a term; aborted if the term is dropped (the
+/// manager task was aborted) instead of being stopped.
+struct Tasks(Vec<(&'static str, JoinHandle<()>)>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for (_, task) in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// How a term of leadership ended.
 enum TermEnd {
     Stopped,
@@ -585,7 +606,7 @@ impl Manager {
     ) -> Result<TermEnd, ManagerError> {
         let o = &self.options;
         let (halt, halted) = watch::channel(false);
-        let mut tasks = Vec::new();
+        let mut tasks = Tasks(Vec::new());
         let mut failed = None;
         for controller in &self.controllers {
             let name = controller.names().canonical;
@@ -610,10 +631,27 @@ impl Manager {
                     break;
                 }
             };
-            self.checks.add(name, health);
-            self.running_gauge(name).set(1);
+            self.checks.add(name, health.clone());
+            let gauge = self.running_gauge(name);
+            gauge.set(1);
             tracing::info!(controller = name, "starting");
-            tasks.push((name, tokio::spawn(task)));
+            let halted = halted.clone();
+            let watched = async move {
+                // A controller that returns or panics on its own is reported
+                // by its health check and no longer counted as running.
+                let outcome = AssertUnwindSafe(task).catch_unwind().await;
+                if !*halted.borrow() {
+                    match outcome {
+                        Ok(()) => {
+                            tracing::error!(controller = name, "the controller stopped on its own")
+                        }
+                        Err(_) => tracing::error!(controller = name, "the controller panicked"),
+                    }
+                }
+                health.stopped();
+                gauge.set(0);
+            };
+            tasks.0.push((name, tokio::spawn(watched)));
             if !o.controller_start_interval.is_zero() {
                 tokio::time::sleep(o.controller_start_interval).await;
             }
@@ -627,7 +665,7 @@ impl Manager {
             },
         };
         let _ = halt.send(true);
-        for (name, task) in tasks {
+        for (name, task) in std::mem::take(&mut tasks.0) {
             match tokio::time::timeout(Duration::from_secs(10), task).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {

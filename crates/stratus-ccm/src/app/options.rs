@@ -12,8 +12,10 @@ use stratus_cloud::helpers::Cidr;
 use super::controllers::{KnownController, UnknownController, canonicalize};
 use super::duration::parse_go_duration;
 
-/// The flags of a cloud controller manager.
+/// The flags of a cloud controller manager. A flag given twice takes its
+/// last value, as with Go's flag parsing (list flags append).
 #[derive(Debug, Clone, Args)]
+#[command(args_override_self = true)]
 pub struct ManagerOptions {
     // ---- generic ----
     /// The provider to use (its registered name).
