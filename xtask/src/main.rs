@@ -4,6 +4,7 @@
 //! - `apiserver`: the harness's in-memory API server in the foreground.
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `bench`: benchmarks, reported as ratios to a floor.
+//! - `manifests`: the deploy manifests under `docs/deploy/`.
 
 mod apiserver;
 mod bench;
@@ -11,6 +12,7 @@ mod bench_ccm;
 mod ci;
 mod demo;
 mod heap_meter;
+mod manifests;
 
 /// Counts the controllers' heap in `bench ccm`; otherwise the system
 /// allocator with two atomic additions per allocation on tagged threads.
@@ -28,7 +30,8 @@ tasks:
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm)
-  demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)";
+  demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
+  manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares";
 
 /// Wait for SIGINT or SIGTERM.
 pub(crate) async fn wait_for_signal() {
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Some("apiserver") => parse_and_run(&args, apiserver::run),
         Some("bench") => bench::run(&args[1..]),
         Some("demo") => parse_and_run(&args, demo::run),
+        Some("manifests") => manifests::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -22,12 +22,13 @@
 mod builtin;
 mod command;
 mod controllers;
+pub mod deploy;
 mod duration;
 mod managed;
 mod manager;
 mod options;
 
-pub use builtin::default_controllers;
+pub use builtin::{default_controllers, rule};
 pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
 pub use duration::{DurationError, parse_go_duration};

@@ -10,6 +10,11 @@
 //! - `/metrics`: the prometheus-client registry, OpenMetrics text.
 //! - `/configz`: the configuration document the manager gives.
 //!
+//! With [`AdminServerBuilder::auth`], requests are authenticated and
+//! authorized through the API server first (Go's managers: `/healthz`,
+//! `/readyz` and `/livez` open, the rest behind an access review): 401
+//! without acceptable credentials, 403 when not allowed.
+//!
 //! ```no_run
 //! use stratus_runtime::admin::AdminServer;
 //! use stratus_runtime::health::HealthChecks;
@@ -36,6 +41,7 @@ use hyper::body::Incoming;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+use crate::auth::{Decision, DelegatedAuth};
 use crate::health::HealthChecks;
 use crate::serving::{Listener, PLAIN, text};
 use crate::tls::{ServingCertificate, TlsError};
@@ -63,12 +69,14 @@ struct Routes {
     readiness: Option<HealthChecks>,
     registry: Option<Arc<Registry>>,
     configz: serde_json::Value,
+    auth: Option<DelegatedAuth>,
 }
 
 /// Builds an [`AdminServer`].
 pub struct AdminServerBuilder {
     addr: SocketAddr,
     certificate: Option<ServingCertificate>,
+    client_ca: Option<String>,
     plain: bool,
     routes: Routes,
 }
@@ -85,6 +93,21 @@ impl AdminServerBuilder {
     /// Serve with this certificate (from files) instead of a self-signed one.
     pub fn certificate(mut self, certificate: ServingCertificate) -> Self {
         self.certificate = Some(certificate);
+        self
+    }
+
+    /// Authenticate and authorize requests through the API server (paths
+    /// outside the always-allow list need an allowing access review).
+    /// Without it, every request is served.
+    pub fn auth(mut self, auth: DelegatedAuth) -> Self {
+        self.routes.auth = Some(auth);
+        self
+    }
+
+    /// Ask clients for certificates and accept those signed by these CA
+    /// certificates (PEM) as their identity (see [`auth`](crate::auth)).
+    pub fn client_ca(mut self, pem: impl Into<String>) -> Self {
+        self.client_ca = Some(pem.into());
         self
     }
 
@@ -128,7 +151,7 @@ impl AdminServerBuilder {
                 None => crate::tls::self_signed("stratus-manager", &["localhost"])?,
             };
             Some(tokio_rustls::TlsAcceptor::from(
-                certificate.server_config()?,
+                certificate.server_config_with_client_ca(self.client_ca.as_deref())?,
             ))
         };
         let listener = Listener::bind(self.addr, tls)
@@ -166,12 +189,14 @@ impl AdminServer {
         AdminServerBuilder {
             addr,
             certificate: None,
+            client_ca: None,
             plain: false,
             routes: Routes {
                 health: HealthChecks::new(),
                 readiness: None,
                 registry: None,
                 configz: serde_json::json!({}),
+                auth: None,
             },
         }
     }
@@ -185,8 +210,22 @@ impl AdminServer {
     pub async fn serve(self, stop: watch::Receiver<bool>) {
         let routes = Arc::new(self.routes);
         let handler: crate::serving::Handler = Arc::new(move |req| {
-            let response = answer(&routes, &req);
-            Box::pin(async move { response })
+            let routes = routes.clone();
+            Box::pin(async move {
+                if let Some(auth) = &routes.auth {
+                    let refused = match auth.check(&req, None).await {
+                        Decision::Allowed(_) => None,
+                        Decision::Unauthorized(why) => Some((StatusCode::UNAUTHORIZED, why)),
+                        Decision::Forbidden(why) => Some((StatusCode::FORBIDDEN, why)),
+                        Decision::Error(why) => Some((StatusCode::INTERNAL_SERVER_ERROR, why)),
+                    };
+                    if let Some((status, why)) = refused {
+                        tracing::debug!(path = req.uri().path(), %status, %why, "admin request refused");
+                        return text(status, PLAIN, format!("{why}\n"));
+                    }
+                }
+                answer(&routes, &req)
+            })
         });
         self.listener.serve(stop, handler).await
     }

@@ -29,6 +29,9 @@
 //!   `/metrics` and `/configz` over TLS.
 //! - [`admission`]: admission webhooks (`AdmissionReview` v1 handlers on
 //!   paths) with request metrics, as Go's managers host them.
+//! - [`auth`]: delegated authentication (client certificates, TokenReview)
+//!   and authorization (SubjectAccessReview) with caches, as Kubernetes
+//!   components protect their HTTPS endpoints.
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as
@@ -44,6 +47,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod auth;
 pub mod client;
 pub mod events;
 pub mod health;

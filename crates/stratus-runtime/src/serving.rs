@@ -3,6 +3,7 @@
 //! stopped.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -14,6 +15,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::auth::ClientCertificate;
 
 /// Answers one request.
 pub(crate) type Handler =
@@ -63,14 +66,21 @@ impl Listener {
             let handler = handler.clone();
             let tls = self.tls.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let answer = handler(req);
-                    async move { Ok::<_, Infallible>(answer.await) }
-                });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let served = match tls {
                     Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(s) => builder.serve_connection(TokioIo::new(s), service).await,
+                        Ok(s) => {
+                            // A client certificate here was verified against
+                            // the client CA; requests carry it for `auth`.
+                            let peer = s
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .map(|c| ClientCertificate(c.to_vec()));
+                            let service = service(handler, peer);
+                            builder.serve_connection(TokioIo::new(s), service).await
+                        }
                         Err(e) => {
                             tracing::debug!(error = %e, "TLS handshake failed");
                             return;
@@ -78,7 +88,7 @@ impl Listener {
                     },
                     None => {
                         builder
-                            .serve_connection(TokioIo::new(stream), service)
+                            .serve_connection(TokioIo::new(stream), service(handler, None))
                             .await
                     }
                 };
@@ -88,6 +98,26 @@ impl Listener {
             });
         }
     }
+}
+
+/// The hyper service of one connection: `handler`, with the connection's
+/// client certificate in each request's extensions.
+fn service(
+    handler: Handler,
+    peer: Option<ClientCertificate>,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        if let Some(peer) = &peer {
+            req.extensions_mut().insert(peer.clone());
+        }
+        let answer = handler(req);
+        async move { Ok::<_, Infallible>(answer.await) }
+    })
 }
 
 /// A response with `body`, its content type and `nosniff`.

@@ -37,6 +37,70 @@ pub enum TlsError {
     /// match).
     #[error("invalid serving certificate or key: {0}")]
     Config(String),
+    /// The client CA bundle holds no usable certificate.
+    #[error("invalid client CA: {0}")]
+    ClientCa(String),
+}
+
+/// A certificate authority made in memory, which issues client
+/// certificates (tests of client-certificate authentication, and
+/// harnesses).
+///
+/// ```
+/// let ca = stratus_runtime::tls::CertificateAuthority::new("test-client-ca").unwrap();
+/// let (cert_pem, key_pem) = ca.issue_client("alice", &["system:masters"]).unwrap();
+/// assert!(cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+/// assert!(key_pem.contains("PRIVATE KEY"));
+/// ```
+pub struct CertificateAuthority {
+    /// The CA certificate (PEM), to trust as a client CA.
+    pub ca_pem: String,
+    params: CertificateParams,
+    key: KeyPair,
+}
+
+impl std::fmt::Debug for CertificateAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateAuthority")
+            .finish_non_exhaustive()
+    }
+}
+
+impl CertificateAuthority {
+    /// A new CA called `common_name`.
+    pub fn new(common_name: &str) -> Result<Self, TlsError> {
+        let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
+        let key = KeyPair::generate().map_err(|e| err(&e))?;
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err(&e))?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, common_name);
+        params.distinguished_name = dn;
+        let cert = params.self_signed(&key).map_err(|e| err(&e))?;
+        Ok(Self {
+            ca_pem: cert.pem(),
+            params,
+            key,
+        })
+    }
+
+    /// A client certificate for `user` in `groups` (subject CN and O, as
+    /// Kubernetes reads them): certificate and key, PEM.
+    pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<(String, String), TlsError> {
+        let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
+        let key = KeyPair::generate().map_err(|e| err(&e))?;
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err(&e))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, user);
+        for group in groups {
+            dn.push(DnType::OrganizationName, *group);
+        }
+        params.distinguished_name = dn;
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+        let cert = params.signed_by(&key, &issuer).map_err(|e| err(&e))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
 }
 
 /// A certificate chain and its private key, and the CA that signed it when
@@ -112,12 +176,46 @@ pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, Tls
 impl ServingCertificate {
     /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        self.server_config_with_client_ca(None)
+    }
+
+    /// The same, also asking clients for a certificate and verifying any
+    /// they present against the CA certificates in `client_ca_pem`
+    /// (clients without one are still served; see
+    /// [`auth`](crate::auth)).
+    pub fn server_config_with_client_ca(
+        &self,
+        client_ca_pem: Option<&str>,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let err = |e: &dyn std::fmt::Display| TlsError::Config(e.to_string());
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| err(&e))?
-            .with_no_client_auth()
+            .map_err(|e| err(&e))?;
+        let builder = match client_ca_pem {
+            None => builder.with_no_client_auth(),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                    let cert = cert.map_err(|e| TlsError::ClientCa(e.to_string()))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+                }
+                if roots.is_empty() {
+                    return Err(TlsError::ClientCa("no certificate in the client CA".into()));
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder
             .with_single_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| err(&e))?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

@@ -1,6 +1,7 @@
 //! The built-in controllers as [`ManagedController`]s (Go's
 //! `DefaultInitFuncConstructors`), each configured from the manager flags.
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use stratus_cloud::names::controllers as names;
 
 use super::managed::{ControllerContext, ControllerTask, ManagedController, StartError};
@@ -33,13 +34,54 @@ type Started = Result<Option<ControllerTask>, StartError>;
 /// ]);
 /// ```
 pub fn default_controllers() -> Vec<ManagedController> {
+    // The API access of each, from what its code calls; modelled on the
+    // bootstrap roles `system:controller:{node,service,route}-controller`,
+    // without their Pod access (none of these touches Pods) and never
+    // Secrets. Every controller records events.
+    let events = rule("", &["events"], &["create", "patch"]);
     vec![
-        ManagedController::new(names::CLOUD_NODE, cloud_node),
-        ManagedController::new(names::CLOUD_NODE_LIFECYCLE, cloud_node_lifecycle),
-        ManagedController::new(names::SERVICE_LB, service_lb),
-        ManagedController::new(names::NODE_ROUTE, node_route),
-        ManagedController::new(names::NODE_IPAM, node_ipam),
+        ManagedController::new(names::CLOUD_NODE, cloud_node).rbac(vec![
+            rule("", &["nodes"], &["get", "list", "watch", "patch"]),
+            rule("", &["nodes/status"], &["patch"]),
+            events.clone(),
+        ]),
+        ManagedController::new(names::CLOUD_NODE_LIFECYCLE, cloud_node_lifecycle).rbac(vec![
+            rule("", &["nodes"], &["get", "list", "watch", "patch", "delete"]),
+            events.clone(),
+        ]),
+        ManagedController::new(names::SERVICE_LB, service_lb).rbac(vec![
+            rule("", &["services"], &["get", "list", "watch", "patch"]),
+            rule("", &["services/status"], &["patch"]),
+            rule("", &["nodes"], &["list", "watch"]),
+            events.clone(),
+        ]),
+        ManagedController::new(names::NODE_ROUTE, node_route).rbac(vec![
+            rule("", &["nodes"], &["list", "watch"]),
+            rule("", &["nodes/status"], &["patch"]),
+            events.clone(),
+        ]),
+        ManagedController::new(names::NODE_IPAM, node_ipam).rbac(vec![
+            rule("", &["nodes"], &["get", "list", "watch", "patch"]),
+            events,
+        ]),
     ]
+}
+
+/// A policy rule: `verbs` on `resources` of the API group `group` (`""` is
+/// the core group).
+///
+/// ```
+/// let r = stratus_ccm::app::rule("coordination.k8s.io", &["leases"], &["get"]);
+/// assert_eq!(r.api_groups.unwrap(), ["coordination.k8s.io"]);
+/// ```
+pub fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(owned(resources)),
+        verbs: owned(verbs),
+        ..Default::default()
+    }
 }
 
 fn cloud_node(ctx: ControllerContext) -> Started {

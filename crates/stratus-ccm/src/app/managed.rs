@@ -6,6 +6,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use stratus_cloud::CloudProvider;
 use stratus_cloud::names::ControllerNames;
 use stratus_runtime::health::ControllerHealth;
@@ -86,6 +87,7 @@ type Start =
 pub struct ManagedController {
     names: ControllerNames,
     disabled_by_default: bool,
+    rules: Vec<PolicyRule>,
     start: Start,
 }
 
@@ -112,8 +114,21 @@ impl ManagedController {
         Self {
             names,
             disabled_by_default: false,
+            rules: Vec::new(),
             start: Arc::new(start),
         }
+    }
+
+    /// The API access it needs, which the deploy manifests grant it (one
+    /// ClusterRole per controller; see [`deploy`](super::deploy)).
+    pub fn rbac(mut self, rules: Vec<PolicyRule>) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The API access it declared.
+    pub fn rules(&self) -> &[PolicyRule] {
+        &self.rules
     }
 
     /// Leave it out of `*`: it runs only when `--controllers` names it
