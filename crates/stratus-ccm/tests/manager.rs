@@ -291,3 +291,61 @@ async fn a_provider_without_a_cluster_id_needs_allow_untagged_cloud() {
     .await;
     assert!(running.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_port_authenticates_and_authorizes_through_the_api_server() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use stratus_runtime::tls::CertificateAuthority;
+    let cluster = TestCluster::start().await.unwrap();
+    // The cluster's client CA, where kube-apiserver publishes it.
+    let client_ca = CertificateAuthority::new("cluster-client-ca").unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(cluster.client(), "kube-system");
+    let map: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "extension-apiserver-authentication"},
+        "data": {"client-ca-file": client_ca.ca_pem},
+    }))
+    .unwrap();
+    maps.create(&Default::default(), &map).await.unwrap();
+    cluster.server().set_access_policy(|r| {
+        (
+            r.user == "metrics-reader" && r.path == "/metrics",
+            String::new(),
+        )
+    });
+    let (stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(options(&[
+        "--cloud-provider=fake",
+        "--controllers=cloud-node",
+        "--leader-elect=false",
+    ]))
+    .with_client(cluster.client())
+    .with_provider(Arc::new(FakeCloud::new()))
+    .with_admin_addr("127.0.0.1:0".parse().unwrap())
+    .start(stopped)
+    .await
+    .unwrap();
+    let client = |identity: Option<(String, String)>| {
+        let admin = manager.admin_addr().unwrap();
+        let mut config = kube::Config::new(format!("https://{admin}").parse().unwrap());
+        config.accept_invalid_certs = true;
+        if let Some((cert, key)) = identity {
+            use base64::Engine;
+            let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+            config.auth_info.client_certificate_data = Some(b64(cert));
+            config.auth_info.client_key_data = Some(b64(key).into());
+        }
+        kube::Client::try_from(config).unwrap()
+    };
+    let anonymous = client(None);
+    assert_eq!(get(&anonymous, "/healthz").await.0, 200, "health is open");
+    let (code, body) = get(&anonymous, "/metrics").await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("system:anonymous"), "{body}");
+    let reader = client(Some(client_ca.issue_client("metrics-reader", &[]).unwrap()));
+    let (code, body) = get(&reader, "/metrics").await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("running_managed_controllers"), "{body}");
+    assert_eq!(get(&reader, "/configz").await.0, 403);
+    stop.send(true).unwrap();
+    manager.wait().await.unwrap();
+}

@@ -240,6 +240,7 @@ impl<K: std::hash::Hash + Eq, V: Clone> TtlCache<K, V> {
 #[derive(Clone)]
 pub struct DelegatedAuth {
     client: kube::Client,
+    authn_client: kube::Client,
     config: Arc<DelegatedAuthConfig>,
     tokens: Arc<TtlCache<String, Option<UserInfo>>>,
     access: Arc<TtlCache<(UserInfo, Attributes), (bool, String)>>,
@@ -257,11 +258,19 @@ impl DelegatedAuth {
     /// Reviews made with `client`.
     pub fn new(client: kube::Client, config: DelegatedAuthConfig) -> Self {
         Self {
+            authn_client: client.clone(),
             client,
             config: Arc::new(config),
             tokens: Arc::new(TtlCache::new()),
             access: Arc::new(TtlCache::new()),
         }
+    }
+
+    /// Make token reviews with `client` (Go's `--authentication-kubeconfig`)
+    /// and access reviews with the first one.
+    pub fn with_authentication_client(mut self, client: kube::Client) -> Self {
+        self.authn_client = client;
+        self
     }
 
     /// Who sent `request`: its verified client certificate, else its
@@ -302,7 +311,7 @@ impl DelegatedAuth {
     }
 
     async fn review_token(&self, token: &str) -> Result<Option<UserInfo>, String> {
-        let api: Api<TokenReview> = Api::all(self.client.clone());
+        let api: Api<TokenReview> = Api::all(self.authn_client.clone());
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_owned(),

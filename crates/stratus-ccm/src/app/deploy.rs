@@ -119,8 +119,10 @@ fn lease_rules(config: &DeployConfig) -> Vec<PolicyRule> {
 }
 
 /// The ServiceAccount, a ClusterRole and ClusterRoleBinding per controller
-/// that declares rules, and the leader-election Role and RoleBinding, as
-/// JSON objects in apply order.
+/// that declares rules, the bindings of delegated authentication
+/// (`system:auth-delegator`, `extension-apiserver-authentication-reader`),
+/// and the leader-election Role and RoleBinding, as JSON objects in apply
+/// order.
 pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Value> {
     let mut objects = vec![to_value(&ServiceAccount {
         metadata: config.meta(&config.name, true),
@@ -143,6 +145,32 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
             subjects: Some(vec![config.subject()]),
         }));
     }
+    // Delegated authentication and authorization of the admin server:
+    // TokenReviews and SubjectAccessReviews (the built-in
+    // `system:auth-delegator`), and the client CA in
+    // kube-system/extension-apiserver-authentication.
+    let delegator = config.role_name("auth-delegator");
+    objects.push(to_value(&ClusterRoleBinding {
+        metadata: config.meta(&delegator, false),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: "system:auth-delegator".into(),
+        },
+        subjects: Some(vec![config.subject()]),
+    }));
+    let reader = config.role_name("authentication-reader");
+    let mut reader_meta = config.meta(&reader, true);
+    reader_meta.namespace = Some("kube-system".into());
+    objects.push(to_value(&RoleBinding {
+        metadata: reader_meta,
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "extension-apiserver-authentication-reader".into(),
+        },
+        subjects: Some(vec![config.subject()]),
+    }));
     let election = config.role_name("leader-election");
     objects.push(to_value(&Role {
         metadata: config.meta(&election, true),

@@ -7,7 +7,9 @@
 //! 3. initialize the provider from the registry (`--cloud-provider`,
 //!    `--cloud-config`);
 //! 4. serve `/healthz`, `/livez`, `/readyz`, `/metrics` and `/configz` on
-//!    `--bind-address`:`--secure-port` over TLS (0 turns it off), and the
+//!    `--bind-address`:`--secure-port` over TLS (0 turns it off), behind
+//!    delegated authentication and authorization (client certificates,
+//!    TokenReview, SubjectAccessReview; the health paths are open), and the
 //!    admission webhooks `--webhooks` enables on
 //!    `--webhook-bind-address`:`--webhook-secure-port` (every replica
 //!    serves both, leader or not);
@@ -29,12 +31,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use stratus_cloud::{BoxTask, CloudProvider, InitContext, ShutdownSignal, Spawn};
 use stratus_runtime::admin::{AdminError, AdminServer};
 use stratus_runtime::admission::{Webhook, WebhookMetrics, WebhookServer, WebhookServerError};
+use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 use stratus_runtime::client::{ClientError, ClientOptions, build_client};
 use stratus_runtime::health::{ControllerHealth, HealthChecks};
 use stratus_runtime::{ElectionConfig, LeaderElector, LeaseLock};
@@ -70,6 +74,9 @@ pub enum ManagerError {
     /// The admin server could not start.
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// The client CA of the admin server is unreadable.
+    #[error("client CA: {0}")]
+    ClientCa(String),
     /// The webhook server could not start.
     #[error(transparent)]
     Webhooks(#[from] WebhookServerError),
@@ -372,7 +379,9 @@ impl CloudControllerManager {
         });
         let admin = match admin_addr {
             Some(addr) => {
+                let (auth, client_ca) = delegated_auth(&o, &client).await?;
                 let mut builder = AdminServer::builder(addr)
+                    .auth(auth)
                     .health(checks.clone())
                     .registry(Arc::new(registry))
                     .configz(serde_json::json!({
@@ -383,6 +392,9 @@ impl CloudControllerManager {
                         stratus_runtime::tls::from_pem_files(cert, key)
                             .map_err(AdminError::from)?,
                     );
+                }
+                if let Some(pem) = client_ca {
+                    builder = builder.client_ca(pem);
                 }
                 Some(builder.bind().await?)
             }
@@ -439,19 +451,83 @@ fn default_identity() -> String {
 }
 
 async fn load_config(o: &ManagerOptions) -> Result<kube::Config, ManagerError> {
-    let err = |e: &dyn std::fmt::Display| ManagerError::Kubeconfig(e.to_string());
-    let mut config = if o.kubeconfig.is_empty() {
-        kube::Config::infer().await.map_err(|e| err(&e))?
-    } else {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&o.kubeconfig).map_err(|e| err(&e))?;
-        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .map_err(|e| err(&e))?
-    };
+    let mut config = load_kubeconfig(&o.kubeconfig).await?;
     if !o.master.is_empty() {
-        config.cluster_url = o.master.parse().map_err(|e| err(&e))?;
+        config.cluster_url = o
+            .master
+            .parse()
+            .map_err(|e| ManagerError::Kubeconfig(format!("--master {:?}: {e}", o.master)))?;
     }
     Ok(config)
+}
+
+/// The configuration in the kubeconfig at `path`, or the inferred one
+/// (in-cluster, `KUBECONFIG`) when `path` is empty.
+async fn load_kubeconfig(path: &str) -> Result<kube::Config, ManagerError> {
+    let err = |e: &dyn std::fmt::Display| ManagerError::Kubeconfig(format!("{path}: {e}"));
+    if path.is_empty() {
+        return kube::Config::infer().await.map_err(|e| err(&e));
+    }
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| err(&e))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| err(&e))
+}
+
+/// The delegated authentication and authorization of the admin server (Go's
+/// `--authentication-*` / `--authorization-*` flags), and the client CA:
+/// `--client-ca-file`, else the `client-ca-file` of
+/// `kube-system/extension-apiserver-authentication` (unless
+/// `--authentication-skip-lookup`; when it cannot be read, client
+/// certificates are not accepted, as Go warns and goes on).
+async fn delegated_auth(
+    o: &ManagerOptions,
+    client: &kube::Client,
+) -> Result<(DelegatedAuth, Option<String>), ManagerError> {
+    let client_for = |path: &str| {
+        let path = path.to_owned();
+        let client = client.clone();
+        async move {
+            if path.is_empty() {
+                return Ok(client);
+            }
+            let options = ClientOptions::new("cloud-controller-manager");
+            Ok::<_, ManagerError>(build_client(load_kubeconfig(&path).await?, &options)?)
+        }
+    };
+    let config = DelegatedAuthConfig {
+        always_allow_paths: o.authorization_always_allow_paths.clone(),
+        authentication_cache_ttl: o.authentication_token_webhook_cache_ttl,
+        authorized_cache_ttl: o.authorization_webhook_cache_authorized_ttl,
+        unauthorized_cache_ttl: o.authorization_webhook_cache_unauthorized_ttl,
+        ..Default::default()
+    };
+    let auth = DelegatedAuth::new(client_for(&o.authorization_kubeconfig).await?, config)
+        .with_authentication_client(client_for(&o.authentication_kubeconfig).await?);
+    let client_ca = match &o.client_ca_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            ManagerError::ClientCa(format!("--client-ca-file {}: {e}", path.display()))
+        })?),
+        None if o.authentication_skip_lookup => None,
+        None => {
+            let maps: kube::Api<ConfigMap> = kube::Api::namespaced(
+                client_for(&o.authentication_kubeconfig).await?,
+                "kube-system",
+            );
+            match maps.get_opt("extension-apiserver-authentication").await {
+                Ok(Some(map)) => map
+                    .data
+                    .and_then(|mut d| d.remove("client-ca-file"))
+                    .filter(|pem| !pem.trim().is_empty()),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read kube-system/extension-apiserver-authentication; client certificates will not be accepted");
+                    None
+                }
+            }
+        }
+    };
+    Ok((auth, client_ca))
 }
 
 /// The `/configz` document: the effective flags, by Go's names.

@@ -248,6 +248,49 @@ pub struct ManagerOptions {
     #[arg(long = "tls-private-key-file", help_heading = "secure serving")]
     pub tls_private_key_file: Option<PathBuf>,
 
+    // ---- authentication / authorization ----
+    /// The kubeconfig for TokenReviews; the manager's client if empty.
+    #[arg(
+        long = "authentication-kubeconfig",
+        default_value = "",
+        help_heading = "authentication"
+    )]
+    pub authentication_kubeconfig: String,
+    /// Do not read the client CA from the
+    /// `kube-system/extension-apiserver-authentication` ConfigMap.
+    #[arg(long = "authentication-skip-lookup", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "authentication")]
+    pub authentication_skip_lookup: bool,
+    /// A PEM bundle of CAs whose client certificates identify callers
+    /// (subject CN = user, O = groups).
+    #[arg(long = "client-ca-file", help_heading = "authentication")]
+    pub client_ca_file: Option<PathBuf>,
+    /// How long token review answers are reused.
+    #[arg(long = "authentication-token-webhook-cache-ttl", value_parser = parse_go_duration, default_value = "10s", help_heading = "authentication")]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// The kubeconfig for SubjectAccessReviews; the manager's client if
+    /// empty.
+    #[arg(
+        long = "authorization-kubeconfig",
+        default_value = "",
+        help_heading = "authorization"
+    )]
+    pub authorization_kubeconfig: String,
+    /// Paths served without authorization (`*` at the end: a prefix; `/*`
+    /// opens everything).
+    #[arg(
+        long = "authorization-always-allow-paths",
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez",
+        help_heading = "authorization"
+    )]
+    pub authorization_always_allow_paths: Vec<String>,
+    /// How long allowing access reviews are reused.
+    #[arg(long = "authorization-webhook-cache-authorized-ttl", value_parser = parse_go_duration, default_value = "10s", help_heading = "authorization")]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long denying access reviews are reused.
+    #[arg(long = "authorization-webhook-cache-unauthorized-ttl", value_parser = parse_go_duration, default_value = "10s", help_heading = "authorization")]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+
     // ---- client ----
     /// The kubeconfig; in-cluster configuration if empty.
     #[arg(long = "kubeconfig", default_value = "", help_heading = "misc")]
