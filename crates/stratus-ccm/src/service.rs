@@ -43,7 +43,7 @@ use stratus_cloud::helpers::{
     needs_cleanup, wants_load_balancer,
 };
 use stratus_cloud::names::{controllers, events, finalizers};
-use stratus_cloud::{CloudError, CloudProvider, LoadBalancer};
+use stratus_cloud::{CloudError, CloudProvider, LoadBalancer, LoadBalancerClasses};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
@@ -67,6 +67,10 @@ pub struct ServiceControllerConfig {
     /// [`LoadBalancer::load_balancer_up_to_date`], only drifted load
     /// balancers are re-ensured; otherwise every one is.
     pub drift_check_period: Option<std::time::Duration>,
+    /// The `spec.loadBalancerClass` values served, instead of the
+    /// provider's [`LoadBalancer::classes`] (`--load-balancer-classes`; for
+    /// example to split classes between two managers of one cloud).
+    pub classes: Option<LoadBalancerClasses>,
 }
 
 impl Default for ServiceControllerConfig {
@@ -75,6 +79,7 @@ impl Default for ServiceControllerConfig {
             workers: 4,
             cluster_name: "kubernetes".into(),
             drift_check_period: None,
+            classes: None,
         }
     }
 }
@@ -406,7 +411,7 @@ impl Shared {
             self.forget(key);
             return Ok(());
         };
-        let classes = lb.classes();
+        let classes = self.config.classes.clone().unwrap_or_else(|| lb.classes());
         if needs_cleanup(&svc)
             || (!wants_load_balancer(&svc, &classes) && has_load_balancer_finalizer(&svc))
         {

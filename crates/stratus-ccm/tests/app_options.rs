@@ -67,6 +67,12 @@ fn defaults_are_go_s_except_where_documented() {
         (10260, "0.0.0.0")
     );
     assert!(!o.leader_elect_recampaign);
+    // Batching and classes: ours.
+    assert_eq!(
+        (o.node_batch_window, o.node_max_batch),
+        (Duration::from_millis(10), 500)
+    );
+    assert!(o.load_balancer_classes().is_none(), "the provider decides");
     assert!(o.validate(&known_controllers()).is_empty());
 }
 
@@ -87,6 +93,19 @@ fn a_repeated_flag_takes_its_last_value_and_lists_append() {
     assert!(
         off.enabled_webhooks(&["a"]).unwrap().is_empty(),
         "port 0 turns webhooks off"
+    );
+    let bad = parse(&[
+        "--load-balancer-classes=none,internal",
+        "--node-max-batch=0",
+    ]);
+    let problems = bad.validate(&known_controllers());
+    assert!(
+        problems.contains(&OptionsError::LoadBalancerClass("internal".into())),
+        "{problems:?}"
+    );
+    assert!(
+        problems.contains(&OptionsError::NotPositive("--node-max-batch")),
+        "{problems:?}"
     );
     let err = parse(&["--webhooks=c"])
         .enabled_webhooks(&["a", "b"])

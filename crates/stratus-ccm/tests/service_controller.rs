@@ -647,3 +647,36 @@ async fn garbage_source_ranges_get_one_counted_event_and_backed_off_retries() {
     );
     assert!(cloud.load_balancers().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_classes_replace_the_provider_s() {
+    let cluster = TestCluster::start().await.unwrap();
+    // The provider serves unclassed Services; this manager is told to serve
+    // only `split.example/b` (another manager takes the rest).
+    let cloud = FakeCloud::new();
+    let config = ServiceControllerConfig {
+        classes: Some(LoadBalancerClasses::named(["split.example/b"])),
+        ..Default::default()
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
+    let _stop = start_with(&cluster, &cloud, config, metrics);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    for (name, class) in [("plain", None), ("b", Some("split.example/b"))] {
+        services
+            .create(&PostParams::default(), &lb_service(name, class))
+            .await
+            .unwrap();
+    }
+    eventually("the configured class is provisioned", || async {
+        ingress_ip(&services.get("b").await.unwrap()).is_some()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let plain = services.get("plain").await.unwrap();
+    assert!(
+        plain.metadata.finalizers.is_none() && ingress_ip(&plain).is_none(),
+        "the provider's default class is not served here"
+    );
+    assert_eq!(cloud.load_balancers().len(), 1);
+}

@@ -95,7 +95,8 @@ fn cloud_node(ctx: ControllerContext) -> Started {
             n => n,
         },
         refresh_labels: o.refresh_node_labels,
-        ..Default::default()
+        batch_window: o.node_batch_window,
+        max_batch: o.node_max_batch,
     };
     let controller = NodeController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
@@ -123,6 +124,7 @@ fn service_lb(ctx: ControllerContext) -> Started {
         cluster_name: o.cluster_name.clone(),
         drift_check_period: (!o.load_balancer_drift_check_period.is_zero())
             .then_some(o.load_balancer_drift_check_period),
+        classes: o.load_balancer_classes(),
     };
     let controller = ServiceController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)

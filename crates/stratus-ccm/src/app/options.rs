@@ -118,6 +118,18 @@ pub struct ManagerOptions {
         help_heading = "cloud-node-controller"
     )]
     pub node_gone_confirmations: u32,
+    /// How long the node controller waits for more new nodes before one
+    /// batched cloud call (Stratus).
+    #[arg(long = "node-batch-window", value_parser = parse_go_duration, default_value = "10ms", help_heading = "cloud-node-controller")]
+    pub node_batch_window: Duration,
+    /// The most nodes in one batched cloud call (Stratus; the provider's own
+    /// limit applies too).
+    #[arg(
+        long = "node-max-batch",
+        default_value_t = 500,
+        help_heading = "cloud-node-controller"
+    )]
+    pub node_max_batch: usize,
     /// Nodes younger than this are never deleted (Stratus; Go: 0).
     #[arg(long = "node-min-age-before-deletion", value_parser = parse_go_duration, default_value = "0", help_heading = "cloud-node-controller")]
     pub node_min_age_before_deletion: Duration,
@@ -134,6 +146,16 @@ pub struct ManagerOptions {
     /// (Stratus; Go has no drift check).
     #[arg(long = "load-balancer-drift-check-period", value_parser = parse_go_duration, default_value = "0", help_heading = "service-lb-controller")]
     pub load_balancer_drift_check_period: Duration,
+
+    /// The `spec.loadBalancerClass` values served, comma separated, instead
+    /// of the provider's choice; `none` stands for Services without a class
+    /// (Stratus).
+    #[arg(
+        long = "load-balancer-classes",
+        value_delimiter = ',',
+        help_heading = "service-lb-controller"
+    )]
+    pub load_balancer_classes: Vec<String>,
 
     // ---- route controller ----
     /// The periodic route reconcile (node changes trigger one at once).
@@ -353,6 +375,12 @@ pub enum OptionsError {
         /// What is wrong.
         message: String,
     },
+    /// A `--load-balancer-classes` entry is neither `none` nor a
+    /// domain-prefixed class name.
+    #[error(
+        "--load-balancer-classes: {0:?} is not a class (domain-prefixed, like example.com/internal) or none"
+    )]
+    LoadBalancerClass(String),
     /// `--cidr-allocator-type` is not supported.
     #[error("--cidr-allocator-type {0:?} is not supported (RangeAllocator)")]
     AllocatorType(String),
@@ -405,6 +433,34 @@ pub fn parse_cidr_list(flag: &'static str, value: &str) -> Result<Vec<Cidr>, Opt
 }
 
 impl ManagerOptions {
+    /// The classes `--load-balancer-classes` names, or `None` when empty
+    /// (the provider decides).
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// # #[derive(Parser)] struct Cli { #[command(flatten)] options: stratus_ccm::app::ManagerOptions }
+    /// let o = Cli::parse_from(["ccm", "--load-balancer-classes=none,example.com/internal"]).options;
+    /// let classes = o.load_balancer_classes().unwrap();
+    /// assert!(classes.serves(None) && classes.serves(Some("example.com/internal")));
+    /// assert!(Cli::parse_from(["ccm"]).options.load_balancer_classes().is_none());
+    /// ```
+    pub fn load_balancer_classes(&self) -> Option<stratus_cloud::LoadBalancerClasses> {
+        let entries: Vec<&str> = self
+            .load_balancer_classes
+            .iter()
+            .map(|c| c.trim())
+            .filter(|c| !c.is_empty())
+            .collect();
+        if entries.is_empty() {
+            return None;
+        }
+        let named = entries.iter().filter(|c| **c != "none").copied();
+        Some(
+            stratus_cloud::LoadBalancerClasses::named(named)
+                .with_unclassed(entries.contains(&"none")),
+        )
+    }
+
     /// Every problem with the flags (empty when they are valid), given the
     /// controllers the manager knows.
     pub fn validate(&self, known: &[KnownController]) -> Vec<OptionsError> {
@@ -439,6 +495,17 @@ impl ManagerOptions {
         }
         if self.concurrent_service_syncs == 0 {
             problems.push(OptionsError::NotPositive("--concurrent-service-syncs"));
+        }
+        if self.node_max_batch == 0 {
+            problems.push(OptionsError::NotPositive("--node-max-batch"));
+        }
+        if let Some(bad) = self
+            .load_balancer_classes
+            .iter()
+            .map(|c| c.trim())
+            .find(|c| !c.is_empty() && *c != "none" && !c.contains('/'))
+        {
+            problems.push(OptionsError::LoadBalancerClass(bad.to_owned()));
         }
         if self.node_gone_confirmations == 0 {
             problems.push(OptionsError::NotPositive("--node-gone-confirmations"));
