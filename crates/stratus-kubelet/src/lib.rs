@@ -1,0 +1,21 @@
+//! The virtual-node controllers of Stratus: a vendor implements the
+//! `stratus-pod` traits, and these controllers register the Node, keep its
+//! status and Lease, and (as they land) run the pods bound to it.
+//!
+//! ```
+//! use stratus_kubelet::node::{NodeConfig, node_template};
+//!
+//! let mut config = NodeConfig::new("vk-acme-0", "acme");
+//! config.internal_ip = Some("10.0.0.7".into());
+//! config.capacity.insert("pods".into(), "5000".into());
+//! let node = node_template(&config);
+//! let status = node.status.unwrap();
+//! assert_eq!(status.capacity.unwrap()["pods"].0, "5000");
+//! assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.7");
+//! ```
+//!
+//! - [`node`]: the Node (create or adopt, status heartbeats keeping others'
+//!   conditions, re-registration after a deletion) and its Lease in
+//!   `kube-node-lease`, gated by the provider's ping.
+
+pub mod node;

@@ -1,0 +1,356 @@
+//! The virtual node's Node: registration (create or adopt), status
+//! heartbeats that keep conditions written by others, the node Lease in
+//! `kube-node-lease`, and ping gating, as Go's virtual-kubelet
+//! `NodeController` does, plus re-creation of a deleted Node.
+//!
+//! - **Registration**: the Node from [`node_template`] (adjusted by the
+//!   provider's `configure_node`) is created; an existing one is adopted
+//!   (its labels, annotations and status are patched; its spec is left).
+//! - **Status**: every `status_interval`, or at once when the provider
+//!   notifies a new node status, `lastHeartbeatTime` is refreshed with a
+//!   strategic-merge patch of `nodes/status`: conditions merge by type, so
+//!   conditions other components add are kept.
+//! - **Lease**: `kube-node-lease/<node>`, held by the node, owned by the
+//!   Node (garbage-collected with it), renewed every `renew_interval` (10 s)
+//!   with a `lease_duration` of 40 s.
+//! - **Ping**: the provider's `ping` runs every `ping_interval`; while it
+//!   fails, neither the status nor the Lease is renewed, so the control
+//!   plane marks the node unreachable (Go's behaviour).
+//! - **Deletion**: a Node deleted by someone else is registered again at
+//!   the next heartbeat, with a new Lease (Go needs an opt-in handler).
+
+mod lease;
+mod template;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use stratus_pod::{NodeProvider, NodeStatusCallback};
+use tokio::sync::watch;
+
+pub use lease::NODE_LEASE_NAMESPACE;
+pub use template::{PROVIDER_TAINT_KEY, node_template};
+
+use lease::NodeLease;
+
+/// How a virtual node registers and reports itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The Node name (also the Lease name and `kubernetes.io/hostname`).
+    pub name: String,
+    /// The provider's name: the value of the default taint and of the
+    /// container runtime version.
+    pub provider_name: String,
+    /// Add the taint `virtual-kubelet.io/provider=<provider>:NoSchedule`
+    /// (on by default, as Go's CLI), so only pods that tolerate it land here.
+    pub taint: bool,
+    /// More labels.
+    pub labels: BTreeMap<String, String>,
+    /// Capacity (and allocatable): resource name → quantity.
+    pub capacity: BTreeMap<String, String>,
+    /// The `InternalIP` address the API server reaches the kubelet API on.
+    pub internal_ip: Option<String>,
+    /// The kubelet API port (`daemonEndpoints.kubeletEndpoint.port`).
+    pub daemon_port: i32,
+    /// `nodeInfo.operatingSystem` and the `kubernetes.io/os` label.
+    pub operating_system: String,
+    /// `nodeInfo.architecture` and the `kubernetes.io/arch` label.
+    pub architecture: String,
+    /// `nodeInfo.kubeletVersion`.
+    pub kubelet_version: String,
+    /// How often the status heartbeat is written (Go: 1 min with a Lease).
+    pub status_interval: Duration,
+    /// How often the provider is pinged (Go: 10 s).
+    pub ping_interval: Duration,
+    /// How long a ping may take before it counts as failed.
+    pub ping_timeout: Duration,
+    /// The Lease duration (40 s).
+    pub lease_duration: Duration,
+    /// How often the Lease is renewed (10 s, a quarter of the duration).
+    pub renew_interval: Duration,
+}
+
+impl NodeConfig {
+    /// The defaults for the node `name` of `provider_name`: Go's intervals,
+    /// cpu 20 / memory 100Gi / 110 pods, port 10250, linux/amd64.
+    pub fn new(name: impl Into<String>, provider_name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            provider_name: provider_name.into(),
+            taint: true,
+            labels: BTreeMap::new(),
+            capacity: [("cpu", "20"), ("memory", "100Gi"), ("pods", "110")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            internal_ip: None,
+            daemon_port: 10250,
+            operating_system: "linux".into(),
+            architecture: "amd64".into(),
+            kubelet_version: concat!("v1.37.0-stratus-", env!("CARGO_PKG_VERSION")).into(),
+            status_interval: Duration::from_secs(60),
+            ping_interval: Duration::from_secs(10),
+            ping_timeout: Duration::from_secs(5),
+            lease_duration: Duration::from_secs(40),
+            renew_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why the node controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The Node could not be registered.
+    #[error("cannot register node {name}: {source}")]
+    Register {
+        /// The node.
+        name: String,
+        /// Why.
+        source: kube::Error,
+    },
+}
+
+/// Keeps the virtual node's Node and Lease.
+pub struct NodeController {
+    client: kube::Client,
+    provider: Arc<dyn NodeProvider>,
+    config: NodeConfig,
+    ready: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for NodeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeController")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeController {
+    /// The controller of the node `config.name`.
+    pub fn new(client: kube::Client, provider: Arc<dyn NodeProvider>, config: NodeConfig) -> Self {
+        Self {
+            client,
+            provider,
+            config,
+            ready: watch::channel(false).0,
+        }
+    }
+
+    /// Becomes true once the Node is registered and its Lease held.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+
+    /// The Node to register: the template, then the provider's changes.
+    fn desired(&self) -> Node {
+        let mut node = node_template(&self.config);
+        self.provider.configure_node(&mut node);
+        node
+    }
+
+    /// Create the Node, or adopt an existing one (patch its labels,
+    /// annotations and status); its UID.
+    async fn register(&self, desired: &Node) -> Result<String, kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let created = match nodes.create(&PostParams::default(), desired).await {
+            Ok(n) => n,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                self.patch_metadata(desired).await?;
+                Node::default()
+            }
+            Err(e) => return Err(e),
+        };
+        // The status of a new Node is written through its subresource too,
+        // as the API server ignores status on create.
+        let status = serde_json::json!({"status": desired.status});
+        let written = nodes
+            .patch_status(
+                &self.config.name,
+                &PatchParams::default(),
+                &Patch::Strategic(status),
+            )
+            .await?;
+        tracing::info!(node = %self.config.name, "registered the virtual node");
+        Ok(written
+            .metadata
+            .uid
+            .or(created.metadata.uid)
+            .unwrap_or_default())
+    }
+
+    /// Merge the node's labels and annotations into the API object.
+    async fn patch_metadata(&self, desired: &Node) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let meta = serde_json::json!({"metadata": {
+            "labels": desired.metadata.labels,
+            "annotations": desired.metadata.annotations,
+        }});
+        nodes
+            .patch(
+                &self.config.name,
+                &PatchParams::default(),
+                &Patch::Merge(meta),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The heartbeat: `lastHeartbeatTime` of every condition the node
+    /// reports, and the provider's latest status if it sent one.
+    async fn heartbeat(&self, desired: &Node) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let mut status = desired.status.clone().unwrap_or_default();
+        for condition in status.conditions.iter_mut().flatten() {
+            condition.last_heartbeat_time = Some(now.clone());
+        }
+        // Transition times are left to the API object: only a change of
+        // status moves them (the patch omits them).
+        for condition in status.conditions.iter_mut().flatten() {
+            condition.last_transition_time = None;
+        }
+        let patch = serde_json::json!({"status": status});
+        nodes
+            .patch_status(
+                &self.config.name,
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Run until `stop` becomes true. Registration failures are retried;
+    /// `Err` only if the first registration is refused for good (invalid).
+    pub async fn run(self, mut stop: watch::Receiver<bool>) -> Result<(), NodeError> {
+        let (provided_tx, mut provided) = watch::channel::<Option<Node>>(None);
+        self.provider
+            .notify_node_status(NodeStatusCallback::new(move |node| {
+                provided_tx.send_replace(Some(node));
+            }));
+        let mut desired = self.desired();
+        let mut backoff = Duration::from_millis(200);
+        let uid = loop {
+            match self.register(&desired).await {
+                Ok(uid) => break uid,
+                Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
+                    return Err(NodeError::Register {
+                        name: self.config.name.clone(),
+                        source: kube::Error::Api(s),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(node = %self.config.name, error = %e, "cannot register the node; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = stopped(&mut stop) => return Ok(()),
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(7));
+                }
+            }
+        };
+        let mut lease = NodeLease::new(self.client.clone(), &self.config, uid);
+        if let Err(e) = lease.renew().await {
+            tracing::warn!(node = %self.config.name, error = %e, "cannot write the node lease yet");
+        }
+        self.ready.send_replace(true);
+
+        let mut ping_ok = true;
+        let mut ping = tokio::time::interval(self.config.ping_interval);
+        let mut status = tokio::time::interval(self.config.status_interval);
+        let mut renew = tokio::time::interval(self.config.renew_interval);
+        for t in [&mut ping, &mut status, &mut renew] {
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t.reset();
+        }
+        loop {
+            tokio::select! {
+                _ = stopped(&mut stop) => return Ok(()),
+                _ = ping.tick() => {
+                    let was_ok = ping_ok;
+                    ping_ok = matches!(
+                        tokio::time::timeout(self.config.ping_timeout, self.provider.ping()).await,
+                        Ok(Ok(()))
+                    );
+                    if was_ok && !ping_ok {
+                        tracing::warn!(node = %self.config.name, "the provider's ping failed; holding the node status and lease");
+                    }
+                    continue;
+                }
+                changed = provided.changed() => {
+                    if changed.is_err() { continue; }
+                    let latest = provided.borrow_and_update().clone();
+                    if let Some(node) = latest {
+                        let meta_changed = node.metadata.labels.is_some() || node.metadata.annotations.is_some();
+                        merge_provided(&mut desired, node);
+                        if meta_changed && ping_ok && let Err(e) = self.patch_metadata(&desired).await {
+                            tracing::warn!(node = %self.config.name, error = %e, "cannot update the node labels");
+                        }
+                    }
+                }
+                _ = status.tick() => {}
+                _ = renew.tick() => {
+                    if ping_ok && let Err(e) = lease.renew().await {
+                        tracing::warn!(node = %self.config.name, error = %e, "cannot renew the node lease");
+                    }
+                    continue;
+                }
+            }
+            if !ping_ok {
+                continue;
+            }
+            match self.heartbeat(&desired).await {
+                Ok(()) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    tracing::warn!(node = %self.config.name, "the node was deleted; registering it again");
+                    match self.register(&desired).await {
+                        Ok(uid) => {
+                            lease = NodeLease::new(self.client.clone(), &self.config, uid);
+                            if let Err(e) = lease.renew().await {
+                                tracing::warn!(node = %self.config.name, error = %e, "cannot write the node lease");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(node = %self.config.name, error = %e, "cannot register the node again")
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(node = %self.config.name, error = %e, "cannot update the node status")
+                }
+            }
+        }
+    }
+}
+
+/// Resolves once `stop` is true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Take the provider's status, labels and annotations into the node the
+/// controller reports.
+fn merge_provided(desired: &mut Node, provided: Node) {
+    if let Some(status) = provided.status {
+        desired.status = Some(status);
+    }
+    if let Some(labels) = provided.metadata.labels {
+        desired
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .extend(labels);
+    }
+    if let Some(annotations) = provided.metadata.annotations {
+        desired
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .extend(annotations);
+    }
+}

@@ -1,0 +1,289 @@
+//! The virtual node's Node and Lease against the harness API server:
+//! registration, heartbeats that keep others' conditions, ping gating,
+//! re-registration after a deletion, adoption, provider notifications.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use stratus_kubelet::node::{NODE_LEASE_NAMESPACE, NodeConfig, NodeController};
+use stratus_pod::{NodeProvider, NodeStatusCallback, PodError};
+use stratus_testing::{ApiServer, eventually};
+use tokio::sync::watch;
+
+/// A provider whose ping can be made to fail, and which keeps the status
+/// callback to notify later.
+#[derive(Default)]
+struct Provider {
+    healthy: AtomicBool,
+    callback: std::sync::Mutex<Option<NodeStatusCallback>>,
+}
+
+#[async_trait::async_trait]
+impl NodeProvider for Provider {
+    async fn ping(&self) -> stratus_pod::Result<()> {
+        if self.healthy.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(PodError::unavailable(None, "the backend is unreachable"))
+        }
+    }
+
+    fn notify_node_status(&self, callback: NodeStatusCallback) {
+        *self.callback.lock().unwrap() = Some(callback);
+    }
+
+    fn configure_node(&self, node: &mut Node) {
+        node.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("acme.example/region".into(), "eu-1".into());
+    }
+}
+
+fn config(name: &str) -> NodeConfig {
+    let mut c = NodeConfig::new(name, "acme");
+    c.internal_ip = Some("127.0.0.1".into());
+    c.status_interval = Duration::from_millis(200);
+    c.renew_interval = Duration::from_millis(200);
+    c.ping_interval = Duration::from_millis(100);
+    c
+}
+
+fn start(api: &ApiServer, name: &str) -> (Arc<Provider>, watch::Sender<bool>) {
+    let provider = Arc::new(Provider::default());
+    provider.healthy.store(true, Ordering::SeqCst);
+    let (stop, stopped) = watch::channel(false);
+    let controller = NodeController::new(api.client(), provider.clone(), config(name));
+    tokio::spawn(controller.run(stopped));
+    (provider, stop)
+}
+
+async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<String> {
+    let lease = leases.get_opt(name).await.unwrap()?;
+    Some(format!("{:?}", lease.spec?.renew_time?))
+}
+
+fn condition(node: &Node, kind: &str) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registers_the_node_and_keeps_its_lease() {
+    let api = ApiServer::start().await.unwrap();
+    let (_provider, _stop) = start(&api, "vk-0");
+    let nodes: Api<Node> = Api::all(api.client());
+    let leases: Api<Lease> = Api::namespaced(api.client(), NODE_LEASE_NAMESPACE);
+    eventually(
+        "the node and its lease",
+        Duration::from_secs(10),
+        || async {
+            nodes.get_opt("vk-0").await.unwrap().is_some()
+                && leases.get_opt("vk-0").await.unwrap().is_some()
+        },
+    )
+    .await;
+    let node = nodes.get("vk-0").await.unwrap();
+    let labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(labels["type"], "virtual-kubelet");
+    assert_eq!(
+        labels["acme.example/region"], "eu-1",
+        "configure_node applied"
+    );
+    let taints = node.spec.clone().unwrap().taints.unwrap();
+    assert_eq!(taints[0].key, "virtual-kubelet.io/provider");
+    assert_eq!(taints[0].value.as_deref(), Some("acme"));
+    let status = node.status.clone().unwrap();
+    assert_eq!(condition(&node, "Ready").as_deref(), Some("True"));
+    assert_eq!(status.capacity.unwrap()["pods"].0, "110");
+    assert_eq!(
+        status
+            .daemon_endpoints
+            .unwrap()
+            .kubelet_endpoint
+            .unwrap()
+            .port,
+        10250
+    );
+    assert_eq!(status.addresses.unwrap()[0].address, "127.0.0.1");
+
+    let lease = leases.get("vk-0").await.unwrap();
+    let spec = lease.spec.clone().unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("vk-0"));
+    assert_eq!(spec.lease_duration_seconds, Some(40));
+    let owner = &lease.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Node", node.metadata.uid.as_deref().unwrap())
+    );
+    let first = renew_time(&leases, "vk-0").await;
+    eventually("the lease is renewed", Duration::from_secs(5), || async {
+        renew_time(&leases, "vk-0").await != first
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_keep_conditions_written_by_others() {
+    let api = ApiServer::start().await.unwrap();
+    let (_provider, _stop) = start(&api, "vk-1");
+    let nodes: Api<Node> = Api::all(api.client());
+    eventually("registered", Duration::from_secs(10), || async {
+        nodes.get_opt("vk-1").await.unwrap().is_some()
+    })
+    .await;
+    let other = serde_json::json!({"status": {"conditions": [
+        {"type": "acme.example/Maintenance", "status": "False", "reason": "NoMaintenance"}
+    ]}});
+    nodes
+        .patch_status("vk-1", &PatchParams::default(), &Patch::Strategic(other))
+        .await
+        .unwrap();
+    let heartbeat = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == "Ready")
+                    .and_then(|c| c.last_heartbeat_time.clone())
+            })
+    };
+    let before = heartbeat(&nodes.get("vk-1").await.unwrap());
+    eventually(
+        "a heartbeat after the other write",
+        Duration::from_secs(5),
+        || async { heartbeat(&nodes.get("vk-1").await.unwrap()) != before },
+    )
+    .await;
+    let node = nodes.get("vk-1").await.unwrap();
+    assert_eq!(
+        condition(&node, "acme.example/Maintenance").as_deref(),
+        Some("False")
+    );
+    assert_eq!(condition(&node, "Ready").as_deref(), Some("True"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_ping_holds_the_lease_and_a_deleted_node_comes_back() {
+    let api = ApiServer::start().await.unwrap();
+    let (provider, _stop) = start(&api, "vk-2");
+    let nodes: Api<Node> = Api::all(api.client());
+    let leases: Api<Lease> = Api::namespaced(api.client(), NODE_LEASE_NAMESPACE);
+    eventually("registered", Duration::from_secs(10), || async {
+        leases.get_opt("vk-2").await.unwrap().is_some()
+    })
+    .await;
+
+    provider.healthy.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = renew_time(&leases, "vk-2").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        renew_time(&leases, "vk-2").await,
+        held,
+        "no renewal while the ping fails"
+    );
+    provider.healthy.store(true, Ordering::SeqCst);
+    eventually("renewed again", Duration::from_secs(5), || async {
+        renew_time(&leases, "vk-2").await != held
+    })
+    .await;
+
+    // Deleted by someone else: registered again, with a Lease owned by the
+    // new Node.
+    let old_uid = nodes.get("vk-2").await.unwrap().metadata.uid.unwrap();
+    nodes
+        .delete("vk-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("registered again", Duration::from_secs(10), || async {
+        nodes
+            .get_opt("vk-2")
+            .await
+            .unwrap()
+            .and_then(|n| n.metadata.uid)
+            .is_some_and(|uid| uid != old_uid)
+    })
+    .await;
+    let new_uid = nodes.get("vk-2").await.unwrap().metadata.uid.unwrap();
+    eventually(
+        "the lease follows the new node",
+        Duration::from_secs(5),
+        || async {
+            leases
+                .get_opt("vk-2")
+                .await
+                .unwrap()
+                .and_then(|l| l.metadata.owner_references)
+                .is_some_and(|o| o[0].uid == new_uid)
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_node_is_adopted_and_provider_status_is_reported() {
+    let api = ApiServer::start().await.unwrap();
+    let nodes: Api<Node> = Api::all(api.client());
+    let existing: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "vk-3", "labels": {"team": "blue"}},
+        "spec": {"unschedulable": true},
+    }))
+    .unwrap();
+    nodes
+        .create(&PostParams::default(), &existing)
+        .await
+        .unwrap();
+    let (provider, _stop) = start(&api, "vk-3");
+    eventually("adopted", Duration::from_secs(10), || async {
+        let n = nodes.get("vk-3").await.unwrap();
+        condition(&n, "Ready").as_deref() == Some("True")
+    })
+    .await;
+    let node = nodes.get("vk-3").await.unwrap();
+    let labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(labels["team"], "blue", "labels of others are kept");
+    assert_eq!(labels["type"], "virtual-kubelet");
+    assert_eq!(
+        node.spec.clone().unwrap().unschedulable,
+        Some(true),
+        "the spec is left alone"
+    );
+
+    // The provider reports memory pressure and a new label.
+    let mut reported = node.clone();
+    reported.metadata.labels = Some([("acme.example/tier".to_string(), "gold".to_string())].into());
+    let status = reported.status.as_mut().unwrap();
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == "MemoryPressure" {
+            c.status = "True".into();
+        }
+    }
+    let callback = provider.callback.lock().unwrap().clone().unwrap();
+    callback.notify(reported);
+    eventually(
+        "the provider's status is written",
+        Duration::from_secs(5),
+        || async {
+            let n = nodes.get("vk-3").await.unwrap();
+            condition(&n, "MemoryPressure").as_deref() == Some("True")
+                && n.metadata
+                    .labels
+                    .unwrap()
+                    .get("acme.example/tier")
+                    .map(String::as_str)
+                    == Some("gold")
+        },
+    )
+    .await;
+}
