@@ -40,7 +40,7 @@ use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use tokio::sync::watch;
 
-use crate::informer::Informer;
+use stratus_runtime::informer::Informer;
 use crate::metrics::CcmMetrics;
 use crate::route::pod_cidrs;
 

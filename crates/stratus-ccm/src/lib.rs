@@ -29,7 +29,6 @@
 //! ```
 
 pub mod app;
-mod informer;
 mod instrumented;
 pub mod ipam;
 pub mod lifecycle;

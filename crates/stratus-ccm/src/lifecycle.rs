@@ -13,7 +13,7 @@
 //! than `min_node_age`, so one transient "not found" from the cloud API never
 //! deletes a node.
 
-use crate::informer::Informer;
+use stratus_runtime::informer::Informer;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,7 +25,7 @@
 mod cloud_labels;
 pub use cloud_labels::MANAGED_LABELS_ANNOTATION;
 
-use crate::informer::Informer;
+use stratus_runtime::informer::Informer;
 use crate::metrics::{CcmMetrics, seconds_since};
 use futures_util::StreamExt;
 use std::collections::BTreeMap;

@@ -15,7 +15,7 @@
 //! - a failed create records `FailedToCreateRoute` on the Node and is
 //!   retried at the next reconcile.
 
-use crate::informer::Informer;
+use stratus_runtime::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

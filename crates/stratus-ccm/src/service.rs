@@ -27,7 +27,7 @@
 //!   was ensured, so every load balancer goes through that check, and the
 //!   ones changed or deleted in the cloud are ensured again.
 
-use crate::informer::Informer;
+use stratus_runtime::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -36,6 +36,8 @@
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as
 //!   `/healthz` answers.
+//! - [`informer`]: a reflector store fed by a watch (client-go's
+//!   informer), with change and relist callbacks and health reporting.
 //! - [`leader_election`]: Lease-based leader election with client-go's
 //!   semantics, interoperable with Go managers on the same Lease.
 //! - [`metrics`]: prometheus-client families for work queues (client-go's
@@ -51,6 +53,7 @@ pub mod auth;
 pub mod client;
 pub mod events;
 pub mod health;
+pub mod informer;
 pub mod leader_election;
 pub mod metrics;
 mod serving;

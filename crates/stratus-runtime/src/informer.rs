@@ -1,5 +1,22 @@
 //! A watched, cached view of one resource kind (client-go's informer).
 //!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube::api::Api;
+//! use stratus_runtime::health::ControllerHealth;
+//! use stratus_runtime::informer::Informer;
+//!
+//! # async fn run(client: kube::Client) {
+//! let health = ControllerHealth::new();
+//! // The pods bound to one node, as a kubelet watches them.
+//! let config = kube_runtime::watcher::Config::default().fields("spec.nodeName=vk-0");
+//! let pods = Informer::start_with(Api::<Pod>::all(client), config, &health, |pod: &Pod| {
+//!     println!("changed: {:?}", pod.metadata.name);
+//! }, || println!("listed"));
+//! let cached = pods.store().state().len();
+//! # }
+//! ```
+//!
 //! Every controller keeps its objects in a `kube_runtime` reflector store fed
 //! by a watch with the default backoff; [`Informer::start`] is that plumbing
 //! in one place, with a callback per changed object for the controller's own
@@ -16,12 +33,12 @@ use kube::api::Api;
 use kube_runtime::reflector::{self, Store};
 use kube_runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
-use stratus_runtime::health::ControllerHealth;
+use crate::health::ControllerHealth;
 use tokio::task::JoinHandle;
 
 /// A reflector store and the task that feeds it; the task stops when the
 /// informer is dropped.
-pub(crate) struct Informer<K: Resource + 'static>
+pub struct Informer<K: Resource + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
@@ -37,14 +54,27 @@ where
     /// Watch every object of `api`, keep them in the store, and call
     /// `on_change` with each object that was added, modified or deleted.
     /// The watch's failures and recoveries are reported to `health`.
-    pub(crate) fn start(
+    pub fn start(
         api: Api<K>,
         health: &ControllerHealth,
+        on_change: impl FnMut(&K) + Send + 'static,
+    ) -> Self {
+        Self::start_with(api, watcher::Config::default(), health, on_change, || {})
+    }
+
+    /// The same with a watch configuration (label or field selectors), and
+    /// `on_listed` called after each complete (re)list: the moment to look
+    /// for objects deleted while the watch was away, which no delete event
+    /// reports.
+    pub fn start_with(
+        api: Api<K>,
+        config: watcher::Config,
+        health: &ControllerHealth,
         mut on_change: impl FnMut(&K) + Send + 'static,
+        mut on_listed: impl FnMut() + Send + 'static,
     ) -> Self {
         let (store, writer) = reflector::store::<K>();
-        let events = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff();
+        let events = reflector::reflector(writer, watcher(api, config)).default_backoff();
         let health = health.clone();
         let feeder = tokio::spawn(async move {
             futures_util::pin_mut!(events);
@@ -56,7 +86,8 @@ where
                             watcher::Event::Apply(o)
                             | watcher::Event::InitApply(o)
                             | watcher::Event::Delete(o) => on_change(&o),
-                            watcher::Event::Init | watcher::Event::InitDone => {}
+                            watcher::Event::InitDone => on_listed(),
+                            watcher::Event::Init => {}
                         }
                     }
                     Err(e) => {
@@ -70,7 +101,7 @@ where
     }
 
     /// The cache (cheap to clone).
-    pub(crate) fn store(&self) -> &Store<K> {
+    pub fn store(&self) -> &Store<K> {
         &self.store
     }
 }
