@@ -40,9 +40,9 @@ use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
 use tokio::sync::watch;
 
-use stratus_runtime::informer::Informer;
 use crate::metrics::CcmMetrics;
 use crate::route::pod_cidrs;
+use stratus_runtime::informer::Informer;
 
 /// Settings of the node-ipam controller (Go's flags in brackets).
 #[derive(Debug, Clone, PartialEq, Eq)]

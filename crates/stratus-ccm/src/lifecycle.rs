@@ -13,10 +13,10 @@
 //! than `min_node_age`, so one transient "not found" from the cloud API never
 //! deletes a node.
 
-use stratus_runtime::informer::Informer;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use stratus_runtime::informer::Informer;
 
 use crate::metrics::CcmMetrics;
 use k8s_openapi::api::core::v1::{Node, Taint};

@@ -25,13 +25,13 @@
 mod cloud_labels;
 pub use cloud_labels::MANAGED_LABELS_ANNOTATION;
 
-use stratus_runtime::informer::Informer;
 use crate::metrics::{CcmMetrics, seconds_since};
 use futures_util::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use stratus_runtime::health::ControllerHealth;
+use stratus_runtime::informer::Informer;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};

@@ -15,10 +15,10 @@
 //! - a failed create records `FailedToCreateRoute` on the Node and is
 //!   retried at the next reconcile.
 
-use stratus_runtime::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stratus_runtime::informer::Informer;
 
 use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;

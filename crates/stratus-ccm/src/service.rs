@@ -27,10 +27,10 @@
 //!   was ensured, so every load balancer goes through that check, and the
 //!   ones changed or deleted in the cloud are ensured again.
 
-use stratus_runtime::informer::Informer;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use stratus_runtime::informer::Informer;
 
 use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;

@@ -17,5 +17,15 @@
 //! - [`node`]: the Node (create or adopt, status heartbeats keeping others'
 //!   conditions, re-registration after a deletion) and its Lease in
 //!   `kube-node-lease`, gated by the provider's ping.
+//! - [`pods`]: the pods bound to the node, created, updated and deleted in
+//!   the provider, their status written back from its notifications (or
+//!   polls), dangling provider pods cleaned up.
 
 pub mod node;
+pub mod pods;
+
+/// Resolves once `stop` is true (or its sender is gone); the guard
+/// `wait_for` returns is dropped inside, so callers stay `Send`.
+pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}

@@ -248,7 +248,7 @@ impl NodeController {
                     tracing::warn!(node = %self.config.name, error = %e, "cannot register the node; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
-                        _ = stopped(&mut stop) => return Ok(()),
+                        _ = crate::stopped(&mut stop) => return Ok(()),
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(7));
                 }
@@ -270,7 +270,7 @@ impl NodeController {
         }
         loop {
             tokio::select! {
-                _ = stopped(&mut stop) => return Ok(()),
+                _ = crate::stopped(&mut stop) => return Ok(()),
                 _ = ping.tick() => {
                     let was_ok = ping_ok;
                     ping_ok = matches!(
@@ -326,11 +326,6 @@ impl NodeController {
             }
         }
     }
-}
-
-/// Resolves once `stop` is true (or its sender is gone).
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Take the provider's status, labels and annotations into the node the

@@ -27,13 +27,13 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 
+use crate::health::ControllerHealth;
 use futures_util::StreamExt;
 use kube::Resource;
 use kube::api::Api;
 use kube_runtime::reflector::{self, Store};
 use kube_runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
-use crate::health::ControllerHealth;
 use tokio::task::JoinHandle;
 
 /// A reflector store and the task that feeds it; the task stops when the

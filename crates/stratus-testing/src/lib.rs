@@ -37,6 +37,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod fake_cloud;
 mod metrics_text;
+pub mod mock_pod_provider;
 mod wait;
 
 pub use apiserver::{
@@ -46,4 +47,5 @@ pub use apiserver::{
 pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
 pub use fake_cloud::{CloudCall, FAKE_PROVIDER, FakeCloud, FakeInstance, FakeLoadBalancer};
 pub use metrics_text::metric_sample;
+pub use mock_pod_provider::{MockPodProvider, PodCall};
 pub use wait::eventually;

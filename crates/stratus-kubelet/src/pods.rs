@@ -1,0 +1,665 @@
+//! The pods bound to a virtual node, driven through the provider's
+//! [`PodLifecycleHandler`], with Go virtual-kubelet's semantics and its
+//! known gaps closed:
+//!
+//! - **Watch**: pods with `spec.nodeName=<node>`; every change queues the
+//!   pod's key (no rate limit on first-time work: the queue's bucket only
+//!   paces retries, where Go's applies to new pods too and admits them at
+//!   10/s after a burst of 100).
+//! - **Create / update**: a pod the provider does not have is created; one
+//!   whose containers, tolerations, labels, annotations or deadline changed
+//!   ([`pods_equal`], env order-independent) is updated. Events
+//!   `ProviderCreateSuccess`, `ProviderCreateFailed`, `ProviderUpdateSuccess`,
+//!   `ProviderUpdateFailed`.
+//! - **Provider errors**: status `reason: ProviderFailed` with the message;
+//!   the phase stays `Pending` and the pod is retried with backoff for as
+//!   long as it exists (never silently dropped); only a permanent error on
+//!   a `restartPolicy: Never` pod fails it.
+//! - **Graceful deletion**: when `deletionTimestamp` appears, `delete_pod`
+//!   (events `ProviderDeleteSuccess` / `ProviderDeleteFailed`); the pod is
+//!   force-deleted (grace 0, UID precondition) as soon as no container
+//!   runs, at the latest when the grace period ends; at once if nothing
+//!   ran. A pod deleted from the API (also while the watch was away: found
+//!   after the relist) is deleted in the provider.
+//! - **Status**: provider notifications are coalesced per pod (latest
+//!   wins) and written as strategic-merge patches of `pods/status`
+//!   (conditions of others kept; never a PUT of a stale object). A provider
+//!   that marks a pod deleted gets the API pod deleted with its grace.
+//!   Providers without notifications are polled at `poll_interval` with
+//!   bounded concurrency; a pod missing from the provider after
+//!   `missing_grace` is `Failed` / `NotFound` with exit code -137.
+//! - **Dangling pods**: after each (re)list and every `dangling_sweep_period`,
+//!   provider pods with no API pod are deleted — unless that would delete
+//!   more than half of the provider's pods (and more than 10), the sign of
+//!   an incomplete API view (the Kip incident): then nothing is deleted and
+//!   a warning is logged.
+
+mod rules;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodStatus};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube_runtime::reflector::{ObjectRef, Store};
+use kube_runtime::watcher;
+use stratus_pod::{PodError, PodLifecycleHandler, PodStatusCallback};
+use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::health::ControllerHealth;
+use stratus_runtime::informer::Informer;
+use stratus_runtime::workqueue::{
+    Action, Retry, WorkQueue, default_controller_rate_limiter, run_workers,
+};
+use tokio::sync::watch;
+
+pub use rules::{pods_equal, running};
+
+/// Event reasons, as Go's virtual-kubelet writes them.
+pub mod reasons {
+    /// The provider created the pod.
+    pub const PROVIDER_CREATE_SUCCESS: &str = "ProviderCreateSuccess";
+    /// The provider refused to create the pod.
+    pub const PROVIDER_CREATE_FAILED: &str = "ProviderCreateFailed";
+    /// The provider updated the pod.
+    pub const PROVIDER_UPDATE_SUCCESS: &str = "ProviderUpdateSuccess";
+    /// The provider refused to update the pod.
+    pub const PROVIDER_UPDATE_FAILED: &str = "ProviderUpdateFailed";
+    /// The provider deleted the pod.
+    pub const PROVIDER_DELETE_SUCCESS: &str = "ProviderDeleteSuccess";
+    /// The provider failed to delete the pod.
+    pub const PROVIDER_DELETE_FAILED: &str = "ProviderDeleteFailed";
+    /// The status reason of a pod the provider refused.
+    pub const PROVIDER_FAILED: &str = "ProviderFailed";
+}
+
+/// How the pod controller works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodControllerConfig {
+    /// Pods synced with the provider at once (Go's CLI: 10).
+    pub sync_workers: usize,
+    /// Status writes at once.
+    pub status_workers: usize,
+    /// How often a provider without notifications is polled (Go: 5 s).
+    pub poll_interval: Duration,
+    /// Status polls at once.
+    pub poll_concurrency: usize,
+    /// How long a pod that never ran may be missing from the provider
+    /// before it is failed (Go: 1 min).
+    pub missing_grace: Duration,
+    /// How often provider pods without an API pod are looked for.
+    pub dangling_sweep_period: Duration,
+}
+
+impl Default for PodControllerConfig {
+    fn default() -> Self {
+        Self {
+            sync_workers: 10,
+            status_workers: 10,
+            poll_interval: Duration::from_secs(5),
+            poll_concurrency: 16,
+            missing_grace: Duration::from_secs(60),
+            dangling_sweep_period: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why a sync must be retried.
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error("provider: {0}")]
+    Provider(#[from] PodError),
+    #[error("API: {0}")]
+    Api(#[from] kube::Error),
+}
+
+impl Retry for SyncError {
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Provider(e) => match e.kind() {
+                stratus_pod::PodErrorKind::Unavailable { retry_after } => retry_after,
+                _ => None,
+            },
+            Self::Api(_) => None,
+        }
+    }
+}
+
+/// Runs the pods of one virtual node in its provider.
+pub struct PodController {
+    client: kube::Client,
+    provider: Arc<dyn PodLifecycleHandler>,
+    node_name: String,
+    config: PodControllerConfig,
+    health: ControllerHealth,
+}
+
+impl std::fmt::Debug for PodController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PodController")
+            .field("node_name", &self.node_name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    client: kube::Client,
+    provider: Arc<dyn PodLifecycleHandler>,
+    config: PodControllerConfig,
+    pods: Store<Pod>,
+    sync: WorkQueue<String>,
+    status: WorkQueue<String>,
+    /// The latest pod each provider notification carried, by key.
+    notified: Mutex<HashMap<String, Pod>>,
+    /// The pod last handed to the provider, by key.
+    synced: Mutex<HashMap<String, Pod>>,
+    /// UIDs of pods whose provider deletion was done.
+    deleted: Mutex<HashSet<String>>,
+    /// The status last written, by key (no write when it did not change).
+    written: Mutex<HashMap<String, PodStatus>>,
+    events: EventRecorder,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+impl PodController {
+    /// The controller of the pods bound to `node_name`.
+    pub fn new(
+        client: kube::Client,
+        provider: Arc<dyn PodLifecycleHandler>,
+        node_name: impl Into<String>,
+        config: PodControllerConfig,
+    ) -> Self {
+        Self {
+            client,
+            provider,
+            node_name: node_name.into(),
+            config,
+            health: ControllerHealth::new(),
+        }
+    }
+
+    /// Report watch failures to `health`.
+    pub fn with_health(mut self, health: ControllerHealth) -> Self {
+        self.health = health;
+        self
+    }
+
+    /// Run until `stop` becomes true.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let sync = WorkQueue::new(default_controller_rate_limiter());
+        let status = WorkQueue::new(default_controller_rate_limiter());
+        let (listed_tx, mut listed) = watch::channel(0u64);
+        let informer = {
+            let sync = sync.clone();
+            Informer::start_with(
+                Api::<Pod>::all(self.client.clone()),
+                watcher::Config::default().fields(&format!("spec.nodeName={}", self.node_name)),
+                &self.health,
+                move |pod: &Pod| sync.add(rules::key_of(pod)),
+                move || {
+                    listed_tx.send_modify(|n| *n += 1);
+                },
+            )
+        };
+        let shared = Arc::new(Shared {
+            client: self.client.clone(),
+            provider: self.provider.clone(),
+            config: self.config.clone(),
+            pods: informer.store().clone(),
+            sync: sync.clone(),
+            status: status.clone(),
+            notified: Mutex::new(HashMap::new()),
+            synced: Mutex::new(HashMap::new()),
+            deleted: Mutex::new(HashSet::new()),
+            written: Mutex::new(HashMap::new()),
+            events: EventRecorder::new(self.client.clone(), "virtual-kubelet"),
+        });
+
+        // Status from the provider: pushed, or polled.
+        let poller = match self.provider.notifier() {
+            Some(notifier) => {
+                let weak = Arc::downgrade(&shared);
+                notifier.notify_pods(PodStatusCallback::new(move |pod| {
+                    if let Some(shared) = weak.upgrade() {
+                        let key = rules::key_of(&pod);
+                        lock(&shared.notified).insert(key.clone(), pod);
+                        shared.status.add(key);
+                    }
+                }));
+                None
+            }
+            None => Some(tokio::spawn(poll(
+                shared.clone(),
+                listed.clone(),
+                stop.clone(),
+            ))),
+        };
+
+        let sync_workers = {
+            let shared = shared.clone();
+            tokio::spawn(run_workers(
+                sync.clone(),
+                self.config.sync_workers,
+                move |key| {
+                    let shared = shared.clone();
+                    async move { shared.sync_pod(&key).await }
+                },
+            ))
+        };
+        let status_workers = {
+            let shared = shared.clone();
+            tokio::spawn(run_workers(
+                status.clone(),
+                self.config.status_workers,
+                move |key| {
+                    let shared = shared.clone();
+                    async move { shared.write_status(&key).await }
+                },
+            ))
+        };
+
+        // Dangling pods: after each complete list, and periodically.
+        let mut sweep = tokio::time::interval(self.config.dangling_sweep_period);
+        sweep.reset();
+        loop {
+            tokio::select! {
+                _ = crate::stopped(&mut stop) => break,
+                changed = listed.changed() => {
+                    if changed.is_err() { break; }
+                    shared.sweep_dangling().await;
+                }
+                _ = sweep.tick() => {
+                    if *listed.borrow() > 0 {
+                        shared.sweep_dangling().await;
+                    }
+                }
+            }
+        }
+        sync.shut_down();
+        status.shut_down();
+        if let Some(p) = poller {
+            p.abort();
+        }
+        let _ = sync_workers.await;
+        let _ = status_workers.await;
+        drop(informer);
+        self.health.stopped();
+    }
+}
+
+impl Shared {
+    fn api(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    async fn record(&self, pod: &Pod, kind: EventType, reason: &str, message: &str) {
+        self.events
+            .record(&reference(pod), kind, reason, message)
+            .await;
+    }
+
+    /// Bring the provider in line with the API pod of `key`.
+    async fn sync_pod(&self, key: &str) -> Result<Action, SyncError> {
+        let (namespace, name) = split(key);
+        let Some(pod) = self
+            .pods
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|p| (*p).clone())
+        else {
+            // Gone from the API: gone from the provider too.
+            lock(&self.synced).remove(key);
+            lock(&self.written).remove(key);
+            lock(&self.notified).remove(key);
+            match self.provider.get_pod(namespace, name).await {
+                Ok(Some(provider_pod)) => match self.provider.delete_pod(&provider_pod).await {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                },
+                Ok(None) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(Action::Done);
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            return self.delete(key, &pod).await;
+        }
+        if rules::terminal(&pod) {
+            return Ok(Action::Done);
+        }
+        if lock(&self.synced)
+            .get(key)
+            .is_some_and(|last| pods_equal(last, &pod))
+        {
+            return Ok(Action::Done);
+        }
+        let existing = match self.provider.get_pod(namespace, name).await {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e.into()),
+        };
+        let (outcome, success, failure) = match &existing {
+            None => (
+                self.provider.create_pod(&pod).await,
+                reasons::PROVIDER_CREATE_SUCCESS,
+                reasons::PROVIDER_CREATE_FAILED,
+            ),
+            Some(current) if !pods_equal(current, &pod) => (
+                self.provider.update_pod(&pod).await,
+                reasons::PROVIDER_UPDATE_SUCCESS,
+                reasons::PROVIDER_UPDATE_FAILED,
+            ),
+            Some(_) => {
+                lock(&self.synced).insert(key.to_owned(), pod);
+                return Ok(Action::Done);
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                let verb = if existing.is_none() {
+                    "Create"
+                } else {
+                    "Update"
+                };
+                self.record(
+                    &pod,
+                    EventType::Normal,
+                    success,
+                    &format!("{verb} pod in provider successfully"),
+                )
+                .await;
+                lock(&self.synced).insert(key.to_owned(), pod);
+                Ok(Action::Done)
+            }
+            Err(e) => {
+                self.record(&pod, EventType::Warning, failure, &e.to_string())
+                    .await;
+                let status = rules::provider_failed(&pod, &e);
+                let failed_for_good = status.phase.as_deref() == Some("Failed");
+                self.patch_status(&pod, &status).await?;
+                if failed_for_good {
+                    Ok(Action::Done)
+                } else {
+                    Err(e.into())
+                }
+            }
+        }
+    }
+
+    /// A pod being deleted: delete it in the provider, then force-delete
+    /// the API object once nothing runs or the grace period is over.
+    async fn delete(&self, key: &str, pod: &Pod) -> Result<Action, SyncError> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if !lock(&self.deleted).contains(&uid) {
+            match self.provider.delete_pod(pod).await {
+                Ok(()) => {
+                    self.record(
+                        pod,
+                        EventType::Normal,
+                        reasons::PROVIDER_DELETE_SUCCESS,
+                        "Delete pod in provider successfully",
+                    )
+                    .await
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    self.record(
+                        pod,
+                        EventType::Warning,
+                        reasons::PROVIDER_DELETE_FAILED,
+                        &e.to_string(),
+                    )
+                    .await;
+                    return Err(e.into());
+                }
+            }
+            lock(&self.deleted).insert(uid.clone());
+        }
+        let deadline = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_else(k8s_openapi::jiff::Timestamp::now);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        if running(pod.status.as_ref()) && now < deadline {
+            let left = deadline.duration_since(now).unsigned_abs();
+            return Ok(Action::RequeueAfter(left));
+        }
+        let (namespace, name) = split(key);
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self.api(namespace).delete(name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        lock(&self.deleted).remove(&uid);
+        Ok(Action::Done)
+    }
+
+    /// Write the provider's latest status of `key`.
+    async fn write_status(&self, key: &str) -> Result<Action, SyncError> {
+        let Some(provided) = lock(&self.notified).remove(key) else {
+            return Ok(Action::Done);
+        };
+        let (namespace, name) = split(key);
+        let Some(pod) = self
+            .pods
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|p| (*p).clone())
+        else {
+            return Ok(Action::Done);
+        };
+        if rules::terminal(&pod) {
+            return Ok(Action::Done);
+        }
+        // The provider deleted the pod on its own (an eviction in a remote
+        // cluster): delete the API pod with the provider's grace.
+        if let Some(deleted_at) = &provided.metadata.deletion_timestamp
+            && pod.metadata.deletion_timestamp.is_none()
+        {
+            let grace = deleted_at
+                .0
+                .duration_since(k8s_openapi::jiff::Timestamp::now())
+                .as_secs()
+                .max(0);
+            let params = DeleteParams {
+                grace_period_seconds: Some(u32::try_from(grace).unwrap_or(0)),
+                preconditions: pod.metadata.uid.clone().map(|uid| Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            return match self.api(namespace).delete(name, &params).await {
+                Ok(_) => Ok(Action::Done),
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::Done),
+                Err(e) => Err(e.into()),
+            };
+        }
+        let Some(status) = provided.status else {
+            return Ok(Action::Done);
+        };
+        if let Err(e) = self.patch_status(&pod, &status).await {
+            // Keep the newest notification for the retry unless a newer one
+            // arrived meanwhile.
+            let mut notified = lock(&self.notified);
+            notified.entry(key.to_owned()).or_insert(Pod {
+                status: Some(status),
+                ..provided_shell(&pod)
+            });
+            return Err(e);
+        }
+        Ok(Action::Done)
+    }
+
+    /// Patch `pods/status` (strategic merge: conditions and container
+    /// statuses merge by key), unless it equals the last written status.
+    async fn patch_status(&self, pod: &Pod, status: &PodStatus) -> Result<(), SyncError> {
+        let key = rules::key_of(pod);
+        if lock(&self.written).get(&key) == Some(status) {
+            return Ok(());
+        }
+        let (namespace, name) = split(&key);
+        let patch = serde_json::json!({"status": status});
+        match self
+            .api(namespace)
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            Ok(_) => {
+                lock(&self.written).insert(key, status.clone());
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Delete provider pods that have no API pod, unless that looks like an
+    /// incomplete view of the API.
+    async fn sweep_dangling(&self) {
+        let provider_pods = match self.provider.get_pods().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the provider's pods; the dangling-pod sweep waits for the next pass");
+                return;
+            }
+        };
+        let dangling: Vec<String> = provider_pods
+            .iter()
+            .map(rules::key_of)
+            .filter(|key| {
+                let (namespace, name) = split(key);
+                self.pods
+                    .get(&ObjectRef::new(name).within(namespace))
+                    .is_none()
+            })
+            .collect();
+        if dangling.is_empty() {
+            return;
+        }
+        if dangling.len() > 10 && dangling.len() * 2 > provider_pods.len() {
+            tracing::warn!(
+                dangling = dangling.len(),
+                provider_pods = provider_pods.len(),
+                "most provider pods have no API pod; not deleting them (the API view may be incomplete)"
+            );
+            return;
+        }
+        for key in dangling {
+            tracing::info!(pod = %key, "deleting a provider pod with no API pod");
+            self.sync.add(key);
+        }
+    }
+}
+
+/// A pod with only `pod`'s identity (for a retried status).
+fn provided_shell(pod: &Pod) -> Pod {
+    Pod {
+        metadata: pod.metadata.clone(),
+        ..Default::default()
+    }
+}
+
+/// The polling fallback: every `poll_interval`, each pod's status from
+/// the provider, at most `poll_concurrency` at once.
+async fn poll(shared: Arc<Shared>, listed: watch::Receiver<u64>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(shared.config.poll_interval);
+    loop {
+        tokio::select! {
+            _ = crate::stopped(&mut stop) => return,
+            _ = tick.tick() => {}
+        }
+        if *listed.borrow() == 0 {
+            continue;
+        }
+        let pods: Vec<Arc<Pod>> = shared
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| !rules::terminal(p) && p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let shared_ref = &shared;
+        futures_util::stream::iter(pods)
+            .for_each_concurrent(shared.config.poll_concurrency.max(1), |pod| async move {
+                let (namespace, name) = (
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                );
+                let status = match shared_ref.provider.get_pod_status(&namespace, &name).await {
+                    Ok(Some(s)) => s,
+                    Ok(None) => missing_status(shared_ref, &pod),
+                    Err(e) if e.is_not_found() => missing_status(shared_ref, &pod),
+                    Err(e) => {
+                        tracing::debug!(pod = %name, error = %e, "status poll failed");
+                        return;
+                    }
+                };
+                let Some(status) = Some(status).filter(|s| s.phase.is_some()) else {
+                    return;
+                };
+                let key = rules::key_of(&pod);
+                lock(&shared_ref.notified).insert(
+                    key.clone(),
+                    Pod {
+                        status: Some(status),
+                        ..provided_shell(&pod)
+                    },
+                );
+                shared_ref.status.add(key);
+            })
+            .await;
+    }
+}
+
+/// The status of a pod the provider does not have: unchanged (no phase)
+/// while it may still be starting, `Failed` / `NotFound` after.
+fn missing_status(shared: &Shared, pod: &Pod) -> PodStatus {
+    let was_running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    let age = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| {
+            k8s_openapi::jiff::Timestamp::now()
+                .duration_since(t.0)
+                .as_secs()
+        })
+        .unwrap_or(0);
+    let grace = i64::try_from(shared.config.missing_grace.as_secs()).unwrap_or(i64::MAX);
+    if was_running || age >= grace {
+        rules::missing_in_provider(pod)
+    } else {
+        PodStatus::default()
+    }
+}

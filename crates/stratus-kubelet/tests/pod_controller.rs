@@ -1,0 +1,326 @@
+//! The pod controller against the harness API server with MockPodProvider:
+//! create, update, graceful deletion, provider errors, status from
+//! notifications and from polls, dangling pods and their safeguard,
+//! deletions missed while the controller was away, provider evictions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use stratus_kubelet::pods::{PodController, PodControllerConfig};
+use stratus_pod::PodError;
+use stratus_testing::{ApiServer, MockPodProvider, eventually};
+use tokio::sync::watch;
+
+const NODE: &str = "vk-0";
+
+fn config() -> PodControllerConfig {
+    PodControllerConfig {
+        poll_interval: Duration::from_millis(200),
+        dangling_sweep_period: Duration::from_millis(300),
+        missing_grace: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
+fn start(api: &ApiServer, provider: &MockPodProvider) -> watch::Sender<bool> {
+    let (stop, stopped) = watch::channel(false);
+    let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config());
+    tokio::spawn(controller.run(stopped));
+    stop
+}
+
+fn pod(name: &str, extra: serde_json::Value) -> Pod {
+    let mut value = serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "nginx"}]},
+    });
+    json_patch::merge(&mut value, &extra);
+    serde_json::from_value(value).unwrap()
+}
+
+async fn create(pods: &Api<Pod>, p: Pod) {
+    pods.create(&PostParams::default(), &p).await.unwrap();
+}
+
+fn phase(p: &Pod) -> Option<String> {
+    p.status.as_ref()?.phase.clone()
+}
+
+async fn phase_of(pods: &Api<Pod>, name: &str) -> Option<String> {
+    pods.get_opt(name).await.unwrap().as_ref().and_then(phase)
+}
+
+async fn reasons(api: &ApiServer, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(api.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_run_update_and_leave_gracefully() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let _stop = start(&api, &provider);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    create(&pods, pod("web", serde_json::json!({}))).await;
+    // Another node's pod is not ours.
+    create(
+        &pods,
+        pod(
+            "elsewhere",
+            serde_json::json!({"spec": {"nodeName": "other"}}),
+        ),
+    )
+    .await;
+
+    eventually("web runs with an IP", WAIT, || async {
+        let p = pods.get("web").await.unwrap();
+        phase(&p).as_deref() == Some("Running")
+            && p.status
+                .and_then(|s| s.pod_ip)
+                .is_some_and(|ip| ip.starts_with("10.244."))
+    })
+    .await;
+    assert!(
+        reasons(&api, "web")
+            .await
+            .contains(&"ProviderCreateSuccess".to_string())
+    );
+    assert!(!provider.pods().contains_key("default/elsewhere"));
+    assert_eq!(provider.calls_to("create_pod"), 1);
+
+    // A label change reaches the provider; a status-only change does not.
+    pods.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"labels": {"tier": "gold"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("updated in the provider", WAIT, || async {
+        provider.pods()["default/web"]
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.get("tier").map(String::as_str) == Some("gold"))
+    })
+    .await;
+    assert!(
+        reasons(&api, "web")
+            .await
+            .contains(&"ProviderUpdateSuccess".to_string())
+    );
+
+    // Graceful delete (30 s grace): the provider deletes, reports the
+    // containers terminated, and the pod is gone long before the grace ends.
+    pods.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "gone from the API and the provider",
+        Duration::from_secs(5),
+        || async { pods.get_opt("web").await.unwrap().is_none() && provider.pods().is_empty() },
+    )
+    .await;
+    assert_eq!(provider.calls_to("create_pod"), 1, "never re-created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_errors_are_retried_and_permanent_ones_fail_never_pods() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    provider.fail_next(
+        "create_pod",
+        PodError::unavailable(None, "the backend answered 503"),
+        2,
+    );
+    let _stop = start(&api, &provider);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    // Transient errors on a restartPolicy: Never pod: retried, not failed.
+    create(
+        &pods,
+        pod(
+            "flaky",
+            serde_json::json!({"spec": {"restartPolicy": "Never"}}),
+        ),
+    )
+    .await;
+    eventually("runs after the retries", WAIT, || async {
+        phase_of(&pods, "flaky").await.as_deref() == Some("Running")
+    })
+    .await;
+    let r = reasons(&api, "flaky").await;
+    assert!(r.contains(&"ProviderCreateFailed".to_string()), "{r:?}");
+    assert!(r.contains(&"ProviderCreateSuccess".to_string()), "{r:?}");
+    assert_eq!(provider.calls_to("create_pod"), 3);
+
+    provider.fail_next(
+        "create_pod",
+        PodError::invalid_input("unknown instance size"),
+        1,
+    );
+    create(
+        &pods,
+        pod(
+            "invalid",
+            serde_json::json!({"spec": {"restartPolicy": "Never"}}),
+        ),
+    )
+    .await;
+    eventually("failed for good", WAIT, || async {
+        let p = pods.get("invalid").await.unwrap();
+        let s = p.status.unwrap_or_default();
+        s.phase.as_deref() == Some("Failed")
+            && s.reason.as_deref() == Some("ProviderFailed")
+            && s.message
+                .unwrap_or_default()
+                .contains("unknown instance size")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        provider.calls_to("create_pod"),
+        4,
+        "a failed pod is not retried"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dangling_pods_are_deleted_unless_most_pods_look_dangling() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    // Twenty provider pods and no API pods: an incomplete API view, not
+    // twenty leaks. Nothing is deleted.
+    for i in 0..20 {
+        provider.insert(pod(&format!("orphan-{i}"), serde_json::json!({})));
+    }
+    let stop = start(&api, &provider);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(provider.pods().len(), 20);
+    assert_eq!(provider.calls_to("delete_pod"), 0);
+    stop.send(true).unwrap();
+
+    // With the API pods present, the one true orphan is deleted.
+    let provider = MockPodProvider::new();
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    for i in 0..3 {
+        create(&pods, pod(&format!("kept-{i}"), serde_json::json!({}))).await;
+    }
+    provider.insert(pod("orphan", serde_json::json!({})));
+    let _stop = start(&api, &provider);
+    eventually("the orphan is deleted, the others run", WAIT, || async {
+        let held = provider.pods();
+        !held.contains_key("default/orphan")
+            && (0..3).all(|i| held.contains_key(&format!("default/kept-{i}")))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_deleted_while_the_controller_was_away_is_deleted_in_the_provider() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let stop = start(&api, &provider);
+    for name in ["stays", "goes"] {
+        create(&pods, pod(name, serde_json::json!({}))).await;
+    }
+    eventually("both run", WAIT, || async { provider.pods().len() == 2 }).await;
+    stop.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Force-deleted while no controller watched.
+    pods.delete("goes", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let _stop = start(&api, &provider);
+    eventually("deleted in the provider after the relist", WAIT, || async {
+        let held = provider.pods();
+        !held.contains_key("default/goes") && held.contains_key("default/stays")
+    })
+    .await;
+    assert_eq!(
+        provider.calls_to("create_pod"),
+        2,
+        "the running pod is not re-created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_provider_reports_status_and_missing_pods_fail() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new().without_notifications();
+    let _stop = start(&api, &provider);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    create(&pods, pod("polled", serde_json::json!({}))).await;
+    eventually("running through polls", WAIT, || async {
+        phase_of(&pods, "polled").await.as_deref() == Some("Running")
+    })
+    .await;
+    assert!(provider.calls_to("get_pod_status") >= 1);
+    // The backend loses the pod.
+    provider.remove("default", "polled");
+    eventually("failed as not found with exit code -137", WAIT, || async {
+        let p = pods.get("polled").await.unwrap();
+        let s = p.status.unwrap_or_default();
+        s.phase.as_deref() == Some("Failed")
+            && s.reason.as_deref() == Some("NotFound")
+            && s.container_statuses.unwrap_or_default().iter().all(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|st| st.terminated.as_ref())
+                    .is_some_and(|t| t.exit_code == -137)
+            })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_that_exit_and_provider_evictions_reach_the_api() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let _stop = start(&api, &provider);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    create(
+        &pods,
+        pod(
+            "job",
+            serde_json::json!({"metadata": {"annotations": {
+                "mock.stratus.dev/exit-code": "3", "mock.stratus.dev/run-for": "200ms"
+            }}, "spec": {"restartPolicy": "Never"}}),
+        ),
+    )
+    .await;
+    eventually("the job failed with its exit code", WAIT, || async {
+        let p = pods.get("job").await.unwrap();
+        let s = p.status.unwrap_or_default();
+        s.phase.as_deref() == Some("Failed")
+            && s.container_statuses.unwrap_or_default().iter().any(|c| {
+                c.state
+                    .as_ref()
+                    .and_then(|st| st.terminated.as_ref())
+                    .is_some_and(|t| t.exit_code == 3)
+            })
+    })
+    .await;
+
+    create(&pods, pod("evicted", serde_json::json!({}))).await;
+    eventually("running", WAIT, || async {
+        phase_of(&pods, "evicted").await.as_deref() == Some("Running")
+    })
+    .await;
+    provider.evict("default", "evicted");
+    eventually(
+        "the API pod follows the provider's deletion",
+        WAIT,
+        || async { pods.get_opt("evicted").await.unwrap().is_none() },
+    )
+    .await;
+}

@@ -1,0 +1,422 @@
+//! `MockPodProvider`: a stateful, in-memory pod provider for tests of
+//! virtual nodes. Pods start `Running` at once with fake IPs and notify on
+//! every change; annotations script their containers, and failures can be
+//! queued per call.
+//!
+//! Annotations on a pod:
+//! - `mock.stratus.dev/exit-code: "<n>"`: the containers run, then exit
+//!   with `n` after `mock.stratus.dev/run-for` (a Go duration; 0 by
+//!   default): phase `Succeeded` for 0, `Failed` otherwise.
+//! - `mock.stratus.dev/pending: "true"`: the containers stay waiting
+//!   (`ContainerCreating`), phase `Pending`.
+//!
+//! ```
+//! use stratus_pod::PodLifecycleHandler;
+//! use stratus_testing::MockPodProvider;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let provider = MockPodProvider::new();
+//! let pod = serde_json::from_value(serde_json::json!({
+//!     "metadata": {"name": "web", "namespace": "default", "uid": "u-1"},
+//!     "spec": {"containers": [{"name": "nginx", "image": "nginx"}]},
+//! })).unwrap();
+//! provider.create_pod(&pod).await.unwrap();
+//! let status = provider.get_pod_status("default", "web").await.unwrap().unwrap();
+//! assert_eq!(status.phase.as_deref(), Some("Running"));
+//! assert!(status.pod_ip.unwrap().starts_with("10.244."));
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use stratus_pod::{PodError, PodLifecycleHandler, PodNotifier, PodStatusCallback, Result};
+
+/// Exit the containers with this code (see the module docs).
+pub const EXIT_CODE_ANNOTATION: &str = "mock.stratus.dev/exit-code";
+/// How long the containers run before they exit.
+pub const RUN_FOR_ANNOTATION: &str = "mock.stratus.dev/run-for";
+/// Keep the containers waiting.
+pub const PENDING_ANNOTATION: &str = "mock.stratus.dev/pending";
+
+/// One call the mock received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodCall {
+    /// `create_pod`, `update_pod`, `delete_pod`, ...
+    pub method: &'static str,
+    /// `namespace/name`.
+    pub pod: String,
+}
+
+#[derive(Default)]
+struct State {
+    pods: BTreeMap<String, Pod>,
+    calls: Vec<PodCall>,
+    failures: BTreeMap<&'static str, VecDeque<PodError>>,
+    callback: Option<PodStatusCallback>,
+}
+
+/// The in-memory provider. Cheap to clone; clones share the pods.
+#[derive(Clone)]
+pub struct MockPodProvider {
+    state: Arc<Mutex<State>>,
+    next_ip: Arc<AtomicU32>,
+    notifications: bool,
+}
+
+impl std::fmt::Debug for MockPodProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockPodProvider")
+            .field("pods", &self.lock().pods.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for MockPodProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn key_of(pod: &Pod) -> String {
+    key(
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+impl MockPodProvider {
+    /// An empty provider that notifies status changes.
+    pub fn new() -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State::default())),
+            next_ip: Arc::new(AtomicU32::new(1)),
+            notifications: true,
+        }
+    }
+
+    /// The same without [`PodNotifier`]: the node polls it.
+    pub fn without_notifications(mut self) -> Self {
+        self.notifications = false;
+        self
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Fail the next `times` calls of `method` (`create_pod`, `update_pod`,
+    /// `delete_pod`, `get_pod`, `get_pods`, `get_pod_status`) with `error`.
+    pub fn fail_next(&self, method: &'static str, error: PodError, times: usize) {
+        let mut s = self.lock();
+        let queue = s.failures.entry(method).or_default();
+        for _ in 0..times {
+            queue.push_back(PodError::new(error.kind(), error.message().to_owned()));
+        }
+    }
+
+    /// The calls received so far.
+    pub fn calls(&self) -> Vec<PodCall> {
+        self.lock().calls.clone()
+    }
+
+    /// How many calls of `method` were received.
+    pub fn calls_to(&self, method: &str) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
+    }
+
+    /// The pods the provider runs, by `namespace/name`.
+    pub fn pods(&self) -> BTreeMap<String, Pod> {
+        self.lock().pods.clone()
+    }
+
+    /// Put a pod in the provider directly (one the node does not know: a
+    /// dangling pod).
+    pub fn insert(&self, pod: Pod) {
+        self.lock().pods.insert(key_of(&pod), pod);
+    }
+
+    /// Remove a pod behind the node's back (it vanished in the backend).
+    pub fn remove(&self, namespace: &str, name: &str) -> Option<Pod> {
+        self.lock().pods.remove(&key(namespace, name))
+    }
+
+    /// Change a pod's status and notify it (a container crashed, ...).
+    pub fn set_status(&self, namespace: &str, name: &str, f: impl FnOnce(&mut PodStatus)) {
+        let notified = {
+            let mut s = self.lock();
+            let Some(pod) = s.pods.get_mut(&key(namespace, name)) else {
+                return;
+            };
+            f(pod.status.get_or_insert_with(Default::default));
+            pod.clone()
+        };
+        self.notify(notified);
+    }
+
+    /// Mark a pod deleted by the backend itself (an eviction), with the
+    /// given grace, and notify it.
+    pub fn evict(&self, namespace: &str, name: &str) {
+        let notified = {
+            let mut s = self.lock();
+            let Some(pod) = s.pods.get_mut(&key(namespace, name)) else {
+                return;
+            };
+            pod.metadata.deletion_timestamp = Some(now());
+            pod.clone()
+        };
+        self.notify(notified);
+    }
+
+    fn begin(&self, method: &'static str, pod: String) -> Result<()> {
+        let mut s = self.lock();
+        s.calls.push(PodCall { method, pod });
+        match s.failures.get_mut(method).and_then(VecDeque::pop_front) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn notify(&self, pod: Pod) {
+        if !self.notifications {
+            return;
+        }
+        let callback = self.lock().callback.clone();
+        if let Some(callback) = callback {
+            callback.notify(pod);
+        }
+    }
+
+    /// The status of a pod that just started, per its annotations.
+    fn started(&self, pod: &Pod) -> PodStatus {
+        let n = self.next_ip.fetch_add(1, Ordering::Relaxed);
+        let ip = format!("10.244.{}.{}", (n >> 8) & 0xff, n & 0xff);
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        let pending = annotations.get(PENDING_ANNOTATION).map(String::as_str) == Some("true");
+        let started = now();
+        let containers = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.clone())
+            .unwrap_or_default();
+        let statuses = containers
+            .iter()
+            .map(|c| ContainerStatus {
+                name: c.name.clone(),
+                image: c.image.clone().unwrap_or_default(),
+                image_id: String::new(),
+                container_id: Some(format!("mock://{}/{}", key_of(pod), c.name)),
+                ready: !pending,
+                restart_count: 0,
+                started: Some(!pending),
+                state: Some(if pending {
+                    ContainerState {
+                        waiting: Some(ContainerStateWaiting {
+                            reason: Some("ContainerCreating".into()),
+                            message: None,
+                        }),
+                        ..Default::default()
+                    }
+                } else {
+                    ContainerState {
+                        running: Some(ContainerStateRunning {
+                            started_at: Some(started.clone()),
+                        }),
+                        ..Default::default()
+                    }
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let condition = |kind: &str| PodCondition {
+            type_: kind.into(),
+            status: if pending { "False" } else { "True" }.into(),
+            last_transition_time: Some(started.clone()),
+            ..Default::default()
+        };
+        PodStatus {
+            phase: Some(if pending { "Pending" } else { "Running" }.into()),
+            pod_ip: (!pending).then(|| ip.clone()),
+            pod_ips: (!pending).then(|| vec![PodIP { ip: ip.clone() }]),
+            host_ip: Some("127.0.0.1".into()),
+            start_time: Some(started.clone()),
+            container_statuses: Some(statuses),
+            conditions: Some(vec![
+                condition("PodScheduled"),
+                condition("Initialized"),
+                condition("ContainersReady"),
+                condition("Ready"),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    /// Exit the pod's containers with `code` (after `run_for`).
+    fn schedule_exit(&self, pod_key: String, code: i32, run_for: Duration) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(run_for).await;
+            let (namespace, name) = pod_key.split_once('/').unwrap_or(("default", &pod_key));
+            this.set_status(namespace, name, |status| {
+                terminate(status, code, "Completed")
+            });
+        });
+    }
+}
+
+/// Terminate every container with `code`: phase `Succeeded` for 0, else
+/// `Failed`.
+fn terminate(status: &mut PodStatus, code: i32, reason: &str) {
+    let finished = now();
+    status.phase = Some(if code == 0 { "Succeeded" } else { "Failed" }.into());
+    for c in status.container_statuses.iter_mut().flatten() {
+        let started_at = c
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .and_then(|r| r.started_at.clone());
+        c.ready = false;
+        c.started = Some(false);
+        c.state = Some(ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                reason: Some(if code == 0 { reason } else { "Error" }.into()),
+                started_at,
+                finished_at: Some(finished.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    for condition in status.conditions.iter_mut().flatten() {
+        if condition.type_ == "Ready" || condition.type_ == "ContainersReady" {
+            condition.status = "False".into();
+            condition.reason = Some("PodCompleted".into());
+        }
+    }
+}
+
+impl PodNotifier for MockPodProvider {
+    fn notify_pods(&self, callback: PodStatusCallback) {
+        self.lock().callback = Some(callback);
+    }
+}
+
+#[async_trait]
+impl PodLifecycleHandler for MockPodProvider {
+    async fn create_pod(&self, pod: &Pod) -> Result<()> {
+        let k = key_of(pod);
+        self.begin("create_pod", k.clone())?;
+        let mut stored = pod.clone();
+        stored.status = Some(self.started(pod));
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        self.lock().pods.insert(k.clone(), stored.clone());
+        self.notify(stored);
+        if let Some(code) = annotations.get(EXIT_CODE_ANNOTATION) {
+            let code = code.parse::<i32>().map_err(|_| {
+                PodError::invalid_input(format!("{EXIT_CODE_ANNOTATION}: {code:?} is not a number"))
+            })?;
+            let run_for = annotations
+                .get(RUN_FOR_ANNOTATION)
+                .and_then(|d| parse_duration(d))
+                .unwrap_or_default();
+            self.schedule_exit(k, code, run_for);
+        }
+        Ok(())
+    }
+
+    async fn update_pod(&self, pod: &Pod) -> Result<()> {
+        let k = key_of(pod);
+        self.begin("update_pod", k.clone())?;
+        let updated = {
+            let mut s = self.lock();
+            let Some(existing) = s.pods.get_mut(&k) else {
+                return Err(PodError::not_found(format!(
+                    "pod {k} is not in the provider"
+                )));
+            };
+            let status = existing.status.clone();
+            *existing = pod.clone();
+            existing.status = status;
+            existing.clone()
+        };
+        self.notify(updated);
+        Ok(())
+    }
+
+    async fn delete_pod(&self, pod: &Pod) -> Result<()> {
+        let k = key_of(pod);
+        self.begin("delete_pod", k.clone())?;
+        let removed = self.lock().pods.remove(&k);
+        let Some(mut removed) = removed else {
+            return Err(PodError::not_found(format!(
+                "pod {k} is not in the provider"
+            )));
+        };
+        // The terminal status the node expects after a deletion.
+        terminate(
+            removed.status.get_or_insert_with(Default::default),
+            0,
+            "Terminated",
+        );
+        self.notify(removed);
+        Ok(())
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
+        self.begin("get_pod", key(namespace, name))?;
+        Ok(self.lock().pods.get(&key(namespace, name)).cloned())
+    }
+
+    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
+        self.begin("get_pod_status", key(namespace, name))?;
+        Ok(self
+            .lock()
+            .pods
+            .get(&key(namespace, name))
+            .and_then(|p| p.status.clone()))
+    }
+
+    async fn get_pods(&self) -> Result<Vec<Pod>> {
+        self.begin("get_pods", String::new())?;
+        Ok(self.lock().pods.values().cloned().collect())
+    }
+
+    fn notifier(&self) -> Option<&dyn PodNotifier> {
+        self.notifications.then_some(self as &dyn PodNotifier)
+    }
+}
+
+/// `500ms`, `2s`, `1m`: a small subset of Go durations.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => Some(Duration::from_secs(n * 60)),
+        _ => None,
+    }
+}
