@@ -20,9 +20,12 @@
 //! - [`pods`]: the pods bound to the node, created, updated and deleted in
 //!   the provider, their status written back from its notifications (or
 //!   polls), dangling provider pods cleaned up.
+//! - [`resources`]: Secrets, ConfigMaps and Services for env resolution and
+//!   the provider, read on demand per namespace with a TTL cache.
 
 pub mod node;
 pub mod pods;
+pub mod resources;
 
 /// Resolves once `stop` is true (or its sender is gone); the guard
 /// `wait_for` returns is dropped inside, so callers stay `Send`.

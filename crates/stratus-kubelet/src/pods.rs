@@ -21,6 +21,11 @@
 //!   runs, at the latest when the grace period ends; at once if nothing
 //!   ran. A pod deleted from the API (also while the watch was away: found
 //!   after the relist) is deleted in the provider.
+//! - **Environment**: each container's env is resolved through
+//!   `stratus_pod::env` (envFrom, ConfigMap / Secret keys with the optional
+//!   rules and Go's event reasons, downward API, resource fields, service
+//!   links) over namespaced, on-demand reads ([`ApiResources`]); a missing
+//!   mandatory source keeps the pod Pending, retried, with a Warning event.
 //! - **Status**: provider notifications are coalesced per pod (latest
 //!   wins) and written as strategic-merge patches of `pods/status`
 //!   (conditions of others kept; never a PUT of a stale object). A provider
@@ -45,7 +50,8 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodStatus};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube_runtime::reflector::{ObjectRef, Store};
 use kube_runtime::watcher;
-use stratus_pod::{PodError, PodLifecycleHandler, PodStatusCallback};
+use stratus_pod::env::{ResolveOptions, apply_resolved_env, resolve_pod_env};
+use stratus_pod::{PodError, PodLifecycleHandler, PodResources, PodStatusCallback};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::informer::Informer;
@@ -55,6 +61,8 @@ use stratus_runtime::workqueue::{
 use tokio::sync::watch;
 
 pub use rules::{pods_equal, running};
+
+use crate::resources::ApiResources;
 
 /// Event reasons, as Go's virtual-kubelet writes them.
 pub mod reasons {
@@ -90,6 +98,10 @@ pub struct PodControllerConfig {
     pub missing_grace: Duration,
     /// How often provider pods without an API pod are looked for.
     pub dangling_sweep_period: Duration,
+    /// Resolve each container's environment (envFrom, ConfigMap and Secret
+    /// keys, downward API, service links) before the provider sees the pod,
+    /// as Go does unless told to skip it.
+    pub resolve_env: bool,
 }
 
 impl Default for PodControllerConfig {
@@ -101,6 +113,7 @@ impl Default for PodControllerConfig {
             poll_concurrency: 16,
             missing_grace: Duration::from_secs(60),
             dangling_sweep_period: Duration::from_secs(60),
+            resolve_env: true,
         }
     }
 }
@@ -133,6 +146,8 @@ pub struct PodController {
     node_name: String,
     config: PodControllerConfig,
     health: ControllerHealth,
+    resources: Arc<dyn PodResources>,
+    env_options: ResolveOptions,
 }
 
 impl std::fmt::Debug for PodController {
@@ -160,6 +175,8 @@ struct Shared {
     /// The status last written, by key (no write when it did not change).
     written: Mutex<HashMap<String, PodStatus>>,
     events: EventRecorder,
+    resources: Arc<dyn PodResources>,
+    env_options: ResolveOptions,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -191,12 +208,29 @@ impl PodController {
         config: PodControllerConfig,
     ) -> Self {
         Self {
+            resources: Arc::new(ApiResources::new(client.clone(), Duration::from_secs(30))),
             client,
             provider,
             node_name: node_name.into(),
             config,
             health: ControllerHealth::new(),
+            env_options: ResolveOptions::default(),
         }
+    }
+
+    /// Read Secrets, ConfigMaps and Services for env resolution through
+    /// `resources` (default: [`ApiResources`] with a 30 s TTL; share one
+    /// with the provider).
+    pub fn with_resources(mut self, resources: Arc<dyn PodResources>) -> Self {
+        self.resources = resources;
+        self
+    }
+
+    /// How environments are resolved (the node's allocatable resources for
+    /// `resourceFieldRef` without limits, deferral of `status.podIP`, ...).
+    pub fn with_env_options(mut self, options: ResolveOptions) -> Self {
+        self.env_options = options;
+        self
     }
 
     /// Report watch failures to `health`.
@@ -234,6 +268,8 @@ impl PodController {
             deleted: Mutex::new(HashSet::new()),
             written: Mutex::new(HashMap::new()),
             events: EventRecorder::new(self.client.clone(), "virtual-kubelet"),
+            resources: self.resources.clone(),
+            env_options: self.env_options.clone(),
         });
 
         // Status from the provider: pushed, or polled.
@@ -355,6 +391,7 @@ impl Shared {
         {
             return Ok(Action::Done);
         }
+        let desired = self.with_env(&pod).await?;
         let existing = match self.provider.get_pod(namespace, name).await {
             Ok(p) => p,
             Err(e) if e.is_not_found() => None,
@@ -362,12 +399,12 @@ impl Shared {
         };
         let (outcome, success, failure) = match &existing {
             None => (
-                self.provider.create_pod(&pod).await,
+                self.provider.create_pod(&desired).await,
                 reasons::PROVIDER_CREATE_SUCCESS,
                 reasons::PROVIDER_CREATE_FAILED,
             ),
-            Some(current) if !pods_equal(current, &pod) => (
-                self.provider.update_pod(&pod).await,
+            Some(current) if !pods_equal(current, &desired) => (
+                self.provider.update_pod(&desired).await,
                 reasons::PROVIDER_UPDATE_SUCCESS,
                 reasons::PROVIDER_UPDATE_FAILED,
             ),
@@ -404,6 +441,33 @@ impl Shared {
                 } else {
                     Err(e.into())
                 }
+            }
+        }
+    }
+
+    /// The pod as the provider gets it: environments resolved (events
+    /// recorded), unless resolution is off. A failure is retried; the pod
+    /// stays Pending (Go's rule: no ProviderFailed status for it).
+    async fn with_env(&self, pod: &Pod) -> Result<Pod, SyncError> {
+        if !self.config.resolve_env {
+            return Ok(pod.clone());
+        }
+        match resolve_pod_env(pod, self.resources.as_ref(), &self.env_options).await {
+            Ok(resolved) => {
+                for event in &resolved.events {
+                    self.record(pod, EventType::Warning, event.reason, &event.message)
+                        .await;
+                }
+                let mut desired = pod.clone();
+                apply_resolved_env(&mut desired, &resolved);
+                Ok(desired)
+            }
+            Err(failure) => {
+                for event in &failure.events {
+                    self.record(pod, EventType::Warning, event.reason, &event.message)
+                        .await;
+                }
+                Err(SyncError::Provider(failure.into()))
             }
         }
     }

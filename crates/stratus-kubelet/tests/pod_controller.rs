@@ -324,3 +324,73 @@ async fn containers_that_exit_and_provider_evictions_reach_the_api() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environments_are_resolved_on_demand_before_the_provider_sees_the_pod() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let _stop = start(&api, &provider);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    create(
+        &pods,
+        pod(
+            "env",
+            serde_json::json!({"spec": {"enableServiceLinks": false, "containers": [{
+                "name": "app", "image": "nginx",
+                "envFrom": [{"secretRef": {"name": "creds"}, "prefix": "DB_"}],
+                "env": [
+                    {"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "color"}}},
+                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "GREETING", "value": "$(COLOR) $(POD)"}
+                ]
+            }]}}),
+        ),
+    )
+    .await;
+    // The mandatory Secret is missing: not created, a Warning, retried.
+    eventually("the missing Secret is reported", WAIT, || async {
+        reasons(&api, "env")
+            .await
+            .contains(&"MandatorySecretNotFound".to_string())
+    })
+    .await;
+    assert!(provider.pods().is_empty());
+
+    let maps: Api<ConfigMap> = Api::namespaced(api.client(), "default");
+    let secrets: Api<Secret> = Api::namespaced(api.client(), "default");
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "settings"}, "data": {"color": "blue"}}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "creds"}, "stringData": {"PASSWORD": "s3cret"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("created with the resolved environment", WAIT, || async {
+        provider.pods().contains_key("default/env")
+    })
+    .await;
+    let created = &provider.pods()["default/env"];
+    let container = &created.spec.as_ref().unwrap().containers[0];
+    let env: std::collections::BTreeMap<_, _> = container
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|v| (v.name, v.value.unwrap_or_default()))
+        .collect();
+    assert_eq!(env["COLOR"], "blue");
+    assert_eq!(env["GREETING"], "blue env");
+    assert_eq!(env["DB_PASSWORD"], "s3cret");
+    assert!(container.env_from.is_none());
+}

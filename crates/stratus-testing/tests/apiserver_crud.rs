@@ -769,3 +769,33 @@ async fn certificate_signing_request_approval() {
         .unwrap();
     assert_eq!(filtered.items.len(), 1);
 }
+
+#[tokio::test]
+async fn secret_string_data_becomes_data() {
+    use k8s_openapi::api::core::v1::Secret;
+    let server = ApiServer::start().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(server.client(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "data": {"user": "YWxpY2U=", "password": "b2xk"},
+        "stringData": {"password": "new"},
+    }))
+    .unwrap();
+    let created = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    assert!(created.string_data.is_none(), "stringData is write-only");
+    let data = created.data.unwrap();
+    assert_eq!(data["user"].0, b"alice");
+    assert_eq!(data["password"].0, b"new", "stringData wins");
+    let patched = secrets
+        .patch(
+            "creds",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"token": "t0"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.unwrap()["token"].0, b"t0");
+}

@@ -190,6 +190,32 @@ fn qos_class(pod: &Value) -> &'static str {
 }
 
 /// Default a new Pod as the defaulters and admission plugins do.
+/// A Secret's `stringData` is merged into `data` (base64) and dropped, as
+/// kube-apiserver does on every write; `stringData` wins on a shared key.
+pub(crate) fn secret(secret: &mut Value) {
+    use base64::Engine;
+    let Some(obj) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(string_data)) = obj.remove("stringData") else {
+        return;
+    };
+    let data = obj
+        .entry("data")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !data.is_object() {
+        *data = Value::Object(Default::default());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in string_data {
+            if let Some(text) = value.as_str() {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                data.insert(key, Value::String(encoded));
+            }
+        }
+    }
+}
+
 pub(crate) fn pod(pod: &mut Value) {
     default_at(pod, &["spec", "restartPolicy"], json!("Always"));
     default_at(pod, &["spec", "terminationGracePeriodSeconds"], json!(30));

@@ -131,6 +131,7 @@ fn default_for(
     match (def.group, def.kind) {
         ("", "Pod") if old.is_none() => defaults::pod(obj),
         ("", "Namespace") if old.is_none() => defaults::namespace(obj),
+        ("", "Secret") => defaults::secret(obj),
         ("", "Service") => defaults::service(obj, old, &inner.alloc)
             .map_err(|causes| ApiError::invalid(def, meta::name(obj), causes))?,
         ("certificates.k8s.io", "CertificateSigningRequest") if old.is_none() => {
