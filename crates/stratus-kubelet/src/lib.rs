@@ -14,18 +14,25 @@
 //! assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.7");
 //! ```
 //!
+//! - [`metrics`]: queue, provider-call, phase and status-write metrics.
 //! - [`node`]: the Node (create or adopt, status heartbeats keeping others'
 //!   conditions, re-registration after a deletion) and its Lease in
 //!   `kube-node-lease`, gated by the provider's ping.
 //! - [`pods`]: the pods bound to the node, created, updated and deleted in
 //!   the provider, their status written back from its notifications (or
 //!   polls), dangling provider pods cleaned up.
+//! - [`virtual_node`]: [`VirtualNode`], both controllers of one node from a
+//!   provider, built then run; several per process.
 //! - [`resources`]: Secrets, ConfigMaps and Services for env resolution and
 //!   the provider, read on demand per namespace with a TTL cache.
 
+pub mod metrics;
 pub mod node;
 pub mod pods;
 pub mod resources;
+pub mod virtual_node;
+
+pub use virtual_node::{VirtualNode, VirtualNodeBuilder, VirtualNodeError};
 
 /// Resolves once `stop` is true (or its sender is gone); the guard
 /// `wait_for` returns is dropped inside, so callers stay `Send`.

@@ -43,7 +43,7 @@ mod rules;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodStatus};
@@ -62,6 +62,7 @@ use tokio::sync::watch;
 
 pub use rules::{pods_equal, running};
 
+use crate::metrics::KubeletMetrics;
 use crate::resources::ApiResources;
 
 /// Event reasons, as Go's virtual-kubelet writes them.
@@ -148,6 +149,8 @@ pub struct PodController {
     health: ControllerHealth,
     resources: Arc<dyn PodResources>,
     env_options: ResolveOptions,
+    metrics: KubeletMetrics,
+    ready: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for PodController {
@@ -167,7 +170,7 @@ struct Shared {
     sync: WorkQueue<String>,
     status: WorkQueue<String>,
     /// The latest pod each provider notification carried, by key.
-    notified: Mutex<HashMap<String, Pod>>,
+    notified: Mutex<HashMap<String, (Pod, Instant)>>,
     /// The pod last handed to the provider, by key.
     synced: Mutex<HashMap<String, Pod>>,
     /// UIDs of pods whose provider deletion was done.
@@ -177,6 +180,8 @@ struct Shared {
     events: EventRecorder,
     resources: Arc<dyn PodResources>,
     env_options: ResolveOptions,
+    node: String,
+    metrics: KubeletMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -215,7 +220,22 @@ impl PodController {
             config,
             health: ControllerHealth::new(),
             env_options: ResolveOptions::default(),
+            metrics: KubeletMetrics::unregistered(),
+            ready: watch::channel(false).0,
         }
+    }
+
+    /// Becomes true once the node's pods are listed and the provider's
+    /// status is wired.
+    pub fn ready(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+
+    /// Record queue, provider-call, phase and status-write metrics in
+    /// `metrics`.
+    pub fn with_metrics(mut self, metrics: KubeletMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Read Secrets, ConfigMaps and Services for env resolution through
@@ -241,8 +261,17 @@ impl PodController {
 
     /// Run until `stop` becomes true.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
-        let sync = WorkQueue::new(default_controller_rate_limiter());
-        let status = WorkQueue::new(default_controller_rate_limiter());
+        let queue_metrics = |what: &str| {
+            self.metrics
+                .workqueue
+                .queue(&format!("{what}/{}", self.node_name))
+        };
+        let sync =
+            WorkQueue::with_metrics(default_controller_rate_limiter(), queue_metrics("pod-sync"));
+        let status = WorkQueue::with_metrics(
+            default_controller_rate_limiter(),
+            queue_metrics("pod-status"),
+        );
         let (listed_tx, mut listed) = watch::channel(0u64);
         let informer = {
             let sync = sync.clone();
@@ -270,6 +299,8 @@ impl PodController {
             events: EventRecorder::new(self.client.clone(), "virtual-kubelet"),
             resources: self.resources.clone(),
             env_options: self.env_options.clone(),
+            node: self.node_name.clone(),
+            metrics: self.metrics.clone(),
         });
 
         // Status from the provider: pushed, or polled.
@@ -279,7 +310,7 @@ impl PodController {
                 notifier.notify_pods(PodStatusCallback::new(move |pod| {
                     if let Some(shared) = weak.upgrade() {
                         let key = rules::key_of(&pod);
-                        lock(&shared.notified).insert(key.clone(), pod);
+                        lock(&shared.notified).insert(key.clone(), (pod, Instant::now()));
                         shared.status.add(key);
                     }
                 }));
@@ -318,11 +349,14 @@ impl PodController {
         // Dangling pods: after each complete list, and periodically.
         let mut sweep = tokio::time::interval(self.config.dangling_sweep_period);
         sweep.reset();
+        let mut phases = tokio::time::interval(Duration::from_secs(5));
         loop {
             tokio::select! {
+                _ = phases.tick() => shared.count_phases(),
                 _ = crate::stopped(&mut stop) => break,
                 changed = listed.changed() => {
                     if changed.is_err() { break; }
+                    self.ready.send_replace(true);
                     shared.sweep_dangling().await;
                 }
                 _ = sweep.tick() => {
@@ -345,6 +379,40 @@ impl PodController {
 }
 
 impl Shared {
+    /// A provider call, timed and counted by method and outcome.
+    async fn call<T>(
+        &self,
+        method: &str,
+        call: impl std::future::Future<Output = Result<T, PodError>>,
+    ) -> Result<T, PodError> {
+        self.metrics
+            .provider
+            .time(method, call, crate::metrics::call_result)
+            .await
+    }
+
+    /// Set the pods-by-phase gauges from the cache.
+    fn count_phases(&self) {
+        let mut counts: HashMap<&str, i64> =
+            ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+                .into_iter()
+                .map(|p| (p, 0))
+                .collect();
+        for pod in self.pods.state() {
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("Pending");
+            if let Some(n) = counts.get_mut(phase) {
+                *n += 1;
+            }
+        }
+        for (phase, n) in counts {
+            self.metrics.set_pods(&self.node, phase, n);
+        }
+    }
+
     fn api(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), namespace)
     }
@@ -367,8 +435,14 @@ impl Shared {
             lock(&self.synced).remove(key);
             lock(&self.written).remove(key);
             lock(&self.notified).remove(key);
-            match self.provider.get_pod(namespace, name).await {
-                Ok(Some(provider_pod)) => match self.provider.delete_pod(&provider_pod).await {
+            match self
+                .call("get_pod", self.provider.get_pod(namespace, name))
+                .await
+            {
+                Ok(Some(provider_pod)) => match self
+                    .call("delete_pod", self.provider.delete_pod(&provider_pod))
+                    .await
+                {
                     Ok(()) => {}
                     Err(e) if e.is_not_found() => {}
                     Err(e) => return Err(e.into()),
@@ -392,19 +466,24 @@ impl Shared {
             return Ok(Action::Done);
         }
         let desired = self.with_env(&pod).await?;
-        let existing = match self.provider.get_pod(namespace, name).await {
+        let existing = match self
+            .call("get_pod", self.provider.get_pod(namespace, name))
+            .await
+        {
             Ok(p) => p,
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
         let (outcome, success, failure) = match &existing {
             None => (
-                self.provider.create_pod(&desired).await,
+                self.call("create_pod", self.provider.create_pod(&desired))
+                    .await,
                 reasons::PROVIDER_CREATE_SUCCESS,
                 reasons::PROVIDER_CREATE_FAILED,
             ),
             Some(current) if !pods_equal(current, &desired) => (
-                self.provider.update_pod(&desired).await,
+                self.call("update_pod", self.provider.update_pod(&desired))
+                    .await,
                 reasons::PROVIDER_UPDATE_SUCCESS,
                 reasons::PROVIDER_UPDATE_FAILED,
             ),
@@ -477,7 +556,7 @@ impl Shared {
     async fn delete(&self, key: &str, pod: &Pod) -> Result<Action, SyncError> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if !lock(&self.deleted).contains(&uid) {
-            match self.provider.delete_pod(pod).await {
+            match self.call("delete_pod", self.provider.delete_pod(pod)).await {
                 Ok(()) => {
                     self.record(
                         pod,
@@ -532,7 +611,7 @@ impl Shared {
 
     /// Write the provider's latest status of `key`.
     async fn write_status(&self, key: &str) -> Result<Action, SyncError> {
-        let Some(provided) = lock(&self.notified).remove(key) else {
+        let Some((provided, notified_at)) = lock(&self.notified).remove(key) else {
             return Ok(Action::Done);
         };
         let (namespace, name) = split(key);
@@ -577,12 +656,17 @@ impl Shared {
             // Keep the newest notification for the retry unless a newer one
             // arrived meanwhile.
             let mut notified = lock(&self.notified);
-            notified.entry(key.to_owned()).or_insert(Pod {
-                status: Some(status),
-                ..provided_shell(&pod)
-            });
+            notified.entry(key.to_owned()).or_insert((
+                Pod {
+                    status: Some(status),
+                    ..provided_shell(&pod)
+                },
+                notified_at,
+            ));
             return Err(e);
         }
+        self.metrics
+            .notification_written(&self.node, notified_at.elapsed());
         Ok(Action::Done)
     }
 
@@ -595,11 +679,13 @@ impl Shared {
         }
         let (namespace, name) = split(&key);
         let patch = serde_json::json!({"status": status});
-        match self
+        let started = Instant::now();
+        let written = self
             .api(namespace)
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-        {
+            .await;
+        self.metrics.status_written(&self.node, started.elapsed());
+        match written {
             Ok(_) => {
                 lock(&self.written).insert(key, status.clone());
                 Ok(())
@@ -612,7 +698,7 @@ impl Shared {
     /// Delete provider pods that have no API pod, unless that looks like an
     /// incomplete view of the API.
     async fn sweep_dangling(&self) {
-        let provider_pods = match self.provider.get_pods().await {
+        let provider_pods = match self.call("get_pods", self.provider.get_pods()).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the provider's pods; the dangling-pod sweep waits for the next pass");
@@ -680,7 +766,13 @@ async fn poll(shared: Arc<Shared>, listed: watch::Receiver<u64>, mut stop: watch
                     pod.metadata.namespace.clone().unwrap_or_default(),
                     pod.metadata.name.clone().unwrap_or_default(),
                 );
-                let status = match shared_ref.provider.get_pod_status(&namespace, &name).await {
+                let status = match shared_ref
+                    .call(
+                        "get_pod_status",
+                        shared_ref.provider.get_pod_status(&namespace, &name),
+                    )
+                    .await
+                {
                     Ok(Some(s)) => s,
                     Ok(None) => missing_status(shared_ref, &pod),
                     Err(e) if e.is_not_found() => missing_status(shared_ref, &pod),
@@ -695,10 +787,13 @@ async fn poll(shared: Arc<Shared>, listed: watch::Receiver<u64>, mut stop: watch
                 let key = rules::key_of(&pod);
                 lock(&shared_ref.notified).insert(
                     key.clone(),
-                    Pod {
-                        status: Some(status),
-                        ..provided_shell(&pod)
-                    },
+                    (
+                        Pod {
+                            status: Some(status),
+                            ..provided_shell(&pod)
+                        },
+                        Instant::now(),
+                    ),
                 );
                 shared_ref.status.add(key);
             })

@@ -1,0 +1,120 @@
+//! The virtual node's metrics (Go's virtual-kubelet has none): work-queue
+//! depth and latency (client-go's `workqueue_*`, queues
+//! `pod-sync/<node>` and `pod-status/<node>`), provider calls by method
+//! and result with their latency, pods by phase, status-write latency, and
+//! the time from a provider notification to its status write.
+//!
+//! ```
+//! use prometheus_client::registry::Registry;
+//! use stratus_kubelet::metrics::KubeletMetrics;
+//!
+//! let mut registry = Registry::default();
+//! let metrics = KubeletMetrics::register(&mut registry);
+//! metrics.set_pods("vk-0", "Running", 3);
+//! let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+//! assert!(text.contains("stratus_kubelet_pods{node=\"vk-0\",phase=\"Running\"} 3"));
+//! ```
+
+use std::time::Duration;
+
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use stratus_pod::{PodError, PodErrorKind};
+use stratus_runtime::metrics::{CallMetrics, CallResult, Labels, WorkQueueMetrics};
+
+fn latency_histogram() -> Histogram {
+    // 1 ms to ~32 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// The families of every virtual node of a process (label `node`).
+#[derive(Debug, Clone)]
+pub struct KubeletMetrics {
+    /// `workqueue_*` of the pod queues.
+    pub workqueue: WorkQueueMetrics,
+    /// `stratus_kubelet_provider_requests_total{method,result}` and
+    /// `stratus_kubelet_provider_request_duration_seconds{method}`.
+    pub provider: CallMetrics,
+    pods: Family<Labels, Gauge>,
+    status_write: Family<Labels, Histogram, fn() -> Histogram>,
+    notification_to_write: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl KubeletMetrics {
+    /// Register every family into `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let this = Self {
+            workqueue: WorkQueueMetrics::register(registry),
+            provider: CallMetrics::register(registry, "stratus_kubelet_provider", "pod provider"),
+            pods: Family::default(),
+            status_write: Family::new_with_constructor(latency_histogram),
+            notification_to_write: Family::new_with_constructor(latency_histogram),
+        };
+        registry.register(
+            "stratus_kubelet_pods",
+            "Pods bound to the virtual node by phase",
+            this.pods.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_status_write_duration_seconds",
+            "Latency of pod status writes to the API server",
+            this.status_write.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_notification_to_write_seconds",
+            "Time from a provider status notification to its write in the API",
+            this.notification_to_write.clone(),
+        );
+        this
+    }
+
+    /// Families registered nowhere (the default).
+    pub fn unregistered() -> Self {
+        Self::register(&mut Registry::default())
+    }
+
+    /// Set the number of `node`'s pods in `phase`.
+    pub fn set_pods(&self, node: &str, phase: &str, count: i64) {
+        self.pods
+            .get_or_create(&vec![
+                ("node", node.to_owned()),
+                ("phase", phase.to_owned()),
+            ])
+            .set(count);
+    }
+
+    pub(crate) fn status_written(&self, node: &str, took: Duration) {
+        self.status_write
+            .get_or_create(&vec![("node", node.to_owned())])
+            .observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn notification_written(&self, node: &str, since: Duration) {
+        self.notification_to_write
+            .get_or_create(&vec![("node", node.to_owned())])
+            .observe(since.as_secs_f64());
+    }
+}
+
+impl Default for KubeletMetrics {
+    fn default() -> Self {
+        Self::unregistered()
+    }
+}
+
+/// The `result` label of a provider call.
+pub(crate) fn call_result<T>(outcome: &Result<T, PodError>) -> CallResult {
+    match outcome {
+        Ok(_) => "ok",
+        Err(e) => match e.kind() {
+            PodErrorKind::NotFound => "not_found",
+            PodErrorKind::InvalidInput => "invalid_input",
+            PodErrorKind::NotImplemented => "not_implemented",
+            PodErrorKind::AlreadyExists => "already_exists",
+            PodErrorKind::Unavailable { .. } => "unavailable",
+            _ => "error",
+        },
+    }
+}
