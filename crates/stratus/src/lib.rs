@@ -6,8 +6,9 @@
 //! |---|---|---|
 //! | [`cloud`] | `stratus-cloud`: the cloud-provider interfaces | always |
 //! | `ccm` | `stratus-ccm`: the controllers and the manager command | `ccm` (default) |
-//! | `runtime` | `stratus-runtime`: work queues, leader election, metrics, admin server | `ccm` |
+//! | `runtime` | `stratus-runtime`: work queues, leader election, metrics, admin server | `ccm` or `kubelet` |
 //! | `pod` | `stratus-pod`: the pod-provider interfaces | `kubelet` |
+//! | `kubelet` | `stratus-kubelet`: the virtual node (Node, Lease, pods) | `kubelet` |
 //! | `testing` | `stratus-testing`: API server, FakeCloud, conformance | `testing` |
 //!
 //! A cloud controller manager's whole `main`:
@@ -44,11 +45,14 @@ pub use stratus_cloud as cloud;
 #[cfg(feature = "ccm")]
 pub use stratus_ccm as ccm;
 
-#[cfg(feature = "ccm")]
+#[cfg(any(feature = "ccm", feature = "kubelet"))]
 pub use stratus_runtime as runtime;
 
 #[cfg(feature = "kubelet")]
 pub use stratus_pod as pod;
+
+#[cfg(feature = "kubelet")]
+pub use stratus_kubelet as kubelet;
 
 #[cfg(feature = "testing")]
 pub use stratus_testing as testing;

@@ -1,0 +1,68 @@
+//! The sample binary end to end: it registers its Node, runs a pod bound to
+//! it, and stops with exit 0 on SIGTERM.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use stratus::testing::ApiServer;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_sample-virtual-kubelet");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_pods_and_stops_on_sigterm() {
+    let api = ApiServer::start().await.unwrap();
+    let kubeconfig =
+        std::env::temp_dir().join(format!("sample-vk-{}.kubeconfig", std::process::id()));
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let mut child = Command::new(BINARY)
+        .args([
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--nodename=vk-sample",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let nodes: kube::Api<Node> = kube::Api::all(api.client());
+    stratus::testing::eventually("the node registers", Duration::from_secs(20), || async {
+        nodes.get_opt("vk-sample").await.unwrap().is_some()
+    })
+    .await;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(api.client(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "hello"},
+        "spec": {"nodeName": "vk-sample", "containers": [{"name": "app", "image": "busybox"}]},
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    stratus::testing::eventually("the pod runs", Duration::from_secs(20), || async {
+        pods.get("hello")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.phase)
+            .as_deref()
+            == Some("Running")
+    })
+    .await;
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let mut status = None;
+    for _ in 0..100 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("the binary did not stop within 10 s of SIGTERM");
+    };
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_file(&kubeconfig);
+}
