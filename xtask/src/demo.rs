@@ -5,8 +5,9 @@
 //! cloud-node controller with FakeCloud as the provider (it initializes the
 //! nodes: provider ID, instance-type / zone / region labels, addresses, taint
 //! removed), and LoadBalancer Services with the service controller
-//! provisioning their load balancers in FakeCloud; shows progress and a
-//! summary.
+//! provisioning their load balancers in FakeCloud, and a virtual node
+//! (`vk-demo`, MockPodProvider) running pods the scheduler binds to it;
+//! shows progress and a summary.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -15,11 +16,13 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
-use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
+use stratus_kubelet::VirtualNode;
+use stratus_kubelet::node::NodeConfig;
+use stratus_testing::{FakeCloud, FakeInstance, MockPodProvider, NodeSpec, TestCluster};
 
 /// The manager's flags, parsed as its command line would be.
 #[derive(Parser)]
@@ -38,6 +41,9 @@ pub(crate) struct Args {
     /// LoadBalancer Services to create.
     #[arg(long, default_value_t = 3)]
     services: usize,
+    /// Pods to run on the virtual node `vk-demo`.
+    #[arg(long, default_value_t = 10)]
+    pods: usize,
     /// Where to write a kubeconfig for kubectl.
     #[arg(long, default_value = "target/stratus-demo.kubeconfig")]
     kubeconfig: PathBuf,
@@ -59,6 +65,7 @@ fn bar(done: usize, total: usize) -> String {
 }
 
 struct Progress {
+    virtual_pods_running: usize,
     registered: usize,
     initialized: usize,
     ready: usize,
@@ -66,6 +73,9 @@ struct Progress {
     allocated: usize,
     provisioned: usize,
 }
+
+/// The demo's virtual node.
+const VIRTUAL_NODE: &str = "vk-demo";
 
 async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
@@ -110,7 +120,16 @@ async fn measure(client: &kube::Client) -> Result<Progress, kube::Error> {
                 .is_some_and(|i| !i.is_empty())
         })
         .count();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
+    let virtual_pods_running = pods
+        .list(&ListParams::default().fields(&format!("spec.nodeName={VIRTUAL_NODE}")))
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count();
     Ok(Progress {
+        virtual_pods_running,
         registered: node_list.items.len(),
         initialized: node_list
             .items
@@ -169,6 +188,12 @@ fn render(p: &Progress, args: &Args) -> Vec<String> {
             bar(p.provisioned, args.services),
             p.provisioned,
             args.services
+        ),
+        format!(
+            "{} virtual-node pods   {}/{}",
+            bar(p.virtual_pods_running, args.pods),
+            p.virtual_pods_running,
+            args.pods
         ),
     ]
 }
@@ -233,6 +258,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     // The whole manager, as a vendor's binary runs it: Go's flags, the
     // Lease, the admin server, every controller (routes and pod CIDRs too).
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
+    let controllers_stopped_vk = controllers_stopped.clone();
     let flags = match ManagerFlags::try_parse_from([
         "cloud-controller-manager",
         "--cloud-provider=fake",
@@ -268,6 +294,49 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         eprintln!("error: could not create the demo namespace: {e}");
         return ExitCode::FAILURE;
     }
+    // A virtual node (MockPodProvider) and pods the scheduler binds to it:
+    // they select it and tolerate its provider taint.
+    let pod_provider = MockPodProvider::new();
+    let mut vk = NodeConfig::new(VIRTUAL_NODE, "mock");
+    vk.internal_ip = Some("127.0.0.1".into());
+    vk.labels.insert(
+        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+        "true".into(),
+    );
+    let virtual_node = match VirtualNode::builder(client.clone(), vk)
+        .provider(std::sync::Arc::new(pod_provider.clone()))
+        .build()
+    {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let virtual_node = tokio::spawn(virtual_node.run(controllers_stopped_vk));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
+    for i in 0..args.pods {
+        let pod = json!({
+            "metadata": {"name": format!("app-{i}"), "labels": {"app": "demo"}},
+            "spec": {
+                "nodeSelector": {"type": "virtual-kubelet"},
+                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "app", "image": "nginx"}]
+            }
+        });
+        let pod: Pod = match serde_json::from_value(pod) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Err(e) = pods.create(&PostParams::default(), &pod).await {
+            eprintln!("error: could not create pod app-{i}: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+
     let services: Api<Service> = Api::namespaced(client.clone(), "demo");
     for i in 0..args.services {
         let svc = json!({
@@ -314,7 +383,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             && p.initialized == args.nodes
             && p.leases >= args.nodes
             && p.allocated == args.services
-            && p.provisioned == args.services;
+            && p.provisioned == args.services
+            && p.virtual_pods_running == args.pods;
         if done || Instant::now() > deadline {
             if !tty {
                 for l in &lines {
@@ -330,7 +400,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         && progress.initialized == args.nodes
         && progress.leases >= args.nodes
         && progress.allocated == args.services
-        && progress.provisioned == args.services;
+        && progress.provisioned == args.services
+        && progress.virtual_pods_running == args.pods;
     println!();
     println!("summary:");
     println!(
@@ -363,6 +434,12 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         "  pod CIDRs (node-ipam) and cloud routes (node-route): {} routes in the cloud",
         cloud.routes_list().len()
     );
+    println!(
+        "  pods Running on the virtual node {VIRTUAL_NODE}:     {}/{} ({} provider creates)",
+        progress.virtual_pods_running,
+        args.pods,
+        pod_provider.calls_to("create_pod")
+    );
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
     if !converged {
         eprintln!(
@@ -382,6 +459,17 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     if let Err(e) = manager.wait().await {
         eprintln!("error: the manager stopped with an error: {e}");
         return ExitCode::FAILURE;
+    }
+    match virtual_node.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            eprintln!("error: the virtual node stopped with an error: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("error: the virtual node task failed: {e}");
+            return ExitCode::FAILURE;
+        }
     }
     drop(kubelets);
     ExitCode::SUCCESS

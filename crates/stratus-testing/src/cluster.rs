@@ -378,7 +378,12 @@ async fn schedule(client: kube::Client) {
             let candidates: Vec<&Node> = all_nodes
                 .items
                 .iter()
-                .filter(|n| node_ready(n) && !unschedulable(n) && tolerates_all(&pod, n))
+                .filter(|n| {
+                    node_ready(n)
+                        && !unschedulable(n)
+                        && tolerates_all(&pod, n)
+                        && matches_node_selector(&pod, n)
+                })
                 .collect();
             if candidates.is_empty() {
                 continue;
@@ -404,6 +409,15 @@ async fn schedule(client: kube::Client) {
                 .await;
         }
     }
+}
+
+/// Every `spec.nodeSelector` entry is a label of the node.
+fn matches_node_selector(pod: &Pod, node: &Node) -> bool {
+    let Some(selector) = pod.spec.as_ref().and_then(|s| s.node_selector.as_ref()) else {
+        return true;
+    };
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 fn unschedulable(node: &Node) -> bool {
