@@ -99,6 +99,9 @@ pub struct PodControllerConfig {
     pub missing_grace: Duration,
     /// How often provider pods without an API pod are looked for.
     pub dangling_sweep_period: Duration,
+    /// How long one provider call may take before it counts as failed
+    /// (`Unavailable`, retried): a hung backend must not hold a worker.
+    pub provider_timeout: Duration,
     /// Resolve each container's environment (envFrom, ConfigMap and Secret
     /// keys, downward API, service links) before the provider sees the pod,
     /// as Go does unless told to skip it.
@@ -115,6 +118,7 @@ impl Default for PodControllerConfig {
             missing_grace: Duration::from_secs(60),
             dangling_sweep_period: Duration::from_secs(60),
             resolve_env: true,
+            provider_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -175,8 +179,9 @@ struct Shared {
     synced: Mutex<HashMap<String, Pod>>,
     /// UIDs of pods whose provider deletion was done.
     deleted: Mutex<HashSet<String>>,
-    /// The status last written, by key (no write when it did not change).
-    written: Mutex<HashMap<String, PodStatus>>,
+    /// The status last written and the UID it was written for, by key (no
+    /// write when it did not change).
+    written: Mutex<HashMap<String, (Option<String>, PodStatus)>>,
     events: EventRecorder,
     resources: Arc<dyn PodResources>,
     env_options: ResolveOptions,
@@ -385,10 +390,27 @@ impl Shared {
         method: &str,
         call: impl std::future::Future<Output = Result<T, PodError>>,
     ) -> Result<T, PodError> {
+        let limit = self.config.provider_timeout;
+        let bounded = async move {
+            match tokio::time::timeout(limit, call).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(PodError::unavailable(
+                    None,
+                    format!("the provider did not answer {method} within {limit:?}"),
+                )),
+            }
+        };
         self.metrics
             .provider
-            .time(method, call, crate::metrics::call_result)
+            .time(method, bounded, crate::metrics::call_result)
             .await
+    }
+
+    /// Whether a status was written for this very pod (same UID).
+    fn status_written_for(&self, key: &str, pod: &Pod) -> bool {
+        lock(&self.written)
+            .get(key)
+            .is_some_and(|(uid, _)| *uid == pod.metadata.uid)
     }
 
     /// Set the pods-by-phase gauges from the cache.
@@ -435,19 +457,32 @@ impl Shared {
             lock(&self.synced).remove(key);
             lock(&self.written).remove(key);
             lock(&self.notified).remove(key);
-            match self
+            let provider_pod = match self
                 .call("get_pod", self.provider.get_pod(namespace, name))
                 .await
             {
-                Ok(Some(provider_pod)) => match self
-                    .call("delete_pod", self.provider.delete_pod(&provider_pod))
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                },
-                Ok(None) => {}
+                Ok(p) => p,
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.into()),
+            };
+            let Some(provider_pod) = provider_pod else {
+                return Ok(Action::Done);
+            };
+            // The cache may lag behind the API (a pod created under this name
+            // and not seen yet): the API decides. Only a live pod that is the
+            // very pod the provider runs keeps it.
+            if let Some(live) = self.api(namespace).get_opt(name).await?
+                && live.metadata.uid.is_some()
+                && live.metadata.uid == provider_pod.metadata.uid
+                && pod_node(&live) == Some(self.node.as_str())
+            {
+                return Ok(Action::RequeueAfter(Duration::from_millis(200)));
+            }
+            match self
+                .call("delete_pod", self.provider.delete_pod(&provider_pod))
+                .await
+            {
+                Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }
@@ -461,7 +496,7 @@ impl Shared {
         }
         if lock(&self.synced)
             .get(key)
-            .is_some_and(|last| pods_equal(last, &pod))
+            .is_some_and(|last| last.metadata.uid == pod.metadata.uid && pods_equal(last, &pod))
         {
             return Ok(Action::Done);
         }
@@ -474,6 +509,35 @@ impl Shared {
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e.into()),
         };
+        // The provider still runs an earlier pod of this name (deleted and
+        // re-created while its deletion was in flight): remove it first.
+        let existing = match existing {
+            Some(stale)
+                if stale.metadata.uid.is_some() && stale.metadata.uid != pod.metadata.uid =>
+            {
+                match self
+                    .call("delete_pod", self.provider.delete_pod(&stale))
+                    .await
+                {
+                    Ok(()) => None,
+                    Err(e) if e.is_not_found() => None,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            other => other,
+        };
+        // A pod the provider already runs whose status this controller has
+        // not written (it restarted, or the notification went to a stopped
+        // one): take the provider's status now.
+        if let Some(current) = &existing
+            && current.status.is_some()
+            && !self.status_written_for(key, &pod)
+        {
+            lock(&self.notified)
+                .entry(key.to_owned())
+                .or_insert_with(|| (current.clone(), Instant::now()));
+            self.status.add(key.to_owned());
+        }
         let (outcome, success, failure) = match &existing {
             None => (
                 self.call("create_pod", self.provider.create_pod(&desired))
@@ -625,6 +689,10 @@ impl Shared {
         if rules::terminal(&pod) {
             return Ok(Action::Done);
         }
+        // A notification about an earlier pod of the same name.
+        if provided.metadata.uid.is_some() && provided.metadata.uid != pod.metadata.uid {
+            return Ok(Action::Done);
+        }
         // The provider deleted the pod on its own (an eviction in a remote
         // cluster): delete the API pod with the provider's grace.
         if let Some(deleted_at) = &provided.metadata.deletion_timestamp
@@ -674,11 +742,22 @@ impl Shared {
     /// statuses merge by key), unless it equals the last written status.
     async fn patch_status(&self, pod: &Pod, status: &PodStatus) -> Result<(), SyncError> {
         let key = rules::key_of(pod);
-        if lock(&self.written).get(&key) == Some(status) {
+        if lock(&self.written)
+            .get(&key)
+            .is_some_and(|(uid, written)| *uid == pod.metadata.uid && written == status)
+        {
             return Ok(());
         }
         let (namespace, name) = split(&key);
-        let patch = serde_json::json!({"status": status});
+        let mut status_value = serde_json::to_value(status).unwrap_or_default();
+        if let Some(fields) = status_value.as_object_mut() {
+            // Absent means cleared (a ProviderFailed reason must not outlive
+            // the failure); a strategic merge only removes what is null.
+            for field in ["reason", "message"] {
+                fields.entry(field).or_insert(serde_json::Value::Null);
+            }
+        }
+        let patch = serde_json::json!({"status": status_value});
         let started = Instant::now();
         let written = self
             .api(namespace)
@@ -687,7 +766,7 @@ impl Shared {
         self.metrics.status_written(&self.node, started.elapsed());
         match written {
             Ok(_) => {
-                lock(&self.written).insert(key, status.clone());
+                lock(&self.written).insert(key, (pod.metadata.uid.clone(), status.clone()));
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -731,6 +810,11 @@ impl Shared {
             self.sync.add(key);
         }
     }
+}
+
+/// The node a pod is bound to.
+fn pod_node(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 
 /// A pod with only `pod`'s identity (for a retried status).

@@ -58,6 +58,7 @@ pub struct PodCall {
 
 #[derive(Default)]
 struct State {
+    latency: Duration,
     pods: BTreeMap<String, Pod>,
     calls: Vec<PodCall>,
     failures: BTreeMap<&'static str, VecDeque<PodError>>,
@@ -131,6 +132,11 @@ impl MockPodProvider {
         }
     }
 
+    /// Answer every call after `latency` (a slow or hung backend).
+    pub fn set_latency(&self, latency: Duration) {
+        self.lock().latency = latency;
+    }
+
     /// The calls received so far.
     pub fn calls(&self) -> Vec<PodCall> {
         self.lock().calls.clone()
@@ -188,13 +194,19 @@ impl MockPodProvider {
         self.notify(notified);
     }
 
-    fn begin(&self, method: &'static str, pod: String) -> Result<()> {
-        let mut s = self.lock();
-        s.calls.push(PodCall { method, pod });
-        match s.failures.get_mut(method).and_then(VecDeque::pop_front) {
-            Some(e) => Err(e),
-            None => Ok(()),
+    async fn begin(&self, method: &'static str, pod: String) -> Result<()> {
+        let latency = {
+            let mut s = self.lock();
+            s.calls.push(PodCall { method, pod });
+            if let Some(e) = s.failures.get_mut(method).and_then(VecDeque::pop_front) {
+                return Err(e);
+            }
+            s.latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
         }
+        Ok(())
     }
 
     fn notify(&self, pod: Pod) {
@@ -326,7 +338,7 @@ impl PodNotifier for MockPodProvider {
 impl PodLifecycleHandler for MockPodProvider {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let k = key_of(pod);
-        self.begin("create_pod", k.clone())?;
+        self.begin("create_pod", k.clone()).await?;
         let mut stored = pod.clone();
         stored.status = Some(self.started(pod));
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
@@ -347,7 +359,7 @@ impl PodLifecycleHandler for MockPodProvider {
 
     async fn update_pod(&self, pod: &Pod) -> Result<()> {
         let k = key_of(pod);
-        self.begin("update_pod", k.clone())?;
+        self.begin("update_pod", k.clone()).await?;
         let updated = {
             let mut s = self.lock();
             let Some(existing) = s.pods.get_mut(&k) else {
@@ -366,7 +378,7 @@ impl PodLifecycleHandler for MockPodProvider {
 
     async fn delete_pod(&self, pod: &Pod) -> Result<()> {
         let k = key_of(pod);
-        self.begin("delete_pod", k.clone())?;
+        self.begin("delete_pod", k.clone()).await?;
         let removed = self.lock().pods.remove(&k);
         let Some(mut removed) = removed else {
             return Err(PodError::not_found(format!(
@@ -384,12 +396,12 @@ impl PodLifecycleHandler for MockPodProvider {
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
-        self.begin("get_pod", key(namespace, name))?;
+        self.begin("get_pod", key(namespace, name)).await?;
         Ok(self.lock().pods.get(&key(namespace, name)).cloned())
     }
 
     async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
-        self.begin("get_pod_status", key(namespace, name))?;
+        self.begin("get_pod_status", key(namespace, name)).await?;
         Ok(self
             .lock()
             .pods
@@ -398,7 +410,7 @@ impl PodLifecycleHandler for MockPodProvider {
     }
 
     async fn get_pods(&self) -> Result<Vec<Pod>> {
-        self.begin("get_pods", String::new())?;
+        self.begin("get_pods", String::new()).await?;
         Ok(self.lock().pods.values().cloned().collect())
     }
 
