@@ -284,7 +284,10 @@ impl PodController {
                 Api::<Pod>::all(self.client.clone()),
                 watcher::Config::default().fields(&format!("spec.nodeName={}", self.node_name)),
                 &self.health,
-                move |pod: &Pod| sync.add(rules::key_of(pod)),
+                move |pod: &Pod| {
+                    tracing::trace!(pod = %rules::key_of(pod), "changed");
+                    sync.add(rules::key_of(pod))
+                },
                 move || {
                     listed_tx.send_modify(|n| *n += 1);
                 },
@@ -448,11 +451,21 @@ impl Shared {
     /// Bring the provider in line with the API pod of `key`.
     async fn sync_pod(&self, key: &str) -> Result<Action, SyncError> {
         let (namespace, name) = split(key);
-        let Some(pod) = self
+        let cached = self
             .pods
             .get(&ObjectRef::new(name).within(namespace))
-            .map(|p| (*p).clone())
-        else {
+            .map(|p| (*p).clone());
+        // Not in the cache: the cache may lag behind the API (a watch gap, a
+        // relist in progress), so the API decides whether the pod is gone.
+        let pod = match cached {
+            Some(pod) => Some(pod),
+            None => self
+                .api(namespace)
+                .get_opt(name)
+                .await?
+                .filter(|live| pod_node(live) == Some(self.node.as_str())),
+        };
+        let Some(pod) = pod else {
             // Gone from the API: gone from the provider too.
             lock(&self.synced).remove(key);
             lock(&self.written).remove(key);
@@ -465,26 +478,15 @@ impl Shared {
                 Err(e) if e.is_not_found() => None,
                 Err(e) => return Err(e.into()),
             };
-            let Some(provider_pod) = provider_pod else {
-                return Ok(Action::Done);
-            };
-            // The cache may lag behind the API (a pod created under this name
-            // and not seen yet): the API decides. Only a live pod that is the
-            // very pod the provider runs keeps it.
-            if let Some(live) = self.api(namespace).get_opt(name).await?
-                && live.metadata.uid.is_some()
-                && live.metadata.uid == provider_pod.metadata.uid
-                && pod_node(&live) == Some(self.node.as_str())
-            {
-                return Ok(Action::RequeueAfter(Duration::from_millis(200)));
-            }
-            match self
-                .call("delete_pod", self.provider.delete_pod(&provider_pod))
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
+            if let Some(provider_pod) = provider_pod {
+                match self
+                    .call("delete_pod", self.provider.delete_pod(&provider_pod))
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
             return Ok(Action::Done);
         };

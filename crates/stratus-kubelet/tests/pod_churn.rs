@@ -56,6 +56,11 @@ fn pod(name: &str) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
+    // RUST_LOG=stratus_kubelet=debug shows the controllers' decisions.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
     let client = api.client();
@@ -131,6 +136,8 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
     // Converged: the same pods in the API and the provider, all Running,
     // none Terminating. The last mismatch is reported if it never is.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let watches_before = api.answered(Some(Verb::Watch), "pods", 200);
+    let requests_before = api.requests().len();
     let mut last = String::new();
     loop {
         let list = pods.list(&ListParams::default()).await.unwrap();
@@ -144,7 +151,16 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
                 .and_then(|s| s.phase.clone())
                 .unwrap_or_default();
             if p.metadata.deletion_timestamp.is_some() {
-                problems.push(format!("{name} Terminating (phase {phase:?})"));
+                let calls: Vec<&str> = provider
+                    .calls()
+                    .iter()
+                    .filter(|c| c.pod == format!("default/{name}"))
+                    .map(|c| c.method)
+                    .collect();
+                problems.push(format!(
+                    "{name} Terminating since {:?} (phase {phase:?}, uid {:?}, finalizers {:?}; provider calls {calls:?})",
+                    p.metadata.deletion_timestamp, p.metadata.uid, p.metadata.finalizers
+                ));
             } else if phase != "Running" {
                 problems.push(format!(
                     "{name} is {phase:?}: {:?}",
@@ -168,7 +184,19 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
         if problems.is_empty() {
             break;
         }
-        last = problems.join("; ");
+        last = format!(
+            "{} (pod watches {} then {}; requests since: {:?})",
+            problems.join("; "),
+            watches_before,
+            api.answered(Some(Verb::Watch), "pods", 200),
+            api.requests()
+                .iter()
+                .skip(requests_before)
+                .filter(|r| r.resource == "pods" && r.verb != Verb::List)
+                .take(8)
+                .map(|r| format!("{:?} {:?} {}", r.verb, r.name, r.status))
+                .collect::<Vec<_>>()
+        );
         assert!(
             std::time::Instant::now() < deadline,
             "not converged after 60 s: {last}"
