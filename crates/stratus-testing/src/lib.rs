@@ -38,6 +38,7 @@ pub mod conformance;
 pub mod fake_cloud;
 mod metrics_text;
 pub mod mock_pod_provider;
+pub mod pod_conformance;
 mod wait;
 
 pub use apiserver::{

@@ -1,0 +1,334 @@
+//! The pod-provider conformance suite: runs a vendor's
+//! [`PodLifecycleHandler`] as a virtual node on the in-memory API server
+//! through Go virtual-kubelet's end-to-end cases that do not need the
+//! kubelet API: the node becomes Ready; a pod runs (IP, Running); labels
+//! reach the provider; graceful and forced deletion remove the pod from the
+//! provider; optional missing Secrets / ConfigMaps let a pod run with an
+//! `Optional*NotFound` event, mandatory ones keep it out of the provider
+//! with a `Mandatory*NotFound` event; unknown pods are `None` / `NotFound`,
+//! not errors. [`crate::MockPodProvider`] passes it in CI.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use stratus_testing::MockPodProvider;
+//! use stratus_testing::pod_conformance::run_pod_conformance;
+//!
+//! # async fn run() {
+//! let report = run_pod_conformance(|| Arc::new(MockPodProvider::new()) as _).await;
+//! report.assert_passed();
+//! # }
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use stratus_kubelet::VirtualNode;
+use stratus_kubelet::node::NodeConfig;
+use stratus_pod::PodLifecycleHandler;
+use tokio::sync::watch;
+
+use crate::ApiServer;
+use crate::conformance::{Outcome, Report};
+
+const NODE: &str = "vk-conformance";
+const NAMESPACE: &str = "default";
+/// How long each case waits for the cluster to converge by default.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+fn pod(name: &str, extra_env: serde_json::Value) -> Result<Pod, String> {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": name}},
+        "spec": {
+            "nodeName": NODE,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": "nginx", "env": extra_env}],
+        },
+    }))
+    .map_err(|e| e.to_string())
+}
+
+/// Poll `check` until it is `Ok(true)` or `WAIT` passes.
+async fn until<F, Fut>(wait: Duration, what: &str, mut check: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, String>>,
+{
+    let deadline = Instant::now() + wait;
+    loop {
+        if check().await? {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {wait:?} waiting for {what}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+struct Case {
+    wait: Duration,
+    pods: Api<Pod>,
+    events: Api<Event>,
+    provider: Arc<dyn PodLifecycleHandler>,
+}
+
+impl Case {
+    async fn create(&self, p: Pod) -> Result<(), String> {
+        self.pods
+            .create(&PostParams::default(), &p)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("creating the pod: {e}"))
+    }
+
+    async fn running(&self, name: &str) -> Result<(), String> {
+        until(self.wait, &format!("{name} Running with an IP"), || async {
+            let p = self.pods.get(name).await.map_err(|e| e.to_string())?;
+            let status = p.status.unwrap_or_default();
+            Ok(status.phase.as_deref() == Some("Running") && status.pod_ip.is_some())
+        })
+        .await
+    }
+
+    async fn in_provider(&self, name: &str) -> Result<bool, String> {
+        self.provider
+            .get_pod(NAMESPACE, name)
+            .await
+            .map(|p| p.is_some())
+            .map_err(|e| format!("get_pod: {e}"))
+    }
+
+    async fn has_event(&self, name: &str, reason: &str) -> Result<(), String> {
+        until(self.wait, &format!("event {reason} on {name}"), || async {
+            let list = self
+                .events
+                .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(list
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some(reason)))
+        })
+        .await
+    }
+
+    async fn deleted(&self, name: &str, grace: u32) -> Result<(), String> {
+        self.pods
+            .delete(name, &DeleteParams::default().grace_period(grace))
+            .await
+            .map_err(|e| format!("deleting: {e}"))?;
+        until(self.wait, &format!("{name} gone from the API"), || async {
+            Ok(self
+                .pods
+                .get_opt(name)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_none())
+        })
+        .await?;
+        until(
+            self.wait,
+            &format!("{name} gone from the provider"),
+            || async { Ok(!self.in_provider(name).await?) },
+        )
+        .await
+    }
+}
+
+/// Run the suite on a fresh API server with a virtual node over the
+/// provider `make` returns, each case waiting up to [`DEFAULT_WAIT`].
+pub async fn run_pod_conformance(make: impl FnOnce() -> Arc<dyn PodLifecycleHandler>) -> Report {
+    run_pod_conformance_within(make, DEFAULT_WAIT).await
+}
+
+/// The same, each case waiting up to `wait` (a slow backend needs more; a
+/// test of a broken provider, less).
+pub async fn run_pod_conformance_within(
+    make: impl FnOnce() -> Arc<dyn PodLifecycleHandler>,
+    wait: Duration,
+) -> Report {
+    let mut report = Report::default();
+    let api = match ApiServer::start().await {
+        Ok(a) => a,
+        Err(e) => {
+            report.push("api server", Outcome::Failed(e.to_string()));
+            return report;
+        }
+    };
+    let client = api.client();
+    let provider = make();
+    let node = match VirtualNode::builder(client.clone(), NodeConfig::new(NODE, "conformance"))
+        .provider(provider.clone())
+        .build()
+    {
+        Ok(n) => n,
+        Err(e) => {
+            report.push("virtual node", Outcome::Failed(e.to_string()));
+            return report;
+        }
+    };
+    let (stop, stopped) = watch::channel(false);
+    let running = tokio::spawn(node.run(stopped));
+    let case = Case {
+        wait,
+        pods: Api::namespaced(client.clone(), NAMESPACE),
+        events: Api::namespaced(client.clone(), NAMESPACE),
+        provider: provider.clone(),
+    };
+    let nodes: Api<Node> = Api::all(client.clone());
+
+    report.result(
+        "the node registers and is Ready",
+        until(wait, "the node Ready", || async {
+            let n = nodes.get_opt(NODE).await.map_err(|e| e.to_string())?;
+            Ok(n.and_then(|n| n.status?.conditions)
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
+        })
+        .await,
+    );
+
+    report.result(
+        "a pod runs with an IP and is listed by the provider",
+        async {
+            case.create(pod("basic", serde_json::json!([]))?).await?;
+            case.running("basic").await?;
+            let listed = provider
+                .get_pods()
+                .await
+                .map_err(|e| format!("get_pods: {e}"))?;
+            if !listed
+                .iter()
+                .any(|p| p.metadata.name.as_deref() == Some("basic"))
+            {
+                return Err("get_pods does not list the running pod".into());
+            }
+            match provider.get_pod_status(NAMESPACE, "basic").await {
+                Ok(Some(s)) if s.phase.as_deref() == Some("Running") => Ok(()),
+                other => Err(format!("get_pod_status: {other:?}")),
+            }
+        }
+        .await,
+    );
+
+    report.result(
+        "a label change reaches the provider",
+        async {
+            case.pods
+                .patch(
+                    "basic",
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"metadata": {"labels": {"tier": "gold"}}})),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            until(wait, "the label in the provider", || async {
+                let p = provider
+                    .get_pod(NAMESPACE, "basic")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(p.and_then(|p| p.metadata.labels)
+                    .is_some_and(|l| l.get("tier").map(String::as_str) == Some("gold")))
+            })
+            .await
+        }
+        .await,
+    );
+
+    report.result(
+        "a graceful delete removes the pod from the provider",
+        async { case.deleted("basic", 1).await }.await,
+    );
+
+    report.result(
+        "a forced delete removes the pod from the provider",
+        async {
+            case.create(pod("forced", serde_json::json!([]))?).await?;
+            case.running("forced").await?;
+            case.deleted("forced", 0).await
+        }
+        .await,
+    );
+
+    for (source, reason_optional, reason_mandatory) in [
+        (
+            "secretKeyRef",
+            "OptionalSecretNotFound",
+            "MandatorySecretNotFound",
+        ),
+        (
+            "configMapKeyRef",
+            "OptionalConfigMapNotFound",
+            "MandatoryConfigMapNotFound",
+        ),
+    ] {
+        let optional = format!("optional-{}", source.to_lowercase());
+        report.result(
+            if source == "secretKeyRef" {
+                "a missing optional Secret lets the pod run, with an event"
+            } else {
+                "a missing optional ConfigMap lets the pod run, with an event"
+            },
+            async {
+                let env = serde_json::json!([{"name": "X", "valueFrom": {source: {"name": "nowhere", "key": "k", "optional": true}}}]);
+                case.create(pod(&optional, env)?).await?;
+                case.running(&optional).await?;
+                case.has_event(&optional, reason_optional).await
+            }
+            .await,
+        );
+        let mandatory = format!("mandatory-{}", source.to_lowercase());
+        report.result(
+            if source == "secretKeyRef" {
+                "a missing mandatory Secret keeps the pod out of the provider, with an event"
+            } else {
+                "a missing mandatory ConfigMap keeps the pod out of the provider, with an event"
+            },
+            async {
+                let env = serde_json::json!([{"name": "X", "valueFrom": {source: {"name": "nowhere", "key": "k"}}}]);
+                case.create(pod(&mandatory, env)?).await?;
+                case.has_event(&mandatory, reason_mandatory).await?;
+                if case.in_provider(&mandatory).await? {
+                    return Err("the provider runs a pod whose mandatory source is missing".into());
+                }
+                Ok(())
+            }
+            .await,
+        );
+    }
+
+    report.result(
+        "unknown pods are None or NotFound, not errors",
+        async {
+            match provider.get_pod(NAMESPACE, "never-created").await {
+                Ok(None) => {}
+                Err(e) if e.is_not_found() => {}
+                other => return Err(format!("get_pod: {other:?}")),
+            }
+            match provider.get_pod_status(NAMESPACE, "never-created").await {
+                Ok(None) => {}
+                Err(e) if e.is_not_found() => {}
+                other => return Err(format!("get_pod_status: {other:?}")),
+            }
+            let ghost = pod("never-created", serde_json::json!([]))?;
+            match provider.delete_pod(&ghost).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.is_not_found() => Ok(()),
+                Err(e) => Err(format!("delete_pod of an unknown pod: {e}")),
+            }
+        }
+        .await,
+    );
+
+    let _ = stop.send(true);
+    match tokio::time::timeout(Duration::from_secs(10), running).await {
+        Ok(Ok(Ok(()))) => report.push("the node stops cleanly", Outcome::Passed),
+        other => report.push(
+            "the node stops cleanly",
+            Outcome::Failed(format!("{other:?}")),
+        ),
+    }
+    report
+}
