@@ -6,6 +6,7 @@
 //!   the same operation on the in-memory store without HTTP.
 //! - `ccm`: the cloud controllers at 5,000 nodes and 1,000 Services
 //!   (`bench_ccm.rs`).
+//! - `kubelet`: one virtual node with 10,000 pods (`bench_kubelet.rs`).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -22,11 +23,11 @@ use stratus_testing::apiserver::bench_support as direct;
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
-        eprintln!("usage: cargo xtask bench <apiserver|ccm>");
+        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet>");
         return ExitCode::from(2);
     };
-    if target != "apiserver" && target != "ccm" {
-        eprintln!("unknown benchmark {target:?}; available: apiserver, ccm");
+    if !["apiserver", "ccm", "kubelet"].contains(&target.as_str()) {
+        eprintln!("unknown benchmark {target:?}; available: apiserver, ccm, kubelet");
         return ExitCode::from(2);
     }
     if cfg!(debug_assertions) {
@@ -65,6 +66,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
     };
     let result = if target == "ccm" {
         rt.block_on(crate::bench_ccm::run())
+    } else if target == "kubelet" {
+        rt.block_on(crate::bench_kubelet::run())
     } else {
         rt.block_on(apiserver())
     };

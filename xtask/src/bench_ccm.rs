@@ -59,7 +59,7 @@ fn tainted(n: &Node) -> bool {
         })
 }
 
-fn peak_rss() -> u64 {
+pub(crate) fn peak_rss() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -72,7 +72,7 @@ fn peak_rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -83,10 +83,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// The runtime the controllers run on: its threads are tagged for the heap
 /// meter. Shut down in the background when dropped, so an early error
 /// return inside the benchmark's own runtime does not panic.
-struct ControllerRuntime(Option<tokio::runtime::Runtime>);
+pub(crate) struct ControllerRuntime(Option<tokio::runtime::Runtime>);
 
 impl ControllerRuntime {
-    fn new() -> Result<Self, BoxError> {
+    pub(crate) fn new() -> Result<Self, BoxError> {
         Ok(Self(Some(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -97,7 +97,7 @@ impl ControllerRuntime {
         )))
     }
 
-    fn handle(&self) -> Result<tokio::runtime::Handle, BoxError> {
+    pub(crate) fn handle(&self) -> Result<tokio::runtime::Handle, BoxError> {
         Ok(self
             .0
             .as_ref()
@@ -117,7 +117,7 @@ impl Drop for ControllerRuntime {
 
 /// Run `controller(client)` on the controllers' runtime, with a client
 /// built there for `config`.
-fn spawn_controller<F, Fut>(
+pub(crate) fn spawn_controller<F, Fut>(
     runtime: &tokio::runtime::Handle,
     config: kube::Config,
     controller: F,
@@ -134,7 +134,11 @@ where
     })
 }
 
-async fn wait_until<F, Fut>(what: &str, limit: Duration, mut done: F) -> Result<(), BoxError>
+pub(crate) async fn wait_until<F, Fut>(
+    what: &str,
+    limit: Duration,
+    mut done: F,
+) -> Result<(), BoxError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, BoxError>>,

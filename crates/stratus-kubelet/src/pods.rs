@@ -176,12 +176,15 @@ struct Shared {
     /// The latest pod each provider notification carried, by key.
     notified: Mutex<HashMap<String, (Pod, Instant)>>,
     /// The pod last handed to the provider, by key.
-    synced: Mutex<HashMap<String, Pod>>,
+    synced: Mutex<HashMap<String, (Option<String>, u64)>>,
     /// UIDs of pods whose provider deletion was done.
     deleted: Mutex<HashSet<String>>,
+    /// Keys this controller force-deleted from the API (their Delete event
+    /// needs no API lookup).
+    removed: Mutex<HashSet<String>>,
     /// The status last written and the UID it was written for, by key (no
     /// write when it did not change).
-    written: Mutex<HashMap<String, (Option<String>, PodStatus)>>,
+    written: Mutex<HashMap<String, (Option<String>, u64)>>,
     events: EventRecorder,
     resources: Arc<dyn PodResources>,
     env_options: ResolveOptions,
@@ -303,6 +306,7 @@ impl PodController {
             notified: Mutex::new(HashMap::new()),
             synced: Mutex::new(HashMap::new()),
             deleted: Mutex::new(HashSet::new()),
+            removed: Mutex::new(HashSet::new()),
             written: Mutex::new(HashMap::new()),
             events: EventRecorder::new(self.client.clone(), "virtual-kubelet"),
             resources: self.resources.clone(),
@@ -459,6 +463,7 @@ impl Shared {
         // relist in progress), so the API decides whether the pod is gone.
         let pod = match cached {
             Some(pod) => Some(pod),
+            None if lock(&self.removed).remove(key) => None,
             None => self
                 .api(namespace)
                 .get_opt(name)
@@ -496,9 +501,10 @@ impl Shared {
         if rules::terminal(&pod) {
             return Ok(Action::Done);
         }
+        let fingerprint = rules::fingerprint(&pod);
         if lock(&self.synced)
             .get(key)
-            .is_some_and(|last| last.metadata.uid == pod.metadata.uid && pods_equal(last, &pod))
+            .is_some_and(|(uid, print)| *uid == pod.metadata.uid && *print == fingerprint)
         {
             return Ok(Action::Done);
         }
@@ -554,7 +560,7 @@ impl Shared {
                 reasons::PROVIDER_UPDATE_FAILED,
             ),
             Some(_) => {
-                lock(&self.synced).insert(key.to_owned(), pod);
+                lock(&self.synced).insert(key.to_owned(), (pod.metadata.uid.clone(), fingerprint));
                 return Ok(Action::Done);
             }
         };
@@ -572,7 +578,7 @@ impl Shared {
                     &format!("{verb} pod in provider successfully"),
                 )
                 .await;
-                lock(&self.synced).insert(key.to_owned(), pod);
+                lock(&self.synced).insert(key.to_owned(), (pod.metadata.uid.clone(), fingerprint));
                 Ok(Action::Done)
             }
             Err(e) => {
@@ -667,7 +673,9 @@ impl Shared {
             ..Default::default()
         };
         match self.api(namespace).delete(name, &params).await {
-            Ok(_) => {}
+            Ok(_) => {
+                lock(&self.removed).insert(key.to_owned());
+            }
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
@@ -744,9 +752,10 @@ impl Shared {
     /// statuses merge by key), unless it equals the last written status.
     async fn patch_status(&self, pod: &Pod, status: &PodStatus) -> Result<(), SyncError> {
         let key = rules::key_of(pod);
+        let status_print = rules::status_fingerprint(status);
         if lock(&self.written)
             .get(&key)
-            .is_some_and(|(uid, written)| *uid == pod.metadata.uid && written == status)
+            .is_some_and(|(uid, print)| *uid == pod.metadata.uid && *print == status_print)
         {
             return Ok(());
         }
@@ -768,7 +777,7 @@ impl Shared {
         self.metrics.status_written(&self.node, started.elapsed());
         match written {
             Ok(_) => {
-                lock(&self.written).insert(key, (pod.metadata.uid.clone(), status.clone()));
+                lock(&self.written).insert(key, (pod.metadata.uid.clone(), status_print));
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

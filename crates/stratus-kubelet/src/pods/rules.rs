@@ -30,27 +30,47 @@ pub(crate) fn key_of(pod: &Pod) -> String {
 /// assert!(!pods_equal(&pod(serde_json::json!({"a": "1"})), &pod(serde_json::json!({"a": "2"}))));
 /// ```
 pub fn pods_equal(a: &Pod, b: &Pod) -> bool {
-    fn normalized(pod: &Pod) -> serde_json::Value {
-        let spec = pod.spec.clone().unwrap_or_default();
-        let sort_env = |mut containers: Vec<k8s_openapi::api::core::v1::Container>| {
-            for c in &mut containers {
-                if let Some(env) = c.env.as_mut() {
-                    env.sort_by(|x, y| x.name.cmp(&y.name));
-                }
-            }
-            containers
-        };
-        serde_json::json!({
-            "containers": sort_env(spec.containers),
-            "initContainers": spec.init_containers.map(sort_env),
-            "ephemeralContainers": spec.ephemeral_containers,
-            "activeDeadlineSeconds": spec.active_deadline_seconds,
-            "tolerations": spec.tolerations,
-            "labels": pod.metadata.labels,
-            "annotations": pod.metadata.annotations,
-        })
-    }
     normalized(a) == normalized(b)
+}
+
+/// A hash of what [`pods_equal`] compares: the controller keeps this per
+/// pod instead of a copy of the pod.
+pub(crate) fn fingerprint(pod: &Pod) -> u64 {
+    hash_json(&normalized(pod))
+}
+
+/// A hash of a status (to skip writing one that did not change).
+pub(crate) fn status_fingerprint(status: &PodStatus) -> u64 {
+    hash_json(&serde_json::to_value(status).unwrap_or_default())
+}
+
+fn hash_json(value: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The fields [`pods_equal`] compares, env sorted.
+fn normalized(pod: &Pod) -> serde_json::Value {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let sort_env = |mut containers: Vec<k8s_openapi::api::core::v1::Container>| {
+        for c in &mut containers {
+            if let Some(env) = c.env.as_mut() {
+                env.sort_by(|x, y| x.name.cmp(&y.name));
+            }
+        }
+        containers
+    };
+    serde_json::json!({
+        "containers": sort_env(spec.containers),
+        "initContainers": spec.init_containers.map(sort_env),
+        "ephemeralContainers": spec.ephemeral_containers,
+        "activeDeadlineSeconds": spec.active_deadline_seconds,
+        "tolerations": spec.tolerations,
+        "labels": pod.metadata.labels,
+        "annotations": pod.metadata.annotations,
+    })
 }
 
 /// Whether some container may still run: a container status that is
