@@ -58,26 +58,19 @@ fn fxhash(s: &str) -> u64 {
     })
 }
 
-/// The floor of admission: one Running status write per pod by a plain
-/// client, 16 at once.
-async fn floor_status_writes(server: &ApiServer) -> Result<f64, BoxError> {
-    for i in 0..PODS {
-        server.seed(pod(&format!("floor-{i}"), None))?;
-    }
+/// Run `request(api, i)` for every pod index, 16 tasks at once; seconds.
+async fn sixteen_ways<F, Fut>(api: &Api<Pod>, request: F) -> Result<f64, BoxError>
+where
+    F: Fn(Api<Pod>, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), kube::Error>> + Send,
+{
     let started = Instant::now();
     let mut tasks = Vec::new();
     for t in 0..16 {
-        let api: Api<Pod> = Api::namespaced(server.client(), "default");
+        let (api, request) = (api.clone(), request.clone());
         tasks.push(tokio::spawn(async move {
             for i in (t..PODS).step_by(16) {
-                let status = json!({"status": {"phase": "Running", "podIP": "10.244.0.1",
-                    "conditions": [{"type": "Ready", "status": "True"}]}});
-                api.patch_status(
-                    &format!("floor-{i}"),
-                    &PatchParams::default(),
-                    &Patch::Strategic(status),
-                )
-                .await?;
+                request(api.clone(), i).await?;
             }
             Ok::<_, kube::Error>(())
         }));
@@ -88,27 +81,39 @@ async fn floor_status_writes(server: &ApiServer) -> Result<f64, BoxError> {
     Ok(started.elapsed().as_secs_f64())
 }
 
+/// The floor of admission: one Running status write per pod by a plain
+/// client, 16 at once.
+async fn floor_status_writes(server: &ApiServer) -> Result<f64, BoxError> {
+    for i in 0..PODS {
+        server.seed(pod(&format!("floor-{i}"), None))?;
+    }
+    let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    sixteen_ways(&api, |api, i| async move {
+        let status = json!({"status": {"phase": "Running", "podIP": "10.244.0.1",
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        api.patch_status(
+            &format!("floor-{i}"),
+            &PatchParams::default(),
+            &Patch::Strategic(status),
+        )
+        .await
+        .map(|_| ())
+    })
+    .await
+}
+
 /// The floor of deletion: one force deletion per pod by a plain client.
 async fn floor_deletions(server: &ApiServer) -> Result<f64, BoxError> {
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for t in 0..16 {
-        let api: Api<Pod> = Api::namespaced(server.client(), "default");
-        tasks.push(tokio::spawn(async move {
-            for i in (t..PODS).step_by(16) {
-                api.delete(
-                    &format!("floor-{i}"),
-                    &DeleteParams::default().grace_period(0),
-                )
-                .await?;
-            }
-            Ok::<_, kube::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(started.elapsed().as_secs_f64())
+    let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    sixteen_ways(&api, |api, i| async move {
+        api.delete(
+            &format!("floor-{i}"),
+            &DeleteParams::default().grace_period(0),
+        )
+        .await
+        .map(|_| ())
+    })
+    .await
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
@@ -235,20 +240,12 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     // Deletion: graceful deletes of every pod; the provider reports them
     // terminated, the node removes them.
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for t in 0..16 {
-        let api = pods.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in (t..PODS).step_by(16) {
-                api.delete(&format!("pod-{i}"), &DeleteParams::default())
-                    .await?;
-            }
-            Ok::<_, kube::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
+    sixteen_ways(&pods, |api, i| async move {
+        api.delete(&format!("pod-{i}"), &DeleteParams::default())
+            .await
+            .map(|_| ())
+    })
+    .await?;
     wait_until("every pod gone", Duration::from_secs(600), || async {
         let left = pods
             .list(

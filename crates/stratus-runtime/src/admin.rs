@@ -143,17 +143,12 @@ impl AdminServerBuilder {
 
     /// Bind the address (port 0 picks a free one).
     pub async fn bind(self) -> Result<AdminServer, AdminError> {
-        let tls = if self.plain {
-            None
-        } else {
-            let certificate = match self.certificate {
-                Some(c) => c,
-                None => crate::tls::self_signed("stratus-manager", &["localhost"])?,
-            };
-            Some(tokio_rustls::TlsAcceptor::from(
-                certificate.server_config_with_client_ca(self.client_ca.as_deref())?,
-            ))
-        };
+        let tls = crate::serving::acceptor(
+            self.plain,
+            self.certificate,
+            self.client_ca.as_deref(),
+            "stratus-manager",
+        )?;
         let listener = Listener::bind(self.addr, tls)
             .await
             .map_err(|source| AdminError::Bind {

@@ -260,17 +260,7 @@ impl WebhookServerBuilder {
             }
             by_path.insert(webhook.path.clone(), webhook);
         }
-        let tls = if self.plain {
-            None
-        } else {
-            let certificate = match self.certificate {
-                Some(c) => c,
-                None => crate::tls::self_signed("stratus-webhooks", &["localhost"])?,
-            };
-            Some(tokio_rustls::TlsAcceptor::from(
-                certificate.server_config()?,
-            ))
-        };
+        let tls = crate::serving::acceptor(self.plain, self.certificate, None, "stratus-webhooks")?;
         let listener =
             Listener::bind(self.addr, tls)
                 .await

@@ -17,10 +17,32 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::auth::ClientCertificate;
+use crate::tls::{ServingCertificate, TlsError};
 
 /// Answers one request.
 pub(crate) type Handler =
     Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> + Send + Sync>;
+
+/// The TLS acceptor of a server: none for plain HTTP, else `certificate`
+/// (or a self-signed one for `common_name`), asking for client
+/// certificates signed by `client_ca` when given.
+pub(crate) fn acceptor(
+    plain: bool,
+    certificate: Option<ServingCertificate>,
+    client_ca: Option<&str>,
+    common_name: &str,
+) -> Result<Option<tokio_rustls::TlsAcceptor>, TlsError> {
+    if plain {
+        return Ok(None);
+    }
+    let certificate = match certificate {
+        Some(c) => c,
+        None => crate::tls::self_signed(common_name, &["localhost"])?,
+    };
+    Ok(Some(tokio_rustls::TlsAcceptor::from(
+        certificate.server_config_with_client_ca(client_ca)?,
+    )))
+}
 
 /// A bound listener and, unless serving plain HTTP, its TLS acceptor.
 pub(crate) struct Listener {
