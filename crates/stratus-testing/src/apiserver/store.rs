@@ -5,7 +5,7 @@
 //! `metadata.resourceVersion`; the handlers build on its atomic
 //! read-modify-write operations.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -75,12 +75,39 @@ struct State {
     history_limit: usize,
     /// Events with `rv <= compacted` are gone from the history.
     compacted: u64,
+    /// Owner UID → the objects that list it in `ownerReferences` (garbage
+    /// collection looks dependents up here instead of scanning the store).
+    dependents: HashMap<String, BTreeSet<(usize, Key)>>,
+}
+
+/// The owner UIDs an object lists.
+fn owner_uids(object: &Value) -> Vec<String> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The store.
 pub(crate) struct Store {
     state: Mutex<State>,
     notify: watch::Sender<u64>,
+}
+
+fn meta_name(object: &Value) -> String {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn stamp(mut object: Value, rv: u64) -> Stored {
@@ -105,6 +132,7 @@ impl Store {
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
                 compacted: 1,
+                dependents: HashMap::new(),
             }),
             notify,
         }
@@ -172,6 +200,26 @@ impl Store {
         object: Stored,
         previous: Option<Arc<Value>>,
     ) {
+        let key = (namespace.to_owned(), meta_name(&object.object));
+        if let Some(previous) = &previous {
+            for uid in owner_uids(previous) {
+                if let Some(set) = state.dependents.get_mut(&uid) {
+                    set.remove(&(resource, key.clone()));
+                    if set.is_empty() {
+                        state.dependents.remove(&uid);
+                    }
+                }
+            }
+        }
+        if kind != EventType::Deleted {
+            for uid in owner_uids(&object.object) {
+                state
+                    .dependents
+                    .entry(uid)
+                    .or_default()
+                    .insert((resource, key.clone()));
+            }
+        }
         let event = Arc::new(Event {
             rv: object.rv,
             resource,
@@ -186,6 +234,20 @@ impl Store {
                 state.compacted = dropped.rv;
             }
         }
+    }
+
+    /// The objects that list `owner_uid` among their owners: resource
+    /// index, namespace and name.
+    pub(crate) fn dependents_of(&self, owner_uid: &str) -> Vec<(usize, String, String)> {
+        self.lock()
+            .dependents
+            .get(owner_uid)
+            .map(|set| {
+                set.iter()
+                    .map(|(resource, (ns, name))| (*resource, ns.clone(), name.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn publish(&self, rv: u64) {

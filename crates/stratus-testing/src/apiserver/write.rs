@@ -797,15 +797,15 @@ fn orphan_dependents(inner: &Inner, owner_uid: &str) {
 /// Every object that lists `owner_uid` among its owner references, with the
 /// uids of all its owners.
 fn dependents(inner: &Inner, owner_uid: &str) -> Vec<(usize, String, String, Vec<String>)> {
-    let mut out = Vec::new();
     if owner_uid.is_empty() {
-        return out;
+        return Vec::new();
     }
-    for (resource, def) in inner.defs.iter().enumerate() {
-        if def.review {
-            continue;
-        }
-        for item in inner.store.list(resource, None).0 {
+    inner
+        .store
+        .dependents_of(owner_uid)
+        .into_iter()
+        .filter_map(|(resource, ns, name)| {
+            let item = inner.store.get(resource, &ns, &name)?;
             let owners: Vec<String> = at(&item.object, &["metadata", "ownerReferences"])
                 .and_then(Value::as_array)
                 .map(|refs| {
@@ -815,15 +815,9 @@ fn dependents(inner: &Inner, owner_uid: &str) -> Vec<(usize, String, String, Vec
                         .collect()
                 })
                 .unwrap_or_default();
-            if owners.iter().any(|o| o == owner_uid) {
-                let ns = str_at(&item.object, &["metadata", "namespace"])
-                    .unwrap_or_default()
-                    .to_owned();
-                out.push((resource, ns, meta::name(&item.object).to_owned(), owners));
-            }
-        }
-    }
-    out
+            Some((resource, ns, name, owners))
+        })
+        .collect()
 }
 
 /// Background garbage collection: delete objects whose owners are all gone.
