@@ -33,9 +33,3 @@ pub mod resources;
 pub mod virtual_node;
 
 pub use virtual_node::{VirtualNode, VirtualNodeBuilder, VirtualNodeError};
-
-/// Resolves once `stop` is true (or its sender is gone); the guard
-/// `wait_for` returns is dropped inside, so callers stay `Send`.
-pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}

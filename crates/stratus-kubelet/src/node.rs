@@ -248,7 +248,7 @@ impl NodeController {
                     tracing::warn!(node = %self.config.name, error = %e, "cannot register the node; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
-                        _ = crate::stopped(&mut stop) => return Ok(()),
+                        _ = stratus_runtime::stopped(&mut stop) => return Ok(()),
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(7));
                 }
@@ -270,7 +270,7 @@ impl NodeController {
         }
         loop {
             tokio::select! {
-                _ = crate::stopped(&mut stop) => return Ok(()),
+                _ = stratus_runtime::stopped(&mut stop) => return Ok(()),
                 _ = ping.tick() => {
                     let was_ok = ping_ok;
                     ping_ok = matches!(

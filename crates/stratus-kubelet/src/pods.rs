@@ -365,7 +365,7 @@ impl PodController {
         loop {
             tokio::select! {
                 _ = phases.tick() => shared.count_phases(),
-                _ = crate::stopped(&mut stop) => break,
+                _ = stratus_runtime::stopped(&mut stop) => break,
                 changed = listed.changed() => {
                     if changed.is_err() { break; }
                     self.ready.send_replace(true);
@@ -842,7 +842,7 @@ async fn poll(shared: Arc<Shared>, listed: watch::Receiver<u64>, mut stop: watch
     let mut tick = tokio::time::interval(shared.config.poll_interval);
     loop {
         tokio::select! {
-            _ = crate::stopped(&mut stop) => return,
+            _ = stratus_runtime::stopped(&mut stop) => return,
             _ = tick.tick() => {}
         }
         if *listed.borrow() == 0 {

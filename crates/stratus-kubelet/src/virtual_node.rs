@@ -221,7 +221,9 @@ impl VirtualNode {
         });
         let pods = tokio::spawn(self.pods.run(stop.clone()));
         let node = self.node.run(stop).await;
-        let _ = pods.await;
+        if let Err(e) = pods.await {
+            tracing::error!(node = %self.name, error = %e, "the pod controller task failed");
+        }
         readiness.abort();
         node.map_err(VirtualNodeError::from)
     }

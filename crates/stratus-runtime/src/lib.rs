@@ -63,3 +63,18 @@ pub mod workqueue;
 pub use leader_election::{
     ElectionConfig, ElectionError, LeaderElector, LeaderHealth, Leadership, LeaseLock,
 };
+
+/// Resolves once `stop` is true, or its sender is gone (a stop signal
+/// nobody can set any more). The guard `wait_for` returns is dropped
+/// inside, so callers' futures stay `Send`.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let (tx, mut rx) = tokio::sync::watch::channel(false);
+/// tx.send(true).unwrap();
+/// stratus_runtime::stopped(&mut rx).await;
+/// # });
+/// ```
+pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}

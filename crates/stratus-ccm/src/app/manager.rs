@@ -502,18 +502,16 @@ async fn delegated_auth(
         unauthorized_cache_ttl: o.authorization_webhook_cache_unauthorized_ttl,
         ..Default::default()
     };
+    let authn_client = client_for(&o.authentication_kubeconfig).await?;
     let auth = DelegatedAuth::new(client_for(&o.authorization_kubeconfig).await?, config)
-        .with_authentication_client(client_for(&o.authentication_kubeconfig).await?);
+        .with_authentication_client(authn_client.clone());
     let client_ca = match &o.client_ca_file {
         Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
             ManagerError::ClientCa(format!("--client-ca-file {}: {e}", path.display()))
         })?),
         None if o.authentication_skip_lookup => None,
         None => {
-            let maps: kube::Api<ConfigMap> = kube::Api::namespaced(
-                client_for(&o.authentication_kubeconfig).await?,
-                "kube-system",
-            );
+            let maps: kube::Api<ConfigMap> = kube::Api::namespaced(authn_client, "kube-system");
             match maps.get_opt("extension-apiserver-authentication").await {
                 Ok(Some(map)) => map
                     .data
@@ -590,11 +588,6 @@ impl Drop for Tasks {
 enum TermEnd {
     Stopped,
     Lost,
-}
-
-/// Resolves once `stop` is true or its sender is gone.
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 impl Manager {
@@ -677,7 +670,7 @@ impl Manager {
     /// then stop them.
     async fn term(
         &self,
-        stop: watch::Receiver<bool>,
+        mut stop: watch::Receiver<bool>,
         lost: impl std::future::Future<Output = ()>,
     ) -> Result<TermEnd, ManagerError> {
         let o = &self.options;
@@ -736,7 +729,7 @@ impl Manager {
             Some(e) => Err(e),
             None => tokio::select! {
                 biased;
-                _ = stopped(stop) => Ok(TermEnd::Stopped),
+                _ = stratus_runtime::stopped(&mut stop) => Ok(TermEnd::Stopped),
                 _ = lost => Ok(TermEnd::Lost),
             },
         };
