@@ -206,12 +206,10 @@ impl NodeController {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let mut status = desired.status.clone().unwrap_or_default();
-        for condition in status.conditions.iter_mut().flatten() {
-            condition.last_heartbeat_time = Some(now.clone());
-        }
         // Transition times are left to the API object: only a change of
         // status moves them (the patch omits them).
         for condition in status.conditions.iter_mut().flatten() {
+            condition.last_heartbeat_time = Some(now.clone());
             condition.last_transition_time = None;
         }
         let patch = serde_json::json!({"status": status});

@@ -287,10 +287,7 @@ impl PodController {
                 Api::<Pod>::all(self.client.clone()),
                 watcher::Config::default().fields(&format!("spec.nodeName={}", self.node_name)),
                 &self.health,
-                move |pod: &Pod| {
-                    tracing::trace!(pod = %rules::key_of(pod), "changed");
-                    sync.add(rules::key_of(pod))
-                },
+                move |pod: &Pod| sync.add(rules::key_of(pod)),
                 move || {
                     listed_tx.send_modify(|n| *n += 1);
                 },

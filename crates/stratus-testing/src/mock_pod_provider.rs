@@ -339,15 +339,19 @@ impl PodLifecycleHandler for MockPodProvider {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let k = key_of(pod);
         self.begin("create_pod", k.clone()).await?;
+        // A bad script is refused before anything runs.
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        let exit = match annotations.get(EXIT_CODE_ANNOTATION) {
+            Some(code) => Some(code.parse::<i32>().map_err(|_| {
+                PodError::invalid_input(format!("{EXIT_CODE_ANNOTATION}: {code:?} is not a number"))
+            })?),
+            None => None,
+        };
         let mut stored = pod.clone();
         stored.status = Some(self.started(pod));
-        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
         self.lock().pods.insert(k.clone(), stored.clone());
         self.notify(stored);
-        if let Some(code) = annotations.get(EXIT_CODE_ANNOTATION) {
-            let code = code.parse::<i32>().map_err(|_| {
-                PodError::invalid_input(format!("{EXIT_CODE_ANNOTATION}: {code:?} is not a number"))
-            })?;
+        if let Some(code) = exit {
             let run_for = annotations
                 .get(RUN_FOR_ANNOTATION)
                 .and_then(|d| parse_duration(d))
