@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use stratus_testing::http_status::get;
 
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -22,18 +23,6 @@ fn options(args: &[&str]) -> ManagerOptions {
     let mut all = vec!["ccm"];
     all.extend_from_slice(args);
     Command::try_parse_from(all).unwrap().options
-}
-
-/// GET `path` from the admin server: status code and body.
-async fn get(client: &kube::Client, path: &str) -> (u16, String) {
-    match client
-        .request_text(http::Request::get(path).body(Vec::new()).unwrap())
-        .await
-    {
-        Ok(body) => (200, body),
-        Err(kube::Error::Api(s)) => (s.code, s.message),
-        Err(e) => panic!("GET {path}: {e}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use stratus_testing::http_status::{get, send};
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -110,18 +111,6 @@ fn https_client(addr: std::net::SocketAddr) -> kube::Client {
     let mut config = kube::Config::new(format!("https://{addr}").parse().unwrap());
     config.accept_invalid_certs = true;
     kube::Client::try_from(config).unwrap()
-}
-
-async fn send(client: &kube::Client, request: http::Request<Vec<u8>>) -> (u16, String) {
-    match client.request_text(request).await {
-        Ok(body) => (200, body),
-        Err(kube::Error::Api(s)) => (s.code, s.message),
-        Err(e) => panic!("request failed: {e}"),
-    }
-}
-
-async fn get(client: &kube::Client, path: &str) -> (u16, String) {
-    send(client, http::Request::get(path).body(Vec::new()).unwrap()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

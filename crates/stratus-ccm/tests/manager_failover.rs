@@ -242,16 +242,7 @@ async fn healthz_reports_a_controller_that_stopped_on_its_own() {
     let admin = kube::Client::try_from(config).unwrap();
     let get = |path: &'static str| {
         let admin = admin.clone();
-        async move {
-            match admin
-                .request_text(http::Request::get(path).body(Vec::new()).unwrap())
-                .await
-            {
-                Ok(body) => (200, body),
-                Err(kube::Error::Api(s)) => (s.code, s.message),
-                Err(e) => panic!("{path}: {e}"),
-            }
-        }
+        async move { stratus_testing::http_status::get(&admin, path).await }
     };
     assert_eq!(get("/healthz/flaky").await.0, 200);
     eventually("flaky reported stopped", Duration::from_secs(5), || async {

@@ -2,21 +2,12 @@
 //! self-signed CA.
 
 use std::sync::Arc;
+use stratus_testing::http_status::get;
 
 use stratus_runtime::admin::AdminServer;
 use stratus_runtime::health::{ControllerHealth, HealthChecks};
 use stratus_runtime::metrics::RuntimeMetrics;
 use stratus_runtime::tls::self_signed;
-
-/// GET `path`: the status code and body.
-async fn get(client: &kube::Client, path: &str) -> (u16, String) {
-    let request = http::Request::get(path).body(Vec::new()).unwrap();
-    match client.request_text(request).await {
-        Ok(body) => (200, body),
-        Err(kube::Error::Api(status)) => (status.code, status.message),
-        Err(e) => panic!("GET {path}: {e}"),
-    }
-}
 
 #[tokio::test]
 async fn serves_health_metrics_and_configz_over_tls() {

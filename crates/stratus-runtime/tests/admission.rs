@@ -14,11 +14,7 @@ async fn post(client: &kube::Client, path: &str, content_type: &str, body: &str)
         .header("content-type", content_type)
         .body(body.as_bytes().to_vec())
         .unwrap();
-    match client.request_text(request).await {
-        Ok(body) => (200, body),
-        Err(kube::Error::Api(status)) => (status.code, status.message),
-        Err(e) => panic!("POST {path}: {e}"),
-    }
+    stratus_testing::http_status::send(client, request).await
 }
 
 fn review(uid: &str, service_type: &str) -> String {

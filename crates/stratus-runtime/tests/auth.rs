@@ -3,21 +3,13 @@
 //! open health paths, 401 and 403, client certificates, tokens, caching.
 
 use std::sync::Arc;
+use stratus_testing::http_status::get;
 
 use stratus_runtime::admin::AdminServer;
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 use stratus_runtime::health::HealthChecks;
 use stratus_runtime::tls::{CertificateAuthority, self_signed};
 use stratus_testing::{ApiServer, ReviewUser, Verb};
-
-async fn get(client: &kube::Client, path: &str) -> (u16, String) {
-    let request = http::Request::get(path).body(Vec::new()).unwrap();
-    match client.request_text(request).await {
-        Ok(body) => (200, body),
-        Err(kube::Error::Api(status)) => (status.code, status.message),
-        Err(e) => panic!("GET {path}: {e}"),
-    }
-}
 
 struct Admin {
     addr: std::net::SocketAddr,

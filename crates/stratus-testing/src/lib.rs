@@ -36,6 +36,7 @@ pub mod apiserver;
 pub mod cluster;
 pub mod conformance;
 pub mod fake_cloud;
+pub mod http_status;
 mod metrics_text;
 pub mod mock_pod_provider;
 pub mod pod_conformance;
