@@ -40,6 +40,7 @@ pub mod http_status;
 mod metrics_text;
 pub mod mock_pod_provider;
 pub mod pod_conformance;
+pub mod process;
 mod wait;
 
 pub use apiserver::{

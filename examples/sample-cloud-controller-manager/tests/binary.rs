@@ -49,27 +49,8 @@ async fn initializes_nodes_and_stops_on_sigterm() {
         },
     )
     .await;
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let mut status = None;
-    for _ in 0..100 {
-        if let Some(s) = child.try_wait().unwrap() {
-            status = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let Some(status) = status else {
-        let _ = child.kill();
-        panic!("the binary did not stop within 10 s of SIGTERM");
-    };
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
-    }
+    let (status, stderr) =
+        stratus::testing::process::terminate(&mut child, Duration::from_secs(10)).await;
     assert!(status.success(), "{status}: {stderr}");
     // The Lease was released on the way out.
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =

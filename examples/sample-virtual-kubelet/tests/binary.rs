@@ -46,23 +46,8 @@ async fn runs_pods_and_stops_on_sigterm() {
             == Some("Running")
     })
     .await;
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(term.success());
-    let mut status = None;
-    for _ in 0..100 {
-        if let Some(s) = child.try_wait().unwrap() {
-            status = Some(s);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let Some(status) = status else {
-        let _ = child.kill();
-        panic!("the binary did not stop within 10 s of SIGTERM");
-    };
-    assert!(status.success(), "{status}");
+    let (status, stderr) =
+        stratus::testing::process::terminate(&mut child, Duration::from_secs(10)).await;
+    assert!(status.success(), "{status}: {stderr}");
     let _ = std::fs::remove_file(&kubeconfig);
 }
