@@ -24,6 +24,14 @@ fn config() -> PodControllerConfig {
     }
 }
 
+/// A fresh API server, the controller over `provider`, and the pods API.
+async fn setup(provider: &MockPodProvider) -> (ApiServer, watch::Sender<bool>, Api<Pod>) {
+    let api = ApiServer::start().await.unwrap();
+    let stop = start(&api, provider);
+    let pods = Api::namespaced(api.client(), "default");
+    (api, stop, pods)
+}
+
 fn start(api: &ApiServer, provider: &MockPodProvider) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
     let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config());
@@ -42,6 +50,22 @@ fn pod(name: &str, extra: serde_json::Value) -> Pod {
 
 async fn create(pods: &Api<Pod>, p: Pod) {
     pods.create(&PostParams::default(), &p).await.unwrap();
+}
+
+/// Whether every container of `p` terminated with `code`.
+fn exited_with(p: &Pod, code: i32) -> bool {
+    let statuses = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
+    !statuses.is_empty()
+        && statuses.iter().all(|c| {
+            c.state
+                .as_ref()
+                .and_then(|st| st.terminated.as_ref())
+                .is_some_and(|t| t.exit_code == code)
+        })
 }
 
 fn phase(p: &Pod) -> Option<String> {
@@ -68,10 +92,8 @@ const WAIT: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_run_update_and_leave_gracefully() {
-    let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
-    let _stop = start(&api, &provider);
-    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let (api, _stop, pods) = setup(&provider).await;
     create(&pods, pod("web", serde_json::json!({}))).await;
     // Another node's pod is not ours.
     create(
@@ -177,7 +199,7 @@ async fn provider_errors_are_retried_and_permanent_ones_fail_never_pods() {
     .await;
     eventually("failed for good", WAIT, || async {
         let p = pods.get("invalid").await.unwrap();
-        let s = p.status.unwrap_or_default();
+        let s = p.status.clone().unwrap_or_default();
         s.phase.as_deref() == Some("Failed")
             && s.reason.as_deref() == Some("ProviderFailed")
             && s.message
@@ -255,10 +277,8 @@ async fn a_pod_deleted_while_the_controller_was_away_is_deleted_in_the_provider(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_polled_provider_reports_status_and_missing_pods_fail() {
-    let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new().without_notifications();
-    let _stop = start(&api, &provider);
-    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let (_api, _stop, pods) = setup(&provider).await;
     create(&pods, pod("polled", serde_json::json!({}))).await;
     eventually("running through polls", WAIT, || async {
         phase_of(&pods, "polled").await.as_deref() == Some("Running")
@@ -269,25 +289,18 @@ async fn a_polled_provider_reports_status_and_missing_pods_fail() {
     provider.remove("default", "polled");
     eventually("failed as not found with exit code -137", WAIT, || async {
         let p = pods.get("polled").await.unwrap();
-        let s = p.status.unwrap_or_default();
+        let s = p.status.clone().unwrap_or_default();
         s.phase.as_deref() == Some("Failed")
             && s.reason.as_deref() == Some("NotFound")
-            && s.container_statuses.unwrap_or_default().iter().all(|c| {
-                c.state
-                    .as_ref()
-                    .and_then(|st| st.terminated.as_ref())
-                    .is_some_and(|t| t.exit_code == -137)
-            })
+            && exited_with(&p, -137)
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containers_that_exit_and_provider_evictions_reach_the_api() {
-    let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
-    let _stop = start(&api, &provider);
-    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let (_api, _stop, pods) = setup(&provider).await;
     create(
         &pods,
         pod(
@@ -300,14 +313,8 @@ async fn containers_that_exit_and_provider_evictions_reach_the_api() {
     .await;
     eventually("the job failed with its exit code", WAIT, || async {
         let p = pods.get("job").await.unwrap();
-        let s = p.status.unwrap_or_default();
-        s.phase.as_deref() == Some("Failed")
-            && s.container_statuses.unwrap_or_default().iter().any(|c| {
-                c.state
-                    .as_ref()
-                    .and_then(|st| st.terminated.as_ref())
-                    .is_some_and(|t| t.exit_code == 3)
-            })
+        let s = p.status.clone().unwrap_or_default();
+        s.phase.as_deref() == Some("Failed") && exited_with(&p, 3)
     })
     .await;
 
@@ -328,10 +335,8 @@ async fn containers_that_exit_and_provider_evictions_reach_the_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn environments_are_resolved_on_demand_before_the_provider_sees_the_pod() {
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
-    let _stop = start(&api, &provider);
-    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let (api, _stop, pods) = setup(&provider).await;
     create(
         &pods,
         pod(
