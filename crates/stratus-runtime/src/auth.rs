@@ -184,6 +184,29 @@ impl Default for DelegatedAuthConfig {
     }
 }
 
+impl DelegatedAuthConfig {
+    /// The kubelet's: no anonymous access, no always-allowed path or
+    /// group (every request is reviewed), token reviews cached 2 min,
+    /// allowing access reviews 5 min, denying ones 30 s.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let c = stratus_runtime::auth::DelegatedAuthConfig::kubelet();
+    /// assert!(!c.anonymous);
+    /// assert_eq!(c.authorized_cache_ttl, Duration::from_secs(300));
+    /// ```
+    pub fn kubelet() -> Self {
+        Self {
+            always_allow_paths: Vec::new(),
+            always_allow_groups: Vec::new(),
+            anonymous: false,
+            authentication_cache_ttl: Duration::from_secs(120),
+            authorized_cache_ttl: Duration::from_secs(300),
+            unauthorized_cache_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
 /// The outcome for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

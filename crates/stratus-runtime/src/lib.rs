@@ -42,6 +42,8 @@
 //!   semantics, interoperable with Go managers on the same Lease.
 //! - [`metrics`]: prometheus-client families for work queues (client-go's
 //!   `workqueue_*` names), reconciles and cloud calls.
+//! - [`serving`]: the HTTPS accept loop of the admin, webhook and kubelet
+//!   servers (HTTP/1.1, HTTP/2, upgrades, verified client certificates).
 //! - [`tls`]: serving certificates, self-signed in memory or from PEM
 //!   files.
 //! - [`workqueue`]: a work queue with client-go's dedup, backoff and
@@ -56,7 +58,7 @@ pub mod health;
 pub mod informer;
 pub mod leader_election;
 pub mod metrics;
-mod serving;
+pub mod serving;
 pub mod tls;
 pub mod workqueue;
 

@@ -1,6 +1,25 @@
-//! The accept loop the admin and webhook servers share: TLS (or plain
-//! HTTP), HTTP/1.1 and HTTP/2 on one port, one task per connection, until
-//! stopped.
+//! The accept loop the admin, webhook and kubelet servers share: TLS (or
+//! plain HTTP), HTTP/1.1 and HTTP/2 on one port, HTTP upgrades (WebSocket,
+//! SPDY), one task per connection, until stopped. A verified client
+//! certificate reaches each request as a [`ClientCertificate`] extension,
+//! for [`crate::auth`].
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use stratus_runtime::serving::{self, Handler, Listener};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let tls = serving::acceptor(false, None, None, "my-server")?; // self-signed
+//! let listener = Listener::bind("127.0.0.1:0".parse()?, tls).await?;
+//! let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+//! let handler: Handler<Full<Bytes>> = Arc::new(|_req| {
+//!     Box::pin(async { http::Response::new(Full::new(Bytes::from_static(b"ok"))) })
+//! });
+//! listener.serve(stop, handler).await;
+//! # Ok(()) }
+//! ```
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,14 +38,14 @@ use tokio::sync::watch;
 use crate::auth::ClientCertificate;
 use crate::tls::{ServingCertificate, TlsError};
 
-/// Answers one request.
-pub(crate) type Handler =
-    Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> + Send + Sync>;
+/// Answers one request with a body of type `B`.
+pub type Handler<B = Full<Bytes>> =
+    Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<B>> + Send + Sync>;
 
 /// The TLS acceptor of a server: none for plain HTTP, else `certificate`
 /// (or a self-signed one for `common_name`), asking for client
 /// certificates signed by `client_ca` when given.
-pub(crate) fn acceptor(
+pub fn acceptor(
     plain: bool,
     certificate: Option<ServingCertificate>,
     client_ca: Option<&str>,
@@ -45,15 +64,24 @@ pub(crate) fn acceptor(
 }
 
 /// A bound listener and, unless serving plain HTTP, its TLS acceptor.
-pub(crate) struct Listener {
+pub struct Listener {
     listener: TcpListener,
     addr: SocketAddr,
     tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("addr", &self.addr)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
 impl Listener {
     /// Bind `addr` (port 0 picks a free one).
-    pub(crate) async fn bind(
+    pub async fn bind(
         addr: SocketAddr,
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> std::io::Result<Self> {
@@ -67,18 +95,23 @@ impl Listener {
     }
 
     /// The bound address.
-    pub(crate) fn local_addr(&self) -> SocketAddr {
+    pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Whether connections are TLS.
-    pub(crate) fn is_tls(&self) -> bool {
+    pub fn is_tls(&self) -> bool {
         self.tls.is_some()
     }
 
     /// Accept connections and answer them with `handler` until `stop`
     /// becomes true (or its sender is dropped).
-    pub(crate) async fn serve(self, mut stop: watch::Receiver<bool>, handler: Handler) {
+    pub async fn serve<B>(self, mut stop: watch::Receiver<bool>, handler: Handler<B>)
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         loop {
             let accepted = tokio::select! {
                 a = self.listener.accept() => a,
@@ -101,7 +134,9 @@ impl Listener {
                                 .and_then(|c| c.first())
                                 .map(|c| ClientCertificate(c.to_vec()));
                             let service = service(handler, peer);
-                            builder.serve_connection(TokioIo::new(s), service).await
+                            builder
+                                .serve_connection_with_upgrades(TokioIo::new(s), service)
+                                .await
                         }
                         Err(e) => {
                             tracing::debug!(error = %e, "TLS handshake failed");
@@ -110,7 +145,10 @@ impl Listener {
                     },
                     None => {
                         builder
-                            .serve_connection(TokioIo::new(stream), service(handler, None))
+                            .serve_connection_with_upgrades(
+                                TokioIo::new(stream),
+                                service(handler, None),
+                            )
                             .await
                     }
                 };
@@ -124,14 +162,14 @@ impl Listener {
 
 /// The hyper service of one connection: `handler`, with the connection's
 /// client certificate in each request's extensions.
-fn service(
-    handler: Handler,
+fn service<B: hyper::body::Body + Send + 'static>(
+    handler: Handler<B>,
     peer: Option<ClientCertificate>,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
-    Response = Response<Full<Bytes>>,
+    Response = Response<B>,
     Error = Infallible,
-    Future = impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send,
+    Future = impl Future<Output = Result<Response<B>, Infallible>> + Send,
 > + Clone {
     hyper::service::service_fn(move |mut req: Request<Incoming>| {
         if let Some(peer) = &peer {
@@ -143,7 +181,7 @@ fn service(
 }
 
 /// A response with `body`, its content type and `nosniff`.
-pub(crate) fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+pub fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(value) = header::HeaderValue::from_str(content_type) {
@@ -157,4 +195,4 @@ pub(crate) fn text(status: StatusCode, content_type: &str, body: String) -> Resp
 }
 
 /// `text/plain; charset=utf-8`.
-pub(crate) const PLAIN: &str = "text/plain; charset=utf-8";
+pub const PLAIN: &str = "text/plain; charset=utf-8";
