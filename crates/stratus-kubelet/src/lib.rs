@@ -26,6 +26,7 @@
 //! - [`resources`]: Secrets, ConfigMaps and Services for env resolution and
 //!   the provider, read on demand per namespace with a TTL cache.
 
+pub mod api;
 pub mod metrics;
 pub mod node;
 pub mod pods;

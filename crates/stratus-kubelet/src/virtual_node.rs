@@ -25,6 +25,7 @@ use stratus_pod::{NaiveNodeProvider, NodeProvider, PodLifecycleHandler, PodResou
 use stratus_runtime::health::{ControllerHealth, HealthChecks};
 use tokio::sync::watch;
 
+use crate::api::KubeletServer;
 use crate::metrics::KubeletMetrics;
 use crate::node::{NodeConfig, NodeController, NodeError};
 use crate::pods::{PodController, PodControllerConfig};
@@ -54,6 +55,7 @@ pub struct VirtualNodeBuilder {
     resources: Option<Arc<dyn PodResources>>,
     metrics: Option<KubeletMetrics>,
     checks: Option<HealthChecks>,
+    server: Option<KubeletServer>,
 }
 
 impl std::fmt::Debug for VirtualNodeBuilder {
@@ -104,6 +106,14 @@ impl VirtualNodeBuilder {
         self
     }
 
+    /// Serve the kubelet API with `server` while the node runs; the Node's
+    /// daemon endpoint port becomes the server's bound port.
+    pub fn kubelet_server(mut self, server: KubeletServer) -> Self {
+        self.node.daemon_port = i32::from(server.local_addr().port());
+        self.server = Some(server);
+        self
+    }
+
     /// Check the configuration and assemble the controllers.
     pub fn build(self) -> Result<VirtualNode, VirtualNodeError> {
         let name = self.node.name.clone();
@@ -149,6 +159,7 @@ impl VirtualNodeBuilder {
             node,
             pods,
             ready,
+            server: self.server,
         })
     }
 }
@@ -173,6 +184,7 @@ pub struct VirtualNode {
     node: NodeController,
     pods: PodController,
     ready: watch::Sender<bool>,
+    server: Option<KubeletServer>,
 }
 
 impl std::fmt::Debug for VirtualNode {
@@ -195,6 +207,7 @@ impl VirtualNode {
             resources: None,
             metrics: None,
             checks: None,
+            server: None,
         }
     }
 
@@ -220,7 +233,11 @@ impl VirtualNode {
             ready.send_replace(true);
         });
         let pods = tokio::spawn(self.pods.run(stop.clone()));
+        let server = self.server.map(|s| tokio::spawn(s.run(stop.clone())));
         let node = self.node.run(stop).await;
+        if let Some(server) = server {
+            server.abort();
+        }
         if let Err(e) = pods.await {
             tracing::error!(node = %self.name, error = %e, "the pod controller task failed");
         }
