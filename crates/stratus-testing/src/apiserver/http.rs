@@ -9,12 +9,14 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
 use hyper::body::{Frame, Incoming};
+use hyper::upgrade::OnUpgrade;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::controls::{FaultAction, RequestRecord, Verb};
 use super::discovery;
 use super::error::ApiError;
+use super::kubelet;
 use super::openapi;
 use super::read::{self, Representation};
 use super::state::{Inner, Query, ResourceRequest};
@@ -68,6 +70,7 @@ enum Route {
     Text(&'static str),
     Document(Value),
     Resource(ResourceRequest),
+    NodeProxy { name: String, path: String },
 }
 
 fn decode(segment: &str) -> String {
@@ -106,6 +109,12 @@ fn route(
             return discovery::resource_list(&inner.defs, "", "v1")
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
+        }
+        ["api", "v1", "nodes", name, "proxy", path @ ..] => {
+            return Ok(Route::NodeProxy {
+                name: (*name).to_owned(),
+                path: path.join("/"),
+            });
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis"] => return Ok(Route::Document(discovery::group_list(&inner.defs))),
@@ -271,6 +280,7 @@ async fn resource(
     req: ResourceRequest,
     parts: &http::request::Parts,
     body: Incoming,
+    on_upgrade: Option<OnUpgrade>,
 ) -> Result<Response<Body>, ApiError> {
     let accept = header_str(parts, header::ACCEPT);
     let repr = Representation::from_accept(accept);
@@ -289,11 +299,23 @@ async fn resource(
             }
             read::get(inner, &req, repr).map(|b| json_response(200, b))
         }
-        (_, true, Some("log" | "exec" | "attach" | "portforward" | "proxy")) => Err(ApiError::new(
-            501,
-            "NotImplemented",
-            "the harness API server does not proxy to kubelet endpoints (pods/log, exec, attach, portforward, nodes/proxy)",
-        )),
+        (&Method::GET, true, Some("log"))
+        | (&Method::GET | &Method::POST, true, Some("exec" | "attach" | "portforward")) => {
+            let target = kubelet::Target::Pod {
+                namespace: req.namespace.clone().unwrap_or_default(),
+                name: req.name.clone().unwrap_or_default(),
+                sub: sub.clone().unwrap_or_default(),
+            };
+            kubelet::proxy(inner, target, parts, Bytes::new(), on_upgrade).await
+        }
+        (_, true, Some("proxy")) => {
+            let target = kubelet::Target::Node {
+                name: req.name.clone().unwrap_or_default(),
+                path: String::new(),
+            };
+            let body = read_body(inner, body).await?;
+            kubelet::proxy(inner, target, parts, body, on_upgrade).await
+        }
         (&Method::POST, false, None) => {
             let body = read_body(inner, body).await?;
             answer(write::create(inner, &req, &body))
@@ -332,10 +354,11 @@ async fn resource(
 /// Serve one request.
 pub(crate) async fn handle(
     inner: Arc<Inner>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     host: Arc<str>,
 ) -> Response<Body> {
     let started = Instant::now();
+    let on_upgrade = req.extensions_mut().remove::<OnUpgrade>();
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let user_agent = header_str(&parts, header::USER_AGENT).to_owned();
@@ -355,6 +378,12 @@ pub(crate) async fn handle(
                 r.name.clone(),
             )
         }
+        Ok(Route::NodeProxy { name, .. }) => (
+            Verb::Other,
+            "nodes/proxy".to_owned(),
+            None,
+            Some(name.clone()),
+        ),
         _ => (Verb::Other, String::new(), None, None),
     };
     let faults = inner.faults.apply(verb, &resource_name);
@@ -383,10 +412,18 @@ pub(crate) async fn handle(
             }
             (None, Ok(Route::Document(doc))) => value_response(200, &doc),
             (None, Ok(Route::Resource(r))) => {
-                match resource(&inner, &method, r, &parts, body).await {
+                match resource(&inner, &method, r, &parts, body, on_upgrade).await {
                     Ok(resp) => resp,
                     Err(e) => error_response(&e),
                 }
+            }
+            (None, Ok(Route::NodeProxy { name, path })) => {
+                let target = kubelet::Target::Node { name, path };
+                let proxied = match read_body(&inner, body).await {
+                    Ok(bytes) => kubelet::proxy(&inner, target, &parts, bytes, on_upgrade).await,
+                    Err(e) => Err(e),
+                };
+                proxied.unwrap_or_else(|e| error_response(&e))
             }
         }
     };

@@ -27,6 +27,7 @@ mod discovery;
 mod error;
 mod fields;
 mod http;
+mod kubelet;
 mod meta;
 mod openapi;
 mod patch;
@@ -55,6 +56,7 @@ use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
 pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
+pub use kubelet::KUBELET_CLIENT_USER;
 
 use state::{Inner, Query, ResourceRequest, Settings};
 
@@ -155,7 +157,7 @@ impl ApiServerBuilder {
             true => Some(Arc::new(tls::self_signed().map_err(ApiServerError::Tls)?)),
             false => None,
         };
-        let inner = Inner::new(self.settings);
+        let inner = Inner::new(self.settings).map_err(ApiServerError::Tls)?;
         seed_defaults(&inner)?;
         let listener =
             TcpListener::bind(self.addr)
@@ -290,13 +292,16 @@ fn spawn_serving(
                             // A failed handshake closes only this connection.
                             if let Ok(tls_stream) = acceptor.accept(stream).await {
                                 let _ = builder
-                                    .serve_connection(TokioIo::new(tls_stream), service)
+                                    .serve_connection_with_upgrades(
+                                        TokioIo::new(tls_stream),
+                                        service,
+                                    )
                                     .await;
                             }
                         }
                         None => {
                             let _ = builder
-                                .serve_connection(TokioIo::new(stream), service)
+                                .serve_connection_with_upgrades(TokioIo::new(stream), service)
                                 .await;
                         }
                     }
@@ -353,6 +358,30 @@ impl ApiServer {
     /// The PEM of the CA that signed the serving certificate (TLS only).
     pub fn ca_pem(&self) -> Option<&str> {
         self.tls.as_deref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// The PEM of the CA that signed the certificate the server presents to
+    /// kubelets when it proxies `pods/log`, `exec`, `attach`,
+    /// `portforward` and `nodes/proxy` (user
+    /// [`KUBELET_CLIENT_USER`], group `system:masters`). A kubelet API
+    /// trusts it as its client CA.
+    pub fn kubelet_client_ca_pem(&self) -> &str {
+        &self.inner.kubelet.ca_pem
+    }
+
+    /// A client certificate and key (PEM) for `user` in `groups`, signed by
+    /// the [`kubelet_client_ca_pem`](Self::kubelet_client_ca_pem) CA: how
+    /// tests call a kubelet API as someone else.
+    pub fn issue_client_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(String, String), ApiServerError> {
+        self.inner
+            .kubelet
+            .ca
+            .issue_client(user, groups)
+            .map_err(|e| ApiServerError::Tls(e.to_string()))
     }
 
     /// A `kube::Client` for this server (trusting its CA when serving TLS).

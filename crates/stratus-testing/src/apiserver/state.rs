@@ -48,13 +48,16 @@ pub(crate) struct Inner {
     /// Set when the server shuts down.
     pub(crate) closing: watch::Sender<bool>,
     pub(crate) generate: Mutex<u64>,
+    /// The harness's client identity towards kubelets.
+    pub(crate) kubelet: super::kubelet::KubeletClient,
 }
 
 impl Inner {
-    pub(crate) fn new(settings: Settings) -> Arc<Self> {
+    pub(crate) fn new(settings: Settings) -> Result<Arc<Self>, String> {
         let defs = super::resources::builtin();
         let store = Store::new(defs.len(), settings.history);
-        Arc::new(Self {
+        let kubelet = super::kubelet::KubeletClient::new()?;
+        Ok(Arc::new(Self {
             defs,
             store,
             alloc: Allocators::default(),
@@ -65,7 +68,8 @@ impl Inner {
             watch_epoch: watch::channel(0).0,
             closing: watch::channel(false).0,
             generate: Mutex::new(0x5eed),
-        })
+            kubelet,
+        }))
     }
 
     /// A random-looking 5-character suffix for `generateName`, from the

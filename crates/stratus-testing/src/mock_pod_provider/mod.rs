@@ -9,6 +9,16 @@
 //!   default): phase `Succeeded` for 0, `Failed` otherwise.
 //! - `mock.stratus.dev/pending: "true"`: the containers stay waiting
 //!   (`ContainerCreating`), phase `Pending`.
+//! - `mock.stratus.dev/log: "<lines>"`: what every container writes to its
+//!   log when it starts (after the line `started container <name>`).
+//!
+//! It also serves the kubelet API's capabilities (see [`capabilities`]):
+//! container logs (with `follow`, `tailLines`, `timestamps`,
+//! `sinceSeconds`/`sinceTime`, and [`MockPodProvider::append_log`]),
+//! exec of a few built-in commands (`echo`, `cat`, `env`, `hostname`,
+//! `exit N`, `sleep N`, `true`, `false`, `stderr TEXT`, `size`), attach
+//! (an echo of the input), port-forward (every port echoes), the stats
+//! summary and resource metrics.
 //!
 //! ```
 //! use stratus_pod::PodLifecycleHandler;
@@ -46,6 +56,10 @@ pub const EXIT_CODE_ANNOTATION: &str = "mock.stratus.dev/exit-code";
 pub const RUN_FOR_ANNOTATION: &str = "mock.stratus.dev/run-for";
 /// Keep the containers waiting.
 pub const PENDING_ANNOTATION: &str = "mock.stratus.dev/pending";
+/// Lines every container logs when it starts.
+pub const LOG_ANNOTATION: &str = "mock.stratus.dev/log";
+
+pub mod capabilities;
 
 /// One call the mock received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +77,8 @@ struct State {
     calls: Vec<PodCall>,
     failures: BTreeMap<&'static str, VecDeque<PodError>>,
     callback: Option<PodStatusCallback>,
+    logs: BTreeMap<String, Vec<capabilities::LogLine>>,
+    resizes: Vec<stratus_pod::TermSize>,
 }
 
 /// The in-memory provider. Cheap to clone; clones share the pods.
@@ -71,6 +87,8 @@ pub struct MockPodProvider {
     state: Arc<Mutex<State>>,
     next_ip: Arc<AtomicU32>,
     notifications: bool,
+    node_name: Arc<str>,
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for MockPodProvider {
@@ -109,7 +127,15 @@ impl MockPodProvider {
             state: Arc::new(Mutex::new(State::default())),
             next_ip: Arc::new(AtomicU32::new(1)),
             notifications: true,
+            node_name: Arc::from("mock-node"),
+            changed: Arc::new(tokio::sync::watch::channel(0).0),
         }
+    }
+
+    /// Report stats as node `name` (default `mock-node`).
+    pub fn with_node_name(mut self, name: &str) -> Self {
+        self.node_name = Arc::from(name);
+        self
     }
 
     /// The same without [`PodNotifier`]: the node polls it.
@@ -164,7 +190,9 @@ impl MockPodProvider {
 
     /// Remove a pod behind the node's back (it vanished in the backend).
     pub fn remove(&self, namespace: &str, name: &str) -> Option<Pod> {
-        self.lock().pods.remove(&key(namespace, name))
+        let removed = self.lock().pods.remove(&key(namespace, name));
+        self.changed.send_modify(|n| *n += 1);
+        removed
     }
 
     /// Change a pod's status and notify it (a container crashed, ...).
@@ -210,6 +238,7 @@ impl MockPodProvider {
     }
 
     fn notify(&self, pod: Pod) {
+        self.changed.send_modify(|n| *n += 1);
         if !self.notifications {
             return;
         }
@@ -349,7 +378,11 @@ impl PodLifecycleHandler for MockPodProvider {
         };
         let mut stored = pod.clone();
         stored.status = Some(self.started(pod));
-        self.lock().pods.insert(k.clone(), stored.clone());
+        {
+            let mut s = self.lock();
+            s.pods.insert(k.clone(), stored.clone());
+            capabilities::start_logs(&mut s.logs, &stored);
+        }
         self.notify(stored);
         if let Some(code) = exit {
             let run_for = annotations
@@ -383,7 +416,11 @@ impl PodLifecycleHandler for MockPodProvider {
     async fn delete_pod(&self, pod: &Pod) -> Result<()> {
         let k = key_of(pod);
         self.begin("delete_pod", k.clone()).await?;
-        let removed = self.lock().pods.remove(&k);
+        let removed = {
+            let mut s = self.lock();
+            s.logs.retain(|c, _| !capabilities::belongs_to(c, &k));
+            s.pods.remove(&k)
+        };
         let Some(mut removed) = removed else {
             return Err(PodError::not_found(format!(
                 "pod {k} is not in the provider"
@@ -421,10 +458,34 @@ impl PodLifecycleHandler for MockPodProvider {
     fn notifier(&self) -> Option<&dyn PodNotifier> {
         self.notifications.then_some(self as &dyn PodNotifier)
     }
+
+    fn container_logs(&self) -> Option<&dyn stratus_pod::ContainerLogs> {
+        Some(self)
+    }
+
+    fn exec(&self) -> Option<&dyn stratus_pod::ContainerExec> {
+        Some(self)
+    }
+
+    fn attach(&self) -> Option<&dyn stratus_pod::ContainerAttach> {
+        Some(self)
+    }
+
+    fn port_forward(&self) -> Option<&dyn stratus_pod::PortForward> {
+        Some(self)
+    }
+
+    fn stats_summary(&self) -> Option<&dyn stratus_pod::StatsSummary> {
+        Some(self)
+    }
+
+    fn resource_metrics(&self) -> Option<&dyn stratus_pod::ResourceMetrics> {
+        Some(self)
+    }
 }
 
 /// `500ms`, `2s`, `1m`: a small subset of Go durations.
-fn parse_duration(text: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit())?;
     let (number, unit) = text.split_at(split);
