@@ -11,7 +11,8 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 export KUBECONFIG="$work/kubeconfig"
 
 cargo build --quiet -p xtask
-target/debug/xtask apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" >"$work/server.log" 2>&1 &
+target/debug/xtask apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" \
+  --virtual-node vk-kubectl >"$work/server.log" 2>&1 &
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
@@ -136,5 +137,51 @@ wait "$watcher" 2>/dev/null || true
 check "get --watch saw the changes" "settings" cat "$work/watch.log"
 check "delete" "deleted" kubectl delete node node-1
 fails "not found" "NotFound" kubectl get node node-1
+
+# The kubelet API of the virtual node vk-kubectl (MockPodProvider), through
+# the harness's proxy: logs, exec (with stdin, with a TTY), attach, and
+# nodes/proxy.
+cat >"$work/pods.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+  annotations:
+    mock.stratus.dev/log: "alpha\nbeta\ngamma"
+spec:
+  nodeName: vk-kubectl
+  containers:
+  - name: app
+    image: busybox
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ticker
+  namespace: default
+  annotations:
+    mock.stratus.dev/log: "tick"
+    mock.stratus.dev/exit-code: "0"
+    mock.stratus.dev/run-for: "3s"
+spec:
+  nodeName: vk-kubectl
+  containers:
+  - name: app
+    image: busybox
+YAML
+check "pods on the virtual node" "pod/ticker created" kubectl create -f "$work/pods.yaml"
+check "pod running" "condition met" kubectl wait --for=jsonpath='{.status.phase}'=Running pod/web pod/ticker --timeout=30s
+check "logs" $'started container app\nalpha\nbeta\ngamma' kubectl logs web
+check "logs --tail" "gamma" bash -c '[ "$(kubectl logs web --tail=1)" = gamma ] && echo gamma'
+check "logs -f ends with the container" "tick" timeout 30 kubectl logs -f ticker
+fails "logs of an unknown container" "not valid for pod web" kubectl logs web -c nope
+check "exec" "hello there" kubectl exec web -- echo hello there
+fails "exec exit code" "command terminated with exit code 3" kubectl exec web -- sh -c "exit 3"
+check "exec -i with stdin" "piped" bash -c 'echo piped | kubectl exec -i web -- cat'
+check "exec -it with a terminal size" "100x30" script -qec "stty cols 100 rows 30; kubectl exec -it web -- size" /dev/null
+check "attach -i" "hi attach" bash -c 'echo "hi attach" | kubectl attach -i web'
+check "nodes/proxy stats summary" '"nodeName":"vk-kubectl"' kubectl get --raw /api/v1/nodes/vk-kubectl/proxy/stats/summary
+check "nodes/proxy resource metrics" "container_memory_working_set_bytes" kubectl get --raw /api/v1/nodes/vk-kubectl/proxy/metrics/resource
 
 echo "kubectl: $passed passed, 0 failed"

@@ -20,6 +20,11 @@ pub(crate) struct Args {
     /// Serve HTTPS with a self-signed CA (written into the kubeconfig).
     #[arg(long)]
     tls: bool,
+    /// Also run a virtual node of this name (MockPodProvider) with its
+    /// kubelet API, so that `kubectl logs`, `exec` and `attach` work on
+    /// pods bound to it.
+    #[arg(long, value_name = "NAME")]
+    virtual_node: Option<String>,
 }
 
 pub(crate) async fn run(args: Args) -> ExitCode {
@@ -47,6 +52,27 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    if let Some(name) = &args.virtual_node {
+        let provider = stratus_testing::MockPodProvider::new().with_node_name(name);
+        let config = stratus_kubelet::node::NodeConfig::new(name.clone(), "mock");
+        match stratus_testing::kubelet_api::virtual_node_with_api(
+            &server,
+            config,
+            std::sync::Arc::new(provider),
+        )
+        .await
+        {
+            Ok(node) => {
+                tokio::spawn(node.run(stopped));
+                println!("virtual node {name} with its kubelet API (MockPodProvider)");
+            }
+            Err(e) => {
+                eprintln!("error: virtual node {name}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     println!("stratus in-memory API server listening on {}", server.url());
     println!("kubeconfig written to {}", args.kubeconfig.display());
     println!(
@@ -55,6 +81,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     );
     crate::wait_for_signal().await;
     println!("shutting down");
+    let _ = stop.send(true);
     server.shutdown().await;
     ExitCode::SUCCESS
 }

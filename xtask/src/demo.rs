@@ -20,7 +20,6 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
-use stratus_kubelet::VirtualNode;
 use stratus_kubelet::node::NodeConfig;
 use stratus_testing::{FakeCloud, FakeInstance, MockPodProvider, NodeSpec, TestCluster};
 
@@ -296,16 +295,18 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     }
     // A virtual node (MockPodProvider) and pods the scheduler binds to it:
     // they select it and tolerate its provider taint.
-    let pod_provider = MockPodProvider::new();
+    let pod_provider = MockPodProvider::new().with_node_name(VIRTUAL_NODE);
     let mut vk = NodeConfig::new(VIRTUAL_NODE, "mock");
-    vk.internal_ip = Some("127.0.0.1".into());
     vk.labels.insert(
         "node.kubernetes.io/exclude-from-external-load-balancers".into(),
         "true".into(),
     );
-    let virtual_node = match VirtualNode::builder(client.clone(), vk)
-        .provider(std::sync::Arc::new(pod_provider.clone()))
-        .build()
+    let virtual_node = match stratus_testing::kubelet_api::virtual_node_with_api(
+        cluster.server(),
+        vk,
+        std::sync::Arc::new(pod_provider.clone()),
+    )
+    .await
     {
         Ok(n) => n,
         Err(e) => {
@@ -440,8 +441,39 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         args.pods,
         pod_provider.calls_to("create_pod")
     );
+    // The kubelet API, reached as kubectl reaches it: through the API
+    // server's pods/log and nodes/proxy.
+    let mut kubelet_api_ok = args.pods == 0;
+    if args.pods > 0 {
+        let logs = pods.logs("app-0", &Default::default()).await;
+        let stats = client
+            .request_text(
+                http::Request::get(format!("/api/v1/nodes/{VIRTUAL_NODE}/proxy/stats/summary"))
+                    .body(Vec::new())
+                    .unwrap_or_default(),
+            )
+            .await;
+        match (logs, stats) {
+            (Ok(logs), Ok(stats)) => {
+                let pods_in_summary = serde_json::from_str::<serde_json::Value>(&stats)
+                    .ok()
+                    .and_then(|v| v["pods"].as_array().map(Vec::len))
+                    .unwrap_or_default();
+                println!(
+                    "  kubelet API via the API server: logs of demo/app-0 ({:?}), stats summary of {pods_in_summary} pods",
+                    logs.trim_end()
+                );
+                kubelet_api_ok = pods_in_summary == args.pods;
+            }
+            (logs, stats) => eprintln!(
+                "error: the kubelet API of {VIRTUAL_NODE} did not answer: logs {:?}, stats {:?}",
+                logs.err(),
+                stats.err()
+            ),
+        }
+    }
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
-    if !converged {
+    if !converged || !kubelet_api_ok {
         eprintln!(
             "error: the demo cluster did not converge within {}s",
             args.timeout
@@ -450,7 +482,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     }
     if args.keep_running {
         println!(
-            "serving until Ctrl-C; try: kubectl --kubeconfig {} get nodes,svc -A",
+            "serving until Ctrl-C; try: kubectl --kubeconfig {0} get nodes,svc -A, \
+             kubectl --kubeconfig {0} -n demo logs app-0, \
+             kubectl --kubeconfig {0} -n demo exec -it app-0 -- size",
             args.kubeconfig.display()
         );
         crate::wait_for_signal().await;

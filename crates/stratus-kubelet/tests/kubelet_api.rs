@@ -7,15 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
 use kube::api::{Api, AttachParams, LogParams, PostParams};
-use stratus_kubelet::VirtualNode;
 use stratus_kubelet::api::{ApiAuth, KubeletApi, KubeletServer};
 use stratus_kubelet::node::NodeConfig;
 use stratus_pod::{ContainerRef, PodLifecycleHandler, Result as PodResult};
-use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 use stratus_testing::apiserver::{AccessRequest, ReviewUser};
 use stratus_testing::http_status::{get, send};
+use stratus_testing::kubelet_api::virtual_node_with_api;
 use stratus_testing::{ApiServer, MockPodProvider, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
@@ -59,27 +58,13 @@ async fn setup() -> Setup {
         }
     });
     let provider = MockPodProvider::new().with_node_name(NODE);
-    let auth = DelegatedAuth::new(client.clone(), DelegatedAuthConfig::kubelet());
-    let kubelet_api = KubeletApi::new(
-        NODE,
+    let node = virtual_node_with_api(
+        &api,
+        NodeConfig::new(NODE, "mock"),
         Arc::new(provider.clone()),
-        client.clone(),
-        ApiAuth::delegated(auth),
-    );
-    let server = KubeletServer::builder(kubelet_api)
-        .bind("127.0.0.1:0".parse().unwrap())
-        .client_ca(api.kubelet_client_ca_pem())
-        .start()
-        .await
-        .unwrap();
-    let kubelet = server.local_addr();
-    let mut config = NodeConfig::new(NODE, "mock");
-    config.internal_ip = Some("127.0.0.1".into());
-    let node = VirtualNode::builder(client.clone(), config)
-        .provider(Arc::new(provider.clone()))
-        .kubelet_server(server)
-        .build()
-        .unwrap();
+    )
+    .await
+    .unwrap();
     let (stop, stopped) = watch::channel(false);
     let mut ready = node.ready();
     tokio::spawn(node.run(stopped));
@@ -87,6 +72,7 @@ async fn setup() -> Setup {
         .await
         .expect("node ready")
         .unwrap();
+    let kubelet = kubelet_address(&client).await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     pods.create(
         &PostParams::default(),
@@ -115,6 +101,19 @@ async fn setup() -> Setup {
         reviews,
         _stop: stop,
     }
+}
+
+/// The kubelet endpoint the node registered.
+async fn kubelet_address(client: &kube::Client) -> std::net::SocketAddr {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(NODE).await.unwrap();
+    let port = node
+        .status
+        .and_then(|s| s.daemon_endpoints)
+        .and_then(|d| d.kubelet_endpoint)
+        .map(|e| e.port)
+        .unwrap();
+    std::net::SocketAddr::from(([127, 0, 0, 1], u16::try_from(port).unwrap()))
 }
 
 /// A client of the kubelet API itself, with a token or a certificate.

@@ -37,6 +37,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod fake_cloud;
 pub mod http_status;
+pub mod kubelet_api;
 mod metrics_text;
 pub mod mock_pod_provider;
 pub mod pod_conformance;

@@ -516,6 +516,7 @@ impl StatsSummary for MockPodProvider {
         Ok(Summary {
             node: NodeStats {
                 node_name: self.node_name.to_string(),
+                start_time: Some(self.started.clone()),
                 cpu: Some(cpu(node_usage, node_cores)),
                 memory: Some(memory(node_memory)),
                 ..Default::default()

@@ -88,6 +88,7 @@ pub struct MockPodProvider {
     next_ip: Arc<AtomicU32>,
     notifications: bool,
     node_name: Arc<str>,
+    started: Time,
     changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
@@ -128,6 +129,7 @@ impl MockPodProvider {
             next_ip: Arc::new(AtomicU32::new(1)),
             notifications: true,
             node_name: Arc::from("mock-node"),
+            started: now(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
