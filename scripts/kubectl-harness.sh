@@ -139,8 +139,9 @@ check "delete" "deleted" kubectl delete node node-1
 fails "not found" "NotFound" kubectl get node node-1
 
 # The kubelet API of the virtual node vk-kubectl (MockPodProvider), through
-# the harness's proxy: logs, exec (with stdin, with a TTY), attach, and
-# nodes/proxy.
+# the harness's proxy: logs, exec (with stdin, with a TTY; over WebSocket
+# and over SPDY), attach, port-forward (SPDY tunneled in a WebSocket, and
+# plain SPDY), and nodes/proxy.
 cat >"$work/pods.yaml" <<'YAML'
 apiVersion: v1
 kind: Pod
@@ -181,6 +182,38 @@ fails "exec exit code" "command terminated with exit code 3" kubectl exec web --
 check "exec -i with stdin" "piped" bash -c 'echo piped | kubectl exec -i web -- cat'
 check "exec -it with a terminal size" "100x30" script -qec "stty cols 100 rows 30; kubectl exec -it web -- size" /dev/null
 check "attach -i" "hi attach" bash -c 'echo "hi attach" | kubectl attach -i web'
+check "exec over SPDY" "hello spdy" env KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false kubectl exec web -- echo hello spdy
+fails "exec exit code over SPDY" "command terminated with exit code 4" env KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false kubectl exec web -- sh -c "exit 4"
+check "exec -i over SPDY" "piped spdy" bash -c 'echo "piped spdy" | KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false kubectl exec -i web -- cat'
+check "exec -it over SPDY" "90x20" script -qec "stty cols 90 rows 20; KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false kubectl exec -it web -- size" /dev/null
+
+forward() { # forward [VAR=value...]: send bytes through kubectl port-forward, print the echo
+  local local_port
+  local_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  env "$@" kubectl port-forward pod/web "$local_port:8080" >"$work/forward.log" 2>&1 &
+  local forwarder=$!
+  for _ in $(seq 1 100); do grep -q Forwarding "$work/forward.log" && break; sleep 0.1; done
+  python3 - "$local_port" <<'PY'
+import socket, sys
+for n in (1, 2):  # two connections through one forward
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+    s.settimeout(10)
+    message = b"echo %d through port-forward" % n
+    s.sendall(message)
+    got = b""
+    while len(got) < len(message):
+        chunk = s.recv(100)
+        if not chunk:
+            break
+        got += chunk
+    print(got.decode())
+    s.close()
+PY
+  kill "$forwarder" 2>/dev/null || true
+  wait "$forwarder" 2>/dev/null || true
+}
+check "port-forward (SPDY tunneled in a WebSocket)" "echo 2 through port-forward" forward
+check "port-forward (SPDY)" "echo 2 through port-forward" forward KUBECTL_PORT_FORWARD_WEBSOCKETS=false
 check "nodes/proxy stats summary" '"nodeName":"vk-kubectl"' kubectl get --raw /api/v1/nodes/vk-kubectl/proxy/stats/summary
 check "nodes/proxy resource metrics" "container_memory_working_set_bytes" kubectl get --raw /api/v1/nodes/vk-kubectl/proxy/metrics/resource
 

@@ -52,6 +52,7 @@ mod remote_command;
 mod route;
 mod server;
 mod session;
+pub mod spdy;
 
 pub use channel::{
     ChannelProtocol, Frame, FrameError, PORT_FORWARD_PROTOCOLS, REMOTE_COMMAND_PROTOCOLS, channels,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -27,7 +28,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use super::channel::{ChannelProtocol, PORT_FORWARD_PROTOCOLS, REMOTE_COMMAND_PROTOCOLS};
 use super::params::{Query, forward_ports, log_options, stream_options};
 use super::route::{Route, RouteError, kubelet_attributes};
-use super::{port_forward, remote_command};
+use super::{port_forward, remote_command, spdy};
 
 /// The response body of the kubelet API (streamed for logs).
 pub type Body = UnsyncBoxBody<Bytes, io::Error>;
@@ -56,6 +57,7 @@ struct Inner {
     client: kube::Client,
     auth: ApiAuth,
     stream_idle_timeout: Duration,
+    stream_creation_timeout: Duration,
 }
 
 /// The kubelet API of one virtual node: routes requests to its provider.
@@ -129,21 +131,17 @@ fn header_values<'a>(req: &'a Request<Incoming>, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// An upgrade's outcome: the negotiated protocol and the 101 answer, or
+/// the status and message of the refusal.
+type Switch<P> = Result<(P, Response<Body>), (StatusCode, String)>;
+
 /// Check a WebSocket upgrade and pick its protocol: the 101 answer, or
 /// the error answer.
 fn websocket_handshake(
     req: &Request<Incoming>,
     supported: &[ChannelProtocol],
-) -> Result<(ChannelProtocol, Response<Body>), (StatusCode, String)> {
+) -> Switch<ChannelProtocol> {
     let upgrade = header_values(req, "upgrade").join(",").to_ascii_lowercase();
-    if upgrade.contains("spdy") {
-        return Err((
-            StatusCode::BAD_REQUEST,
-            "SPDY streams are not served by this kubelet; connect with a WebSocket \
-             (v5.channel.k8s.io, v4.channel.k8s.io)\n"
-                .into(),
-        ));
-    }
     let key = req.headers().get("sec-websocket-key");
     let (true, Some(key)) = (upgrade.contains("websocket"), key) else {
         return Err((
@@ -183,23 +181,91 @@ fn websocket_handshake(
     Ok((protocol, response))
 }
 
+/// A SPDY/3.1 upgrade (`None` if the request asks for something else):
+/// the negotiated `X-Stream-Protocol-Version` and the 101 answer, or the
+/// error answer (403 when no version matches, as Go's handshake).
+fn spdy_handshake(
+    req: &Request<Incoming>,
+    supported: &[&'static str],
+) -> Option<Switch<Option<&'static str>>> {
+    let upgrade = header_values(req, "upgrade").join(",").to_ascii_lowercase();
+    if !upgrade.contains("spdy/3.1") {
+        return None;
+    }
+    let offered = header_values(req, "x-stream-protocol-version");
+    let Some(version) = spdy::negotiate(&offered, supported) else {
+        return Some(Err((
+            StatusCode::FORBIDDEN,
+            format!(
+                "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server accepts {supported:?}\n"
+            ),
+        )));
+    };
+    let mut response = Response::new(
+        Full::new(Bytes::new())
+            .map_err(|e| match e {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Some(version) = version {
+        headers.insert(
+            "x-stream-protocol-version",
+            HeaderValue::from_static(version),
+        );
+    }
+    Some(Ok((version, response)))
+}
+
+/// Run `serve` on the raw connection once it is upgraded.
+fn after_raw_upgrade<F, Fut>(req: Request<Incoming>, serve: F)
+where
+    F: FnOnce(TokioIo<hyper::upgrade::Upgraded>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => serve(TokioIo::new(upgraded)).await,
+            Err(e) => tracing::debug!(error = %e, "the upgrade failed"),
+        }
+    });
+}
+
 /// Run `serve` on the WebSocket once the connection is upgraded.
 fn after_upgrade<F, Fut>(req: Request<Incoming>, serve: F)
 where
     F: FnOnce(super::session::Socket) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let socket =
-                    WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None)
-                        .await;
-                serve(socket).await;
-            }
-            Err(e) => tracing::debug!(error = %e, "the upgrade failed"),
-        }
+    after_raw_upgrade(req, move |io| async move {
+        serve(WebSocketStream::from_raw_socket(io, Role::Server, None).await).await;
     });
+}
+
+/// The provider call of an exec (`exec`) or attach session.
+fn command_call(
+    provider: Arc<dyn PodLifecycleHandler>,
+    container: ContainerRef,
+    command: Vec<String>,
+    exec: bool,
+) -> impl FnOnce(stratus_pod::AttachIo) -> BoxFuture<'static, remote_command::Outcome> {
+    move |io| {
+        Box::pin(async move {
+            if exec {
+                match provider.exec() {
+                    Some(e) => e.exec(&container, &command, io).await.map(Some),
+                    None => Err(PodError::not_implemented("exec")),
+                }
+            } else {
+                match provider.attach() {
+                    Some(a) => a.attach(&container, io).await.map(|()| None),
+                    None => Err(PodError::not_implemented("attach")),
+                }
+            }
+        })
+    }
 }
 
 impl KubeletApi {
@@ -218,25 +284,36 @@ impl KubeletApi {
                 client,
                 auth,
                 stream_idle_timeout: Duration::from_secs(30),
+                stream_creation_timeout: Duration::from_secs(30),
             }),
         }
     }
 
     /// Close exec, attach and port-forward streams after this long without
-    /// traffic (default 30 s, Go's `--stream-idle-timeout`).
+    /// traffic (default 30 s, Go's `--stream-idle-timeout`; WebSocket
+    /// sessions).
     pub fn with_stream_idle_timeout(self, timeout: Duration) -> Self {
-        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
+        self.configure(|inner| inner.stream_idle_timeout = timeout)
+    }
+
+    /// Give SPDY clients this long to open a session's streams (default
+    /// 30 s, Go's `--stream-creation-timeout`).
+    pub fn with_stream_creation_timeout(self, timeout: Duration) -> Self {
+        self.configure(|inner| inner.stream_creation_timeout = timeout)
+    }
+
+    fn configure(self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
             node: shared.node.clone(),
             provider: shared.provider.clone(),
             client: shared.client.clone(),
             auth: shared.auth.clone(),
             stream_idle_timeout: shared.stream_idle_timeout,
+            stream_creation_timeout: shared.stream_creation_timeout,
         });
+        change(&mut inner);
         Self {
-            inner: Arc::new(Inner {
-                stream_idle_timeout: timeout,
-                ..inner
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -343,29 +420,25 @@ impl KubeletApi {
             let what = if exec { "exec" } else { "attach" };
             return not_implemented(&self.inner.node, what);
         }
+        let call = command_call(provider, container, options.command.clone(), exec);
+        if let Some(handshake) = spdy_handshake(&req, spdy::REMOTE_COMMAND_VERSIONS) {
+            let (version, response) = match handshake {
+                Ok(ok) => ok,
+                Err((status, message)) => return text(status, message),
+            };
+            let creation = self.inner.stream_creation_timeout;
+            after_raw_upgrade(req, move |io| {
+                spdy::serve::remote_command(io, version, options, creation, call)
+            });
+            return response;
+        }
         let (protocol, response) = match websocket_handshake(&req, REMOTE_COMMAND_PROTOCOLS) {
             Ok(ok) => ok,
             Err((status, message)) => return text(status, message),
         };
         let idle = self.inner.stream_idle_timeout;
-        after_upgrade(req, move |socket| async move {
-            let command = options.command.clone();
-            remote_command::serve(socket, protocol, options, idle, move |io| {
-                Box::pin(async move {
-                    if exec {
-                        match provider.exec() {
-                            Some(e) => e.exec(&container, &command, io).await.map(Some),
-                            None => Err(PodError::not_implemented("exec")),
-                        }
-                    } else {
-                        match provider.attach() {
-                            Some(a) => a.attach(&container, io).await.map(|()| None),
-                            None => Err(PodError::not_implemented("attach")),
-                        }
-                    }
-                })
-            })
-            .await;
+        after_upgrade(req, move |socket| {
+            remote_command::serve(socket, protocol, options, idle, call)
         });
         response
     }
@@ -377,18 +450,30 @@ impl KubeletApi {
         pod: String,
         query: &Query,
     ) -> Response<Body> {
+        if self.inner.provider.port_forward().is_none() {
+            return not_implemented(&self.inner.node, "port-forward");
+        }
+        let provider = self.inner.provider.clone();
+        // Over SPDY the ports arrive as stream headers, not in the query.
+        if let Some(handshake) = spdy_handshake(&req, &[spdy::PORT_FORWARD_VERSION]) {
+            let response = match handshake {
+                Ok((_, response)) => response,
+                Err((status, message)) => return text(status, message),
+            };
+            let creation = self.inner.stream_creation_timeout;
+            after_raw_upgrade(req, move |io| {
+                spdy::serve::port_forward(io, provider, namespace, pod, creation)
+            });
+            return response;
+        }
         let ports = match forward_ports(query) {
             Ok(p) => p,
             Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         };
-        if self.inner.provider.port_forward().is_none() {
-            return not_implemented(&self.inner.node, "port-forward");
-        }
         let (protocol, response) = match websocket_handshake(&req, PORT_FORWARD_PROTOCOLS) {
             Ok(ok) => ok,
             Err((status, message)) => return text(status, message),
         };
-        let provider = self.inner.provider.clone();
         let idle = self.inner.stream_idle_timeout;
         after_upgrade(req, move |socket| {
             port_forward::serve(socket, protocol, provider, namespace, pod, ports, idle)

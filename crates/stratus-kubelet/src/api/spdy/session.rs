@@ -1,0 +1,357 @@
+//! A SPDY/3.1 session on an upgraded connection, server side: the peer
+//! opens streams (each with headers), the session accepts them with an
+//! empty `SYN_REPLY`, routes their data to per-stream inputs, answers
+//! pings, and writes the server's data frames. Flow control is not
+//! enforced on either side (as Kubernetes' own SPDY library), but received
+//! data is credited back with `WINDOW_UPDATE` so a strict peer never
+//! stalls.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use stratus_pod::{ByteSink, ByteStream, OutputStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::frame::{Frame, MAX_PAYLOAD};
+use super::headers::{Compressor, Decompressor, Headers};
+
+/// `RST_STREAM` status: the stream was refused.
+pub(crate) const REFUSED_STREAM: u32 = 3;
+/// `RST_STREAM` status: the stream was cancelled.
+pub(crate) const CANCEL: u32 = 5;
+
+/// What the writer task sends.
+enum Out {
+    Reply(u32),
+    Data {
+        stream: u32,
+        fin: bool,
+        data: Vec<u8>,
+    },
+    Frame(Frame),
+    Close,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Streams the peer reset or the session closed.
+    reset: HashSet<u32>,
+    closed: bool,
+}
+
+/// A handle for writing on streams.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    out: mpsc::UnboundedSender<Out>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl Writer {
+    fn usable(&self, stream: u32) -> io::Result<()> {
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if shared.closed || shared.reset.contains(&stream) {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the client closed the stream",
+            ));
+        }
+        Ok(())
+    }
+
+    fn send(&self, out: Out) -> io::Result<()> {
+        self.out
+            .send(out)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the session ended"))
+    }
+
+    /// Write `data` on `stream` (split into frames), `fin` after it.
+    pub(crate) fn data(&self, stream: u32, data: &[u8], fin: bool) -> io::Result<()> {
+        self.usable(stream)?;
+        let mut chunks = data.chunks(MAX_PAYLOAD.min(64 * 1024)).peekable();
+        if chunks.peek().is_none() {
+            return self.send(Out::Data {
+                stream,
+                fin,
+                data: Vec::new(),
+            });
+        }
+        while let Some(chunk) = chunks.next() {
+            self.send(Out::Data {
+                stream,
+                fin: fin && chunks.peek().is_none(),
+                data: chunk.to_vec(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Abort `stream`.
+    pub(crate) fn reset(&self, stream: u32, status: u32) {
+        let _ = self.send(Out::Frame(Frame::RstStream { stream, status }));
+    }
+}
+
+/// One stream the peer opened.
+pub(crate) struct Stream {
+    /// The stream id.
+    pub(crate) id: u32,
+    /// Its headers (`streamType`, `port`, `requestID`, ...).
+    pub(crate) headers: Headers,
+    input: mpsc::UnboundedReceiver<Vec<u8>>,
+    writer: Writer,
+}
+
+impl Stream {
+    /// The bytes the peer sends on this stream, ending at its `FIN`.
+    pub(crate) fn input(self) -> (ByteStream, StreamWriter) {
+        let writer = StreamWriter {
+            id: self.id,
+            writer: self.writer,
+        };
+        let input = Box::pin(futures_util::stream::unfold(
+            self.input,
+            |mut rx| async move { rx.recv().await.map(|data| (Ok(data), rx)) },
+        ));
+        (input, writer)
+    }
+
+    /// A writer for this stream (its input is dropped).
+    pub(crate) fn writer(&self) -> StreamWriter {
+        StreamWriter {
+            id: self.id,
+            writer: self.writer.clone(),
+        }
+    }
+}
+
+/// Writes on one stream.
+#[derive(Clone)]
+pub(crate) struct StreamWriter {
+    id: u32,
+    writer: Writer,
+}
+
+impl StreamWriter {
+    /// Write `data`.
+    pub(crate) fn write(&self, data: &[u8]) -> io::Result<()> {
+        self.writer.data(self.id, data, false)
+    }
+
+    /// End the server's side of the stream (`FIN`).
+    pub(crate) fn close(&self) {
+        let _ = self.writer.data(self.id, &[], true);
+    }
+
+    /// Abort the stream.
+    pub(crate) fn reset(&self) {
+        self.writer.reset(self.id, CANCEL);
+    }
+
+    /// The writer as an output stream for a provider.
+    pub(crate) fn sink(&self) -> OutputStream {
+        Box::new(self.clone())
+    }
+}
+
+#[async_trait]
+impl ByteSink for StreamWriter {
+    async fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        StreamWriter::write(self, data)
+    }
+
+    async fn close(&mut self) -> io::Result<()> {
+        StreamWriter::close(self);
+        Ok(())
+    }
+}
+
+/// A running session.
+pub(crate) struct Session {
+    streams: mpsc::UnboundedReceiver<Stream>,
+    writer: Writer,
+    closed: watch::Receiver<bool>,
+    reader: JoinHandle<()>,
+    write_task: JoinHandle<()>,
+}
+
+impl Session {
+    /// Start the session on `io`.
+    pub(crate) fn start<T>(io: T) -> Self
+    where
+        T: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (mut read, mut write) = tokio::io::split(io);
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
+        let writer = Writer {
+            out,
+            shared: shared.clone(),
+        };
+        let write_task = tokio::spawn(async move {
+            let mut compressor = Compressor::default();
+            while let Some(next) = out_rx.recv().await {
+                let frame = match next {
+                    Out::Reply(stream) => Frame::SynReply {
+                        stream,
+                        flags: 0,
+                        headers: compressor.compress(&[]),
+                    },
+                    Out::Data { stream, fin, data } => Frame::Data { stream, fin, data },
+                    Out::Frame(f) => f,
+                    Out::Close => break,
+                };
+                if write.write_all(&frame.encode()).await.is_err() {
+                    break;
+                }
+                if out_rx.is_empty() && write.flush().await.is_err() {
+                    break;
+                }
+            }
+            let _ = write.flush().await;
+            let _ = write.shutdown().await;
+        });
+        let (streams_tx, streams) = mpsc::unbounded_channel();
+        let (closed_tx, closed) = watch::channel(false);
+        let reader_writer = writer.clone();
+        let reader = tokio::spawn(async move {
+            let mut decompressor = Decompressor::default();
+            let mut inputs: HashMap<u32, mpsc::UnboundedSender<Vec<u8>>> = HashMap::new();
+            let mut buf = Vec::with_capacity(16 * 1024);
+            let mut chunk = vec![0u8; 16 * 1024];
+            'session: loop {
+                loop {
+                    let (frame, used) = match Frame::parse(&buf) {
+                        Ok(Some(parsed)) => parsed,
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "ending a SPDY session that broke the protocol");
+                            let _ = reader_writer.send(Out::Frame(Frame::GoAway {
+                                last_stream: 0,
+                                status: 1,
+                            }));
+                            break 'session;
+                        }
+                    };
+                    buf.drain(..used);
+                    match frame {
+                        Frame::SynStream {
+                            stream,
+                            flags,
+                            headers,
+                            ..
+                        } => {
+                            let headers = match decompressor.decompress(&headers) {
+                                Ok(h) => h,
+                                Err(e) => {
+                                    tracing::debug!(error = %e, "unreadable SPDY headers");
+                                    break 'session;
+                                }
+                            };
+                            if inputs.contains_key(&stream) {
+                                reader_writer.reset(stream, 1);
+                                continue;
+                            }
+                            let (tx, rx) = mpsc::unbounded_channel();
+                            if flags & super::frame::FLAG_FIN == 0 {
+                                inputs.insert(stream, tx);
+                            }
+                            let _ = reader_writer.send(Out::Reply(stream));
+                            let accepted = Stream {
+                                id: stream,
+                                headers,
+                                input: rx,
+                                writer: reader_writer.clone(),
+                            };
+                            if streams_tx.send(accepted).is_err() {
+                                reader_writer.reset(stream, REFUSED_STREAM);
+                            }
+                        }
+                        Frame::SynReply { headers, .. } | Frame::Headers { headers, .. } => {
+                            if decompressor.decompress(&headers).is_err() {
+                                break 'session;
+                            }
+                        }
+                        Frame::Data { stream, fin, data } => {
+                            let len = data.len() as u32;
+                            if let Some(tx) = inputs.get(&stream)
+                                && !data.is_empty()
+                                && tx.send(data).is_err()
+                            {
+                                inputs.remove(&stream);
+                            }
+                            if len > 0 {
+                                for id in [stream, 0] {
+                                    let _ = reader_writer.send(Out::Frame(Frame::WindowUpdate {
+                                        stream: id,
+                                        delta: len,
+                                    }));
+                                }
+                            }
+                            if fin {
+                                inputs.remove(&stream);
+                            }
+                        }
+                        Frame::RstStream { stream, .. } => {
+                            inputs.remove(&stream);
+                            shared
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .reset
+                                .insert(stream);
+                        }
+                        Frame::Ping(id) => {
+                            let _ = reader_writer.send(Out::Frame(Frame::Ping(id)));
+                        }
+                        Frame::GoAway { .. } => break 'session,
+                        Frame::Settings(_) | Frame::WindowUpdate { .. } | Frame::Unknown(_) => {}
+                    }
+                }
+                match read.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                if buf.len() > MAX_PAYLOAD + 8 + 64 * 1024 {
+                    break;
+                }
+            }
+            shared.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+            drop(inputs);
+            let _ = closed_tx.send(true);
+        });
+        Self {
+            streams,
+            writer,
+            closed,
+            reader,
+            write_task,
+        }
+    }
+
+    /// The next stream the peer opens; `None` once the session ended.
+    pub(crate) async fn accept(&mut self) -> Option<Stream> {
+        self.streams.recv().await
+    }
+
+    /// Resolves when the peer has gone.
+    pub(crate) async fn peer_gone(&self) {
+        let mut closed = self.closed.clone();
+        let _ = closed.wait_for(|c| *c).await;
+    }
+
+    /// Send everything queued, then close the connection.
+    pub(crate) async fn finish(self) {
+        let _ = self.writer.send(Out::Close);
+        let mut write_task = self.write_task;
+        if tokio::time::timeout(std::time::Duration::from_secs(5), &mut write_task)
+            .await
+            .is_err()
+        {
+            write_task.abort();
+        }
+        self.reader.abort();
+    }
+}
