@@ -1,7 +1,8 @@
 //! Serving certificates for the admin server (and the harness): a
 //! self-signed pair made in memory (a CA and a certificate it signs, as Go's
 //! `GenerateSelfSignedCertKey` does), or a certificate and key read from PEM
-//! files (`--tls-cert-file`, `--tls-private-key-file`).
+//! files (`--tls-cert-file`, `--tls-private-key-file`), read once or
+//! reloaded whenever they change ([`reloading_pem_files`]).
 //!
 //! ```
 //! let cert = stratus_runtime::tls::self_signed("my-ccm", &["localhost"]).unwrap();
@@ -10,8 +11,9 @@
 //! assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
 //! ```
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
@@ -113,6 +115,7 @@ pub struct ServingCertificate {
     pub ca_der: Vec<u8>,
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    reload: Option<Arc<Reloader>>,
 }
 
 /// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1.
@@ -148,6 +151,7 @@ pub fn self_signed(common_name: &str, dns_names: &[&str]) -> Result<ServingCerti
             CertificateDer::from(ca_cert.der().to_vec()),
         ],
         key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        reload: None,
     })
 }
 
@@ -170,7 +174,112 @@ pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, Tls
         ca_der: Vec::new(),
         chain,
         key: key_der,
+        reload: None,
     })
+}
+
+/// The certificate chain and key in PEM files, read again whenever either
+/// file changes (checked at most once per [`RELOAD_CHECK_INTERVAL`], on a
+/// handshake): a rotated certificate is served to new connections without
+/// a restart. A change that cannot be read (a half-written file) is
+/// logged and the previous pair kept.
+///
+/// ```no_run
+/// let cert = stratus_runtime::tls::reloading_pem_files(
+///     "/var/lib/kubelet/pki/kubelet.crt".as_ref(),
+///     "/var/lib/kubelet/pki/kubelet.key".as_ref(),
+/// ).unwrap();
+/// let config = cert.server_config().unwrap(); // always the files' current pair
+/// ```
+pub fn reloading_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, TlsError> {
+    let mut loaded = from_pem_files(cert, key)?;
+    let certified = certified_key(&loaded.chain, &loaded.key)?;
+    loaded.reload = Some(Arc::new(Reloader {
+        cert: cert.to_owned(),
+        key: key.to_owned(),
+        state: Mutex::new(ReloadState {
+            current: certified,
+            stamps: stamps(cert, key),
+            checked: Instant::now(),
+        }),
+    }));
+    Ok(loaded)
+}
+
+/// How often a reloading certificate looks at its files.
+pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+fn certified_key(
+    chain: &[CertificateDer<'static>],
+    key: &PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+    let signing = rustls::crypto::ring::sign::any_supported_type(key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    Ok(Arc::new(rustls::sign::CertifiedKey::new(
+        chain.to_vec(),
+        signing,
+    )))
+}
+
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamps(cert: &Path, key: &Path) -> (Stamp, Stamp) {
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())))
+    };
+    (stamp(cert), stamp(key))
+}
+
+struct ReloadState {
+    current: Arc<rustls::sign::CertifiedKey>,
+    stamps: (Stamp, Stamp),
+    checked: Instant,
+}
+
+/// Serves the current pair of a [`reloading_pem_files`] certificate.
+struct Reloader {
+    cert: PathBuf,
+    key: PathBuf,
+    state: Mutex<ReloadState>,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader")
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Reloader {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.checked.elapsed() >= RELOAD_CHECK_INTERVAL {
+            state.checked = Instant::now();
+            let now = stamps(&self.cert, &self.key);
+            if now != state.stamps {
+                match from_pem_files(&self.cert, &self.key)
+                    .and_then(|c| certified_key(&c.chain, &c.key))
+                {
+                    Ok(fresh) => {
+                        tracing::info!(cert = %self.cert.display(), "serving certificate reloaded");
+                        state.current = fresh;
+                        state.stamps = now;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the changed serving certificate could not be read; keeping the previous one");
+                    }
+                }
+            }
+        }
+        Some(state.current.clone())
+    }
 }
 
 impl ServingCertificate {
@@ -215,9 +324,12 @@ impl ServingCertificate {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let mut config = builder
-            .with_single_cert(self.chain.clone(), self.key.clone_key())
-            .map_err(|e| err(&e))?;
+        let mut config = match &self.reload {
+            Some(reloader) => builder.with_cert_resolver(reloader.clone()),
+            None => builder
+                .with_single_cert(self.chain.clone(), self.key.clone_key())
+                .map_err(|e| err(&e))?,
+        };
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }

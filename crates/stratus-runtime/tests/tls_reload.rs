@@ -1,0 +1,114 @@
+//! A serving certificate from files is reloaded when the files change: new
+//! connections get the new certificate without a restart, and a broken
+//! file keeps the previous one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use stratus_runtime::serving::{self, Handler, Listener};
+use stratus_runtime::tls::{RELOAD_CHECK_INTERVAL, reloading_pem_files};
+
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The leaf certificate the server at `addr` presents.
+async fn presented(addr: std::net::SocketAddr) -> Vec<u8> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+fn pair(name: &str) -> (String, String, Vec<u8>) {
+    let generated = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    (
+        generated.cert.pem(),
+        generated.signing_key.serialize_pem(),
+        generated.cert.der().to_vec(),
+    )
+}
+
+#[tokio::test]
+async fn a_rotated_certificate_is_served_without_a_restart() {
+    let dir = std::env::temp_dir().join(format!("stratus-tls-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let (cert_a, key_a, der_a) = pair("first.example");
+    std::fs::write(&cert_path, &cert_a).unwrap();
+    std::fs::write(&key_path, &key_a).unwrap();
+
+    let certificate = reloading_pem_files(&cert_path, &key_path).unwrap();
+    let tls = serving::acceptor(false, Some(certificate), None, "unused").unwrap();
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), tls)
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let handler: Handler<Full<Bytes>> =
+        Arc::new(|_| Box::pin(async { http::Response::new(Full::new(Bytes::new())) }));
+    tokio::spawn(listener.serve(stopped, handler));
+    assert_eq!(presented(addr).await, der_a);
+
+    // Rotate both files.
+    let (cert_b, key_b, der_b) = pair("second.example");
+    std::fs::write(&cert_path, &cert_b).unwrap();
+    std::fs::write(&key_path, &key_b).unwrap();
+    tokio::time::sleep(RELOAD_CHECK_INTERVAL + Duration::from_millis(100)).await;
+    assert_eq!(
+        presented(addr).await,
+        der_b,
+        "the new certificate is served"
+    );
+
+    // A half-written file is not taken: the last good pair stays.
+    std::fs::write(&cert_path, "-----BEGIN CERTIFICATE-----\ntrunc").unwrap();
+    tokio::time::sleep(RELOAD_CHECK_INTERVAL + Duration::from_millis(100)).await;
+    assert_eq!(presented(addr).await, der_b);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
