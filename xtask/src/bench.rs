@@ -7,6 +7,8 @@
 //! - `ccm`: the cloud controllers at 5,000 nodes and 1,000 Services
 //!   (`bench_ccm.rs`).
 //! - `kubelet`: one virtual node with 10,000 pods (`bench_kubelet.rs`).
+//! - `kubelet-api`: exec round trips and log streaming through the kubelet
+//!   API (`bench_kubelet_api.rs`).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -23,11 +25,11 @@ use stratus_testing::apiserver::bench_support as direct;
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
-        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet>");
+        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api>");
         return ExitCode::from(2);
     };
-    if !["apiserver", "ccm", "kubelet"].contains(&target.as_str()) {
-        eprintln!("unknown benchmark {target:?}; available: apiserver, ccm, kubelet");
+    if !["apiserver", "ccm", "kubelet", "kubelet-api"].contains(&target.as_str()) {
+        eprintln!("unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api");
         return ExitCode::from(2);
     }
     if cfg!(debug_assertions) {
@@ -68,6 +70,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_ccm::run())
     } else if target == "kubelet" {
         rt.block_on(crate::bench_kubelet::run())
+    } else if target == "kubelet-api" {
+        rt.block_on(crate::bench_kubelet_api::run())
     } else {
         rt.block_on(apiserver())
     };

@@ -10,6 +10,7 @@ mod apiserver;
 mod bench;
 mod bench_ccm;
 mod bench_kubelet;
+mod bench_kubelet_api;
 mod ci;
 mod demo;
 mod heap_meter;
@@ -30,7 +31,7 @@ tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
-  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet)
+  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares";
 
