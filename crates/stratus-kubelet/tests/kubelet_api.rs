@@ -572,3 +572,69 @@ async fn port_forward_through_the_api_server() {
         "{message:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_cancels_the_provider_call() {
+    let s = setup().await;
+    let pods: Api<Pod> = Api::namespaced(s.api.client(), "default");
+    let session = pods
+        .exec("web", ["sleep", "600"], &AttachParams::default())
+        .await
+        .unwrap();
+    eventually("the exec runs", Duration::from_secs(5), || async {
+        s.provider.active_sessions() == 1
+    })
+    .await;
+    session.abort();
+    drop(session);
+    eventually(
+        "the provider's exec is dropped",
+        Duration::from_secs(5),
+        || async { s.provider.active_sessions() == 0 },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_is_closed() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let pod = pod("web", &["app"], serde_json::json!({}));
+    provider.create_pod(&pod).await.unwrap();
+    let kubelet_api = KubeletApi::new(
+        "idle",
+        Arc::new(provider.clone()),
+        api.client(),
+        ApiAuth::AllowAll,
+    )
+    .with_stream_idle_timeout(Duration::from_millis(300));
+    let server = KubeletServer::builder(kubelet_api)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .start()
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(server.run(stopped));
+    let client = kubelet_client(addr, None, None);
+    let request = http::Request::get("/exec/default/web/app?command=sleep&command=600&stdout=1")
+        .body(Vec::new())
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut socket = client.connect(request).await.unwrap().into_stream();
+    let mut status = None;
+    while let Some(Ok(message)) = futures_util::StreamExt::next(&mut socket).await {
+        if let tokio_tungstenite::tungstenite::Message::Binary(b) = message
+            && b.first() == Some(&3)
+        {
+            status = Some(String::from_utf8_lossy(&b[1..]).into_owned());
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let status = status.expect("a status on the error channel");
+    assert!(status.contains("idle"), "{status}");
+    eventually("the exec is dropped", Duration::from_secs(5), || async {
+        provider.active_sessions() == 0
+    })
+    .await;
+}

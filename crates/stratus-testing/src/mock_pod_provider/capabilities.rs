@@ -112,6 +112,18 @@ impl MockPodProvider {
         Ok(())
     }
 
+    /// Exec, attach and port-forward calls running now (a call whose
+    /// client went away is dropped, and no longer counts).
+    pub fn active_sessions(&self) -> usize {
+        self.sessions.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn session(&self) -> SessionGuard {
+        self.sessions
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        SessionGuard(self.sessions.clone())
+    }
+
     /// Every terminal resize exec and attach sessions received, in order.
     pub fn resizes(&self) -> Vec<TermSize> {
         self.lock().resizes.clone()
@@ -273,6 +285,15 @@ impl MockPodProvider {
     }
 }
 
+/// Counts a running session until dropped.
+struct SessionGuard(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 async fn write_to(sink: &mut Option<OutputStream>, data: &[u8]) -> std::io::Result<()> {
     match sink {
         Some(s) => s.write(data).await,
@@ -374,6 +395,7 @@ impl ContainerExec for MockPodProvider {
     ) -> Result<ExitCode> {
         self.begin("exec", container.to_string()).await?;
         self.require_running(container)?;
+        let _session = self.session();
         let code = self
             .run(container, command, &mut io)
             .await
@@ -387,6 +409,7 @@ impl ContainerAttach for MockPodProvider {
     async fn attach(&self, container: &ContainerRef, mut io: AttachIo) -> Result<()> {
         self.begin("attach", container.to_string()).await?;
         self.require_running(container)?;
+        let _session = self.session();
         match io.stdin.take() {
             Some(mut stdin) => {
                 while let Some(chunk) = stdin.next().await {
@@ -424,6 +447,7 @@ impl PortForward for MockPodProvider {
             )));
         }
         tracing::debug!(namespace, pod, port, "mock port-forward echoes");
+        let _session = self.session();
         while let Some(chunk) = stream.incoming.next().await {
             let chunk = chunk.map_err(PodError::other)?;
             stream

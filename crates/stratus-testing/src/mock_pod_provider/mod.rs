@@ -90,6 +90,7 @@ pub struct MockPodProvider {
     node_name: Arc<str>,
     started: Time,
     changed: Arc<tokio::sync::watch::Sender<u64>>,
+    sessions: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for MockPodProvider {
@@ -130,6 +131,7 @@ impl MockPodProvider {
             notifications: true,
             node_name: Arc::from("mock-node"),
             started: now(),
+            sessions: Arc::default(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }

@@ -355,3 +355,137 @@ impl Session {
         self.reader.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    /// Read frames from `io` until `want` returns true for one.
+    async fn read_until(
+        io: &mut tokio::io::DuplexStream,
+        buf: &mut Vec<u8>,
+        mut want: impl FnMut(&Frame) -> bool,
+    ) -> Frame {
+        loop {
+            while let Some((frame, used)) = Frame::parse(buf).unwrap() {
+                buf.drain(..used);
+                if want(&frame) {
+                    return frame;
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = io.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the session closed early");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    #[tokio::test]
+    async fn streams_data_pings_and_replies() {
+        let (mut client, server) = tokio::io::duplex(64 * 1024);
+        let mut session = Session::start(server);
+        let mut compressor = Compressor::default();
+        let syn = Frame::SynStream {
+            stream: 1,
+            associated: 0,
+            flags: 0,
+            headers: compressor.compress(&[("streamType".into(), "stdin".into())]),
+        };
+        client.write_all(&syn.encode()).await.unwrap();
+        let stream = session.accept().await.unwrap();
+        assert_eq!(stream.id, 1);
+        assert_eq!(
+            super::super::headers::header(&stream.headers, "streamtype"),
+            Some("stdin")
+        );
+        let (mut input, writer) = stream.input();
+        let mut buf = Vec::new();
+        let reply = read_until(&mut client, &mut buf, |f| {
+            matches!(f, Frame::SynReply { .. })
+        })
+        .await;
+        assert!(matches!(reply, Frame::SynReply { stream: 1, .. }));
+
+        let data = Frame::Data {
+            stream: 1,
+            fin: true,
+            data: b"hello".to_vec(),
+        };
+        client.write_all(&data.encode()).await.unwrap();
+        client.write_all(&Frame::Ping(9).encode()).await.unwrap();
+        assert_eq!(input.next().await.unwrap().unwrap(), b"hello");
+        assert!(input.next().await.is_none(), "FIN ends the input");
+        let credit = read_until(&mut client, &mut buf, |f| {
+            matches!(f, Frame::WindowUpdate { stream: 1, .. })
+        })
+        .await;
+        assert_eq!(
+            credit,
+            Frame::WindowUpdate {
+                stream: 1,
+                delta: 5
+            }
+        );
+        let pong = read_until(&mut client, &mut buf, |f| matches!(f, Frame::Ping(_))).await;
+        assert_eq!(pong, Frame::Ping(9));
+
+        writer.write(b"out").unwrap();
+        writer.close();
+        let out = read_until(&mut client, &mut buf, |f| matches!(f, Frame::Data { .. })).await;
+        assert_eq!(
+            out,
+            Frame::Data {
+                stream: 1,
+                fin: false,
+                data: b"out".to_vec()
+            }
+        );
+        let fin = read_until(&mut client, &mut buf, |f| matches!(f, Frame::Data { .. })).await;
+        assert_eq!(
+            fin,
+            Frame::Data {
+                stream: 1,
+                fin: true,
+                data: vec![]
+            }
+        );
+
+        // A reset stream refuses writes.
+        client
+            .write_all(
+                &Frame::RstStream {
+                    stream: 1,
+                    status: CANCEL,
+                }
+                .encode(),
+            )
+            .await
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while writer.write(b"more").is_ok() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("writes fail after a reset");
+    }
+
+    #[tokio::test]
+    async fn garbage_ends_the_session_without_a_panic() {
+        let (mut client, server) = tokio::io::duplex(4096);
+        let session = Session::start(server);
+        // A control frame of SPDY version 2.
+        client
+            .write_all(&[0x80, 0x02, 0x00, 0x06, 0, 0, 0, 4, 0, 0, 0, 1])
+            .await
+            .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), session.peer_gone())
+            .await
+            .expect("the session ends");
+        let mut buf = Vec::new();
+        let away = read_until(&mut client, &mut buf, |f| matches!(f, Frame::GoAway { .. })).await;
+        assert!(matches!(away, Frame::GoAway { status: 1, .. }));
+        session.finish().await;
+    }
+}
