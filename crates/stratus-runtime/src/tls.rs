@@ -86,6 +86,32 @@ impl CertificateAuthority {
         })
     }
 
+    /// Sign a PEM certificate signing request as it asks (its subject,
+    /// subject alternative names and extensions), valid from now for
+    /// `validity`: a certificate (PEM) chained to this CA.
+    ///
+    /// ```
+    /// use stratus_runtime::tls::CertificateAuthority;
+    /// let ca = CertificateAuthority::new("cluster-ca").unwrap();
+    /// let key = rcgen::KeyPair::generate().unwrap();
+    /// let csr = rcgen::CertificateParams::new(vec!["vk-0".to_string()]).unwrap()
+    ///     .serialize_request(&key).unwrap().pem().unwrap();
+    /// let cert = ca.sign_request(&csr, std::time::Duration::from_secs(3600)).unwrap();
+    /// assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"));
+    /// assert!(ca.sign_request("not a request", std::time::Duration::from_secs(1)).is_err());
+    /// ```
+    pub fn sign_request(&self, csr_pem: &str, validity: Duration) -> Result<String, TlsError> {
+        let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
+        let mut request =
+            rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| err(&e))?;
+        let now = time_now();
+        request.params.not_before = now;
+        request.params.not_after = now + validity;
+        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+        let cert = request.signed_by(&issuer).map_err(|e| err(&e))?;
+        Ok(cert.pem())
+    }
+
     /// A client certificate for `user` in `groups` (subject CN and O, as
     /// Kubernetes reads them): certificate and key, PEM.
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<(String, String), TlsError> {
@@ -105,6 +131,11 @@ impl CertificateAuthority {
     }
 }
 
+/// Now, as rcgen's time type.
+fn time_now() -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc()
+}
+
 /// A certificate chain and its private key, and the CA that signed it when
 /// it was made here.
 #[derive(Debug)]
@@ -115,7 +146,7 @@ pub struct ServingCertificate {
     pub ca_der: Vec<u8>,
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
-    reload: Option<Arc<Reloader>>,
+    resolver: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
 }
 
 /// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1.
@@ -151,7 +182,7 @@ pub fn self_signed(common_name: &str, dns_names: &[&str]) -> Result<ServingCerti
             CertificateDer::from(ca_cert.der().to_vec()),
         ],
         key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        reload: None,
+        resolver: None,
     })
 }
 
@@ -174,7 +205,7 @@ pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, Tls
         ca_der: Vec::new(),
         chain,
         key: key_der,
-        reload: None,
+        resolver: None,
     })
 }
 
@@ -194,7 +225,7 @@ pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, Tls
 pub fn reloading_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, TlsError> {
     let mut loaded = from_pem_files(cert, key)?;
     let certified = certified_key(&loaded.chain, &loaded.key)?;
-    loaded.reload = Some(Arc::new(Reloader {
+    loaded.resolver = Some(Arc::new(Reloader {
         cert: cert.to_owned(),
         key: key.to_owned(),
         state: Mutex::new(ReloadState {
@@ -204,6 +235,93 @@ pub fn reloading_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate
         }),
     }));
     Ok(loaded)
+}
+
+/// A serving certificate replaced in place (by a rotation through
+/// certificate signing requests): every new connection gets the current
+/// pair.
+pub struct SharedCertificate {
+    current: std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl std::fmt::Debug for SharedCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedCertificate").finish_non_exhaustive()
+    }
+}
+
+fn parse_pem_pair(
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let pem_err = |what: &str, message: String| TlsError::Pem {
+        path: what.to_owned(),
+        message,
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| pem_err("the certificate", e.to_string()))?;
+    if chain.is_empty() {
+        return Err(pem_err("the certificate", "no certificate".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| pem_err("the key", e.to_string()))?;
+    Ok((chain, key))
+}
+
+impl SharedCertificate {
+    /// Serve `cert_pem` (a chain) with `key_pem` from now on.
+    pub fn set_pem(&self, cert_pem: &str, key_pem: &str) -> Result<(), TlsError> {
+        let (chain, key) = parse_pem_pair(cert_pem, key_pem)?;
+        let fresh = certified_key(&chain, &key)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+}
+
+impl rustls::server::ResolvesServerCert for SharedCertificate {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// A serving certificate from PEM text that can be replaced later through
+/// the returned [`SharedCertificate`].
+///
+/// ```
+/// let ca = stratus_runtime::tls::CertificateAuthority::new("ca").unwrap();
+/// let (cert, key) = ca.issue_client("x", &[]).unwrap();
+/// let (serving, shared) = stratus_runtime::tls::shared_pem(&cert, &key).unwrap();
+/// let _config = serving.server_config().unwrap();
+/// shared.set_pem(&cert, &key).unwrap(); // a rotation
+/// assert!(shared.set_pem("garbage", &key).is_err());
+/// ```
+pub fn shared_pem(
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<(ServingCertificate, Arc<SharedCertificate>), TlsError> {
+    let (chain, key) = parse_pem_pair(cert_pem, key_pem)?;
+    let shared = Arc::new(SharedCertificate {
+        current: std::sync::RwLock::new(certified_key(&chain, &key)?),
+    });
+    Ok((
+        ServingCertificate {
+            ca_pem: String::new(),
+            ca_der: Vec::new(),
+            chain,
+            key,
+            resolver: Some(shared.clone()),
+        },
+        shared,
+    ))
 }
 
 /// How often a reloading certificate looks at its files.
@@ -324,8 +442,8 @@ impl ServingCertificate {
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let mut config = match &self.reload {
-            Some(reloader) => builder.with_cert_resolver(reloader.clone()),
+        let mut config = match &self.resolver {
+            Some(resolver) => builder.with_cert_resolver(resolver.clone()),
             None => builder
                 .with_single_cert(self.chain.clone(), self.key.clone_key())
                 .map_err(|e| err(&e))?,

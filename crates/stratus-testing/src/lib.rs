@@ -35,6 +35,7 @@
 pub mod apiserver;
 pub mod cluster;
 pub mod conformance;
+pub mod csr_signer;
 pub mod fake_cloud;
 pub mod http_status;
 pub mod kubelet_api;

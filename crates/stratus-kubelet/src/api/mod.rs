@@ -51,6 +51,7 @@ mod port_forward;
 mod remote_command;
 mod route;
 mod server;
+pub mod serving_certificate;
 mod session;
 pub mod spdy;
 

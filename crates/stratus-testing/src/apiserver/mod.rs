@@ -316,6 +316,30 @@ fn spawn_serving(
     })
 }
 
+/// Signs certificate requests with the harness's CA.
+#[derive(Clone)]
+pub struct CaSigner {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for CaSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaSigner").finish_non_exhaustive()
+    }
+}
+
+impl CaSigner {
+    /// Sign a PEM certificate signing request, valid for `validity`: the
+    /// certificate, PEM.
+    pub fn sign(&self, csr_pem: &str, validity: Duration) -> Result<String, ApiServerError> {
+        self.inner
+            .kubelet
+            .ca
+            .sign_request(csr_pem, validity)
+            .map_err(|e| ApiServerError::Tls(e.to_string()))
+    }
+}
+
 /// A running in-memory API server. Dropping it stops it.
 pub struct ApiServer {
     inner: Arc<Inner>,
@@ -382,6 +406,15 @@ impl ApiServer {
             .ca
             .issue_client(user, groups)
             .map_err(|e| ApiServerError::Tls(e.to_string()))
+    }
+
+    /// The harness's CA as a signer of certificate requests (the CA of
+    /// [`kubelet_client_ca_pem`](Self::kubelet_client_ca_pem)), usable
+    /// from other tasks. Used by [`crate::csr_signer`].
+    pub fn ca_signer(&self) -> CaSigner {
+        CaSigner {
+            inner: self.inner.clone(),
+        }
     }
 
     /// A `kube::Client` for this server (trusting its CA when serving TLS).
