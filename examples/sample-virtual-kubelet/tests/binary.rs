@@ -15,10 +15,15 @@ async fn runs_pods_and_stops_on_sigterm() {
     let kubeconfig =
         std::env::temp_dir().join(format!("sample-vk-{}.kubeconfig", std::process::id()));
     api.write_kubeconfig(&kubeconfig).unwrap();
+    let client_ca = std::env::temp_dir().join(format!("sample-vk-{}.ca.crt", std::process::id()));
+    std::fs::write(&client_ca, api.kubelet_client_ca_pem()).unwrap();
     let mut child = Command::new(BINARY)
         .args([
             &format!("--kubeconfig={}", kubeconfig.display()),
             "--nodename=vk-sample",
+            "--listen-address=127.0.0.1",
+            "--kubelet-port=0",
+            &format!("--client-ca-file={}", client_ca.display()),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -46,8 +51,13 @@ async fn runs_pods_and_stops_on_sigterm() {
             == Some("Running")
     })
     .await;
+    // The kubelet API answers through the API server, which presents its
+    // client certificate (trusted through --client-ca-file).
+    let logs = pods.logs("hello", &Default::default()).await.unwrap();
+    assert_eq!(logs, "started container app\n");
     let (status, stderr) =
         stratus::testing::process::terminate(&mut child, Duration::from_secs(10)).await;
     assert!(status.success(), "{status}: {stderr}");
     let _ = std::fs::remove_file(&kubeconfig);
+    let _ = std::fs::remove_file(&client_ca);
 }
