@@ -1,6 +1,6 @@
 //! The virtual-node controllers of Stratus: a vendor implements the
 //! `stratus-pod` traits, and these controllers register the Node, keep its
-//! status and Lease, and (as they land) run the pods bound to it.
+//! status and Lease, run the pods bound to it and serve its kubelet API.
 //!
 //! ```
 //! use stratus_kubelet::node::{NodeConfig, node_template};
@@ -14,6 +14,10 @@
 //! assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.7");
 //! ```
 //!
+//! - [`api`]: the kubelet API (container logs, exec, attach, port-forward
+//!   over WebSocket and SPDY, stats summary, resource metrics, pods) with the
+//!   kubelet's authentication and authorization, and serving certificates
+//!   from files, a CSR, or self-signed.
 //! - [`metrics`]: queue, provider-call, phase and status-write metrics.
 //! - [`node`]: the Node (create or adopt, status heartbeats keeping others'
 //!   conditions, re-registration after a deletion) and its Lease in

@@ -638,3 +638,110 @@ async fn an_idle_stream_is_closed() {
     })
     .await;
 }
+
+/// A kubelet API serving anyone, a client of it, and its stop switch.
+async fn open_kubelet(provider: &MockPodProvider) -> (kube::Client, watch::Sender<bool>) {
+    let api = ApiServer::start().await.unwrap();
+    let kubelet_api = KubeletApi::new(
+        "direct",
+        Arc::new(provider.clone()),
+        api.client(),
+        ApiAuth::AllowAll,
+    );
+    let server = KubeletServer::builder(kubelet_api)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .start()
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        server.run(stopped).await;
+        drop(api);
+    });
+    (kubelet_client(addr, None, None), stop)
+}
+
+async fn next_binary(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>,
+    >,
+) -> Option<Vec<u8>> {
+    loop {
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            futures_util::StreamExt::next(socket),
+        )
+        .await
+        .expect("a message in time")?
+        {
+            Ok(tokio_tungstenite::tungstenite::Message::Binary(b)) => return Some(b.to_vec()),
+            Ok(tokio_tungstenite::tungstenite::Message::Close(_)) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_channel_protocols_directly() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let provider = MockPodProvider::new();
+    provider
+        .create_pod(&pod("web", &["app"], serde_json::json!({})))
+        .await
+        .unwrap();
+    let (client, _stop) = open_kubelet(&provider).await;
+
+    // v5: stdin, then the close signal; stdout comes back, then the status.
+    let request = http::Request::get("/exec/default/web/app?command=cat&stdin=1&stdout=1")
+        .body(Vec::new())
+        .unwrap();
+    let mut socket = client.connect(request).await.unwrap().into_stream();
+    socket
+        .send(Message::Binary(b"\x00over the wire".to_vec().into()))
+        .await
+        .unwrap();
+    socket
+        .send(Message::Binary(vec![255, 0].into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_binary(&mut socket).await.unwrap(),
+        b"\x01over the wire"
+    );
+    let status = next_binary(&mut socket).await.unwrap();
+    assert_eq!(status[0], 3);
+    assert!(String::from_utf8_lossy(&status[1..]).contains("Success"));
+    assert!(next_binary(&mut socket).await.is_none(), "then a close");
+
+    // A TTY: the resize channel reaches the provider.
+    let request = http::Request::get("/exec/default/web/app?command=size&stdin=1&stdout=1&tty=1")
+        .body(Vec::new())
+        .unwrap();
+    let mut socket = client.connect(request).await.unwrap().into_stream();
+    socket
+        .send(Message::Binary(
+            b"\x04{\"Width\":120,\"Height\":40}".to_vec().into(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(next_binary(&mut socket).await.unwrap(), b"\x01120x40\n");
+
+    // Port-forward over WebSocket: each channel first carries the port.
+    let request = http::Request::get("/portForward/default/web?port=8080")
+        .body(Vec::new())
+        .unwrap();
+    let mut socket = client.connect(request).await.unwrap().into_stream();
+    let mut first = vec![
+        next_binary(&mut socket).await.unwrap(),
+        next_binary(&mut socket).await.unwrap(),
+    ];
+    first.sort();
+    assert_eq!(first, [vec![0, 0x90, 0x1f], vec![1, 0x90, 0x1f]]);
+    socket
+        .send(Message::Binary(b"\x00echo me".to_vec().into()))
+        .await
+        .unwrap();
+    assert_eq!(next_binary(&mut socket).await.unwrap(), b"\x00echo me");
+}

@@ -6,6 +6,13 @@
 //!   `stratus-cloud` trait, with latency, error, throttling and batching
 //!   knobs and a call log.
 //! - [`conformance`]: the cloud-provider conformance suite.
+//! - [`MockPodProvider`] and [`pod_conformance`]: an in-memory pod provider
+//!   serving every kubelet-API capability, and the pod-provider conformance
+//!   suite.
+//! - [`kubelet_api`]: a virtual node whose kubelet API the harness proxies
+//!   to (`pods/log`, `exec`, `attach`, `portforward`, `nodes/proxy`), and
+//!   [`csr_signer`]: a strict approver and signer of kubelet serving
+//!   certificates.
 //!
 //! [`ApiServer`] is an in-memory Kubernetes API server: `kube::Client`,
 //! kube-runtime's `watcher` / `reflector` / `Controller`, and kubectl talk to

@@ -25,10 +25,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use serde_json::Value;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::Role;
+
+use super::stream_translation::Translation;
 
 use super::error::ApiError;
 use super::http::Body;
@@ -309,81 +307,6 @@ const PASSED: &[&str] = &[
     "content-type",
 ];
 
-/// The WebSocket subprotocol of kubectl's tunneled port-forward.
-const TUNNELED_PORT_FORWARD: &str = "SPDY/3.1+portforward.k8s.io";
-
-/// The client's WebSocket key if it asks for SPDY port-forward tunneled in
-/// a WebSocket.
-fn tunneled_spdy(parts: &http::request::Parts) -> Option<String> {
-    let upgrade = parts
-        .headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())?;
-    if !upgrade.eq_ignore_ascii_case("websocket") {
-        return None;
-    }
-    let tunneled = parts
-        .headers
-        .get_all("sec-websocket-protocol")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|p| p.trim() == TUNNELED_PORT_FORWARD);
-    if !tunneled {
-        return None;
-    }
-    parts
-        .headers
-        .get("sec-websocket-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-}
-
-/// Copy binary WebSocket messages to the kubelet's SPDY stream and its
-/// bytes back as binary messages, until either side ends.
-async fn pump_tunnel<S, K>(socket: WebSocketStream<S>, kubelet: K)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    K: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    use futures_util::SinkExt;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut ws_out, mut ws_in) = socket.split();
-    let (mut k_in, mut k_out) = tokio::io::split(kubelet);
-    let upstream = async {
-        while let Some(Ok(message)) = ws_in.next().await {
-            match message {
-                Message::Binary(data) if k_out.write_all(&data).await.is_err() => break,
-                Message::Close(_) => break,
-                _ => {}
-            }
-        }
-        let _ = k_out.shutdown().await;
-    };
-    let downstream = async {
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            match k_in.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if ws_out
-                        .send(Message::Binary(Bytes::copy_from_slice(&buf[..n])))
-                        .await
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = ws_out.close().await;
-    };
-    tokio::select! {
-        _ = upstream => {}
-        _ = downstream => {}
-    }
-}
-
 fn backend_error(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(500, "InternalError", format!("error dialing backend: {e}"))
 }
@@ -420,19 +343,22 @@ pub(crate) async fn proxy(
     };
     let mut request = Request::builder().method(method).uri(&uri);
     request = request.header(header::HOST, format!("{host}:{port}"));
-    let tunnel = tunneled_spdy(parts);
-    if tunnel.is_some() {
-        // kube-apiserver's tunneling: a WebSocket carrying SPDY from the
-        // client becomes a SPDY upgrade towards the kubelet.
-        request = request
-            .header(header::CONNECTION, "Upgrade")
-            .header(header::UPGRADE, "SPDY/3.1")
-            .header("x-stream-protocol-version", "portforward.k8s.io");
-    } else {
-        for name in PASSED {
-            for value in parts.headers.get_all(*name) {
-                request = request.header(*name, value.clone());
+    let translation = Translation::of(&target, parts)?;
+    match &translation {
+        Translation::None => {
+            for name in PASSED {
+                for value in parts.headers.get_all(*name) {
+                    request = request.header(*name, value.clone());
+                }
             }
+        }
+        // kube-apiserver's translation: the client's WebSocket becomes a
+        // SPDY upgrade towards the kubelet.
+        other => {
+            request = request
+                .header(header::CONNECTION, "Upgrade")
+                .header(header::UPGRADE, "SPDY/3.1")
+                .header("x-stream-protocol-version", other.spdy_version());
         }
     }
     let request = request
@@ -452,25 +378,15 @@ pub(crate) async fn proxy(
                 .boxed_unsync(),
         );
         *response.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
-        if let Some(key) = tunnel {
-            let headers = response.headers_mut();
-            headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-            headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-            if let Ok(accept) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
-                headers.insert("sec-websocket-accept", accept);
-            }
-            headers.insert(
-                "sec-websocket-protocol",
-                HeaderValue::from_static(TUNNELED_PORT_FORWARD),
-            );
+        if !matches!(translation, Translation::None) {
+            translation.answer(response.headers_mut());
             tokio::spawn(async move {
                 let (Ok(client), Ok(kubelet)) = (client_side.await, kubelet_side.await) else {
                     return;
                 };
-                let socket =
-                    WebSocketStream::from_raw_socket(TokioIo::new(client), Role::Server, None)
-                        .await;
-                pump_tunnel(socket, TokioIo::new(kubelet)).await;
+                translation
+                    .run(TokioIo::new(client), TokioIo::new(kubelet))
+                    .await;
             });
             return Ok(response);
         }

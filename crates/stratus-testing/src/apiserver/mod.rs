@@ -37,6 +37,7 @@ mod reviews;
 mod selectors;
 mod state;
 mod store;
+mod stream_translation;
 mod table;
 mod tls;
 mod validation;

@@ -32,3 +32,4 @@ pub use headers::{
     encode_block, header,
 };
 pub use serve::{PORT_FORWARD_VERSION, REMOTE_COMMAND_VERSIONS, negotiate};
+pub use session::{Session, Stream, StreamWriter};

@@ -1,7 +1,8 @@
-//! A SPDY/3.1 session on an upgraded connection, server side: the peer
-//! opens streams (each with headers), the session accepts them with an
-//! empty `SYN_REPLY`, routes their data to per-stream inputs, answers
-//! pings, and writes the server's data frames. Flow control is not
+//! A SPDY/3.1 session on an upgraded connection. As a server, the peer
+//! opens streams (each with headers) and the session accepts them with an
+//! empty `SYN_REPLY`; as a client, [`Session::open`] opens streams. Either
+//! way it routes each stream's data to its input, answers pings, and writes
+//! data frames. Flow control is not
 //! enforced on either side (as Kubernetes' own SPDY library), but received
 //! data is credited back with `WINDOW_UPDATE` so a strict peer never
 //! stalls.
@@ -27,6 +28,11 @@ pub(crate) const CANCEL: u32 = 5;
 /// What the writer task sends.
 enum Out {
     Reply(u32),
+    Syn {
+        stream: u32,
+        headers: Headers,
+        fin: bool,
+    },
     Data {
         stream: u32,
         fin: bool,
@@ -41,11 +47,13 @@ struct Shared {
     /// Streams the peer reset or the session closed.
     reset: HashSet<u32>,
     closed: bool,
+    /// Where each open stream's data goes.
+    inputs: HashMap<u32, mpsc::UnboundedSender<Vec<u8>>>,
 }
 
 /// A handle for writing on streams.
 #[derive(Clone)]
-pub(crate) struct Writer {
+struct Writer {
     out: mpsc::UnboundedSender<Out>,
     shared: Arc<Mutex<Shared>>,
 }
@@ -69,7 +77,7 @@ impl Writer {
     }
 
     /// Write `data` on `stream` (split into frames), `fin` after it.
-    pub(crate) fn data(&self, stream: u32, data: &[u8], fin: bool) -> io::Result<()> {
+    fn data(&self, stream: u32, data: &[u8], fin: bool) -> io::Result<()> {
         self.usable(stream)?;
         let mut chunks = data.chunks(MAX_PAYLOAD.min(64 * 1024)).peekable();
         if chunks.peek().is_none() {
@@ -90,24 +98,25 @@ impl Writer {
     }
 
     /// Abort `stream`.
-    pub(crate) fn reset(&self, stream: u32, status: u32) {
+    fn reset(&self, stream: u32, status: u32) {
         let _ = self.send(Out::Frame(Frame::RstStream { stream, status }));
     }
 }
 
-/// One stream the peer opened.
-pub(crate) struct Stream {
+/// One stream of a session.
+pub struct Stream {
     /// The stream id.
-    pub(crate) id: u32,
+    pub id: u32,
     /// Its headers (`streamType`, `port`, `requestID`, ...).
-    pub(crate) headers: Headers,
+    pub headers: Headers,
     input: mpsc::UnboundedReceiver<Vec<u8>>,
     writer: Writer,
 }
 
 impl Stream {
-    /// The bytes the peer sends on this stream, ending at its `FIN`.
-    pub(crate) fn input(self) -> (ByteStream, StreamWriter) {
+    /// The bytes the peer sends on this stream, ending at its `FIN`, and
+    /// a writer for the other direction.
+    pub fn input(self) -> (ByteStream, StreamWriter) {
         let writer = StreamWriter {
             id: self.id,
             writer: self.writer,
@@ -119,8 +128,8 @@ impl Stream {
         (input, writer)
     }
 
-    /// A writer for this stream (its input is dropped).
-    pub(crate) fn writer(&self) -> StreamWriter {
+    /// A writer for this stream.
+    pub fn writer(&self) -> StreamWriter {
         StreamWriter {
             id: self.id,
             writer: self.writer.clone(),
@@ -128,32 +137,49 @@ impl Stream {
     }
 }
 
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("id", &self.id)
+            .field("headers", &self.headers)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Writes on one stream.
 #[derive(Clone)]
-pub(crate) struct StreamWriter {
+pub struct StreamWriter {
     id: u32,
     writer: Writer,
 }
 
 impl StreamWriter {
-    /// Write `data`.
-    pub(crate) fn write(&self, data: &[u8]) -> io::Result<()> {
+    /// Write `data` (queued; an error means the stream or session is gone).
+    pub fn write(&self, data: &[u8]) -> io::Result<()> {
         self.writer.data(self.id, data, false)
     }
 
-    /// End the server's side of the stream (`FIN`).
-    pub(crate) fn close(&self) {
+    /// End this side of the stream (`FIN`).
+    pub fn close(&self) {
         let _ = self.writer.data(self.id, &[], true);
     }
 
     /// Abort the stream.
-    pub(crate) fn reset(&self) {
+    pub fn reset(&self) {
         self.writer.reset(self.id, CANCEL);
     }
 
     /// The writer as an output stream for a provider.
-    pub(crate) fn sink(&self) -> OutputStream {
+    pub fn sink(&self) -> OutputStream {
         Box::new(self.clone())
+    }
+}
+
+impl std::fmt::Debug for StreamWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamWriter")
+            .field("id", &self.id)
+            .finish()
     }
 }
 
@@ -169,18 +195,25 @@ impl ByteSink for StreamWriter {
     }
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
 /// A running session.
-pub(crate) struct Session {
+pub struct Session {
     streams: mpsc::UnboundedReceiver<Stream>,
     writer: Writer,
+    next_id: std::sync::atomic::AtomicU32,
     closed: watch::Receiver<bool>,
     reader: JoinHandle<()>,
     write_task: JoinHandle<()>,
 }
 
 impl Session {
-    /// Start the session on `io`.
-    pub(crate) fn start<T>(io: T) -> Self
+    /// Start the session on `io` (an upgraded connection).
+    pub fn start<T>(io: T) -> Self
     where
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
@@ -199,6 +232,16 @@ impl Session {
                         stream,
                         flags: 0,
                         headers: compressor.compress(&[]),
+                    },
+                    Out::Syn {
+                        stream,
+                        headers,
+                        fin,
+                    } => Frame::SynStream {
+                        stream,
+                        associated: 0,
+                        flags: if fin { super::frame::FLAG_FIN } else { 0 },
+                        headers: compressor.compress(&headers),
                     },
                     Out::Data { stream, fin, data } => Frame::Data { stream, fin, data },
                     Out::Frame(f) => f,
@@ -219,7 +262,7 @@ impl Session {
         let reader_writer = writer.clone();
         let reader = tokio::spawn(async move {
             let mut decompressor = Decompressor::default();
-            let mut inputs: HashMap<u32, mpsc::UnboundedSender<Vec<u8>>> = HashMap::new();
+            let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
             let mut buf = Vec::with_capacity(16 * 1024);
             let mut chunk = vec![0u8; 16 * 1024];
             'session: loop {
@@ -251,13 +294,13 @@ impl Session {
                                     break 'session;
                                 }
                             };
-                            if inputs.contains_key(&stream) {
+                            if lock().inputs.contains_key(&stream) {
                                 reader_writer.reset(stream, 1);
                                 continue;
                             }
                             let (tx, rx) = mpsc::unbounded_channel();
                             if flags & super::frame::FLAG_FIN == 0 {
-                                inputs.insert(stream, tx);
+                                lock().inputs.insert(stream, tx);
                             }
                             let _ = reader_writer.send(Out::Reply(stream));
                             let accepted = Stream {
@@ -277,11 +320,12 @@ impl Session {
                         }
                         Frame::Data { stream, fin, data } => {
                             let len = data.len() as u32;
-                            if let Some(tx) = inputs.get(&stream)
+                            let tx = lock().inputs.get(&stream).cloned();
+                            if let Some(tx) = tx
                                 && !data.is_empty()
                                 && tx.send(data).is_err()
                             {
-                                inputs.remove(&stream);
+                                lock().inputs.remove(&stream);
                             }
                             if len > 0 {
                                 for id in [stream, 0] {
@@ -292,16 +336,13 @@ impl Session {
                                 }
                             }
                             if fin {
-                                inputs.remove(&stream);
+                                lock().inputs.remove(&stream);
                             }
                         }
                         Frame::RstStream { stream, .. } => {
-                            inputs.remove(&stream);
-                            shared
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .reset
-                                .insert(stream);
+                            let mut state = lock();
+                            state.inputs.remove(&stream);
+                            state.reset.insert(stream);
                         }
                         Frame::Ping(id) => {
                             let _ = reader_writer.send(Out::Frame(Frame::Ping(id)));
@@ -318,32 +359,62 @@ impl Session {
                     break;
                 }
             }
-            shared.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
-            drop(inputs);
+            {
+                let mut state = lock();
+                state.closed = true;
+                state.inputs.clear();
+            }
             let _ = closed_tx.send(true);
         });
         Self {
             streams,
             writer,
+            next_id: std::sync::atomic::AtomicU32::new(1),
             closed,
             reader,
             write_task,
         }
     }
 
+    /// Open a stream with `headers` (client side: odd ids from 1); `fin`
+    /// if this side will send nothing on it.
+    pub fn open(&self, headers: Headers, fin: bool) -> Stream {
+        let id = self
+            .next_id
+            .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.writer
+            .shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .inputs
+            .insert(id, tx);
+        let _ = self.writer.send(Out::Syn {
+            stream: id,
+            headers: headers.clone(),
+            fin,
+        });
+        Stream {
+            id,
+            headers,
+            input: rx,
+            writer: self.writer.clone(),
+        }
+    }
+
     /// The next stream the peer opens; `None` once the session ended.
-    pub(crate) async fn accept(&mut self) -> Option<Stream> {
+    pub async fn accept(&mut self) -> Option<Stream> {
         self.streams.recv().await
     }
 
     /// Resolves when the peer has gone.
-    pub(crate) async fn peer_gone(&self) {
+    pub async fn peer_gone(&self) {
         let mut closed = self.closed.clone();
         let _ = closed.wait_for(|c| *c).await;
     }
 
     /// Send everything queued, then close the connection.
-    pub(crate) async fn finish(self) {
+    pub async fn finish(self) {
         let _ = self.writer.send(Out::Close);
         let mut write_task = self.write_task;
         if tokio::time::timeout(std::time::Duration::from_secs(5), &mut write_task)
@@ -469,6 +540,38 @@ mod tests {
         })
         .await
         .expect("writes fail after a reset");
+    }
+
+    #[tokio::test]
+    async fn a_client_session_talks_to_a_server_session() {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let client = Session::start(a);
+        let mut server = Session::start(b);
+        let opened = client.open(vec![("streamtype".into(), "stdout".into())], false);
+        let second = client.open(vec![("streamtype".into(), "stdin".into())], false);
+        assert_eq!((opened.id, second.id), (1, 3));
+        let accepted = server.accept().await.unwrap();
+        assert_eq!(accepted.headers, opened.headers);
+        let (_, to_client) = accepted.input();
+        to_client.write(b"from the server").unwrap();
+        to_client.close();
+        let (mut from_server, to_server) = opened.input();
+        assert_eq!(
+            from_server.next().await.unwrap().unwrap(),
+            b"from the server"
+        );
+        assert!(from_server.next().await.is_none());
+        let (mut on_server, _) = server.accept().await.unwrap().input();
+        let (_, stdin) = second.input();
+        stdin.write(b"typed").unwrap();
+        stdin.close();
+        assert_eq!(on_server.next().await.unwrap().unwrap(), b"typed");
+        assert!(on_server.next().await.is_none());
+        drop(to_server);
+        client.finish().await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), server.peer_gone())
+            .await
+            .expect("the server sees the client go");
     }
 
     #[tokio::test]
