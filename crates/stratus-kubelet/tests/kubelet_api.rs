@@ -6,12 +6,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, AttachParams, LogParams, PostParams};
 use stratus_kubelet::api::{ApiAuth, KubeletApi, KubeletServer};
 use stratus_kubelet::node::NodeConfig;
-use stratus_pod::{ContainerRef, PodLifecycleHandler, Result as PodResult};
+use stratus_pod::{ContainerRef, PodLifecycleHandler};
 use stratus_testing::apiserver::{AccessRequest, ReviewUser};
 use stratus_testing::http_status::{get, send};
 use stratus_testing::kubelet_api::virtual_node_with_api;
@@ -277,49 +276,10 @@ async fn bad_requests_get_the_kubelets_codes() {
     assert!(body.contains("the backend is confused"), "{body}");
 }
 
-/// Lifecycle only: no logs, exec, attach, port-forward, stats or metrics.
-struct Bare(MockPodProvider);
-
-#[async_trait]
-impl PodLifecycleHandler for Bare {
-    async fn create_pod(&self, pod: &Pod) -> PodResult<()> {
-        self.0.create_pod(pod).await
-    }
-    async fn update_pod(&self, pod: &Pod) -> PodResult<()> {
-        self.0.update_pod(pod).await
-    }
-    async fn delete_pod(&self, pod: &Pod) -> PodResult<()> {
-        self.0.delete_pod(pod).await
-    }
-    async fn get_pod(&self, ns: &str, name: &str) -> PodResult<Option<Pod>> {
-        self.0.get_pod(ns, name).await
-    }
-    async fn get_pod_status(&self, ns: &str, name: &str) -> PodResult<Option<PodStatus>> {
-        self.0.get_pod_status(ns, name).await
-    }
-    async fn get_pods(&self) -> PodResult<Vec<Pod>> {
-        self.0.get_pods().await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_capabilities_answer_501() {
-    let api = ApiServer::start().await.unwrap();
-    let kubelet_api = KubeletApi::new(
-        "bare",
-        Arc::new(Bare(MockPodProvider::new())),
-        api.client(),
-        ApiAuth::AllowAll,
-    );
-    let server = KubeletServer::builder(kubelet_api)
-        .bind("127.0.0.1:0".parse().unwrap())
-        .start()
-        .await
-        .unwrap();
-    let addr = server.local_addr();
-    let (_stop, stopped) = watch::channel(false);
-    tokio::spawn(server.run(stopped));
-    let client = kubelet_client(addr, None, None);
+    let bare = MockPodProvider::new().without_capabilities();
+    let (client, _stop) = open_kubelet(&bare, None).await;
     for path in [
         "/containerLogs/default/web/app",
         "/stats/summary",
@@ -331,7 +291,7 @@ async fn missing_capabilities_answer_501() {
         let (code, body) = get(&client, path).await;
         assert_eq!(code, 501, "{path}: {body}");
         assert!(
-            body.contains("not supported by the provider of node bare"),
+            body.contains("not supported by the provider of node direct"),
             "{body}"
         );
     }
@@ -597,26 +557,10 @@ async fn a_client_that_goes_away_cancels_the_provider_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_stream_is_closed() {
-    let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
     let pod = pod("web", &["app"], serde_json::json!({}));
     provider.create_pod(&pod).await.unwrap();
-    let kubelet_api = KubeletApi::new(
-        "idle",
-        Arc::new(provider.clone()),
-        api.client(),
-        ApiAuth::AllowAll,
-    )
-    .with_stream_idle_timeout(Duration::from_millis(300));
-    let server = KubeletServer::builder(kubelet_api)
-        .bind("127.0.0.1:0".parse().unwrap())
-        .start()
-        .await
-        .unwrap();
-    let addr = server.local_addr();
-    let (_stop, stopped) = watch::channel(false);
-    tokio::spawn(server.run(stopped));
-    let client = kubelet_client(addr, None, None);
+    let (client, _stop) = open_kubelet(&provider, Some(Duration::from_millis(300))).await;
     let request = http::Request::get("/exec/default/web/app?command=sleep&command=600&stdout=1")
         .body(Vec::new())
         .unwrap();
@@ -639,15 +583,22 @@ async fn an_idle_stream_is_closed() {
     .await;
 }
 
-/// A kubelet API serving anyone, a client of it, and its stop switch.
-async fn open_kubelet(provider: &MockPodProvider) -> (kube::Client, watch::Sender<bool>) {
+/// A kubelet API of node `direct` serving anyone (with this stream idle
+/// timeout), a client of it, and its stop switch.
+async fn open_kubelet(
+    provider: &MockPodProvider,
+    idle: Option<Duration>,
+) -> (kube::Client, watch::Sender<bool>) {
     let api = ApiServer::start().await.unwrap();
-    let kubelet_api = KubeletApi::new(
+    let mut kubelet_api = KubeletApi::new(
         "direct",
         Arc::new(provider.clone()),
         api.client(),
         ApiAuth::AllowAll,
     );
+    if let Some(idle) = idle {
+        kubelet_api = kubelet_api.with_stream_idle_timeout(idle);
+    }
     let server = KubeletServer::builder(kubelet_api)
         .bind("127.0.0.1:0".parse().unwrap())
         .start()
@@ -691,7 +642,7 @@ async fn websocket_channel_protocols_directly() {
         .create_pod(&pod("web", &["app"], serde_json::json!({})))
         .await
         .unwrap();
-    let (client, _stop) = open_kubelet(&provider).await;
+    let (client, _stop) = open_kubelet(&provider, None).await;
 
     // v5: stdin, then the close signal; stdout comes back, then the status.
     let request = http::Request::get("/exec/default/web/app?command=cat&stdin=1&stdout=1")

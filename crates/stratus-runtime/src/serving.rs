@@ -118,6 +118,8 @@ impl Listener {
                 _ = stop.changed() => return,
             };
             let Ok((stream, _)) = accepted else { continue };
+            // Interactive streams (exec, attach) send small writes.
+            let _ = stream.set_nodelay(true);
             let handler = handler.clone();
             let tls = self.tls.clone();
             tokio::spawn(async move {

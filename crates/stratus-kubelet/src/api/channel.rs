@@ -53,6 +53,17 @@ pub const REMOTE_COMMAND_PROTOCOLS: &[ChannelProtocol] = &[
 pub const PORT_FORWARD_PROTOCOLS: &[ChannelProtocol] =
     &[ChannelProtocol::V4, ChannelProtocol::V4Base64];
 
+/// The protocols a client offers, from header values that may each hold
+/// a comma-separated list.
+pub(crate) fn offers<'a>(headers: &[&'a str]) -> Vec<&'a str> {
+    headers
+        .iter()
+        .flat_map(|h| h.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
 /// A message that breaks the channel protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
@@ -112,12 +123,7 @@ impl ChannelProtocol {
     ///
     /// The `bool` says whether to name the protocol in the answer.
     pub fn negotiate(offered: &[&str], supported: &[ChannelProtocol]) -> Option<(Self, bool)> {
-        let offers: Vec<&str> = offered
-            .iter()
-            .flat_map(|h| h.split(','))
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .collect();
+        let offers = offers(offered);
         if offers.is_empty() {
             return Some((Self::V1, false));
         }

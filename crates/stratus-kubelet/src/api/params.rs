@@ -49,6 +49,29 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// `key` as a boolean the way Go parses it (`1`, `t`, `true`, ... and
+    /// their opposites; absent or empty is false).
+    ///
+    /// ```
+    /// use stratus_kubelet::api::Query;
+    /// let q = Query::parse(Some("a=1&b=False&c=maybe"));
+    /// assert_eq!(q.flag("a"), Ok(true));
+    /// assert_eq!(q.flag("b"), Ok(false));
+    /// assert_eq!(q.flag("missing"), Ok(false));
+    /// assert!(q.flag("c").is_err());
+    /// ```
+    pub fn flag(&self, key: &str) -> Result<bool, ParamError> {
+        self.get(key)
+            .map(|v| parse_bool(key, v))
+            .transpose()
+            .map(Option::unwrap_or_default)
+    }
+
+    /// The pairs, in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Every value of `key`, in order.
     pub fn all(&self, key: &str) -> Vec<&str> {
         self.0
@@ -94,13 +117,7 @@ fn parse_int(key: &str, value: &str) -> Result<i64, ParamError> {
 /// ```
 pub fn log_options(query: &Query) -> Result<ContainerLogOptions, ParamError> {
     let int = |key: &str| query.get(key).map(|v| parse_int(key, v)).transpose();
-    let flag = |key: &str| {
-        query
-            .get(key)
-            .map(|v| parse_bool(key, v))
-            .transpose()
-            .map(Option::unwrap_or_default)
-    };
+    let flag = |key: &str| query.flag(key);
     let since_time = match query.get("sinceTime") {
         Some(v) => Some(Time(v.parse().map_err(|_| {
             ParamError(format!(
@@ -153,13 +170,7 @@ pub struct StreamOptions {
 /// assert!(stream_options(&Query::parse(Some("stdout=1")), true).is_err()); // no command
 /// ```
 pub fn stream_options(query: &Query, exec: bool) -> Result<StreamOptions, ParamError> {
-    let flag = |key: &str| {
-        query
-            .get(key)
-            .map(|v| parse_bool(key, v))
-            .transpose()
-            .map(Option::unwrap_or_default)
-    };
+    let flag = |key: &str| query.flag(key);
     let mut options = StreamOptions {
         command: query
             .all("command")

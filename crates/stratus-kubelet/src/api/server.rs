@@ -131,6 +131,26 @@ fn header_values<'a>(req: &'a Request<Incoming>, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// An empty 101 answer switching to `protocol`.
+fn switching_to(protocol: &'static str) -> Response<Body> {
+    let mut response = empty(StatusCode::SWITCHING_PROTOCOLS);
+    let headers = response.headers_mut();
+    headers.insert(header::UPGRADE, HeaderValue::from_static(protocol));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    response
+}
+
+/// An empty answer.
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::new())
+            .map_err(|e| match e {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    response
+}
+
 /// An upgrade's outcome: the negotiated protocol and the 101 answer, or
 /// the status and message of the refusal.
 type Switch<P> = Result<(P, Response<Body>), (StatusCode, String)>;
@@ -160,15 +180,8 @@ fn websocket_handshake(
             ),
         ));
     };
-    let mut response = Response::new(
-        Full::new(Bytes::new())
-            .map_err(|e| match e {})
-            .boxed_unsync(),
-    );
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let mut response = switching_to("websocket");
     let headers = response.headers_mut();
-    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     if let Ok(accept) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
         headers.insert("sec-websocket-accept", accept);
     }
@@ -201,17 +214,9 @@ fn spdy_handshake(
             ),
         )));
     };
-    let mut response = Response::new(
-        Full::new(Bytes::new())
-            .map_err(|e| match e {})
-            .boxed_unsync(),
-    );
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let headers = response.headers_mut();
-    headers.insert(header::UPGRADE, HeaderValue::from_static("SPDY/3.1"));
-    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    let mut response = switching_to("SPDY/3.1");
     if let Some(version) = version {
-        headers.insert(
+        response.headers_mut().insert(
             "x-stream-protocol-version",
             HeaderValue::from_static(version),
         );
@@ -367,12 +372,7 @@ impl KubeletApi {
         };
         if head {
             let (parts, _) = response.into_parts();
-            return Response::from_parts(
-                parts,
-                Full::new(Bytes::new())
-                    .map_err(|e| match e {})
-                    .boxed_unsync(),
-            );
+            return Response::from_parts(parts, empty(StatusCode::OK).into_body());
         }
         response
     }

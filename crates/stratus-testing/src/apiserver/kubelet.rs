@@ -214,7 +214,7 @@ fn locate(
     target: &Target,
     query: Option<&str>,
 ) -> Result<((String, u16), String), ApiError> {
-    let pairs: Vec<(String, String)> = url_pairs(query);
+    let parsed = stratus_kubelet::api::Query::parse(query);
     match target {
         Target::Node { name, path } => {
             let endpoint = kubelet_endpoint(inner, name)?;
@@ -241,10 +241,7 @@ fn locate(
                     ApiError::bad_request(format!("pod {name} does not have a host assigned"))
                 })?;
             let endpoint = kubelet_endpoint(inner, node)?;
-            let asked = pairs
-                .iter()
-                .find(|(k, _)| k == "container")
-                .map(|(_, v)| v.as_str());
+            let asked = parsed.get("container");
             let (ns, pod_name) = (encode(namespace), encode(name));
             let path = match sub.as_str() {
                 "portforward" => format!("/portForward/{ns}/{pod_name}"),
@@ -258,11 +255,11 @@ fn locate(
                     format!("/{prefix}/{ns}/{pod_name}/{container}")
                 }
             };
-            let kept: Vec<String> = pairs
-                .iter()
-                .filter(|(k, _)| k != "container" && k != "insecureSkipTLSVerifyBackend")
+            let kept: Vec<String> = parsed
+                .pairs()
+                .filter(|(k, _)| *k != "container" && *k != "insecureSkipTLSVerifyBackend")
                 .map(|(k, v)| {
-                    let k = if k == "ports" { "port" } else { k.as_str() };
+                    let k = if k == "ports" { "port" } else { k };
                     format!("{}={}", encode(k), encode(v))
                 })
                 .collect();
@@ -274,23 +271,6 @@ fn locate(
             Ok((endpoint, uri))
         }
     }
-}
-
-fn url_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(&s.replace('+', " "))
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (decode(k), decode(v)),
-            None => (decode(p), String::new()),
-        })
-        .collect()
 }
 
 /// Headers passed on to the kubelet (and back, for upgrades).
@@ -323,6 +303,7 @@ pub(crate) async fn proxy(
     let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
         .await
         .map_err(|e| backend_error(format!("dial tcp {host}:{port}: {e}")))?;
+    let _ = tcp.set_nodelay(true);
     let server_name = ServerName::try_from(host.clone())
         .map_err(|e| backend_error(format!("bad kubelet host {host:?}: {e}")))?;
     let connector = tokio_rustls::TlsConnector::from(inner.kubelet.config.clone());

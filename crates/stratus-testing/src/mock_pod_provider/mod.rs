@@ -87,6 +87,7 @@ pub struct MockPodProvider {
     state: Arc<Mutex<State>>,
     next_ip: Arc<AtomicU32>,
     notifications: bool,
+    capabilities: bool,
     node_name: Arc<str>,
     started: Time,
     changed: Arc<tokio::sync::watch::Sender<u64>>,
@@ -129,6 +130,7 @@ impl MockPodProvider {
             state: Arc::new(Mutex::new(State::default())),
             next_ip: Arc::new(AtomicU32::new(1)),
             notifications: true,
+            capabilities: true,
             node_name: Arc::from("mock-node"),
             started: now(),
             sessions: Arc::default(),
@@ -145,6 +147,14 @@ impl MockPodProvider {
     /// The same without [`PodNotifier`]: the node polls it.
     pub fn without_notifications(mut self) -> Self {
         self.notifications = false;
+        self
+    }
+
+    /// The same without the kubelet-API capabilities (logs, exec, attach,
+    /// port-forward, stats, metrics): a lifecycle-only provider, for which
+    /// the kubelet API answers 501.
+    pub fn without_capabilities(mut self) -> Self {
+        self.capabilities = false;
         self
     }
 
@@ -464,27 +474,27 @@ impl PodLifecycleHandler for MockPodProvider {
     }
 
     fn container_logs(&self) -> Option<&dyn stratus_pod::ContainerLogs> {
-        Some(self)
+        self.capabilities.then_some(self as _)
     }
 
     fn exec(&self) -> Option<&dyn stratus_pod::ContainerExec> {
-        Some(self)
+        self.capabilities.then_some(self as _)
     }
 
     fn attach(&self) -> Option<&dyn stratus_pod::ContainerAttach> {
-        Some(self)
+        self.capabilities.then_some(self as _)
     }
 
     fn port_forward(&self) -> Option<&dyn stratus_pod::PortForward> {
-        Some(self)
+        self.capabilities.then_some(self as _)
     }
 
     fn stats_summary(&self) -> Option<&dyn stratus_pod::StatsSummary> {
-        Some(self)
+        self.capabilities.then_some(self as _)
     }
 
     fn resource_metrics(&self) -> Option<&dyn stratus_pod::ResourceMetrics> {
-        Some(self)
+        self.capabilities.then_some(self as _)
     }
 }
 

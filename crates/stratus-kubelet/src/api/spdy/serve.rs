@@ -43,12 +43,7 @@ pub const PORT_FORWARD_VERSION: &str = "portforward.k8s.io";
 /// assert_eq!(negotiate(&["v9"], REMOTE_COMMAND_VERSIONS), None);
 /// ```
 pub fn negotiate(offered: &[&str], supported: &[&'static str]) -> Option<Option<&'static str>> {
-    let offers: Vec<&str> = offered
-        .iter()
-        .flat_map(|h| h.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let offers = crate::api::channel::offers(offered);
     if offers.is_empty() {
         return Some(None);
     }
