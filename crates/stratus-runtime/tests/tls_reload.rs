@@ -7,46 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use stratus_runtime::serving::{self, Handler, Listener};
 use stratus_runtime::tls::{RELOAD_CHECK_INTERVAL, reloading_pem_files};
-
-#[derive(Debug)]
-struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
 
 /// The leaf certificate the server at `addr` presents.
 async fn presented(addr: std::net::SocketAddr) -> Vec<u8> {
@@ -55,7 +18,9 @@ async fn presented(addr: std::net::SocketAddr) -> Vec<u8> {
         .with_safe_default_protocol_versions()
         .unwrap()
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+        .with_custom_certificate_verifier(stratus_testing::insecure::any_server_certificate(
+            provider,
+        ))
         .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))

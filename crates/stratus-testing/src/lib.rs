@@ -45,6 +45,7 @@ pub mod conformance;
 pub mod csr_signer;
 pub mod fake_cloud;
 pub mod http_status;
+pub mod insecure;
 pub mod kubelet_api;
 mod metrics_text;
 pub mod mock_pod_provider;
