@@ -29,11 +29,15 @@
 //!   provider, built then run; several per process.
 //! - [`resources`]: Secrets, ConfigMaps and Services for env resolution and
 //!   the provider, read on demand per namespace with a TTL cache.
+//! - [`references`]: which ConfigMaps and Secrets a pod uses; a provider
+//!   with the `resource_changes` hook is told when one of them changes
+//!   (metadata-only watches of the namespaces that need it).
 
 pub mod api;
 pub mod metrics;
 pub mod node;
 pub mod pods;
+pub mod references;
 pub mod resources;
 pub mod virtual_node;
 

@@ -39,6 +39,7 @@
 //!   an incomplete API view (the Kip incident): then nothing is deleted and
 //!   a warning is logged.
 
+mod changes;
 mod rules;
 
 use std::collections::{HashMap, HashSet};
@@ -106,6 +107,10 @@ pub struct PodControllerConfig {
     /// keys, downward API, service links) before the provider sees the pod,
     /// as Go does unless told to skip it.
     pub resolve_env: bool,
+    /// How often the namespaces whose ConfigMaps and Secrets are watched
+    /// for the provider's `resource_changes` hook are brought up to date
+    /// with the node's pods (only when the provider has the hook).
+    pub reference_rescan: Duration,
 }
 
 impl Default for PodControllerConfig {
@@ -119,6 +124,7 @@ impl Default for PodControllerConfig {
             dangling_sweep_period: Duration::from_secs(60),
             resolve_env: true,
             provider_timeout: Duration::from_secs(30),
+            reference_rescan: Duration::from_secs(5),
         }
     }
 }
@@ -332,6 +338,15 @@ impl PodController {
             ))),
         };
 
+        // ConfigMap and Secret changes, for a provider that wants them.
+        let references = tokio::spawn(changes::watch_references(
+            self.client.clone(),
+            self.provider.clone(),
+            self.resources.clone(),
+            informer.store().clone(),
+            self.config.reference_rescan,
+            stop.clone(),
+        ));
         let sync_workers = {
             let shared = shared.clone();
             tokio::spawn(run_workers(
@@ -375,6 +390,7 @@ impl PodController {
                 }
             }
         }
+        references.abort();
         sync.shut_down();
         status.shut_down();
         if let Some(p) = poller {

@@ -147,4 +147,22 @@ impl PodResources for ApiResources {
         self.store(&self.services, key, list.clone());
         Ok(list)
     }
+
+    fn forget(&self, kind: stratus_pod::ResourceKind, namespace: &str, name: &str) {
+        let key = (namespace.to_owned(), name.to_owned());
+        match kind {
+            stratus_pod::ResourceKind::ConfigMap => {
+                self.config_maps
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+            }
+            stratus_pod::ResourceKind::Secret => {
+                self.secrets
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+            }
+        }
+    }
 }

@@ -97,6 +97,7 @@
 //! - `mock`: [mockall](https://docs.rs/mockall) mocks of every trait, in
 //!   `stratus_pod::mock`.
 
+mod changes;
 mod container;
 pub mod env;
 mod error;
@@ -113,6 +114,7 @@ mod resources;
 mod stats;
 mod streams;
 
+pub use changes::{ResourceChange, ResourceChanges, ResourceKind};
 pub use container::ContainerRef;
 pub use error::{PodError, PodErrorKind, Result, classify};
 pub use exec::{ContainerAttach, ContainerExec, ExitCode};

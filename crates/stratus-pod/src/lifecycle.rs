@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use crate::{
-    ContainerAttach, ContainerExec, ContainerLogs, PodNotifier, PortForward, ResourceMetrics,
-    Result, StatsSummary,
+    ContainerAttach, ContainerExec, ContainerLogs, PodNotifier, PortForward, ResourceChanges,
+    ResourceMetrics, Result, StatsSummary,
 };
 
 /// Runs pods on the vendor's backend (Go: `PodLifecycleHandler`, plus the
@@ -82,6 +82,13 @@ pub trait PodLifecycleHandler: Send + Sync {
 
     /// Resource metrics in Prometheus text (`/metrics/resource`).
     fn resource_metrics(&self) -> Option<&dyn ResourceMetrics> {
+        None
+    }
+
+    /// Be told when a ConfigMap or Secret the node's pods reference
+    /// changes (the node then watches those objects' metadata, namespace by
+    /// namespace).
+    fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
         None
     }
 }

@@ -23,8 +23,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Secret, Service};
 use crate::{
     AttachIo, ByteStream, ContainerAttach, ContainerExec, ContainerLogOptions, ContainerLogs,
     ContainerRef, ExitCode, NodeProvider, NodeStatusCallback, PodLifecycleHandler, PodNotifier,
-    PodResources, PodStatusCallback, PortForward, PortForwardStream, ResourceMetrics, Result,
-    StatsSummary, Summary,
+    PodResources, PodStatusCallback, PortForward, PortForwardStream, ResourceChange,
+    ResourceChanges, ResourceMetrics, Result, StatsSummary, Summary,
 };
 
 mockall::mock! {
@@ -124,6 +124,16 @@ mockall::mock! {
 }
 
 mockall::mock! {
+    /// A mock [`ResourceChanges`].
+    pub ResourceChanges {}
+
+    #[async_trait]
+    impl ResourceChanges for ResourceChanges {
+        async fn resource_changed(&self, change: &ResourceChange) -> Result<()>;
+    }
+}
+
+mockall::mock! {
     /// A mock [`PodResources`].
     pub PodResources {}
 
@@ -132,6 +142,7 @@ mockall::mock! {
         async fn get_secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>>;
         async fn get_config_map(&self, namespace: &str, name: &str) -> Result<Option<ConfigMap>>;
         async fn list_services(&self, namespace: &str) -> Result<Vec<Service>>;
+        fn forget(&self, kind: crate::ResourceKind, namespace: &str, name: &str);
     }
 }
 
@@ -154,6 +165,8 @@ pub struct MockPodProvider {
     pub stats: Option<MockStatsSummary>,
     /// Resource metrics.
     pub metrics: Option<MockResourceMetrics>,
+    /// Changes of referenced ConfigMaps and Secrets.
+    pub changes: Option<MockResourceChanges>,
 }
 
 impl MockPodProvider {
@@ -168,6 +181,7 @@ impl MockPodProvider {
             port_forward: None,
             stats: None,
             metrics: None,
+            changes: None,
         }
     }
 }
@@ -224,5 +238,9 @@ impl PodLifecycleHandler for MockPodProvider {
 
     fn resource_metrics(&self) -> Option<&dyn ResourceMetrics> {
         self.metrics.as_ref().map(|m| m as &dyn ResourceMetrics)
+    }
+
+    fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
+        self.changes.as_ref().map(|m| m as &dyn ResourceChanges)
     }
 }

@@ -26,6 +26,12 @@ pub trait PodResources: Send + Sync {
     /// The Services of one namespace (for service-link environment
     /// variables).
     async fn list_services(&self, namespace: &str) -> Result<Vec<Service>>;
+
+    /// `namespace/name` changed: forget any cached copy, so the next read
+    /// sees the new contents. Does nothing by default.
+    fn forget(&self, kind: crate::ResourceKind, namespace: &str, name: &str) {
+        let _ = (kind, namespace, name);
+    }
 }
 
 type Key = (String, String);

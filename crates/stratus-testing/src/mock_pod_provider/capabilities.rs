@@ -124,6 +124,11 @@ impl MockPodProvider {
         SessionGuard(self.sessions.clone())
     }
 
+    /// Every ConfigMap and Secret change the node told, in order.
+    pub fn resource_changes_told(&self) -> Vec<stratus_pod::ResourceChange> {
+        self.lock().changes.clone()
+    }
+
     /// Every terminal resize exec and attach sessions received, in order.
     pub fn resizes(&self) -> Vec<TermSize> {
         self.lock().resizes.clone()
@@ -547,6 +552,19 @@ impl StatsSummary for MockPodProvider {
             },
             pods,
         })
+    }
+}
+
+#[async_trait]
+impl stratus_pod::ResourceChanges for MockPodProvider {
+    async fn resource_changed(&self, change: &stratus_pod::ResourceChange) -> Result<()> {
+        self.begin(
+            "resource_changed",
+            format!("{}/{}", change.namespace, change.name),
+        )
+        .await?;
+        self.lock().changes.push(change.clone());
+        Ok(())
     }
 }
 

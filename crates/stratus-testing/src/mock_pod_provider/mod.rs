@@ -18,7 +18,8 @@
 //! exec of a few built-in commands (`echo`, `cat`, `env`, `hostname`,
 //! `exit N`, `sleep N`, `true`, `false`, `stderr TEXT`, `size`), attach
 //! (an echo of the input), port-forward (every port echoes), the stats
-//! summary and resource metrics.
+//! summary and resource metrics; it records the ConfigMap and Secret
+//! changes it is told about ([`MockPodProvider::resource_changes_told`]).
 //!
 //! ```
 //! use stratus_pod::PodLifecycleHandler;
@@ -79,6 +80,7 @@ struct State {
     callback: Option<PodStatusCallback>,
     logs: BTreeMap<String, Vec<capabilities::LogLine>>,
     resizes: Vec<stratus_pod::TermSize>,
+    changes: Vec<stratus_pod::ResourceChange>,
 }
 
 /// The in-memory provider. Cheap to clone; clones share the pods.
@@ -494,6 +496,10 @@ impl PodLifecycleHandler for MockPodProvider {
     }
 
     fn resource_metrics(&self) -> Option<&dyn stratus_pod::ResourceMetrics> {
+        self.capabilities.then_some(self as _)
+    }
+
+    fn resource_changes(&self) -> Option<&dyn stratus_pod::ResourceChanges> {
         self.capabilities.then_some(self as _)
     }
 }
