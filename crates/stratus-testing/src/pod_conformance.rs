@@ -1,12 +1,16 @@
 //! The pod-provider conformance suite: runs a vendor's
 //! [`PodLifecycleHandler`] as a virtual node on the in-memory API server
-//! through Go virtual-kubelet's end-to-end cases that do not need the
-//! kubelet API: the node becomes Ready; a pod runs (IP, Running); labels
-//! reach the provider; graceful and forced deletion remove the pod from the
-//! provider; optional missing Secrets / ConfigMaps let a pod run with an
-//! `Optional*NotFound` event, mandatory ones keep it out of the provider
-//! with a `Mandatory*NotFound` event; unknown pods are `None` / `NotFound`,
-//! not errors. [`crate::MockPodProvider`] passes it in CI.
+//! through Go virtual-kubelet's end-to-end cases: the node becomes Ready; a
+//! pod runs (IP, Running); through the API server's node proxy, `/pods`
+//! lists it, `/runningpods/` has it, `/stats/summary` has the node, the pod
+//! and each of its containers and `/metrics/resource` has the pod and one
+//! series per container (the last two are skipped for a provider without
+//! stats or metrics); labels reach the provider; graceful and forced
+//! deletion remove the pod from the provider; optional missing Secrets /
+//! ConfigMaps let a pod run with an `Optional*NotFound` event, mandatory
+//! ones keep it out of the provider with a `Mandatory*NotFound` event;
+//! unknown pods are `None` / `NotFound`, not errors.
+//! [`crate::MockPodProvider`] passes it in CI.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -24,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use stratus_kubelet::VirtualNode;
 use stratus_kubelet::node::NodeConfig;
 use stratus_pod::PodLifecycleHandler;
 use tokio::sync::watch;
@@ -160,9 +163,12 @@ pub async fn run_pod_conformance_within(
     };
     let client = api.client();
     let provider = make();
-    let node = match VirtualNode::builder(client.clone(), NodeConfig::new(NODE, "conformance"))
-        .provider(provider.clone())
-        .build()
+    let node = match crate::kubelet_api::virtual_node_with_api(
+        &api,
+        NodeConfig::new(NODE, "conformance"),
+        provider.clone(),
+    )
+    .await
     {
         Ok(n) => n,
         Err(e) => {
@@ -212,6 +218,132 @@ pub async fn run_pod_conformance_within(
         }
         .await,
     );
+
+    let proxy = |path: &str| {
+        let client = client.clone();
+        let path = format!("/api/v1/nodes/{NODE}/proxy/{path}");
+        async move {
+            let request = http::Request::get(&path)
+                .body(Vec::new())
+                .map_err(|e| e.to_string())?;
+            client
+                .request_text(request)
+                .await
+                .map_err(|e| format!("GET {path}: {e}"))
+        }
+    };
+    report.result(
+        "the kubelet API lists the node's pods (/pods) and the running ones (/runningpods/)",
+        async {
+            let list: serde_json::Value =
+                serde_json::from_str(&proxy("pods").await?).map_err(|e| format!("/pods: {e}"))?;
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            if items.iter().any(|p| p["spec"]["nodeName"] != NODE) {
+                return Err("/pods lists a pod of another node".into());
+            }
+            if !items.iter().any(|p| p["metadata"]["name"] == "basic") {
+                return Err("/pods does not list the running pod".into());
+            }
+            if !proxy("runningpods/").await?.contains("\"basic\"") {
+                return Err("/runningpods/ does not list the running pod".into());
+            }
+            Ok(())
+        }
+        .await,
+    );
+
+    let stats_pod = async {
+        let mut three = pod("stats", serde_json::json!([]))?;
+        if let Some(spec) = three.spec.as_mut() {
+            let first = spec.containers[0].clone();
+            spec.containers = ["one", "two", "three"]
+                .iter()
+                .map(|n| k8s_openapi::api::core::v1::Container {
+                    name: (*n).into(),
+                    ..first.clone()
+                })
+                .collect();
+        }
+        case.create(three).await?;
+        case.running("stats").await
+    };
+    let stats_ready: Result<(), String> =
+        if provider.stats_summary().is_some() || provider.resource_metrics().is_some() {
+            stats_pod.await
+        } else {
+            Ok(())
+        };
+    if provider.stats_summary().is_none() {
+        report.push(
+            "the stats summary has the node, the pod and its containers",
+            Outcome::Skipped("the provider serves no stats summary".into()),
+        );
+    } else {
+        report.result(
+            "the stats summary has the node, the pod and its containers",
+            async {
+                stats_ready.clone()?;
+                let summary: serde_json::Value =
+                    serde_json::from_str(&proxy("stats/summary").await?)
+                        .map_err(|e| format!("/stats/summary: {e}"))?;
+                if summary["node"]["nodeName"] != NODE {
+                    return Err(format!("node name {}", summary["node"]["nodeName"]));
+                }
+                let uid = case
+                    .pods
+                    .get("stats")
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .metadata
+                    .uid
+                    .unwrap_or_default();
+                let pods = summary["pods"].as_array().cloned().unwrap_or_default();
+                let Some(stats) = pods.iter().find(|p| p["podRef"]["name"] == "stats") else {
+                    return Err("the pod is not in the summary".into());
+                };
+                if stats["podRef"]["namespace"] != NAMESPACE || stats["podRef"]["uid"] != uid {
+                    return Err(format!("wrong podRef {}", stats["podRef"]));
+                }
+                let containers = stats["containers"].as_array().map_or(0, Vec::len);
+                if containers != 3 {
+                    return Err(format!("{containers} container stats, not 3"));
+                }
+                Ok(())
+            }
+            .await,
+        );
+    }
+    if provider.resource_metrics().is_none() {
+        report.push(
+            "resource metrics have the pod and one series per container",
+            Outcome::Skipped("the provider serves no resource metrics".into()),
+        );
+    } else {
+        report.result(
+            "resource metrics have the pod and one series per container",
+            async {
+                stats_ready.clone()?;
+                let text = proxy("metrics/resource").await?;
+                let series = |family: &str| {
+                    text.lines()
+                        .filter(|l| l.starts_with(&format!("{family}{{")))
+                        .filter(|l| l.contains("pod=\"stats\""))
+                        .count()
+                };
+                if series("pod_cpu_usage_seconds_total") != 1 {
+                    return Err("pod_cpu_usage_seconds_total has no series for the pod".into());
+                }
+                let containers = series("container_cpu_usage_seconds_total");
+                if containers != 3 {
+                    return Err(format!(
+                        "container_cpu_usage_seconds_total has {containers} series for the pod, not 3"
+                    ));
+                }
+                Ok(())
+            }
+            .await,
+        );
+    }
 
     report.result(
         "a label change reaches the provider",

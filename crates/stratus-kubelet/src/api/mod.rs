@@ -8,7 +8,7 @@
 //! | `/exec/{ns}/{pod}[/{uid}]/{container}` | GET, POST (WebSocket) | [`ContainerExec`](stratus_pod::ContainerExec) |
 //! | `/attach/{ns}/{pod}[/{uid}]/{container}` | GET, POST (WebSocket) | [`ContainerAttach`](stratus_pod::ContainerAttach) |
 //! | `/portForward/{ns}/{pod}[/{uid}]` | GET, POST (WebSocket) | [`PortForward`](stratus_pod::PortForward) |
-//! | `/stats/summary` | GET | [`StatsSummary`](stratus_pod::StatsSummary), JSON |
+//! | `/stats/summary` | GET | [`StatsSummary`](stratus_pod::StatsSummary), JSON (an empty node name is filled in) |
 //! | `/metrics/resource` | GET | [`ResourceMetrics`](stratus_pod::ResourceMetrics), Prometheus text |
 //! | `/pods` | GET | the API server's pods bound to the node |
 //! | `/runningpods/` | GET | the provider's `get_pods` |

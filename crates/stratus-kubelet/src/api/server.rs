@@ -486,10 +486,16 @@ impl KubeletApi {
             return not_implemented(&self.inner.node, "the stats summary");
         };
         match stats.stats_summary().await {
-            Ok(summary) => match serde_json::to_value(&summary) {
-                Ok(v) => json_response(&v),
-                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-            },
+            Ok(mut summary) => {
+                // The node is this one, whatever the provider left out.
+                if summary.node.node_name.is_empty() {
+                    summary.node.node_name = self.inner.node.clone();
+                }
+                match serde_json::to_value(&summary) {
+                    Ok(v) => json_response(&v),
+                    Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+                }
+            }
             Err(e) => error_response(&e),
         }
     }

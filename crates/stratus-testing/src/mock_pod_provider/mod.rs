@@ -133,14 +133,15 @@ impl MockPodProvider {
             next_ip: Arc::new(AtomicU32::new(1)),
             notifications: true,
             capabilities: true,
-            node_name: Arc::from("mock-node"),
+            node_name: Arc::from(""),
             started: now(),
             sessions: Arc::default(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 
-    /// Report stats as node `name` (default `mock-node`).
+    /// Report stats as node `name` (default: empty, which the kubelet API
+    /// fills in with its own node).
     pub fn with_node_name(mut self, name: &str) -> Self {
         self.node_name = Arc::from(name);
         self
