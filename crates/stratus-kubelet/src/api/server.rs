@@ -295,8 +295,7 @@ impl KubeletApi {
     }
 
     /// Close exec, attach and port-forward streams after this long without
-    /// traffic (default 30 s, Go's `--stream-idle-timeout`; WebSocket
-    /// sessions).
+    /// traffic (default 30 s, Go's `--stream-idle-timeout`).
     pub fn with_stream_idle_timeout(self, timeout: Duration) -> Self {
         self.configure(|inner| inner.stream_idle_timeout = timeout)
     }
@@ -426,9 +425,12 @@ impl KubeletApi {
                 Ok(ok) => ok,
                 Err((status, message)) => return text(status, message),
             };
-            let creation = self.inner.stream_creation_timeout;
+            let timeouts = (
+                self.inner.stream_creation_timeout,
+                self.inner.stream_idle_timeout,
+            );
             after_raw_upgrade(req, move |io| {
-                spdy::serve::remote_command(io, version, options, creation, call)
+                spdy::serve::remote_command(io, version, options, timeouts, call)
             });
             return response;
         }
@@ -460,9 +462,12 @@ impl KubeletApi {
                 Ok((_, response)) => response,
                 Err((status, message)) => return text(status, message),
             };
-            let creation = self.inner.stream_creation_timeout;
+            let timeouts = (
+                self.inner.stream_creation_timeout,
+                self.inner.stream_idle_timeout,
+            );
             after_raw_upgrade(req, move |io| {
-                spdy::serve::port_forward(io, provider, namespace, pod, creation)
+                spdy::serve::port_forward(io, provider, namespace, pod, timeouts)
             });
             return response;
         }

@@ -110,11 +110,12 @@ pub(crate) async fn remote_command<T>(
     io: T,
     version: Option<&'static str>,
     options: StreamOptions,
-    creation_timeout: Duration,
+    timeouts: (Duration, Duration),
     call: impl FnOnce(AttachIo) -> BoxFuture<'static, Outcome>,
 ) where
     T: AsyncRead + AsyncWrite + Send + 'static,
 {
+    let (creation_timeout, idle_timeout) = timeouts;
     let mut session = Session::start(io);
     let resize_supported = !matches!(version, None | Some("v2.channel.k8s.io"));
     let mut expected: Vec<&str> = vec!["error"];
@@ -179,6 +180,10 @@ pub(crate) async fn remote_command<T>(
     let outcome = tokio::select! {
         outcome = call(io) => Some(outcome),
         _ = session.peer_gone() => None,
+        _ = session.idle(idle_timeout) => Some(Err(PodError::unavailable(
+            None,
+            format!("the stream was idle for {}s", idle_timeout.as_secs()),
+        ))),
     };
     if let (Some(outcome), Some(error)) = (outcome, &error)
         && let Some(message) = report(reporting(version), &outcome)
@@ -197,18 +202,21 @@ pub(crate) async fn port_forward<T>(
     provider: Arc<dyn PodLifecycleHandler>,
     namespace: String,
     pod: String,
-    creation_timeout: Duration,
+    timeouts: (Duration, Duration),
 ) where
     T: AsyncRead + AsyncWrite + Send + 'static,
 {
+    let (creation_timeout, idle_timeout) = timeouts;
     let mut session = Session::start(io);
     // requestID → the first stream of the pair, and when it came.
     let mut pending: HashMap<String, (Stream, tokio::time::Instant)> = HashMap::new();
     let mut forwards = tokio::task::JoinSet::new();
     loop {
         let next_deadline = pending.values().map(|(_, at)| *at + creation_timeout).min();
+        let idle = session.idle(idle_timeout);
         let stream = tokio::select! {
             s = session.accept() => s,
+            _ = idle => break,
             _ = async {
                 match next_deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -300,6 +308,70 @@ mod tests {
         let got: Vec<TermSize> = resizes(input).collect().await;
         let sizes: Vec<(u16, u16)> = got.iter().map(|s| (s.width, s.height)).collect();
         assert_eq!(sizes, [(80, 24), (100, 30), (1, 2)]);
+    }
+
+    #[tokio::test]
+    async fn an_idle_spdy_exec_is_ended_with_a_status() {
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let options = StreamOptions {
+            command: vec!["sleep".into()],
+            stdout: true,
+            ..Default::default()
+        };
+        let server = tokio::spawn(remote_command(
+            server_io,
+            Some("v5.channel.k8s.io"),
+            options,
+            (Duration::from_secs(5), Duration::from_millis(200)),
+            |_io| Box::pin(std::future::pending()),
+        ));
+        let client = Session::start(client_io);
+        let error = client.open(vec![("streamType".into(), "error".into())], false);
+        let _stdout = client.open(vec![("streamType".into(), "stdout".into())], false);
+        let (mut status, _) = error.input();
+        let first = tokio::time::timeout(Duration::from_secs(5), status.next())
+            .await
+            .expect("a status in time")
+            .unwrap()
+            .unwrap();
+        let text = String::from_utf8(first).unwrap();
+        assert!(text.contains("idle"), "{text}");
+        assert!(text.contains("ServiceUnavailable"), "{text}");
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn missing_streams_time_out() {
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let options = StreamOptions {
+            command: vec!["true".into()],
+            stdout: true,
+            ..Default::default()
+        };
+        let server = tokio::spawn(remote_command(
+            server_io,
+            Some("v4.channel.k8s.io"),
+            options,
+            (Duration::from_millis(200), Duration::from_secs(5)),
+            |_io| Box::pin(async { Ok(None) }),
+        ));
+        let client = Session::start(client_io);
+        // Only the error stream: stdout never comes.
+        let error = client.open(vec![("streamType".into(), "error".into())], false);
+        let (mut status, _) = error.input();
+        let first = tokio::time::timeout(Duration::from_secs(5), status.next())
+            .await
+            .expect("an error in time")
+            .unwrap()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&first)
+                .contains("timed out waiting for client to create streams")
+        );
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the session ends")
+            .unwrap();
     }
 
     #[test]

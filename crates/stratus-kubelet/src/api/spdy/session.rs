@@ -42,8 +42,9 @@ enum Out {
     Close,
 }
 
-#[derive(Default)]
 struct Shared {
+    /// When data last crossed the session, either way.
+    last_data: std::time::Instant,
     /// Streams the peer reset or the session closed.
     reset: HashSet<u32>,
     closed: bool,
@@ -218,7 +219,13 @@ impl Session {
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
         let (mut read, mut write) = tokio::io::split(io);
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        let shared = Arc::new(Mutex::new(Shared {
+            last_data: std::time::Instant::now(),
+            reset: HashSet::new(),
+            closed: false,
+            inputs: HashMap::new(),
+        }));
+        let writer_shared = shared.clone();
         let (out, mut out_rx) = mpsc::unbounded_channel::<Out>();
         let writer = Writer {
             out,
@@ -243,7 +250,13 @@ impl Session {
                         flags: if fin { super::frame::FLAG_FIN } else { 0 },
                         headers: compressor.compress(&headers),
                     },
-                    Out::Data { stream, fin, data } => Frame::Data { stream, fin, data },
+                    Out::Data { stream, fin, data } => {
+                        writer_shared
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .last_data = std::time::Instant::now();
+                        Frame::Data { stream, fin, data }
+                    }
                     Out::Frame(f) => f,
                     Out::Close => break,
                 };
@@ -319,6 +332,7 @@ impl Session {
                             }
                         }
                         Frame::Data { stream, fin, data } => {
+                            lock().last_data = std::time::Instant::now();
                             let len = data.len() as u32;
                             let tx = lock().inputs.get(&stream).cloned();
                             if let Some(tx) = tx
@@ -411,6 +425,25 @@ impl Session {
     pub async fn peer_gone(&self) {
         let mut closed = self.closed.clone();
         let _ = closed.wait_for(|c| *c).await;
+    }
+
+    /// Resolves once no data crossed the session for `timeout` (an owned
+    /// future: it may be awaited next to [`Session::accept`]).
+    pub fn idle(
+        &self,
+        timeout: std::time::Duration,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let shared = self.writer.shared.clone();
+        async move {
+            loop {
+                let last = shared.lock().unwrap_or_else(|e| e.into_inner()).last_data;
+                let deadline = last + timeout;
+                if std::time::Instant::now() >= deadline {
+                    return;
+                }
+                tokio::time::sleep_until(deadline.into()).await;
+            }
+        }
     }
 
     /// Send everything queued, then close the connection.
