@@ -51,7 +51,8 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    /// Watch every object of `api`, keep them in the store, and call
+    /// Watch every object of `api`, keep them in the store (without their
+    /// `managedFields`), and call
     /// `on_change` with each object that was added, modified or deleted.
     /// The watch's failures and recoveries are reported to `health`.
     pub fn start(
@@ -74,7 +75,10 @@ where
         mut on_listed: impl FnMut() + Send + 'static,
     ) -> Self {
         let (store, writer) = reflector::store::<K>();
-        let events = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        // managedFields are about half of an object's metadata and no
+        // controller here reads them: they are not cached.
+        let stream = watcher(api, config).modify(|o| o.meta_mut().managed_fields = None);
+        let events = reflector::reflector(writer, stream).default_backoff();
         let health = health.clone();
         let feeder = tokio::spawn(async move {
             futures_util::pin_mut!(events);
