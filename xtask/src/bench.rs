@@ -22,6 +22,25 @@ use serde_json::json;
 use stratus_testing::ApiServer;
 use stratus_testing::apiserver::bench_support as direct;
 
+/// Print `metrics` as a table and write them to `target/bench/<name>.json`;
+/// `ratios` says how the ratios among them read.
+pub(crate) fn write_results(
+    name: &str,
+    metrics: &[(&str, f64)],
+    ratios: &str,
+) -> Result<(), BoxError> {
+    let out: BTreeMap<&str, f64> = metrics.iter().copied().collect();
+    println!("{:<44} {:>16}", "metric", "value");
+    for (k, v) in metrics {
+        println!("{k:<44} {v:>16.3}");
+    }
+    std::fs::create_dir_all("target/bench")?;
+    let path = format!("target/bench/{name}.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&out)?)?;
+    println!("\nwrote {path} ({ratios})");
+    Ok(())
+}
+
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {

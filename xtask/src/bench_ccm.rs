@@ -15,7 +15,7 @@
 //! their heap is measured apart from the API server's (see
 //! [`crate::heap_meter`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -444,16 +444,11 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     ));
     metrics.push(("peak_rss_bytes_process", peak_rss() as f64));
 
-    let out: BTreeMap<&str, f64> = metrics.iter().copied().collect();
-    println!("{:<44} {:>16}", "metric", "value");
-    for (k, v) in &metrics {
-        println!("{k:<44} {v:>16.3}");
-    }
-    std::fs::create_dir_all("target/bench")?;
-    std::fs::write("target/bench/ccm.json", serde_json::to_vec_pretty(&out)?)?;
-    println!(
-        "\nwrote target/bench/ccm.json (ratios are floor / measured time: 1.0 = as fast as the floor)"
-    );
+    crate::bench::write_results(
+        "ccm",
+        &metrics,
+        "ratios are floor / measured time: 1.0 = as fast as the floor",
+    )?;
     drop(controller_runtime);
     server.shutdown().await;
     Ok(())

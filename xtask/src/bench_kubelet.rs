@@ -13,7 +13,7 @@
 //! The node runs on a runtime of its own, with its own client, so its heap
 //! is measured apart from the API server's (see [`crate::heap_meter`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -267,19 +267,11 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let _ = tokio::time::timeout(Duration::from_secs(10), node_task).await;
     drop(node_runtime);
 
-    let out: BTreeMap<&str, f64> = metrics.iter().copied().collect();
-    println!("{:<40} {:>16}", "metric", "value");
-    for (k, v) in &metrics {
-        println!("{k:<40} {v:>16.3}");
-    }
-    std::fs::create_dir_all("target/bench")?;
-    std::fs::write(
-        "target/bench/kubelet.json",
-        serde_json::to_vec_pretty(&out)?,
+    crate::bench::write_results(
+        "kubelet",
+        &metrics,
+        "ratios are measured / floor: 1.0 = as fast as the floor",
     )?;
-    println!(
-        "\nwrote target/bench/kubelet.json (ratios are measured / floor: 1.0 = as fast as the floor)"
-    );
     server.shutdown().await;
     Ok(())
 }

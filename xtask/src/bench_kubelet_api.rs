@@ -10,7 +10,6 @@
 //!
 //! Ratios are measured / floor (1.0 = as fast as a bare socket).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -318,19 +317,11 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), node_task).await;
 
-    let out: BTreeMap<&str, f64> = metrics.iter().copied().collect();
-    println!("{:<42} {:>14}", "metric", "value");
-    for (k, v) in &metrics {
-        println!("{k:<42} {v:>14.2}");
-    }
-    std::fs::create_dir_all("target/bench")?;
-    std::fs::write(
-        "target/bench/kubelet-api.json",
-        serde_json::to_vec_pretty(&out)?,
+    crate::bench::write_results(
+        "kubelet-api",
+        &metrics,
+        "ratios are measured / floor: 1.0 = as fast as a raw loopback socket",
     )?;
-    println!(
-        "\nwrote target/bench/kubelet-api.json (ratios are measured / floor: 1.0 = as fast as a raw loopback socket)"
-    );
     server.shutdown().await;
     Ok(())
 }
