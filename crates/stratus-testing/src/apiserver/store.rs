@@ -81,7 +81,7 @@ struct State {
 }
 
 /// The owner UIDs an object lists.
-fn owner_uids(object: &Value) -> Vec<String> {
+pub(crate) fn owner_uids(object: &Value) -> Vec<String> {
     object
         .get("metadata")
         .and_then(|m| m.get("ownerReferences"))

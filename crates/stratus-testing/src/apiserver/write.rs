@@ -806,15 +806,7 @@ fn dependents(inner: &Inner, owner_uid: &str) -> Vec<(usize, String, String, Vec
         .into_iter()
         .filter_map(|(resource, ns, name)| {
             let item = inner.store.get(resource, &ns, &name)?;
-            let owners: Vec<String> = at(&item.object, &["metadata", "ownerReferences"])
-                .and_then(Value::as_array)
-                .map(|refs| {
-                    refs.iter()
-                        .filter_map(|r| r.get("uid").and_then(Value::as_str))
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let owners = super::store::owner_uids(&item.object);
             Some((resource, ns, name, owners))
         })
         .collect()
