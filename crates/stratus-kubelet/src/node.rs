@@ -259,6 +259,7 @@ impl NodeController {
         self.ready.send_replace(true);
 
         let mut ping_ok = true;
+        let mut notifications_open = true;
         let mut ping = tokio::time::interval(self.config.ping_interval);
         let mut status = tokio::time::interval(self.config.status_interval);
         let mut renew = tokio::time::interval(self.config.renew_interval);
@@ -280,8 +281,14 @@ impl NodeController {
                     }
                     continue;
                 }
-                changed = provided.changed() => {
-                    if changed.is_err() { continue; }
+                changed = provided.changed(), if notifications_open => {
+                    if changed.is_err() {
+                        // The provider dropped its callback (it has no
+                        // node-status notifications): stop listening, or
+                        // this branch would be ready on every turn.
+                        notifications_open = false;
+                        continue;
+                    }
                     let latest = provided.borrow_and_update().clone();
                     if let Some(node) = latest {
                         let meta_changed = node.metadata.labels.is_some() || node.metadata.annotations.is_some();

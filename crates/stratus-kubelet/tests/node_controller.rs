@@ -287,3 +287,62 @@ async fn an_existing_node_is_adopted_and_provider_status_is_reported() {
     )
     .await;
 }
+
+/// CPU time of the calling thread, in clock ticks (utime + stime of
+/// `/proc/thread-self/stat`; 100 per second on Linux).
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after ")".
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A provider with the default `notify_node_status` drops the callback; the
+/// controller must then wait on its timers, not spin on the closed channel.
+#[test]
+fn a_provider_without_node_notifications_leaves_the_controller_idle() {
+    let server = tokio::runtime::Runtime::new().unwrap();
+    let api = server.block_on(ApiServer::start()).unwrap();
+    let client = {
+        let _entered = server.enter();
+        api.client()
+    };
+    // The controller alone on this thread's runtime, so the thread's CPU
+    // time is the controller's.
+    let controller = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut c = config("vk-4");
+    c.status_interval = Duration::from_secs(60);
+    c.renew_interval = Duration::from_secs(60);
+    c.ping_interval = Duration::from_secs(60);
+    let node = NodeController::new(client, Arc::new(stratus_pod::NaiveNodeProvider), c);
+    let mut ready = node.ready();
+    let (stop, stopped) = watch::channel(false);
+    let busy = controller.block_on(async move {
+        let running = tokio::spawn(node.run(stopped));
+        tokio::time::timeout(Duration::from_secs(10), ready.wait_for(|r| *r))
+            .await
+            .expect("the node registers")
+            .unwrap();
+        let before = thread_cpu_ticks();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let busy = thread_cpu_ticks() - before;
+        stop.send_replace(true);
+        running.await.unwrap().unwrap();
+        busy
+    });
+    // Spinning costs about 200 ticks in these 2 s; waiting, next to none.
+    assert!(
+        busy < 40,
+        "the node controller used {busy} ticks of CPU in 2 s while idle"
+    );
+    server.block_on(api.shutdown());
+}
