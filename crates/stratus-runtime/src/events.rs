@@ -4,8 +4,12 @@
 //!
 //! Like client-go's event broadcaster, recording never waits for the API:
 //! events go to a background writer through a queue of
-//! [`EVENT_QUEUE_LENGTH`] events, and an event that finds the queue full is
-//! dropped with a warning rather than slowing the controller down. Like
+//! [`EVENT_QUEUE_LENGTH`] events (or the length given to
+//! [`EventRecorder::with_queue_length`]), and an event that finds the queue
+//! full is dropped and counted ([`EventRecorder::dropped`]) rather than
+//! slowing the controller down. Events are best effort: the writer keeps
+//! [`WRITER_CONCURRENCY`] requests in flight, so in a burst they trail the
+//! controller's own writes instead of competing with them. Like
 //! client-go's correlator, an event identical to a recent one (same object,
 //! type, reason and message) increments that event's `count` instead of
 //! creating another.
@@ -26,6 +30,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::mpsc;
 
@@ -57,7 +62,9 @@ impl EventType {
 pub struct EventRecorder {
     client: kube::Client,
     component: String,
+    queue_length: usize,
     writer: Arc<OnceLock<mpsc::Sender<Event>>>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -75,8 +82,42 @@ impl EventRecorder {
         Self {
             client,
             component: component.into(),
+            queue_length: EVENT_QUEUE_LENGTH,
             writer: Arc::new(OnceLock::new()),
+            dropped: Arc::default(),
         }
+    }
+
+    /// The same recorder with room for `length` queued events (at least 1)
+    /// instead of [`EVENT_QUEUE_LENGTH`]: for a controller that records one
+    /// event per object and must not lose them in a burst (the virtual
+    /// node's pod controller, with thousands of pods bound at once). Each
+    /// queued event holds about a kilobyte. Set before the first event.
+    ///
+    /// ```no_run
+    /// use stratus_runtime::events::EventRecorder;
+    ///
+    /// # fn run(client: kube::Client) {
+    /// let recorder = EventRecorder::new(client, "virtual-kubelet").with_queue_length(10_000);
+    /// assert_eq!(recorder.dropped(), 0);
+    /// # }
+    /// ```
+    pub fn with_queue_length(mut self, length: usize) -> Self {
+        self.queue_length = length.max(1);
+        self
+    }
+
+    /// How many events found the queue full and were dropped.
+    ///
+    /// ```no_run
+    /// # fn run(recorder: stratus_runtime::events::EventRecorder) {
+    /// if recorder.dropped() > 0 {
+    ///     eprintln!("{} events were dropped", recorder.dropped());
+    /// }
+    /// # }
+    /// ```
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// The event for `object` (not yet sent).
@@ -127,18 +168,30 @@ impl EventRecorder {
     ) {
         let event = self.event(object, kind, reason, message);
         let writer = self.writer.get_or_init(|| {
-            let (tx, rx) = mpsc::channel(EVENT_QUEUE_LENGTH);
+            let (tx, rx) = mpsc::channel(self.queue_length);
             tokio::spawn(write_events(self.client.clone(), rx));
             tx
         });
         if let Err(mpsc::error::TrySendError::Full(_)) = writer.try_send(event) {
-            tracing::warn!(reason, "event queue full; dropping an event");
+            // One warning for the first drop and one per thousand after, not
+            // one per event: a burst would flood the log.
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped == 1 || dropped.is_multiple_of(1000) {
+                tracing::warn!(
+                    reason,
+                    dropped,
+                    queue = self.queue_length,
+                    "event queue full; dropping events"
+                );
+            }
         }
     }
 }
 
-/// Events written at once by the background writer.
-const WRITER_CONCURRENCY: usize = 8;
+/// Events written at once by the background writer: few, so that in a
+/// burst the controller's own writes (statuses, specs) go first and the
+/// events follow (client-go's broadcaster writes one at a time).
+pub const WRITER_CONCURRENCY: usize = 2;
 
 /// How long a written event absorbs identical ones: ten minutes, client-go's
 /// aggregation window.

@@ -1,12 +1,12 @@
-//! Event recording through the harness: background writes and client-go's
-//! de-duplication of identical events.
+//! Event recording through the harness: background writes, client-go's
+//! de-duplication of identical events, the queue's length and its drops.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use kube::api::{Api, ListParams};
-use stratus_runtime::events::{EventRecorder, EventType};
-use stratus_testing::ApiServer;
+use stratus_runtime::events::{EventRecorder, EventType, WRITER_CONCURRENCY};
+use stratus_testing::{ApiServer, Fault, FaultAction, Verb};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identical_events_are_counted_not_repeated() {
@@ -61,4 +61,77 @@ async fn identical_events_are_counted_not_repeated() {
         Some("service-controller")
     );
     assert!(warning.last_timestamp >= warning.first_timestamp);
+}
+
+fn pod(name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(name.into()),
+        namespace: Some("default".into()),
+        ..Default::default()
+    }
+}
+
+async fn created_events(server: &ApiServer) -> usize {
+    let events: Api<Event> = Api::namespaced(server.client(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_drops_and_counts_events() {
+    let server = ApiServer::start().await.unwrap();
+    // Every event write takes a second: the writer holds WRITER_CONCURRENCY
+    // events in flight, the queue holds two more, the rest are dropped.
+    server.inject(Fault::new(
+        Some(Verb::Create),
+        Some("events"),
+        FaultAction::Latency(Duration::from_secs(1)),
+    ));
+    let recorder = EventRecorder::new(server.client(), "virtual-kubelet").with_queue_length(2);
+    for i in 0..10 {
+        recorder
+            .record(&pod(&format!("p{i}")), EventType::Normal, "Created", "ok")
+            .await;
+        tokio::task::yield_now().await;
+    }
+    let dropped = recorder.dropped();
+    let kept = 10 - dropped as usize;
+    assert!(
+        (2..=2 + WRITER_CONCURRENCY).contains(&kept),
+        "{dropped} of 10 dropped"
+    );
+    // What was kept is written, once the slow writes are through.
+    stratus_testing::eventually("the kept events", Duration::from_secs(10), || async {
+        created_events(&server).await == kept
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_within_the_queue_length_loses_no_event() {
+    let server = ApiServer::start().await.unwrap();
+    server.inject(Fault::new(
+        Some(Verb::Create),
+        Some("events"),
+        FaultAction::Latency(Duration::from_millis(20)),
+    ));
+    let recorder = EventRecorder::new(server.client(), "virtual-kubelet").with_queue_length(200);
+    for i in 0..200 {
+        recorder
+            .record(&pod(&format!("p{i}")), EventType::Normal, "Created", "ok")
+            .await;
+    }
+    // All queued at once while the writes take 20 ms each: none dropped,
+    // all written in the end.
+    assert_eq!(recorder.dropped(), 0);
+    stratus_testing::eventually("200 events", Duration::from_secs(30), || async {
+        created_events(&server).await == 200
+    })
+    .await;
 }
