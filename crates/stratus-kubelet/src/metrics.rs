@@ -1,8 +1,9 @@
 //! The virtual node's metrics (Go's virtual-kubelet has none): work-queue
 //! depth and latency (client-go's `workqueue_*`, queues
 //! `pod-sync/<node>` and `pod-status/<node>`), provider calls by method
-//! and result with their latency, pods by phase, status-write latency, and
-//! the time from a provider notification to its status write.
+//! and result with their latency, pods by phase, status-write latency,
+//! the time from a provider notification to its status write, and events
+//! dropped because the event queue was full.
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
@@ -17,6 +18,7 @@
 
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -40,6 +42,7 @@ pub struct KubeletMetrics {
     pods: Family<Labels, Gauge>,
     status_write: Family<Labels, Histogram, fn() -> Histogram>,
     notification_to_write: Family<Labels, Histogram, fn() -> Histogram>,
+    events_dropped: Family<Labels, Counter>,
 }
 
 impl KubeletMetrics {
@@ -51,6 +54,7 @@ impl KubeletMetrics {
             pods: Family::default(),
             status_write: Family::new_with_constructor(latency_histogram),
             notification_to_write: Family::new_with_constructor(latency_histogram),
+            events_dropped: Family::default(),
         };
         registry.register(
             "stratus_kubelet_pods",
@@ -66,6 +70,11 @@ impl KubeletMetrics {
             "stratus_kubelet_notification_to_write_seconds",
             "Time from a provider status notification to its write in the API",
             this.notification_to_write.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_events_dropped",
+            "Events not written because the event queue was full",
+            this.events_dropped.clone(),
         );
         this
     }
@@ -83,6 +92,18 @@ impl KubeletMetrics {
                 ("phase", phase.to_owned()),
             ])
             .set(count);
+    }
+
+    /// Raise `node`'s dropped-events counter to `total` (the recorder's
+    /// count), if it is below.
+    pub(crate) fn events_dropped(&self, node: &str, total: u64) {
+        let counter = self
+            .events_dropped
+            .get_or_create(&vec![("node", node.to_owned())]);
+        let reported = counter.get();
+        if total > reported {
+            counter.inc_by(total - reported);
+        }
     }
 
     pub(crate) fn status_written(&self, node: &str, took: Duration) {
@@ -116,5 +137,29 @@ pub(crate) fn call_result<T>(outcome: &Result<T, PodError>) -> CallResult {
             PodErrorKind::Unavailable { .. } => "unavailable",
             _ => "error",
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_events_follow_the_recorders_total_once() {
+        let mut registry = Registry::default();
+        let metrics = KubeletMetrics::register(&mut registry);
+        metrics.events_dropped("vk-0", 3);
+        metrics.events_dropped("vk-0", 3);
+        metrics.events_dropped("vk-0", 5);
+        metrics.events_dropped("vk-1", 0);
+        let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+        assert!(
+            text.contains("stratus_kubelet_events_dropped_total{node=\"vk-0\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stratus_kubelet_events_dropped_total{node=\"vk-1\"} 0"),
+            "{text}"
+        );
     }
 }

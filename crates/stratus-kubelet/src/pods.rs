@@ -111,6 +111,11 @@ pub struct PodControllerConfig {
     /// for the provider's `resource_changes` hook are brought up to date
     /// with the node's pods (only when the provider has the hook).
     pub reference_rescan: Duration,
+    /// Events (`ProviderCreateSuccess`, ...) queued for the background
+    /// writer before new ones are dropped: room for a burst of this many
+    /// pods bound at once (client-go's queue: 1,000). Events are written
+    /// after the statuses, never before.
+    pub event_queue_length: usize,
 }
 
 impl Default for PodControllerConfig {
@@ -125,6 +130,7 @@ impl Default for PodControllerConfig {
             resolve_env: true,
             provider_timeout: Duration::from_secs(30),
             reference_rescan: Duration::from_secs(5),
+            event_queue_length: 10_000,
         }
     }
 }
@@ -311,7 +317,8 @@ impl PodController {
             deleted: Mutex::new(HashSet::new()),
             removed: Mutex::new(HashSet::new()),
             written: Mutex::new(HashMap::new()),
-            events: EventRecorder::new(self.client.clone(), "virtual-kubelet"),
+            events: EventRecorder::new(self.client.clone(), "virtual-kubelet")
+                .with_queue_length(self.config.event_queue_length),
             resources: self.resources.clone(),
             env_options: self.env_options.clone(),
             node: self.node_name.clone(),
@@ -433,7 +440,8 @@ impl Shared {
             .is_some_and(|(uid, _)| *uid == pod.metadata.uid)
     }
 
-    /// Set the pods-by-phase gauges from the cache.
+    /// Set the pods-by-phase gauges from the cache, and the dropped-events
+    /// counter from the recorder.
     fn count_phases(&self) {
         let mut counts: HashMap<&str, i64> =
             ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -453,6 +461,8 @@ impl Shared {
         for (phase, n) in counts {
             self.metrics.set_pods(&self.node, phase, n);
         }
+        self.metrics
+            .events_dropped(&self.node, self.events.dropped());
     }
 
     fn api(&self, namespace: &str) -> Api<Pod> {

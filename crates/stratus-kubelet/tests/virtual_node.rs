@@ -99,6 +99,7 @@ async fn two_virtual_nodes_share_a_process() {
             && text.contains("stratus_kubelet_status_write_duration_seconds_count{node=\"vk-a\"}")
             && text.contains("stratus_kubelet_notification_to_write_seconds_count{node=\"vk-b\"}")
             && text.contains("stratus_kubelet_pods{node=\"vk-a\",phase=\"Running\"} 1")
+            && text.contains("stratus_kubelet_events_dropped_total{node=\"vk-b\"} 0")
     })
     .await;
 
