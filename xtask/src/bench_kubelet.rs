@@ -1,29 +1,41 @@
 //! `cargo xtask bench kubelet`: one virtual node with MockPodProvider
-//! (answering at once) and 10,000 pods bound to it at once.
+//! (answering at once) and 10,000 pods bound to it.
 //!
-//! - Admission: pods/s from the binds to the last pod Running in the API;
-//!   the latency of each pod from its bind to the write of `Running`
-//!   (p50 / p99). Floor: the same 10,000 status writes by a plain client
-//!   (16 concurrent tasks) in the same run.
-//! - Deletion: the 10,000 pods deleted (graceful), until the last is gone
-//!   from the API. Floor: 10,000 force deletions by a plain client.
+//! Every phase is seen the same way: a watch on the pods of one node
+//! records when each pod turns `Running` and when it is gone, so the floor
+//! and the node are timed by the same observer.
+//!
+//! - Burst admission: 10,000 pods bound at once; pods/s from the first bind
+//!   to the last pod Running in the API, and each pod's bind → Running
+//!   latency (p50 / p99). Floor: the same binds (to a node nobody serves)
+//!   and the same Running status writes by a plain client, 16 tasks, each
+//!   write issued as soon as its pod is bound.
+//! - Sustained admission: another 10,000 pods bound at 1,000 per second
+//!   (the admission target); bind → Running latency p50 / p99 / max.
+//! - Deletion: the burst's 10,000 pods deleted (graceful), until the last is
+//!   gone from the API. Floor: 10,000 force deletions by a plain client.
 //! - Memory: the heap of the node's runtime (controllers, caches, and the
-//!   mock provider's own copies, which run on it) per pod.
+//!   mock provider's own copies, which run on it) per pod; and the pod cache
+//!   alone (an informer like the pod controller's) per cached pod.
 //!
 //! The node runs on a runtime of its own, with its own client, so its heap
 //! is measured apart from the API server's (see [`crate::heap_meter`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use kube_runtime::watcher;
 use serde_json::json;
 use stratus_kubelet::VirtualNode;
 use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::pods::PodControllerConfig;
+use stratus_runtime::health::ControllerHealth;
+use stratus_runtime::informer::Informer;
 use stratus_testing::{ApiServer, MockPodProvider};
 use tokio::sync::watch;
 
@@ -32,8 +44,12 @@ use crate::bench_ccm::{ControllerRuntime, peak_rss, percentile, spawn_controller
 
 const PODS: usize = 10_000;
 const NODE: &str = "vk-bench";
+/// The node the floor's pods are bound to: no controller serves it.
+const FLOOR_NODE: &str = "vk-floor";
+/// Binds per second in the sustained phase: the admission target.
+const PACED_RATE: u32 = 1_000;
 
-fn pod(name: &str, node: Option<&str>) -> serde_json::Value {
+fn pod(name: &str, node: &str) -> serde_json::Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "uid": uuid(name), "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -81,30 +97,180 @@ where
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// The floor of admission: one Running status write per pod by a plain
-/// client, 16 at once.
-async fn floor_status_writes(server: &ApiServer) -> Result<f64, BoxError> {
+/// Create `{prefix}-0` .. `{prefix}-{PODS - 1}` bound to `node`: all at
+/// once, or `per_second` of them each second in steps of 10 ms. Each name
+/// goes to `bound` with the instant of its bind.
+async fn bind(
+    server: &ApiServer,
+    prefix: &str,
+    node: &str,
+    per_second: Option<u32>,
+    mut bound: impl FnMut(String, Instant),
+) -> Result<(), BoxError> {
+    let started = tokio::time::Instant::now();
+    let per_step = per_second.map(|r| (r / 100).max(1) as usize);
     for i in 0..PODS {
-        server.seed(pod(&format!("floor-{i}"), None))?;
+        if let Some(step) = per_step
+            && i % step == 0
+        {
+            let due = Duration::from_millis(10 * (i / step) as u64);
+            tokio::time::sleep_until(started + due).await;
+        }
+        let name = format!("{prefix}-{i}");
+        server.seed(pod(&name, node))?;
+        bound(name, Instant::now());
     }
-    let api: Api<Pod> = Api::namespaced(server.client(), "default");
-    sixteen_ways(&api, |api, i| async move {
-        let status = json!({"status": {"phase": "Running", "podIP": "10.244.0.1",
-            "conditions": [{"type": "Ready", "status": "True"}]}});
-        api.patch_status(
-            &format!("floor-{i}"),
-            &PatchParams::default(),
-            &Patch::Strategic(status),
-        )
-        .await
-        .map(|_| ())
-    })
-    .await
+    Ok(())
 }
 
-/// The floor of deletion: one force deletion per pod by a plain client.
-async fn floor_deletions(server: &ApiServer) -> Result<f64, BoxError> {
+fn running_status() -> serde_json::Value {
+    json!({"status": {"phase": "Running", "podIP": "10.244.0.1",
+        "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// A watch on the pods bound to one node: when each turned Running, and how
+/// many are gone.
+struct Observer {
+    running_at: Arc<Mutex<HashMap<String, Instant>>>,
+    gone: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Observer {
+    async fn start(client: kube::Client, node: &str) -> Result<Self, BoxError> {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let rv = pods
+            .list(&ListParams::default().limit(1))
+            .await?
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        let params = WatchParams::default()
+            .fields(&format!("spec.nodeName={node}"))
+            .timeout(290);
+        let stream = pods.watch(&params, &rv).await?;
+        let running_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let gone = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (running_at, gone) = (running_at.clone(), gone.clone());
+            tokio::spawn(async move {
+                futures_util::pin_mut!(stream);
+                while let Some(Ok(event)) = stream.next().await {
+                    if let WatchEvent::Deleted(_) = event {
+                        gone.fetch_add(1, Ordering::Relaxed);
+                    } else if let WatchEvent::Modified(p) = event
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                        && let Some(name) = p.metadata.name
+                    {
+                        running_at
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entry(name)
+                            .or_insert_with(Instant::now);
+                    }
+                }
+            })
+        };
+        Ok(Self {
+            running_at,
+            gone,
+            task,
+        })
+    }
+
+    /// Wait until `count` pods were seen Running.
+    async fn running(&self, count: usize) -> Result<(), BoxError> {
+        wait_until("every pod Running", Duration::from_secs(600), || async {
+            Ok(self
+                .running_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len()
+                >= count)
+        })
+        .await
+    }
+
+    /// Wait until `count` pods were seen gone.
+    async fn gone(&self, count: usize) -> Result<(), BoxError> {
+        wait_until("every pod gone", Duration::from_secs(600), || async {
+            Ok(self.gone.load(Ordering::Relaxed) >= count)
+        })
+        .await
+    }
+
+    /// Each pod's bind → Running latency, sorted.
+    fn latencies(&self, bound_at: &HashMap<String, Instant>) -> Vec<f64> {
+        let running = self.running_at.lock().unwrap_or_else(|e| e.into_inner());
+        let mut latencies: Vec<f64> = bound_at
+            .iter()
+            .filter_map(|(name, at)| {
+                running
+                    .get(name)
+                    .map(|r| r.duration_since(*at).as_secs_f64())
+            })
+            .collect();
+        latencies.sort_by(f64::total_cmp);
+        latencies
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The floor of admission: the same 10,000 binds (to a node nobody serves),
+/// and one Running status write per pod by a plain client (16 tasks) as
+/// soon as the pod is bound. Returns the wall time (first bind to the last
+/// pod seen Running) and each pod's bind → Running latency, sorted.
+async fn floor_admission(
+    server: &ApiServer,
+    observer: &Observer,
+) -> Result<(f64, Vec<f64>), BoxError> {
     let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let mut writers = Vec::new();
+    for _ in 0..16 {
+        let (api, rx) = (api.clone(), rx.clone());
+        writers.push(tokio::spawn(async move {
+            loop {
+                let next = rx.lock().await.recv().await;
+                let Some(name) = next else {
+                    return Ok::<_, kube::Error>(());
+                };
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(running_status()),
+                )
+                .await?;
+            }
+        }));
+    }
+    let mut bound_at = HashMap::with_capacity(PODS);
+    let started = Instant::now();
+    bind(server, "floor", FLOOR_NODE, None, |name, at| {
+        let _ = tx.send(name.clone());
+        bound_at.insert(name, at);
+    })
+    .await?;
+    drop(tx);
+    for w in writers {
+        w.await??;
+    }
+    observer.running(PODS).await?;
+    let wall = started.elapsed().as_secs_f64();
+    Ok((wall, observer.latencies(&bound_at)))
+}
+
+/// The floor of deletion: one force deletion per pod by a plain client,
+/// until the observer saw every pod gone.
+async fn floor_deletions(server: &ApiServer, observer: &Observer) -> Result<f64, BoxError> {
+    let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    let started = Instant::now();
     sixteen_ways(&api, |api, i| async move {
         api.delete(
             &format!("floor-{i}"),
@@ -113,7 +279,61 @@ async fn floor_deletions(server: &ApiServer) -> Result<f64, BoxError> {
         .await
         .map(|_| ())
     })
-    .await
+    .await?;
+    observer.gone(PODS).await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// How many `ProviderCreateSuccess` events reached the API, once the
+/// writer is idle (events are written in the background, after statuses).
+async fn provider_events(client: &kube::Client) -> Result<usize, BoxError> {
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let params = ListParams::default().fields("reason=ProviderCreateSuccess");
+    let mut last = usize::MAX;
+    loop {
+        let count = events.list_metadata(&params).await?.items.len();
+        if count == last {
+            return Ok(count);
+        }
+        last = count;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The heap of the node's pod cache alone: an informer like the pod
+/// controller's (same selector, managedFields dropped) started on a tagged
+/// runtime over the node's pods, measured once it has listed them all.
+async fn informer_heap(server: &ApiServer) -> Result<i64, BoxError> {
+    let runtime = ControllerRuntime::new()?;
+    let handle = runtime.handle()?;
+    let config = server.config()?;
+    let (done_tx, done) = tokio::sync::oneshot::channel();
+    let before = crate::heap_meter::live();
+    let (stop, mut stopped) = watch::channel(false);
+    let task = spawn_controller(&handle, config, move |client| async move {
+        let (listed_tx, mut listed) = watch::channel(false);
+        let informer = Informer::<Pod>::start_with(
+            Api::all(client),
+            watcher::Config::default().fields(&format!("spec.nodeName={NODE}")),
+            &ControllerHealth::new(),
+            |_| {},
+            move || {
+                listed_tx.send_replace(true);
+            },
+        );
+        let _ = listed.wait_for(|l| *l).await;
+        let _ = done_tx.send(informer.store().state().len());
+        let _ = stopped.wait_for(|s| *s).await;
+        drop(informer);
+    });
+    let cached = tokio::time::timeout(Duration::from_secs(120), done).await??;
+    let heap = crate::heap_meter::live() - before;
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    if cached != PODS {
+        return Err(format!("the pod cache listed {cached} pods, not {PODS}").into());
+    }
+    Ok(heap)
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
@@ -121,8 +341,10 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let client = server.client();
     let mut metrics: Vec<(&'static str, f64)> = Vec::new();
 
-    let floor_admit = floor_status_writes(&server).await?;
-    let floor_delete = floor_deletions(&server).await?;
+    let floor_observer = Observer::start(client.clone(), FLOOR_NODE).await?;
+    let (floor_admit, floor_latencies) = floor_admission(&server, &floor_observer).await?;
+    let floor_delete = floor_deletions(&server, &floor_observer).await?;
+    drop(floor_observer);
 
     // The virtual node, on its own runtime.
     let node_runtime = ControllerRuntime::new()?;
@@ -133,7 +355,9 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let heap_before = crate::heap_meter::live();
     let node_task = spawn_controller(&handle, server.config()?, move |client| async move {
         let mut config = NodeConfig::new(NODE, "mock");
-        config.capacity.insert("pods".into(), PODS.to_string());
+        config
+            .capacity
+            .insert("pods".into(), (2 * PODS).to_string());
         let pods = PodControllerConfig {
             sync_workers: 16,
             status_workers: 16,
@@ -161,70 +385,21 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     });
     tokio::time::timeout(Duration::from_secs(30), ready.wait_for(|r| *r)).await??;
 
-    // Watch for Running, then bind every pod at once.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let running_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let gone = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let watcher = {
-        let running_at = running_at.clone();
-        let gone = gone.clone();
-        let pods = pods.clone();
-        let rv = pods
-            .list(&ListParams::default().limit(1))
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        tokio::spawn(async move {
-            let params = WatchParams::default()
-                .fields(&format!("spec.nodeName={NODE}"))
-                .timeout(290);
-            let Ok(stream) = pods.watch(&params, &rv).await else {
-                return;
-            };
-            futures_util::pin_mut!(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                if let WatchEvent::Deleted(_) = event {
-                    gone.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                } else if let WatchEvent::Modified(p) = event
-                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                    && let Some(name) = p.metadata.name
-                {
-                    running_at
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .entry(name)
-                        .or_insert_with(Instant::now);
-                }
-            }
-        })
-    };
+    // Burst: every pod bound at once.
+    let observer = Observer::start(client.clone(), NODE).await?;
     let mut bound_at = HashMap::with_capacity(PODS);
     let started = Instant::now();
-    for i in 0..PODS {
-        let name = format!("pod-{i}");
-        server.seed(pod(&name, Some(NODE)))?;
-        bound_at.insert(name, Instant::now());
-    }
-    let bound = started.elapsed().as_secs_f64();
-    wait_until("every pod Running", Duration::from_secs(600), || async {
-        Ok(running_at.lock().unwrap_or_else(|e| e.into_inner()).len() >= PODS)
+    bind(&server, "pod", NODE, None, |name, at| {
+        bound_at.insert(name, at);
     })
     .await?;
+    let bound = started.elapsed().as_secs_f64();
+    observer.running(PODS).await?;
     let admit = started.elapsed().as_secs_f64();
     let heap_running = crate::heap_meter::live() - heap_before;
-    let mut latencies: Vec<f64> = {
-        let running = running_at.lock().unwrap_or_else(|e| e.into_inner());
-        bound_at
-            .iter()
-            .filter_map(|(name, at)| {
-                running
-                    .get(name)
-                    .map(|r| r.duration_since(*at).as_secs_f64())
-            })
-            .collect()
-    };
-    latencies.sort_by(f64::total_cmp);
+    let burst_latencies = observer.latencies(&bound_at);
+    let cache_heap = informer_heap(&server).await?;
+    let events = provider_events(&client).await?;
 
     metrics.push(("pods", PODS as f64));
     metrics.push(("bind_seconds", bound));
@@ -232,16 +407,37 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     metrics.push(("admit_pods_per_second", PODS as f64 / admit));
     metrics.push(("admit_floor_seconds", floor_admit));
     metrics.push(("admit_ratio_measured_over_floor", admit / floor_admit));
-    metrics.push(("bind_to_running_p50_seconds", percentile(&latencies, 0.5)));
-    metrics.push(("bind_to_running_p99_seconds", percentile(&latencies, 0.99)));
+    metrics.push((
+        "bind_to_running_p50_seconds",
+        percentile(&burst_latencies, 0.5),
+    ));
+    metrics.push((
+        "bind_to_running_p99_seconds",
+        percentile(&burst_latencies, 0.99),
+    ));
+    metrics.push((
+        "floor_bind_to_running_p50_seconds",
+        percentile(&floor_latencies, 0.5),
+    ));
+    metrics.push((
+        "floor_bind_to_running_p99_seconds",
+        percentile(&floor_latencies, 0.99),
+    ));
+    metrics.push(("provider_create_events_written", events as f64));
     metrics.push(("node_runtime_heap_bytes", heap_running as f64));
     metrics.push((
         "node_runtime_heap_bytes_per_pod",
         heap_running as f64 / PODS as f64,
     ));
+    metrics.push((
+        "pod_cache_heap_bytes_per_pod",
+        cache_heap as f64 / PODS as f64,
+    ));
 
     // Deletion: graceful deletes of every pod; the provider reports them
-    // terminated, the node removes them.
+    // terminated, the node removes them. Counted from the watch: polling a
+    // 10,000-pod list would compete with the node for the two cores.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let started = Instant::now();
     sixteen_ways(&pods, |api, i| async move {
         api.delete(&format!("pod-{i}"), &DeleteParams::default())
@@ -249,18 +445,39 @@ pub(crate) async fn run() -> Result<(), BoxError> {
             .map(|_| ())
     })
     .await?;
-    // Counted from the watch: polling a 10,000-pod list would compete with
-    // the node for the two cores.
-    wait_until("every pod gone", Duration::from_secs(600), || async {
-        Ok(gone.load(std::sync::atomic::Ordering::Relaxed) >= PODS)
-    })
-    .await?;
+    observer.gone(PODS).await?;
     let delete = started.elapsed().as_secs_f64();
     metrics.push(("delete_seconds", delete));
     metrics.push(("delete_pods_per_second", PODS as f64 / delete));
     metrics.push(("delete_floor_seconds", floor_delete));
     metrics.push(("delete_ratio_measured_over_floor", delete / floor_delete));
-    watcher.abort();
+
+    // Sustained admission: another 10,000 pods bound at PACED_RATE per
+    // second; the latency of each from its bind to Running in the API.
+    let mut paced_bound_at = HashMap::with_capacity(PODS);
+    let started = Instant::now();
+    bind(&server, "paced", NODE, Some(PACED_RATE), |name, at| {
+        paced_bound_at.insert(name, at);
+    })
+    .await?;
+    observer.running(2 * PODS).await?;
+    let paced = started.elapsed().as_secs_f64();
+    let paced_latencies = observer.latencies(&paced_bound_at);
+    metrics.push(("paced_binds_per_second", f64::from(PACED_RATE)));
+    metrics.push(("paced_seconds", paced));
+    metrics.push((
+        "paced_bind_to_running_p50_seconds",
+        percentile(&paced_latencies, 0.5),
+    ));
+    metrics.push((
+        "paced_bind_to_running_p99_seconds",
+        percentile(&paced_latencies, 0.99),
+    ));
+    metrics.push((
+        "paced_bind_to_running_max_seconds",
+        paced_latencies.last().copied().unwrap_or_default(),
+    ));
+    drop(observer);
     metrics.push(("peak_rss_bytes_process", peak_rss() as f64));
 
     let _ = stop.send(true);
