@@ -255,7 +255,19 @@ async fn faults_and_request_log() {
     );
     let started = std::time::Instant::now();
     cms.get("c").await.unwrap();
+    let returned = std::time::Instant::now();
     assert!(started.elapsed() >= Duration::from_millis(200));
+    // The slow GET is logged with its latency and the moment it was answered.
+    let slow = server
+        .requests()
+        .into_iter()
+        .rfind(|r| r.verb == Verb::Get && r.status == 200)
+        .unwrap();
+    assert!(slow.latency >= Duration::from_millis(200), "{slow:?}");
+    assert!(
+        slow.answered_at >= started + Duration::from_millis(200) && slow.answered_at <= returned,
+        "{slow:?}"
+    );
 
     server.pause(Duration::from_millis(300));
     let (code, _) = {

@@ -62,6 +62,9 @@ pub struct RequestRecord {
     pub status: u16,
     /// Time to the response head (a watch's stream is not included).
     pub latency: Duration,
+    /// When the response head was ready: for a write, the moment it was
+    /// committed and answered.
+    pub answered_at: std::time::Instant,
 }
 
 /// The request log.

@@ -427,6 +427,7 @@ pub(crate) async fn handle(
             }
         }
     };
+    let answered_at = Instant::now();
     inner.log.push(RequestRecord {
         verb,
         resource: resource_name,
@@ -434,7 +435,8 @@ pub(crate) async fn handle(
         name,
         user_agent,
         status: response.status().as_u16(),
-        latency: started.elapsed(),
+        latency: answered_at.duration_since(started),
+        answered_at,
     });
     response
 }
