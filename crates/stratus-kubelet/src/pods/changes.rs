@@ -56,7 +56,14 @@ where
             let _ = tx.send((kind, namespace.clone(), name.to_owned(), deleted));
         };
         while let Some(event) = stream.next().await {
-            let Ok(event) = event else { continue };
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    // Retried with backoff; a gap is closed by the relist.
+                    tracing::warn!(%namespace, ?kind, error = %e, "watch of referenced objects failed; retrying");
+                    continue;
+                }
+            };
             match event {
                 Event::Init => listing = Some(HashSet::new()),
                 Event::InitApply(meta) | Event::Apply(meta) => {
