@@ -352,13 +352,16 @@ async fn provider_events(client: &kube::Client) -> Result<usize, BoxError> {
 
 /// The heap of the node's pod cache alone: an informer like the pod
 /// controller's (same selector, managedFields dropped) started on a tagged
-/// runtime over the node's pods, measured once it has listed them all.
-async fn informer_heap(server: &ApiServer) -> Result<i64, BoxError> {
+/// runtime over the node's pods, measured once it has listed them all: the
+/// bytes allocated, and the memory malloc takes for them (chunk headers and
+/// rounding included).
+async fn informer_heap(server: &ApiServer) -> Result<(i64, i64), BoxError> {
     let runtime = ControllerRuntime::new()?;
     let handle = runtime.handle()?;
     let config = server.config()?;
     let (done_tx, done) = tokio::sync::oneshot::channel();
     let before = crate::heap_meter::live();
+    let chunks_before = crate::heap_meter::live_chunks();
     let (stop, mut stopped) = watch::channel(false);
     let task = spawn_controller(&handle, config, move |client| async move {
         let (listed_tx, mut listed) = watch::channel(false);
@@ -378,12 +381,13 @@ async fn informer_heap(server: &ApiServer) -> Result<i64, BoxError> {
     });
     let cached = tokio::time::timeout(Duration::from_secs(120), done).await??;
     let heap = crate::heap_meter::live() - before;
+    let chunks = crate::heap_meter::live_chunks() - chunks_before;
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     if cached != PODS {
         return Err(format!("the pod cache listed {cached} pods, not {PODS}").into());
     }
-    Ok(heap)
+    Ok((heap, chunks))
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
@@ -450,7 +454,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let heap_running = crate::heap_meter::live() - heap_before;
     let burst_latencies = observer.latencies(&bound_at);
     let burst_written = written_latencies(&server, &bound_at);
-    let cache_heap = informer_heap(&server).await?;
+    let (cache_heap, cache_memory) = informer_heap(&server).await?;
     let events = provider_events(&client).await?;
 
     metrics.push(("pods", PODS as f64));
@@ -500,6 +504,10 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     metrics.push((
         "pod_cache_heap_bytes_per_pod",
         cache_heap as f64 / PODS as f64,
+    ));
+    metrics.push((
+        "pod_cache_malloc_bytes_per_pod",
+        cache_memory as f64 / PODS as f64,
     ));
 
     // Deletion: graceful deletes of every pod; the provider reports them

@@ -22,6 +22,15 @@ pub(crate) struct HeapMeter;
 
 static LIVE: AtomicI64 = AtomicI64::new(0);
 static PEAK: AtomicI64 = AtomicI64::new(0);
+/// The same live allocations counted as glibc's malloc lays them out: each
+/// in a chunk of its size plus an 8-byte header, rounded up to 16 bytes, at
+/// least 32 — the memory they take, not only the bytes asked for.
+static LIVE_CHUNKS: AtomicI64 = AtomicI64::new(0);
+
+fn chunk(bytes: usize) -> i64 {
+    let chunk = (bytes.saturating_add(8 + 15) & !15).max(32);
+    i64::try_from(chunk).unwrap_or(i64::MAX)
+}
 
 thread_local! {
     static TAGGED: Cell<bool> = const { Cell::new(false) };
@@ -32,12 +41,14 @@ fn tagged() -> bool {
 }
 
 fn add(bytes: usize) {
+    LIVE_CHUNKS.fetch_add(chunk(bytes), Ordering::Relaxed);
     let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
     let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
     PEAK.fetch_max(live, Ordering::Relaxed);
 }
 
 fn sub(bytes: usize) {
+    LIVE_CHUNKS.fetch_sub(chunk(bytes), Ordering::Relaxed);
     LIVE.fetch_sub(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
 }
 
@@ -90,6 +101,12 @@ pub(crate) fn tag_thread() {
 /// The live tagged bytes now.
 pub(crate) fn live() -> i64 {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// The live tagged allocations with malloc's chunk overhead (see
+/// `LIVE_CHUNKS`).
+pub(crate) fn live_chunks() -> i64 {
+    LIVE_CHUNKS.load(Ordering::Relaxed)
 }
 
 /// Restart the peak from the live level; returns that level.
