@@ -51,6 +51,7 @@ impl ApiAuth {
     }
 }
 
+#[derive(Clone)]
 struct Inner {
     node: String,
     provider: Arc<dyn PodLifecycleHandler>,
@@ -307,14 +308,7 @@ impl KubeletApi {
     }
 
     fn configure(self, change: impl FnOnce(&mut Inner)) -> Self {
-        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
-            node: shared.node.clone(),
-            provider: shared.provider.clone(),
-            client: shared.client.clone(),
-            auth: shared.auth.clone(),
-            stream_idle_timeout: shared.stream_idle_timeout,
-            stream_creation_timeout: shared.stream_creation_timeout,
-        });
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| (*shared).clone());
         change(&mut inner);
         Self {
             inner: Arc::new(inner),

@@ -48,19 +48,22 @@ impl Inputs {
     pub(crate) fn input(&mut self, channel: u8) -> ByteStream {
         let (tx, rx) = mpsc::channel(16);
         self.data.insert(channel, tx);
-        Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|item| (item, rx))
-        }))
+        Box::pin(receiver_stream(rx))
     }
 
     /// Route the resize channel to a new stream.
     pub(crate) fn resizes(&mut self) -> ResizeStream {
         let (tx, rx) = mpsc::channel(4);
         self.resize = Some(tx);
-        Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|item| (item, rx))
-        }))
+        Box::pin(receiver_stream(rx))
     }
+}
+
+/// The items of `rx` as a stream, until every sender is gone.
+fn receiver_stream<T>(rx: mpsc::Receiver<T>) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
 }
 
 #[derive(Clone)]
@@ -225,17 +228,24 @@ fn message(text: bool, payload: Vec<u8>) -> Message {
 
 /// Parse a resize message, `{"Width": 80, "Height": 24}`.
 pub(crate) fn parse_resize(data: &[u8]) -> Result<TermSize, serde_json::Error> {
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "PascalCase")]
-    struct Size {
-        width: u16,
-        height: u16,
+    serde_json::from_slice::<ResizeMessage>(data).map(TermSize::from)
+}
+
+/// A terminal resize as clients send it: `{"Width":80,"Height":24}`.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct ResizeMessage {
+    width: u16,
+    height: u16,
+}
+
+impl From<ResizeMessage> for TermSize {
+    fn from(size: ResizeMessage) -> Self {
+        TermSize {
+            width: size.width,
+            height: size.height,
+        }
     }
-    let size: Size = serde_json::from_slice(data)?;
-    Ok(TermSize {
-        width: size.width,
-        height: size.height,
-    })
 }
 
 struct ChannelSink {

@@ -19,6 +19,7 @@ use super::session::{Session, Stream, StreamWriter};
 use crate::api::channel::ChannelProtocol;
 use crate::api::params::StreamOptions;
 use crate::api::remote_command::{Outcome, report};
+use crate::api::session::ResizeMessage;
 
 /// The `X-Stream-Protocol-Version`s exec and attach accept, newest first.
 pub const REMOTE_COMMAND_VERSIONS: &[&str] = &[
@@ -85,8 +86,9 @@ fn resizes(input: ByteStream) -> ResizeStream {
                     match values.next() {
                         Some(Ok(v)) => {
                             used = values.byte_offset();
+                            // Valid JSON that is not a size is skipped.
                             if let Ok(size) =
-                                crate::api::session::parse_resize(v.to_string().as_bytes())
+                                serde_json::from_value::<ResizeMessage>(v).map(TermSize::from)
                             {
                                 ready.push_back(size);
                             }
@@ -300,7 +302,7 @@ mod tests {
     #[tokio::test]
     async fn resizes_are_read_from_concatenated_json() {
         let input = stratus_pod::stream_from_chunks(vec![
-            br#"{"Width":80,"Height":24}{"Wid"#.to_vec(),
+            br#"{"Width":80,"Height":24}{"other":true}{"Wid"#.to_vec(),
             br#"th":100,"Height":30}"#.to_vec(),
             b"garbage".to_vec(),
             br#"{"Width":1,"Height":2}"#.to_vec(),
