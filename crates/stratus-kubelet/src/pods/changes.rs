@@ -106,10 +106,17 @@ where
 
 /// The namespaces of `pods` whose pods reference a ConfigMap or Secret.
 fn namespaces(pods: &[Arc<Pod>]) -> BTreeSet<String> {
-    pods.iter()
-        .filter(|p| !referenced(p).is_empty())
-        .filter_map(|p| p.metadata.namespace.clone())
-        .collect()
+    let mut wanted = BTreeSet::new();
+    for pod in pods {
+        // A namespace already wanted needs no look at its other pods.
+        if let Some(namespace) = &pod.metadata.namespace
+            && !wanted.contains(namespace)
+            && !referenced(pod).is_empty()
+        {
+            wanted.insert(namespace.clone());
+        }
+    }
+    wanted
 }
 
 /// The names of the pods in `namespace` that reference `kind`/`name`.
