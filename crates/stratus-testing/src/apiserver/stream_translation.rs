@@ -166,13 +166,13 @@ impl Translation {
         C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
         K: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let socket = WebSocketStream::from_raw_socket(client, Role::Server, None).await;
+        let server = |client| WebSocketStream::from_raw_socket(client, Role::Server, None);
         match self {
             Self::None => {}
-            Self::TunneledPortForward { .. } => pump_tunnel(socket, kubelet).await,
+            Self::TunneledPortForward { .. } => pump_tunnel(server(client).await, kubelet).await,
             Self::RemoteCommand {
                 protocol, streams, ..
-            } => remote_command(socket, protocol, streams, kubelet).await,
+            } => remote_command(server(client).await, protocol, streams, kubelet).await,
         }
     }
 }
