@@ -36,11 +36,19 @@ fn log_key(namespace: &str, pod: &str, container: &str) -> String {
     format!("{namespace}/{pod}/{container}")
 }
 
-/// Whether a log key belongs to pod key `ns/name`.
-pub(super) fn belongs_to(log_key: &str, pod_key: &str) -> bool {
-    log_key
-        .strip_prefix(pod_key)
-        .is_some_and(|rest| rest.starts_with('/'))
+/// Forget the logs of pod key `ns/name`: its containers' keys are the
+/// range that starts with `ns/name/` (a lookup, not a scan of every pod's).
+pub(super) fn forget_logs(logs: &mut BTreeMap<String, Vec<LogLine>>, pod_key: &str) {
+    let prefix = format!("{pod_key}/");
+    let containers: Vec<String> = logs
+        .range(prefix.clone()..)
+        .map(|(key, _)| key)
+        .take_while(|key| key.starts_with(&prefix))
+        .cloned()
+        .collect();
+    for key in containers {
+        logs.remove(&key);
+    }
 }
 
 /// Write the start lines of every container of a started pod.
@@ -572,5 +580,38 @@ impl stratus_pod::ResourceChanges for MockPodProvider {
 impl ResourceMetrics for MockPodProvider {
     async fn resource_metrics(&self) -> Result<String> {
         Ok(render_resource_metrics(&self.stats_summary().await?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_a_pods_logs_leaves_the_pods_sharing_its_name_prefix() {
+        let line = || {
+            vec![LogLine {
+                time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+                text: "started".into(),
+            }]
+        };
+        let mut logs: BTreeMap<String, Vec<LogLine>> = [
+            "default/web/app",
+            "default/web/sidecar",
+            "default/web-2/app",
+            "default/webx/app",
+            "other/web/app",
+        ]
+        .into_iter()
+        .map(|k| (k.to_owned(), line()))
+        .collect();
+        forget_logs(&mut logs, "default/web");
+        let left: Vec<&str> = logs.keys().map(String::as_str).collect();
+        assert_eq!(
+            left,
+            ["default/web-2/app", "default/webx/app", "other/web/app"]
+        );
+        forget_logs(&mut logs, "default/none");
+        assert_eq!(logs.len(), 3);
     }
 }

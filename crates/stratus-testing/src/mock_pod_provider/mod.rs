@@ -435,7 +435,7 @@ impl PodLifecycleHandler for MockPodProvider {
         self.begin("delete_pod", k.clone()).await?;
         let removed = {
             let mut s = self.lock();
-            s.logs.retain(|c, _| !capabilities::belongs_to(c, &k));
+            capabilities::forget_logs(&mut s.logs, &k);
             s.pods.remove(&k)
         };
         let Some(mut removed) = removed else {
