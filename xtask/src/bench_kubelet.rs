@@ -13,7 +13,8 @@
 //! - Sustained admission: another 10,000 pods bound at 1,000 per second
 //!   (the admission target); bind → Running latency p50 / p99 / max.
 //! - Deletion: the burst's 10,000 pods deleted (graceful), until the last is
-//!   gone from the API. Floor: 10,000 force deletions by a plain client.
+//!   gone from the API. Floor: the same requests by a plain client (graceful
+//!   delete, terminal status patch, force delete with a UID precondition).
 //! - Memory: the heap of the node's runtime (controllers, caches, and the
 //!   mock provider's own copies, which run on it) per pod; and the pod cache
 //!   alone (an informer like the pod controller's) per cached pod.
@@ -28,13 +29,15 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions, WatchEvent, WatchParams,
+};
 use kube_runtime::watcher;
 use serde_json::json;
 use stratus_kubelet::VirtualNode;
 use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::pods::PodControllerConfig;
-use stratus_pod::PodLifecycleHandler;
+use stratus_pod::{PodLifecycleHandler, PodStatusCallback};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::informer::Informer;
 use stratus_testing::{ApiServer, MockPodProvider, Verb};
@@ -124,25 +127,43 @@ async fn bind(
     Ok(())
 }
 
-/// The status patch the node writes for a pod MockPodProvider started:
-/// the provider's whole status (phase, conditions, IPs, container
-/// statuses), with `reason` and `message` cleared, as the pod controller
-/// sends it. The floor writes the same patches.
-async fn node_status_patch() -> Result<serde_json::Value, BoxError> {
+/// The status patches the node writes for a pod MockPodProvider runs:
+/// when it started (phase, conditions, IPs, container statuses) and when
+/// it was deleted (every container terminated), each with `reason` and
+/// `message` cleared, as the pod controller sends them. The floors write
+/// the same patches.
+async fn node_status_patches() -> Result<(serde_json::Value, serde_json::Value), BoxError> {
     let mock = MockPodProvider::new();
+    let notified: Arc<Mutex<Option<Pod>>> = Arc::default();
+    if let Some(notifier) = mock.notifier() {
+        let notified = notified.clone();
+        notifier.notify_pods(PodStatusCallback::new(move |pod| {
+            *notified.lock().unwrap_or_else(|e| e.into_inner()) = Some(pod);
+        }));
+    }
     let template: Pod = serde_json::from_value(pod("template", FLOOR_NODE))?;
     mock.create_pod(&template).await?;
-    let status = mock
+    let started = mock
         .get_pod_status("default", "template")
         .await?
         .ok_or("MockPodProvider has no status for the pod it created")?;
-    let mut value = serde_json::to_value(&status)?;
-    if let Some(fields) = value.as_object_mut() {
-        for field in ["reason", "message"] {
-            fields.entry(field).or_insert(serde_json::Value::Null);
+    mock.delete_pod(&template).await?;
+    let terminated = notified
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .and_then(|p| p.status)
+        .ok_or("MockPodProvider reported no status for the pod it deleted")?;
+    let patch = |status: &k8s_openapi::api::core::v1::PodStatus| {
+        let mut value = serde_json::to_value(status)?;
+        if let Some(fields) = value.as_object_mut() {
+            for field in ["reason", "message"] {
+                fields.entry(field).or_insert(serde_json::Value::Null);
+            }
         }
-    }
-    Ok(json!({ "status": value }))
+        Ok::<_, serde_json::Error>(json!({ "status": value }))
+    };
+    Ok((patch(&started)?, patch(&terminated)?))
 }
 
 /// A watch on the pods bound to one node: when each turned Running, and how
@@ -266,7 +287,7 @@ fn written_latencies(server: &ApiServer, bound_at: &HashMap<String, Instant>) ->
 }
 
 /// The floor of admission: the same 10,000 binds (to a node nobody serves),
-/// and the same Running status write per pod (see [`node_status_patch`]) by
+/// and the same Running status write per pod (see [`node_status_patches`]) by
 /// a plain client (16 tasks) as soon as the pod is bound. Returns the wall time (first bind to the last
 /// pod seen Running), each pod's bind → Running-seen and bind →
 /// Running-written latencies, sorted.
@@ -275,7 +296,7 @@ async fn floor_admission(
     observer: &Observer,
 ) -> Result<(f64, Vec<f64>, Vec<f64>), BoxError> {
     let api: Api<Pod> = Api::namespaced(server.client(), "default");
-    let status = node_status_patch().await?;
+    let status = node_status_patches().await?.0;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let mut writers = Vec::new();
@@ -316,18 +337,36 @@ async fn floor_admission(
     ))
 }
 
-/// The floor of deletion: one force deletion per pod by a plain client,
-/// until the observer saw every pod gone.
+/// The floor of deletion: the node's requests for each pod, by a plain
+/// client (16 tasks): the graceful delete, the terminal status patch, the
+/// force delete with a UID precondition; until the observer saw every pod
+/// gone.
 async fn floor_deletions(server: &ApiServer, observer: &Observer) -> Result<f64, BoxError> {
     let api: Api<Pod> = Api::namespaced(server.client(), "default");
+    let terminated = node_status_patches().await?.1;
     let started = Instant::now();
-    sixteen_ways(&api, |api, i| async move {
-        api.delete(
-            &format!("floor-{i}"),
-            &DeleteParams::default().grace_period(0),
-        )
-        .await
-        .map(|_| ())
+    sixteen_ways(&api, move |api, i| {
+        let terminated = terminated.clone();
+        async move {
+            let name = format!("floor-{i}");
+            let deleting = api.delete(&name, &DeleteParams::default()).await?;
+            let uid = deleting.left().and_then(|p| p.metadata.uid);
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Strategic(terminated),
+            )
+            .await?;
+            let force = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid,
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            api.delete(&name, &force).await.map(|_| ())
+        }
     })
     .await?;
     observer.gone(PODS).await?;
