@@ -792,11 +792,20 @@ impl Shared {
             }
         }
         let patch = serde_json::json!({"status": status_value});
+        let mut request =
+            kube::core::Request::new(<Pod as kube::Resource>::url_path(&(), Some(namespace)))
+                .patch_subresource(
+                    "status",
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(patch),
+                )
+                .map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("patch_status");
         let started = Instant::now();
-        let written = self
-            .api(namespace)
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await;
+        // The patched pod comes back through the watch; its copy in the
+        // response is not parsed (a whole Pod, managedFields included).
+        let written = self.client.request_text(request).await;
         self.metrics.status_written(&self.node, started.elapsed());
         match written {
             Ok(_) => {
