@@ -259,6 +259,12 @@ impl Drop for Observer {
     }
 }
 
+/// Push the median and the 99th percentile of `sorted` under `names`.
+fn push_p50_p99(metrics: &mut Vec<(&'static str, f64)>, names: [&'static str; 2], sorted: &[f64]) {
+    metrics.push((names[0], percentile(sorted, 0.5)));
+    metrics.push((names[1], percentile(sorted, 0.99)));
+}
+
 /// Each pod's bind → Running-written latency: from its bind to the first
 /// successful `pods/status` write the API server answered for it (its
 /// request log), sorted.
@@ -502,38 +508,35 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     metrics.push(("admit_pods_per_second", PODS as f64 / admit));
     metrics.push(("admit_floor_seconds", floor_admit));
     metrics.push(("admit_ratio_measured_over_floor", admit / floor_admit));
-    metrics.push((
-        "bind_to_running_p50_seconds",
-        percentile(&burst_latencies, 0.5),
-    ));
-    metrics.push((
-        "bind_to_running_p99_seconds",
-        percentile(&burst_latencies, 0.99),
-    ));
-    metrics.push((
-        "bind_to_running_written_p50_seconds",
-        percentile(&burst_written, 0.5),
-    ));
-    metrics.push((
-        "bind_to_running_written_p99_seconds",
-        percentile(&burst_written, 0.99),
-    ));
-    metrics.push((
-        "floor_bind_to_running_written_p50_seconds",
-        percentile(&floor_written, 0.5),
-    ));
-    metrics.push((
-        "floor_bind_to_running_written_p99_seconds",
-        percentile(&floor_written, 0.99),
-    ));
-    metrics.push((
-        "floor_bind_to_running_p50_seconds",
-        percentile(&floor_latencies, 0.5),
-    ));
-    metrics.push((
-        "floor_bind_to_running_p99_seconds",
-        percentile(&floor_latencies, 0.99),
-    ));
+    push_p50_p99(
+        &mut metrics,
+        ["bind_to_running_p50_seconds", "bind_to_running_p99_seconds"],
+        &burst_latencies,
+    );
+    push_p50_p99(
+        &mut metrics,
+        [
+            "bind_to_running_written_p50_seconds",
+            "bind_to_running_written_p99_seconds",
+        ],
+        &burst_written,
+    );
+    push_p50_p99(
+        &mut metrics,
+        [
+            "floor_bind_to_running_written_p50_seconds",
+            "floor_bind_to_running_written_p99_seconds",
+        ],
+        &floor_written,
+    );
+    push_p50_p99(
+        &mut metrics,
+        [
+            "floor_bind_to_running_p50_seconds",
+            "floor_bind_to_running_p99_seconds",
+        ],
+        &floor_latencies,
+    );
     metrics.push(("provider_create_events_written", events as f64));
     metrics.push(("node_runtime_heap_bytes", heap_running as f64));
     metrics.push((
@@ -581,14 +584,14 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let paced_written = written_latencies(&server, &paced_bound_at);
     metrics.push(("paced_binds_per_second", f64::from(PACED_RATE)));
     metrics.push(("paced_seconds", paced));
-    metrics.push((
-        "paced_bind_to_running_p50_seconds",
-        percentile(&paced_latencies, 0.5),
-    ));
-    metrics.push((
-        "paced_bind_to_running_p99_seconds",
-        percentile(&paced_latencies, 0.99),
-    ));
+    push_p50_p99(
+        &mut metrics,
+        [
+            "paced_bind_to_running_p50_seconds",
+            "paced_bind_to_running_p99_seconds",
+        ],
+        &paced_latencies,
+    );
     metrics.push((
         "paced_bind_to_running_written_p99_seconds",
         percentile(&paced_written, 0.99),

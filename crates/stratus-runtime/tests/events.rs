@@ -35,17 +35,8 @@ async fn identical_events_are_counted_not_repeated() {
             "Ensured load balancer",
         )
         .await;
+    events_written(&server, 2, Duration::from_secs(5)).await;
     let events: Api<Event> = Api::namespaced(server.client(), "default");
-    stratus_testing::eventually("two events", Duration::from_secs(5), || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len()
-            == 2
-    })
-    .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let list = events.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(list.len(), 2, "{list:?}");
@@ -73,14 +64,41 @@ fn pod(name: &str) -> ObjectReference {
     }
 }
 
-async fn created_events(server: &ApiServer) -> usize {
+/// A recorder with room for `queue_length` events, on a server where each
+/// event write takes `latency`.
+fn slow_recorder(server: &ApiServer, latency: Duration, queue_length: usize) -> EventRecorder {
+    server.inject(Fault::new(
+        Some(Verb::Create),
+        Some("events"),
+        FaultAction::Latency(latency),
+    ));
+    EventRecorder::new(server.client(), "virtual-kubelet").with_queue_length(queue_length)
+}
+
+/// One `Created` event for each of `count` pods, letting the writer run
+/// between them.
+async fn record_created(recorder: &EventRecorder, count: usize) {
+    for i in 0..count {
+        recorder
+            .record(&pod(&format!("p{i}")), EventType::Normal, "Created", "ok")
+            .await;
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Wait until the API holds exactly `count` events.
+async fn events_written(server: &ApiServer, count: usize, limit: Duration) {
     let events: Api<Event> = Api::namespaced(server.client(), "default");
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .len()
+    stratus_testing::eventually("the events written", limit, || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len()
+            == count
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,18 +106,8 @@ async fn a_full_queue_drops_and_counts_events() {
     let server = ApiServer::start().await.unwrap();
     // Every event write takes a second: the writer holds WRITER_CONCURRENCY
     // events in flight, the queue holds two more, the rest are dropped.
-    server.inject(Fault::new(
-        Some(Verb::Create),
-        Some("events"),
-        FaultAction::Latency(Duration::from_secs(1)),
-    ));
-    let recorder = EventRecorder::new(server.client(), "virtual-kubelet").with_queue_length(2);
-    for i in 0..10 {
-        recorder
-            .record(&pod(&format!("p{i}")), EventType::Normal, "Created", "ok")
-            .await;
-        tokio::task::yield_now().await;
-    }
+    let recorder = slow_recorder(&server, Duration::from_secs(1), 2);
+    record_created(&recorder, 10).await;
     let dropped = recorder.dropped();
     let kept = 10 - dropped as usize;
     assert!(
@@ -107,31 +115,16 @@ async fn a_full_queue_drops_and_counts_events() {
         "{dropped} of 10 dropped"
     );
     // What was kept is written, once the slow writes are through.
-    stratus_testing::eventually("the kept events", Duration::from_secs(10), || async {
-        created_events(&server).await == kept
-    })
-    .await;
+    events_written(&server, kept, Duration::from_secs(10)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_within_the_queue_length_loses_no_event() {
     let server = ApiServer::start().await.unwrap();
-    server.inject(Fault::new(
-        Some(Verb::Create),
-        Some("events"),
-        FaultAction::Latency(Duration::from_millis(20)),
-    ));
-    let recorder = EventRecorder::new(server.client(), "virtual-kubelet").with_queue_length(200);
-    for i in 0..200 {
-        recorder
-            .record(&pod(&format!("p{i}")), EventType::Normal, "Created", "ok")
-            .await;
-    }
+    let recorder = slow_recorder(&server, Duration::from_millis(20), 200);
+    record_created(&recorder, 200).await;
     // All queued at once while the writes take 20 ms each: none dropped,
     // all written in the end.
     assert_eq!(recorder.dropped(), 0);
-    stratus_testing::eventually("200 events", Duration::from_secs(30), || async {
-        created_events(&server).await == 200
-    })
-    .await;
+    events_written(&server, 200, Duration::from_secs(30)).await;
 }
