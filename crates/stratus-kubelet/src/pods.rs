@@ -113,8 +113,10 @@ pub struct PodControllerConfig {
     pub reference_rescan: Duration,
     /// Events (`ProviderCreateSuccess`, ...) queued for the background
     /// writer before new ones are dropped: room for a burst of this many
-    /// pods bound at once (client-go's queue: 1,000). Events are written
-    /// after the statuses, never before.
+    /// pods bound at once (client-go's queue: 1,000). The event writer keeps
+    /// two requests in flight, so in a burst events trail the status writes.
+    /// Drops are counted in `stratus_kubelet_events_dropped_total` (updated
+    /// every 5 s).
     pub event_queue_length: usize,
 }
 
