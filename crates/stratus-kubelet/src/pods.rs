@@ -61,7 +61,7 @@ use stratus_runtime::workqueue::{
 };
 use tokio::sync::watch;
 
-pub use rules::{pods_equal, running};
+pub use rules::{pods_equal, running, status_patch};
 
 use crate::metrics::KubeletMetrics;
 use crate::resources::ApiResources;
@@ -382,10 +382,10 @@ impl PodController {
         // Dangling pods: after each complete list, and periodically.
         let mut sweep = tokio::time::interval(self.config.dangling_sweep_period);
         sweep.reset();
-        let mut phases = tokio::time::interval(Duration::from_secs(5));
+        let mut gauges = tokio::time::interval(Duration::from_secs(5));
         loop {
             tokio::select! {
-                _ = phases.tick() => shared.count_phases(),
+                _ = gauges.tick() => shared.refresh_gauges(),
                 _ = stratus_runtime::stopped(&mut stop) => break,
                 changed = listed.changed() => {
                     if changed.is_err() { break; }
@@ -444,7 +444,7 @@ impl Shared {
 
     /// Set the pods-by-phase gauges from the cache, and the dropped-events
     /// counter from the recorder.
-    fn count_phases(&self) {
+    fn refresh_gauges(&self) {
         let mut counts: HashMap<&str, i64> =
             ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
                 .into_iter()
@@ -785,15 +785,7 @@ impl Shared {
             return Ok(());
         }
         let (namespace, name) = split(&key);
-        let mut status_value = serde_json::to_value(status).unwrap_or_default();
-        if let Some(fields) = status_value.as_object_mut() {
-            // Absent means cleared (a ProviderFailed reason must not outlive
-            // the failure); a strategic merge only removes what is null.
-            for field in ["reason", "message"] {
-                fields.entry(field).or_insert(serde_json::Value::Null);
-            }
-        }
-        let patch = serde_json::json!({"status": status_value});
+        let patch = rules::status_patch(status).map_err(kube::Error::SerdeError)?;
         let mut request =
             kube::core::Request::new(<Pod as kube::Resource>::url_path(&(), Some(namespace)))
                 .patch_subresource(

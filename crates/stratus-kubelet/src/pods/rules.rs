@@ -73,6 +73,31 @@ fn normalized(pod: &Pod) -> serde_json::Value {
     })
 }
 
+/// The strategic-merge patch of `pods/status` the pod controller sends for
+/// `status`: the whole status, with `reason` and `message` set to null when
+/// absent, because absent means cleared (a `ProviderFailed` reason must not
+/// outlive the failure) and a strategic merge only removes what is null.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::PodStatus;
+/// use stratus_kubelet::pods::status_patch;
+///
+/// let status = PodStatus { phase: Some("Running".into()), ..Default::default() };
+/// let patch = status_patch(&status).unwrap();
+/// assert_eq!(patch["status"]["phase"], "Running");
+/// assert!(patch["status"]["reason"].is_null());
+/// assert!(patch["status"].as_object().unwrap().contains_key("message"));
+/// ```
+pub fn status_patch(status: &PodStatus) -> Result<serde_json::Value, serde_json::Error> {
+    let mut value = serde_json::to_value(status)?;
+    if let Some(fields) = value.as_object_mut() {
+        for field in ["reason", "message"] {
+            fields.entry(field).or_insert(serde_json::Value::Null);
+        }
+    }
+    Ok(serde_json::json!({ "status": value }))
+}
+
 /// Whether some container may still run: a container status that is
 /// running, or no terminal phase and statuses not all terminated or
 /// waiting. A pod with no container statuses does not run (Go's
