@@ -36,7 +36,7 @@ use kube_runtime::watcher;
 use serde_json::json;
 use stratus_kubelet::VirtualNode;
 use stratus_kubelet::node::NodeConfig;
-use stratus_kubelet::pods::PodControllerConfig;
+use stratus_kubelet::pods::{PodControllerConfig, status_patch};
 use stratus_pod::{PodLifecycleHandler, PodStatusCallback};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::informer::Informer;
@@ -129,9 +129,8 @@ async fn bind(
 
 /// The status patches the node writes for a pod MockPodProvider runs:
 /// when it started (phase, conditions, IPs, container statuses) and when
-/// it was deleted (every container terminated), each with `reason` and
-/// `message` cleared, as the pod controller sends them. The floors write
-/// the same patches.
+/// it was deleted (every container terminated), built by the pod
+/// controller's own [`status_patch`]. The floors write the same patches.
 async fn node_status_patches() -> Result<(serde_json::Value, serde_json::Value), BoxError> {
     let mock = MockPodProvider::new();
     let notified: Arc<Mutex<Option<Pod>>> = Arc::default();
@@ -154,16 +153,7 @@ async fn node_status_patches() -> Result<(serde_json::Value, serde_json::Value),
         .take()
         .and_then(|p| p.status)
         .ok_or("MockPodProvider reported no status for the pod it deleted")?;
-    let patch = |status: &k8s_openapi::api::core::v1::PodStatus| {
-        let mut value = serde_json::to_value(status)?;
-        if let Some(fields) = value.as_object_mut() {
-            for field in ["reason", "message"] {
-                fields.entry(field).or_insert(serde_json::Value::Null);
-            }
-        }
-        Ok::<_, serde_json::Error>(json!({ "status": value }))
-    };
-    Ok((patch(&started)?, patch(&terminated)?))
+    Ok((status_patch(&started)?, status_patch(&terminated)?))
 }
 
 /// A watch on the pods bound to one node: when each turned Running, and how
@@ -193,7 +183,15 @@ impl Observer {
             let (running_at, gone) = (running_at.clone(), gone.clone());
             tokio::spawn(async move {
                 futures_util::pin_mut!(stream);
-                while let Some(Ok(event)) = stream.next().await {
+                while let Some(event) = stream.next().await {
+                    let event = match event {
+                        Ok(event) => event,
+                        Err(e) => {
+                            // The wait that follows would only time out.
+                            eprintln!("the benchmark's watch failed: {e}");
+                            return;
+                        }
+                    };
                     if let WatchEvent::Deleted(_) = event {
                         gone.fetch_add(1, Ordering::Relaxed);
                     } else if let WatchEvent::Modified(p) = event
@@ -293,10 +291,10 @@ fn written_latencies(server: &ApiServer, bound_at: &HashMap<String, Instant>) ->
 }
 
 /// The floor of admission: the same 10,000 binds (to a node nobody serves),
-/// and the same Running status write per pod (see [`node_status_patches`]) by
-/// a plain client (16 tasks) as soon as the pod is bound. Returns the wall time (first bind to the last
-/// pod seen Running), each pod's bind → Running-seen and bind →
-/// Running-written latencies, sorted.
+/// and the same Running status write per pod (see [`node_status_patches`])
+/// by a plain client (16 tasks) as soon as the pod is bound. Returns the
+/// wall time (first bind to the last pod seen Running), and each pod's bind
+/// → Running-seen and bind → Running-written latencies, sorted.
 async fn floor_admission(
     server: &ApiServer,
     observer: &Observer,
