@@ -15,6 +15,7 @@ mod ci;
 mod demo;
 mod heap_meter;
 mod manifests;
+mod protobuf_schema;
 
 /// Counts the controllers' heap in `bench ccm`; otherwise the system
 /// allocator with two atomic additions per allocation on tagged threads.
@@ -104,6 +105,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("demo") => parse_and_run(&args, demo::run),
         Some("manifests") => manifests::run(&args[1..]),
+        Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS
