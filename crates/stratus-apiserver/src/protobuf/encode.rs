@@ -8,14 +8,22 @@ use super::well_known;
 use super::wire::{self, WireType};
 use super::{MAX_DEPTH, ProtobufError};
 
+/// How strictly JSON is written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mode {
+    /// Leave out JSON fields that have no protobuf field instead of failing.
+    pub(crate) prune: bool,
+}
+
 /// A top-level object (its `apiVersion` and `kind` live in the envelope).
 pub(crate) fn top(
     name: &str,
     object: &Value,
     out: &mut Vec<u8>,
     depth: usize,
+    mode: Mode,
 ) -> Result<(), ProtobufError> {
-    message(name, object, out, depth, "")
+    message(name, object, out, depth, "", mode)
 }
 
 /// A list: `metadata` (ListMeta, 1) and `items` (2).
@@ -24,12 +32,13 @@ pub(crate) fn list(
     object: &Value,
     out: &mut Vec<u8>,
     depth: usize,
+    mode: Mode,
 ) -> Result<(), ProtobufError> {
     let obj = object
         .as_object()
         .ok_or_else(|| invalid("", "a list must be an object"))?;
     for key in obj.keys() {
-        if !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "items") {
+        if !mode.prune && !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "items") {
             return Err(ProtobufError::Unencodable(key.clone()));
         }
     }
@@ -41,13 +50,14 @@ pub(crate) fn list(
             &mut buf,
             depth + 1,
             "metadata",
+            mode,
         )?;
         wire::put_len(out, 1, &buf);
     }
     if let Some(items) = obj.get("items").and_then(Value::as_array) {
         for (i, it) in items.iter().enumerate() {
             let mut buf = Vec::new();
-            message(item, it, &mut buf, depth + 1, &format!("items[{i}]"))?;
+            message(item, it, &mut buf, depth + 1, &format!("items[{i}]"), mode)?;
             wire::put_len(out, 2, &buf);
         }
     }
@@ -76,11 +86,12 @@ pub(crate) fn message(
     out: &mut Vec<u8>,
     depth: usize,
     path: &str,
+    mode: Mode,
 ) -> Result<(), ProtobufError> {
     if depth > MAX_DEPTH {
         return Err(ProtobufError::TooDeep);
     }
-    if well_known::encode(name, value, out, depth, path)? {
+    if well_known::encode(name, value, out, depth, path, mode)? {
         return Ok(());
     }
     let schema = Schema::get();
@@ -92,7 +103,7 @@ pub(crate) fn message(
             .as_array()
             .ok_or_else(|| invalid(path, "expected a list"))?;
         for item in items {
-            single(out, number, ty, item, depth, path)?;
+            single(out, number, ty, item, depth, path, mode)?;
         }
         return Ok(());
     }
@@ -100,8 +111,8 @@ pub(crate) fn message(
         .as_object()
         .ok_or_else(|| invalid(path, "expected an object"))?;
     let mut used = 0usize;
-    fields(name, obj, out, depth, path, &mut used)?;
-    if used != obj.len() {
+    fields(name, obj, out, depth, path, &mut used, mode)?;
+    if used != obj.len() && !mode.prune {
         // Some key was not a field: name it. `apiVersion` and `kind` of a
         // message without such fields are the envelope's (or, inside a
         // list, repeat the list's).
@@ -138,6 +149,7 @@ fn fields(
     depth: usize,
     path: &str,
     used: &mut usize,
+    mode: Mode,
 ) -> Result<(), ProtobufError> {
     let Some(msg) = Schema::get().message(name) else {
         return Err(invalid(path, &format!("no layout for message {name}")));
@@ -147,7 +159,7 @@ fn fields(
     for f in ordered {
         if let (Shape::Inline, Type::Message(m)) = (f.shape, f.ty) {
             let mut buf = Vec::new();
-            fields(m, obj, &mut buf, depth + 1, path, used)?;
+            fields(m, obj, &mut buf, depth + 1, path, used, mode)?;
             wire::put_len(out, f.number, &buf);
             continue;
         }
@@ -158,13 +170,15 @@ fn fields(
         let child = join(path, f.json);
         match f.shape {
             _ if v.is_null() => {}
-            Shape::Single { .. } | Shape::Inline => single(out, f.number, f.ty, v, depth, &child)?,
+            Shape::Single { .. } | Shape::Inline => {
+                single(out, f.number, f.ty, v, depth, &child, mode)?;
+            }
             Shape::Repeated => {
                 let items = v
                     .as_array()
                     .ok_or_else(|| invalid(&child, "expected a list"))?;
                 for item in items {
-                    single(out, f.number, f.ty, item, depth, &child)?;
+                    single(out, f.number, f.ty, item, depth, &child, mode)?;
                 }
             }
             Shape::Map => {
@@ -177,7 +191,7 @@ fn fields(
                 for key in keys {
                     let mut entry = Vec::new();
                     wire::put_len(&mut entry, 1, key.as_bytes());
-                    single(&mut entry, 2, f.ty, &map[key.as_str()], depth, &child)?;
+                    single(&mut entry, 2, f.ty, &map[key.as_str()], depth, &child, mode)?;
                     wire::put_len(out, f.number, &entry);
                 }
             }
@@ -194,6 +208,7 @@ fn single(
     v: &Value,
     depth: usize,
     path: &str,
+    mode: Mode,
 ) -> Result<(), ProtobufError> {
     match ty {
         Type::String => {
@@ -239,7 +254,7 @@ fn single(
         }
         Type::Message(m) => {
             let mut buf = Vec::new();
-            message(m, v, &mut buf, depth + 1, path)?;
+            message(m, v, &mut buf, depth + 1, path, mode)?;
             wire::put_len(out, number, &buf);
         }
     }

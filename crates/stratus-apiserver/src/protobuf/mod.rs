@@ -321,16 +321,35 @@ fn type_meta(object: &Value) -> Result<(&str, &str), ProtobufError> {
 /// );
 /// ```
 pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
-    encode_enveloped(object, 0)
+    encode_enveloped(object, encode::Mode { prune: false })
 }
 
-fn encode_enveloped(object: &Value, depth: usize) -> Result<Vec<u8>, ProtobufError> {
+/// Write an object in its envelope, leaving out the JSON fields that have no
+/// protobuf field: what a client generated from the same `.proto` files
+/// could not have read anyway. For a stream that cannot fall back to JSON
+/// part-way (a watch).
+///
+/// ```
+/// use stratus_apiserver::protobuf;
+///
+/// let odd = serde_json::json!({
+///     "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "extra": 1,
+/// });
+/// let back = protobuf::decode_object(&protobuf::encode_object_pruned(&odd).unwrap()).unwrap();
+/// assert_eq!(back.get("extra"), None);
+/// assert_eq!(back["metadata"]["name"], "x");
+/// ```
+pub fn encode_object_pruned(object: &Value) -> Result<Vec<u8>, ProtobufError> {
+    encode_enveloped(object, encode::Mode { prune: true })
+}
+
+fn encode_enveloped(object: &Value, mode: encode::Mode) -> Result<Vec<u8>, ProtobufError> {
     let (api_version, kind) = type_meta(object)?;
     let layout = message_of(api_version, kind)?;
     let mut raw = Vec::new();
     match layout {
-        Layout::Object(m) => encode::top(m, object, &mut raw, depth)?,
-        Layout::List(m) => encode::list(m, object, &mut raw, depth)?,
+        Layout::Object(m) => encode::top(m, object, &mut raw, 0, mode)?,
+        Layout::List(m) => encode::list(m, object, &mut raw, 0, mode)?,
     }
     let mut type_meta = Vec::new();
     wire::put_len(&mut type_meta, 1, api_version.as_bytes());
@@ -357,8 +376,11 @@ fn encode_enveloped(object: &Value, depth: usize) -> Result<Vec<u8>, ProtobufErr
 /// let (kind, object) = protobuf::decode_watch_event(&frame[4..]).unwrap();
 /// assert_eq!((kind.as_str(), object), ("ADDED", pod));
 /// ```
+///
+/// Fields without a protobuf field are left out, as by
+/// [`encode_object_pruned`]: a stream cannot switch to JSON part-way.
 pub fn encode_watch_event(event_type: &str, object: &Value) -> Result<Vec<u8>, ProtobufError> {
-    let inner = encode_object(object)?;
+    let inner = encode_object_pruned(object)?;
     let mut raw_extension = Vec::with_capacity(inner.len() + 8);
     wire::put_len(&mut raw_extension, 1, &inner);
     let mut event = Vec::with_capacity(raw_extension.len() + 24);

@@ -197,6 +197,7 @@ pub(super) fn encode(
     out: &mut Vec<u8>,
     depth: usize,
     path: &str,
+    mode: encode::Mode,
 ) -> Result<bool, ProtobufError> {
     match name {
         TIME | MICRO_TIME => {
@@ -245,17 +246,17 @@ pub(super) fn encode(
                 Value::Bool(b) => wire::put_varint_field(out, 1, u64::from(*b)),
                 Value::Object(_) => {
                     wire::put_varint_field(out, 1, 1);
-                    put_props(out, 2, v, depth, path)?;
+                    put_props(out, 2, v, depth, path, mode)?;
                 }
                 _ => return Err(invalid(path, "expected a boolean or a schema")),
             },
             Some("JSONSchemaPropsOrArray") => match v {
                 Value::Array(items) => {
                     for item in items {
-                        put_props(out, 2, item, depth, path)?;
+                        put_props(out, 2, item, depth, path, mode)?;
                     }
                 }
-                Value::Object(_) => put_props(out, 1, v, depth, path)?,
+                Value::Object(_) => put_props(out, 1, v, depth, path, mode)?,
                 _ => return Err(invalid(path, "expected a schema or a list of schemas")),
             },
             Some("JSONSchemaPropsOrStringArray") => match v {
@@ -267,7 +268,7 @@ pub(super) fn encode(
                         wire::put_len(out, 2, s.as_bytes());
                     }
                 }
-                Value::Object(_) => put_props(out, 1, v, depth, path)?,
+                Value::Object(_) => put_props(out, 1, v, depth, path, mode)?,
                 _ => return Err(invalid(path, "expected a schema or a list of strings")),
             },
             _ => return Ok(false),
@@ -288,15 +289,11 @@ fn put_props(
     v: &Value,
     depth: usize,
     path: &str,
+    mode: encode::Mode,
 ) -> Result<(), ProtobufError> {
     let mut buf = Vec::new();
-    encode::message(
-        &[APIEXT, "JSONSchemaProps"].concat(),
-        v,
-        &mut buf,
-        depth + 1,
-        path,
-    )?;
+    let name = [APIEXT, "JSONSchemaProps"].concat();
+    encode::message(&name, v, &mut buf, depth + 1, path, mode)?;
     wire::put_len(out, number, &buf);
     Ok(())
 }

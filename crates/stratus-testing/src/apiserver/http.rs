@@ -21,6 +21,7 @@ use super::openapi;
 use super::read::{self, Representation};
 use super::state::{Inner, Query, ResourceRequest};
 use super::watch;
+use super::wire_format::{self, Negotiated};
 use super::write;
 
 /// The response body type.
@@ -38,6 +39,19 @@ fn json_response(code: u16, bytes: Bytes) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// An answer in the format the client negotiated (JSON or protobuf).
+fn negotiated_response(
+    code: u16,
+    json: Bytes,
+    negotiated: Negotiated,
+) -> Result<Response<Body>, ApiError> {
+    let (bytes, content_type) = wire_format::answer(negotiated, json)?;
+    let mut resp = json_response(code, bytes);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Ok(resp)
 }
 
 fn value_response(code: u16, value: &Value) -> Response<Body> {
@@ -258,20 +272,69 @@ fn fault_error(action: &FaultAction) -> ApiError {
     }
 }
 
-fn watch_response(inner: Arc<Inner>, plan: watch::WatchPlan) -> Response<Body> {
+fn watch_response(inner: Arc<Inner>, plan: watch::WatchPlan, protobuf: bool) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(watch::run(inner, plan, tx));
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    let stream = futures_util::stream::unfold(rx, move |mut rx| async move {
+        loop {
+            let line = rx.recv().await?;
+            if !protobuf {
+                return Some((Ok::<_, Infallible>(Frame::data(line)), rx));
+            }
+            // An event protobuf cannot carry is left out (the watch goes
+            // on); every served built-in kind can be carried.
+            if let Some(frame) = wire_format::watch_frame(&line) {
+                return Some((Ok(Frame::data(frame)), rx));
+            }
+        }
     });
     let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let content_type = if protobuf {
+        stratus_apiserver::protobuf::WATCH_MEDIA_TYPE
+    } else {
+        "application/json"
+    };
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+/// Whether a watch streams protobuf: the client prefers it and the kind has
+/// a protobuf encoding (custom resources do not); 406 when the client takes
+/// protobuf alone and the kind has none.
+fn watch_in_protobuf(
+    inner: &Inner,
+    req: &ResourceRequest,
+    negotiated: Negotiated,
+) -> Result<bool, ApiError> {
+    if !negotiated.protobuf {
+        return Ok(false);
+    }
+    let def = &inner.defs[req.def];
+    if stratus_apiserver::protobuf::supports(&def.api_version(), def.kind) {
+        return Ok(true);
+    }
+    if negotiated.json {
+        return Ok(false);
+    }
+    Err(ApiError::new(
+        406,
+        "NotAcceptable",
+        format!(
+            "{} has no protobuf encoding; accept application/json",
+            def.kind
+        ),
+    ))
+}
+
+/// A request body as JSON (protobuf bodies are translated).
+async fn json_body(
+    inner: &Inner,
+    parts: &http::request::Parts,
+    body: Incoming,
+) -> Result<Bytes, ApiError> {
+    let bytes = read_body(inner, body).await?;
+    wire_format::body_as_json(header_str(parts, header::CONTENT_TYPE), bytes)
 }
 
 async fn resource(
@@ -284,20 +347,29 @@ async fn resource(
 ) -> Result<Response<Body>, ApiError> {
     let accept = header_str(parts, header::ACCEPT);
     let repr = Representation::from_accept(accept);
+    let negotiated = Negotiated::from_accept(accept);
     let sub = req.sub.clone();
-    let answer = |r: Result<write::Answer, ApiError>| r.map(|(code, v)| value_response(code, &v));
+    let answer = |r: Result<write::Answer, ApiError>| {
+        let (code, v) = r?;
+        let json = serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?;
+        negotiated_response(code, Bytes::from(json), negotiated)
+    };
     match (method, req.name.is_some(), sub.as_deref()) {
         (&Method::GET, false, None) if req.query.flag("watch") => {
+            let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
             let plan = watch::plan(inner, &req, repr)?;
-            Ok(watch_response(inner.clone(), plan))
+            Ok(watch_response(inner.clone(), plan, protobuf))
         }
-        (&Method::GET, false, None) => read::list(inner, &req, repr).map(|b| json_response(200, b)),
+        (&Method::GET, false, None) => {
+            negotiated_response(200, read::list(inner, &req, repr)?, negotiated)
+        }
         (&Method::GET, true, None | Some("status" | "approval")) => {
             if req.query.flag("watch") {
+                let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
                 let plan = watch::plan(inner, &req, repr)?;
-                return Ok(watch_response(inner.clone(), plan));
+                return Ok(watch_response(inner.clone(), plan, protobuf));
             }
-            read::get(inner, &req, repr).map(|b| json_response(200, b))
+            negotiated_response(200, read::get(inner, &req, repr)?, negotiated)
         }
         (&Method::GET, true, Some("log"))
         | (&Method::GET | &Method::POST, true, Some("exec" | "attach" | "portforward")) => {
@@ -317,19 +389,19 @@ async fn resource(
             kubelet::proxy(inner, target, parts, body, on_upgrade).await
         }
         (&Method::POST, false, None) => {
-            let body = read_body(inner, body).await?;
+            let body = json_body(inner, parts, body).await?;
             answer(write::create(inner, &req, &body))
         }
         (&Method::POST, true, Some("binding")) => {
-            let body = read_body(inner, body).await?;
+            let body = json_body(inner, parts, body).await?;
             answer(write::bind(inner, &req, &body))
         }
         (&Method::POST, true, Some("eviction")) => {
-            let body = read_body(inner, body).await?;
+            let body = json_body(inner, parts, body).await?;
             answer(write::evict(inner, &req, &body))
         }
         (&Method::PUT, true, None | Some("status" | "approval" | "finalize")) => {
-            let body = read_body(inner, body).await?;
+            let body = json_body(inner, parts, body).await?;
             answer(write::update(inner, &req, &body))
         }
         (&Method::PATCH, true, None | Some("status" | "approval")) => {
@@ -338,11 +410,11 @@ async fn resource(
             answer(write::patch(inner, &req, &content_type, &body))
         }
         (&Method::DELETE, true, None) => {
-            let body = read_body(inner, body).await?;
+            let body = json_body(inner, parts, body).await?;
             answer(write::delete(inner, &req, &body))
         }
         (&Method::DELETE, false, None) => {
-            let body = read_body(inner, body).await?;
+            let body = json_body(inner, parts, body).await?;
             answer(write::delete_collection(inner, &req, &body))
         }
         _ => Err(ApiError::method_not_allowed(format!(

@@ -42,6 +42,7 @@ mod table;
 mod tls;
 mod validation;
 mod watch;
+mod wire_format;
 mod write;
 
 use std::collections::BTreeMap;

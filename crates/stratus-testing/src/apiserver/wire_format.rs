@@ -1,0 +1,147 @@
+//! Content negotiation: JSON or protobuf request bodies and answers.
+//!
+//! The server stores JSON. A protobuf request body is translated to JSON
+//! before the write handlers see it; an answer is translated to protobuf
+//! when the client lists protobuf first in `Accept` (client-go's
+//! `application/vnd.kubernetes.protobuf, application/json`). An object that
+//! protobuf cannot carry whole (a custom resource, or a field newer than the
+//! protobuf table) is answered in JSON when the client accepts JSON, and
+//! with 406 when it accepts protobuf alone.
+
+use bytes::Bytes;
+use serde_json::Value;
+use stratus_apiserver::protobuf;
+
+use super::error::ApiError;
+
+/// The media types a request body may have.
+const ACCEPTED_BODIES: &str = "application/json, application/vnd.kubernetes.protobuf";
+
+/// The media type of a header value, lower-cased, without parameters.
+fn media_type(value: &str) -> String {
+    value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// A create, update, delete or subresource body as JSON.
+pub(crate) fn body_as_json(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
+    match media_type(content_type).as_str() {
+        protobuf::MEDIA_TYPE => {
+            let value = protobuf::decode_object(&body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the body of the request was not valid protobuf: {e}"
+                ))
+            })?;
+            serde_json::to_vec(&value)
+                .map(Bytes::from)
+                .map_err(|e| ApiError::internal(e.to_string()))
+        }
+        "" | "application/json" | "*/*" => Ok(body),
+        _ if body.is_empty() => Ok(body),
+        other => Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format ({other}) - accepted media types include: {ACCEPTED_BODIES}"
+            ),
+        )),
+    }
+}
+
+/// What the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Negotiated {
+    /// Protobuf is the client's first choice.
+    pub(crate) protobuf: bool,
+    /// JSON is acceptable too.
+    pub(crate) json: bool,
+}
+
+impl Negotiated {
+    pub(crate) fn from_accept(accept: &str) -> Self {
+        let alternatives: Vec<String> = accept
+            .split(',')
+            .map(|a| a.trim().to_ascii_lowercase())
+            .filter(|a| !a.is_empty())
+            .collect();
+        let first = alternatives.first().map(String::as_str).unwrap_or_default();
+        let protobuf = media_type(first) == protobuf::MEDIA_TYPE && !first.contains("as=");
+        let json = alternatives.is_empty()
+            || alternatives.iter().any(|a| {
+                let m = media_type(a);
+                m == "application/json" || m == "*/*" || m == "application/*"
+            });
+        Self { protobuf, json }
+    }
+}
+
+/// An answer in the negotiated format: the body and its content type.
+pub(crate) fn answer(
+    negotiated: Negotiated,
+    json: Bytes,
+) -> Result<(Bytes, &'static str), ApiError> {
+    if !negotiated.protobuf {
+        return Ok((json, "application/json"));
+    }
+    let encoded = serde_json::from_slice::<Value>(&json)
+        .map_err(|e| e.to_string())
+        .and_then(|v| protobuf::encode_object(&v).map_err(|e| e.to_string()));
+    match encoded {
+        Ok(bytes) => Ok((Bytes::from(bytes), protobuf::MEDIA_TYPE)),
+        Err(_) if negotiated.json => Ok((json, "application/json")),
+        Err(why) => Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "the object cannot be represented in protobuf ({why}); accept application/json"
+            ),
+        )),
+    }
+}
+
+/// One watch line (`{"type": ..., "object": ...}\n`) as a protobuf frame.
+pub(crate) fn watch_frame(line: &[u8]) -> Option<Bytes> {
+    let event: Value = serde_json::from_slice(line).ok()?;
+    let kind = event.get("type")?.as_str()?;
+    let object = event.get("object")?;
+    protobuf::encode_watch_event(kind, object)
+        .ok()
+        .map(Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_go_accept_headers() {
+        let n = Negotiated::from_accept("application/vnd.kubernetes.protobuf, application/json");
+        assert!(n.protobuf && n.json);
+        let n = Negotiated::from_accept("application/vnd.kubernetes.protobuf;stream=watch");
+        assert!(n.protobuf && !n.json);
+        let n = Negotiated::from_accept(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        );
+        assert!(!n.protobuf && n.json);
+        assert_eq!(
+            Negotiated::from_accept(""),
+            Negotiated {
+                protobuf: false,
+                json: true
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_body_types_are_415() {
+        let err = body_as_json("text/plain", Bytes::from_static(b"x")).unwrap_err();
+        assert_eq!(err.code, 415);
+        let err = body_as_json(protobuf::MEDIA_TYPE, Bytes::from_static(b"{}")).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(body_as_json("application/json; charset=utf-8", Bytes::from_static(b"{}")).is_ok());
+    }
+}
