@@ -34,7 +34,13 @@ async fn send(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
     (status, content_type, bytes)
 }
 
@@ -103,7 +109,14 @@ async fn protobuf_bodies_are_stored_like_json_and_answered_in_protobuf() {
         c.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,
         "500m"
     );
-    let probe_port = &c.readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap().port;
+    let probe_port = &c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap()
+        .port;
     assert_eq!(
         *probe_port,
         k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("http".into())
@@ -140,10 +153,7 @@ async fn watches_stream_length_prefixed_protobuf_events() {
         .unwrap();
     req.headers_mut().remove("content-type");
     let resp = client.send(req).await.unwrap();
-    assert_eq!(
-        resp.headers()["content-type"],
-        protobuf::WATCH_MEDIA_TYPE
-    );
+    assert_eq!(resp.headers()["content-type"], protobuf::WATCH_MEDIA_TYPE);
     let mut body = resp.into_body();
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("settings".into());
@@ -175,7 +185,14 @@ async fn bad_bodies_get_400_and_415_statuses() {
     let path = "/api/v1/namespaces/default/configmaps";
     let status = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap();
 
-    let (code, _, body) = send(&client, "POST", path, &[("content-type", "text/plain")], b"x".to_vec()).await;
+    let (code, _, body) = send(
+        &client,
+        "POST",
+        path,
+        &[("content-type", "text/plain")],
+        b"x".to_vec(),
+    )
+    .await;
     assert_eq!(code, 415);
     let s = status(&body);
     assert_eq!(s["reason"], "UnsupportedMediaType");
@@ -188,7 +205,12 @@ async fn bad_bodies_get_400_and_415_statuses() {
     ] {
         let (code, _, body) = send(&client, "POST", path, &[("content-type", PB)], garbage).await;
         assert_eq!(code, 400);
-        assert!(status(&body)["message"].as_str().unwrap().contains("not valid protobuf"));
+        assert!(
+            status(&body)["message"]
+                .as_str()
+                .unwrap()
+                .contains("not valid protobuf")
+        );
     }
     // A kind that does not belong here is refused by the write path.
     let wrong = protobuf::encode_object(&json!({"apiVersion": "v1", "kind": "Secret",
@@ -198,5 +220,11 @@ async fn bad_bodies_get_400_and_415_statuses() {
     assert_eq!(code, 400);
     // And the server still serves.
     let cms: Api<ConfigMap> = Api::namespaced(client, "default");
-    assert!(cms.list(&Default::default()).await.unwrap().items.is_empty());
+    assert!(
+        cms.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }

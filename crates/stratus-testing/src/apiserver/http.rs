@@ -85,6 +85,7 @@ enum Route {
     Document(Value),
     Resource(ResourceRequest),
     NodeProxy { name: String, path: String },
+    OpenApiV2,
 }
 
 fn decode(segment: &str) -> String {
@@ -144,6 +145,7 @@ fn route(
         }
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs))),
+        ["openapi", "v2"] => return Ok(Route::OpenApiV2),
         ["openapi", "v3", "api", v] => {
             return openapi::group_version(&inner.defs, "", v)
                 .map(Route::Document)
@@ -483,6 +485,13 @@ pub(crate) async fn handle(
                 resp
             }
             (None, Ok(Route::Document(doc))) => value_response(200, &doc),
+            (None, Ok(Route::OpenApiV2)) => {
+                let (content_type, bytes) = openapi::v2(header_str(&parts, header::ACCEPT));
+                let mut resp = json_response(200, bytes);
+                resp.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+                resp
+            }
             (None, Ok(Route::Resource(r))) => {
                 match resource(&inner, &method, r, &parts, body, on_upgrade).await {
                     Ok(resp) => resp,

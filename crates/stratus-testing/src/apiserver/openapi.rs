@@ -7,6 +7,33 @@ use serde_json::{Map, Value, json};
 
 use super::resources::{ResourceDef, groups};
 
+/// The protobuf media type of an OpenAPI v2 document.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
+/// `GET /openapi/v2`: a document without schemas, in protobuf when asked
+/// (kubectl before 1.28 reads it before `apply`; with no schema for a kind
+/// it builds strategic merge patches from its compiled-in types). The
+/// protobuf form is gnostic's `Document` with `swagger` (1) and
+/// `info.title` (2.1).
+pub(crate) fn v2(accept: &str) -> (&'static str, bytes::Bytes) {
+    const TITLE: &[u8] = b"Kubernetes";
+    if accept.contains(V2_PROTOBUF) {
+        let mut info = vec![0x0a, TITLE.len() as u8];
+        info.extend_from_slice(TITLE);
+        let mut doc = vec![0x0a, 3, b'2', b'.', b'0', 0x12, info.len() as u8];
+        doc.extend_from_slice(&info);
+        // Go's mime parser refuses `@` in a Content-Type, so the body goes
+        // out as octet-stream, as kube-apiserver's does.
+        return ("application/octet-stream", bytes::Bytes::from(doc));
+    }
+    let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"},
+        "paths": {}, "definitions": {}});
+    (
+        "application/json",
+        bytes::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+    )
+}
+
 fn gv_key(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")

@@ -9,6 +9,8 @@ pub(crate) enum NameRule {
     Label,
     /// DNS-1035 label (services).
     Dns1035,
+    /// A path segment: not `.` or `..`, no `/` or `%` (RBAC objects).
+    PathSegment,
 }
 
 /// One served resource.
@@ -240,7 +242,269 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
                 &[],
             )
         },
+        // Stored with their real scope, short names, categories and status
+        // subresources; no workload controllers run (as with envtest).
+        workload(
+            "apps",
+            "Deployment",
+            "deployments",
+            "deployment",
+            &["deploy"],
+        ),
+        workload("apps", "ReplicaSet", "replicasets", "replicaset", &["rs"]),
+        workload(
+            "apps",
+            "StatefulSet",
+            "statefulsets",
+            "statefulset",
+            &["sts"],
+        ),
+        workload("apps", "DaemonSet", "daemonsets", "daemonset", &["ds"]),
+        def(
+            "apps",
+            "ControllerRevision",
+            "controllerrevisions",
+            "controllerrevision",
+            true,
+            &[],
+            &[],
+        ),
+        workload("batch", "Job", "jobs", "job", &[]),
+        workload("batch", "CronJob", "cronjobs", "cronjob", &["cj"]),
+        ResourceDef {
+            names: NameRule::PathSegment,
+            ..def(
+                "rbac.authorization.k8s.io",
+                "Role",
+                "roles",
+                "role",
+                true,
+                &[],
+                &[],
+            )
+        },
+        ResourceDef {
+            names: NameRule::PathSegment,
+            ..def(
+                "rbac.authorization.k8s.io",
+                "RoleBinding",
+                "rolebindings",
+                "rolebinding",
+                true,
+                &[],
+                &[],
+            )
+        },
+        ResourceDef {
+            names: NameRule::PathSegment,
+            ..def(
+                "rbac.authorization.k8s.io",
+                "ClusterRole",
+                "clusterroles",
+                "clusterrole",
+                false,
+                &[],
+                &[],
+            )
+        },
+        ResourceDef {
+            names: NameRule::PathSegment,
+            ..def(
+                "rbac.authorization.k8s.io",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                "clusterrolebinding",
+                false,
+                &[],
+                &[],
+            )
+        },
+        ResourceDef {
+            has_status: true,
+            ..def(
+                "policy",
+                "PodDisruptionBudget",
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                true,
+                &["pdb"],
+                &["status"],
+            )
+        },
+        def(
+            "scheduling.k8s.io",
+            "PriorityClass",
+            "priorityclasses",
+            "priorityclass",
+            false,
+            &["pc"],
+            &[],
+        ),
+        ResourceDef {
+            has_status: true,
+            ..def(
+                "networking.k8s.io",
+                "Ingress",
+                "ingresses",
+                "ingress",
+                true,
+                &["ing"],
+                &["status"],
+            )
+        },
+        def(
+            "networking.k8s.io",
+            "IngressClass",
+            "ingressclasses",
+            "ingressclass",
+            false,
+            &[],
+            &[],
+        ),
+        def(
+            "networking.k8s.io",
+            "NetworkPolicy",
+            "networkpolicies",
+            "networkpolicy",
+            true,
+            &["netpol"],
+            &[],
+        ),
+        def(
+            "storage.k8s.io",
+            "StorageClass",
+            "storageclasses",
+            "storageclass",
+            false,
+            &["sc"],
+            &[],
+        ),
+        def(
+            "storage.k8s.io",
+            "CSIDriver",
+            "csidrivers",
+            "csidriver",
+            false,
+            &[],
+            &[],
+        ),
+        def(
+            "storage.k8s.io",
+            "CSINode",
+            "csinodes",
+            "csinode",
+            false,
+            &[],
+            &[],
+        ),
+        ResourceDef {
+            has_status: true,
+            ..def(
+                "storage.k8s.io",
+                "VolumeAttachment",
+                "volumeattachments",
+                "volumeattachment",
+                false,
+                &[],
+                &["status"],
+            )
+        },
+        def(
+            "node.k8s.io",
+            "RuntimeClass",
+            "runtimeclasses",
+            "runtimeclass",
+            false,
+            &[],
+            &[],
+        ),
+        def(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            "mutatingwebhookconfiguration",
+            false,
+            &[],
+            &[],
+        ),
+        def(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            "validatingwebhookconfiguration",
+            false,
+            &[],
+            &[],
+        ),
+        ResourceDef {
+            has_status: true,
+            ..def(
+                "",
+                "ResourceQuota",
+                "resourcequotas",
+                "resourcequota",
+                true,
+                &["quota"],
+                &["status"],
+            )
+        },
+        def(
+            "",
+            "LimitRange",
+            "limitranges",
+            "limitrange",
+            true,
+            &["limits"],
+            &[],
+        ),
+        ResourceDef {
+            has_status: true,
+            ..def(
+                "",
+                "PersistentVolumeClaim",
+                "persistentvolumeclaims",
+                "persistentvolumeclaim",
+                true,
+                &["pvc"],
+                &["status"],
+            )
+        },
+        ResourceDef {
+            has_status: true,
+            ..def(
+                "",
+                "PersistentVolume",
+                "persistentvolumes",
+                "persistentvolume",
+                false,
+                &["pv"],
+                &["status"],
+            )
+        },
     ]
+}
+
+/// A namespaced workload with a status subresource, in the `all` category.
+const fn workload(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    short_names: &'static [&'static str],
+) -> ResourceDef {
+    ResourceDef {
+        has_status: true,
+        categories: &["all"],
+        ..def(
+            group,
+            kind,
+            plural,
+            singular,
+            true,
+            short_names,
+            &["status"],
+        )
+    }
 }
 
 /// Well-known indexes into [`builtin`].

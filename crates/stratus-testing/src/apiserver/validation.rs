@@ -38,6 +38,13 @@ pub(crate) fn name_error(rule: NameRule, name: &str) -> Option<String> {
         NameRule::Dns1035 if !dns_label(name, 63, true) => Some(
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character".to_owned(),
         ),
+        NameRule::PathSegment
+            if name.is_empty() || name == "." || name == ".." || name.contains(['/', '%']) =>
+        {
+            Some(format!(
+                "may not be '.' or '..', and may not contain '/' or '%': {name:?}"
+            ))
+        }
         _ => None,
     }
 }
@@ -223,6 +230,9 @@ mod tests {
         assert!(name_error(NameRule::Label, "a.b").is_some());
         assert!(name_error(NameRule::Dns1035, "1abc").is_some());
         assert!(name_error(NameRule::Dns1035, "abc-1").is_none());
+        assert!(name_error(NameRule::PathSegment, "system:controller:x").is_none());
+        assert!(name_error(NameRule::PathSegment, "a/b").is_some());
+        assert!(name_error(NameRule::PathSegment, "..").is_some());
     }
 
     #[test]
