@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
-//! formatting, clippy, the workspace tests, the docs, and the kubectl script
-//! against the standalone harness API server.
+//! formatting, clippy, the workspace tests, the docs, the kubectl scripts
+//! against the standalone harness API server (the installed kubectl, and
+//! every kubectl from 1.27 to 1.33), and the protobuf table's freshness.
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -50,6 +51,18 @@ const STEPS: &[Step] = &[
         name: "kubectl",
         program: "bash",
         args: &["scripts/kubectl-harness.sh"],
+        env: &[],
+    },
+    Step {
+        name: "kubectl-versions",
+        program: "bash",
+        args: &["scripts/kubectl-versions.sh"],
+        env: &[],
+    },
+    Step {
+        name: "protobuf-schema",
+        program: "cargo",
+        args: &["xtask", "protobuf-schema", "--check"],
         env: &[],
     },
 ];
