@@ -11,7 +11,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 export KUBECONFIG="$work/kubeconfig"
 
 cargo build --quiet -p xtask
-target/debug/xtask apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" \
+"${CARGO_TARGET_DIR:-target}/debug/xtask" apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" \
   --virtual-node vk-kubectl >"$work/server.log" 2>&1 &
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }

@@ -19,7 +19,7 @@ work=$(mktemp -d)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export KUBECONFIG="$work/kubeconfig"
 cargo build --quiet -p xtask
-target/debug/xtask apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" >"$work/server.log" 2>&1 &
+"${CARGO_TARGET_DIR:-target}/debug/xtask" apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" >"$work/server.log" 2>&1 &
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT

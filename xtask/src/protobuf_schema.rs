@@ -181,6 +181,7 @@ fn generate() -> Result<String, String> {
     // embeds them.
     let mut embedded: Vec<(String, &OpenApiType)> = Vec::new();
     let mut embedded_done: Vec<String> = Vec::new();
+    let mut queue: Vec<(String, &PbMessage, &OpenApiType)> = Vec::new();
     for (lower, msg) in &messages {
         let oa = by_lower.get(lower).and_then(|k| openapi.get(*k));
         let list_wrapper = oa.is_none()
@@ -199,36 +200,36 @@ fn generate() -> Result<String, String> {
         if let (Some(v), Some(k)) = (&oa.api_version, &oa.kind) {
             let _ = write!(header, " {v} {k}");
         }
-        let _ = writeln!(text, "{header}");
-        written += 1;
-        unmatched += write_fields(
-            &mut text,
-            msg,
-            oa,
-            &canonical,
-            &by_lower,
-            &messages,
-            &mut embedded,
-        );
+        queue.push((header, msg, oa));
     }
-    while let Some((lower, oa)) = embedded.pop() {
+    // Write the queued messages; their fields may queue embedded types.
+    let mut done = 0;
+    loop {
+        while done < queue.len() {
+            let (msg, oa) = (queue[done].1, queue[done].2);
+            let _ = writeln!(text, "{}", queue[done].0);
+            written += 1;
+            unmatched += write_fields(
+                &mut text,
+                msg,
+                oa,
+                &canonical,
+                &by_lower,
+                &messages,
+                &mut embedded,
+            );
+            done += 1;
+        }
+        let Some((lower, oa)) = embedded.pop() else {
+            break;
+        };
         if embedded_done.contains(&lower) || by_lower.contains_key(&lower) {
             continue;
         }
         let Some(msg) = messages.get(&lower) else {
             continue;
         };
-        let _ = writeln!(text, "T {lower}");
-        written += 1;
-        unmatched += write_fields(
-            &mut text,
-            msg,
-            oa,
-            &canonical,
-            &by_lower,
-            &messages,
-            &mut embedded,
-        );
+        queue.push((format!("T {lower}"), msg, oa));
         embedded_done.push(lower);
     }
     eprintln!("{written} messages, {unmatched} fields without a JSON name");

@@ -142,13 +142,7 @@ macro_rules! cross_check {
                 let typed = <$ty>::decode(env.raw)
                     .unwrap_or_else(|e| panic!("prost cannot read our {}: {e}", $kind));
                 let theirs = typed.encode_to_vec();
-                let mut rewrapped = Vec::new();
-                rewrapped.extend_from_slice(MAGIC);
-                let mut tm = Vec::new();
-                wire::put_len(&mut tm, 1, $api_version.as_bytes());
-                wire::put_len(&mut tm, 2, $kind.as_bytes());
-                wire::put_len(&mut rewrapped, 1, &tm);
-                wire::put_len(&mut rewrapped, 2, &theirs);
+                let rewrapped = enveloped($api_version, $kind, Some(&theirs));
                 assert_eq!(decode_object(&rewrapped).unwrap(), object, "{} via prost", $kind);
             )*
         }
@@ -215,6 +209,19 @@ fn quantities_given_as_numbers_are_written_as_strings() {
     assert_eq!(back["spec"]["limits"][0]["max"]["cpu"], json!("2"));
 }
 
+/// `k8s\0` + an Unknown with this type meta (and, when given, raw bytes).
+fn enveloped(api_version: &str, kind: &str, raw: Option<&[u8]>) -> Vec<u8> {
+    let mut body = MAGIC.to_vec();
+    let mut tm = Vec::new();
+    wire::put_len(&mut tm, 1, api_version.as_bytes());
+    wire::put_len(&mut tm, 2, kind.as_bytes());
+    wire::put_len(&mut body, 1, &tm);
+    if let Some(raw) = raw {
+        wire::put_len(&mut body, 2, raw);
+    }
+    body
+}
+
 #[test]
 fn bad_envelopes_are_typed_errors() {
     assert_eq!(decode_object(b"k8s"), Err(ProtobufError::MissingMagic));
@@ -228,37 +235,23 @@ fn bad_envelopes_are_typed_errors() {
         Err(ProtobufError::UnknownKind { .. })
     ));
     // An envelope with gzip content encoding.
-    let mut body = MAGIC.to_vec();
-    let mut tm = Vec::new();
-    wire::put_len(&mut tm, 1, b"v1");
-    wire::put_len(&mut tm, 2, b"Pod");
-    wire::put_len(&mut body, 1, &tm);
+    let mut body = enveloped("v1", "Pod", None);
     wire::put_len(&mut body, 3, b"gzip");
     assert_eq!(
         decode_object(&body),
         Err(ProtobufError::ContentEncoding("gzip".into()))
     );
     // A kind the table does not have.
-    let mut body = MAGIC.to_vec();
-    let mut tm = Vec::new();
-    wire::put_len(&mut tm, 1, b"v1");
-    wire::put_len(&mut tm, 2, b"Gadget");
-    wire::put_len(&mut body, 1, &tm);
     assert!(matches!(
-        decode_object(&body),
+        decode_object(&enveloped("v1", "Gadget", None)),
         Err(ProtobufError::UnknownKind { .. })
     ));
     // A string field with a varint.
-    let mut body = MAGIC.to_vec();
-    let mut tm = Vec::new();
-    wire::put_len(&mut tm, 1, b"v1");
-    wire::put_len(&mut tm, 2, b"ConfigMap");
-    wire::put_len(&mut body, 1, &tm);
     let mut raw = Vec::new();
     let mut meta = Vec::new();
     wire::put_varint_field(&mut meta, 1, 5);
     wire::put_len(&mut raw, 1, &meta);
-    wire::put_len(&mut body, 2, &raw);
+    let body = enveloped("v1", "ConfigMap", Some(&raw));
     assert!(matches!(
         decode_object(&body),
         Err(ProtobufError::WrongWireType { ref path, .. }) if path == "metadata.name"
