@@ -6,11 +6,11 @@ use serde_json::{Map, Number, Value};
 use super::schema::{Schema, Shape, Type};
 use super::well_known;
 use super::wire::{Payload, Reader};
-use super::{MAX_DEPTH, Object, ProtobufError};
+use super::{MAX_DEPTH, Object, Path, ProtobufError};
 
 /// A top-level object's fields.
 pub(crate) fn object(name: &str, bytes: &[u8], depth: usize) -> Result<Object, ProtobufError> {
-    match message(name, bytes, depth, "")? {
+    match message(name, bytes, depth, Path::ROOT)? {
         Value::Object(map) => Ok(map),
         _ => Err(ProtobufError::InvalidValue {
             path: name.to_owned(),
@@ -31,17 +31,15 @@ pub(crate) fn list(item: &str, bytes: &[u8], depth: usize) -> Result<Object, Pro
                     "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
                     b,
                     depth + 1,
-                    "metadata",
+                    Path::ROOT.child("metadata"),
                 )?;
                 out.insert("metadata".into(), meta);
             }
-            (2, Payload::Len(b)) => items.push(message(item, b, depth + 1, "items")?),
-            (1 | 2, _) => {
-                return Err(ProtobufError::WrongWireType {
-                    path: "items".into(),
-                    expected: "message",
-                });
+            (2, Payload::Len(b)) => {
+                items.push(message(item, b, depth + 1, Path::ROOT.child("items"))?);
             }
+            (1, _) => return Err(wrong(Path::ROOT.child("metadata"), "message")),
+            (2, _) => return Err(wrong(Path::ROOT.child("items"), "message")),
             _ => {}
         }
     }
@@ -55,7 +53,7 @@ pub(crate) fn message(
     name: &str,
     bytes: &[u8],
     depth: usize,
-    path: &str,
+    path: Path<'_>,
 ) -> Result<Value, ProtobufError> {
     if depth > MAX_DEPTH {
         return Err(ProtobufError::TooDeep);
@@ -67,7 +65,7 @@ pub(crate) fn message(
     let msg = schema
         .message(name)
         .ok_or_else(|| ProtobufError::InvalidValue {
-            path: path.to_owned(),
+            path: path.render(),
             message: format!("no layout for message {name}"),
         })?;
     if let Some((number, ty)) = msg.list_of {
@@ -88,10 +86,10 @@ pub(crate) fn message(
         let Some(field) = msg.by_number(number) else {
             continue;
         };
-        let child = join(path, field.json);
+        let child = path.child(field.json);
         match field.shape {
             Shape::Single { required } => {
-                let v = scalar_or_message(field.ty, payload, depth, &child)?;
+                let v = scalar_or_message(field.ty, payload, depth, child)?;
                 let empty_string = v.as_str().is_some_and(str::is_empty);
                 if !v.is_null() && (required || !empty_string) {
                     out.insert(field.json.to_owned(), v);
@@ -102,14 +100,14 @@ pub(crate) fn message(
                     .entry(field.json.to_owned())
                     .or_insert_with(|| Value::Array(Vec::new()));
                 if let Value::Array(items) = entry {
-                    repeated(field.ty, payload, depth, &child, items)?;
+                    repeated(field.ty, payload, depth, child, items)?;
                 }
             }
             Shape::Map => {
                 let Payload::Len(entry) = payload else {
-                    return Err(wrong(&child, "map entry"));
+                    return Err(wrong(child, "map entry"));
                 };
-                let (key, value) = map_entry(field.ty, entry, depth, &child)?;
+                let (key, value) = map_entry(field.ty, entry, depth, child)?;
                 let map = out
                     .entry(field.json.to_owned())
                     .or_insert_with(|| Value::Object(Map::new()));
@@ -119,7 +117,7 @@ pub(crate) fn message(
             }
             Shape::Inline => {
                 let (Type::Message(m), Payload::Len(b)) = (field.ty, payload) else {
-                    return Err(wrong(&child, "embedded message"));
+                    return Err(wrong(child, "embedded message"));
                 };
                 if let Value::Object(inner) = message(m, b, depth + 1, path)? {
                     out.extend(inner);
@@ -130,17 +128,9 @@ pub(crate) fn message(
     Ok(Value::Object(out))
 }
 
-fn join(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{path}.{name}")
-    }
-}
-
-fn wrong(path: &str, expected: &'static str) -> ProtobufError {
+fn wrong(path: Path<'_>, expected: &'static str) -> ProtobufError {
     ProtobufError::WrongWireType {
-        path: path.to_owned(),
+        path: path.render(),
         expected,
     }
 }
@@ -151,7 +141,7 @@ fn repeated(
     ty: Type,
     payload: Payload<'_>,
     depth: usize,
-    path: &str,
+    path: Path<'_>,
     items: &mut Vec<Value>,
 ) -> Result<(), ProtobufError> {
     let packable = matches!(ty, Type::Bool | Type::Int32 | Type::Int64 | Type::Double);
@@ -175,7 +165,7 @@ fn map_entry(
     ty: Type,
     entry: &[u8],
     depth: usize,
-    path: &str,
+    path: Path<'_>,
 ) -> Result<(String, Value), ProtobufError> {
     let mut key = String::new();
     let mut value = None;
@@ -184,7 +174,7 @@ fn map_entry(
         match (n, p) {
             (1, Payload::Len(b)) => {
                 key = String::from_utf8(b.to_vec())
-                    .map_err(|_| ProtobufError::InvalidUtf8(path.to_owned()))?;
+                    .map_err(|_| ProtobufError::InvalidUtf8(path.render()))?;
             }
             (2, p) => value = Some(scalar_or_message(ty, p, depth, path)?),
             _ => {}
@@ -208,12 +198,11 @@ fn scalar_or_message(
     ty: Type,
     payload: Payload<'_>,
     depth: usize,
-    path: &str,
+    path: Path<'_>,
 ) -> Result<Value, ProtobufError> {
     Ok(match (ty, payload) {
         (Type::String, Payload::Len(b)) => Value::String(
-            String::from_utf8(b.to_vec())
-                .map_err(|_| ProtobufError::InvalidUtf8(path.to_owned()))?,
+            String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::InvalidUtf8(path.render()))?,
         ),
         (Type::Bytes, Payload::Len(b)) => {
             Value::String(base64::engine::general_purpose::STANDARD.encode(b))
@@ -226,7 +215,7 @@ fn scalar_or_message(
         (Type::Double, Payload::Fixed64(bits)) => Number::from_f64(f64::from_bits(bits))
             .map(Value::Number)
             .ok_or_else(|| ProtobufError::InvalidValue {
-                path: path.to_owned(),
+                path: path.render(),
                 message: "a number that is not finite".into(),
             })?,
         (ty, _) => {

@@ -3,10 +3,10 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::schema::{Field, Schema, Shape, Type};
+use super::schema::{Message, Schema, Shape, Type};
 use super::well_known;
 use super::wire::{self, WireType};
-use super::{MAX_DEPTH, ProtobufError};
+use super::{MAX_DEPTH, Path, ProtobufError};
 
 /// How strictly JSON is written.
 #[derive(Debug, Clone, Copy)]
@@ -15,28 +15,16 @@ pub(crate) struct Mode {
     pub(crate) prune: bool,
 }
 
-/// A top-level object (its `apiVersion` and `kind` live in the envelope).
-pub(crate) fn top(
-    name: &str,
-    object: &Value,
-    out: &mut Vec<u8>,
-    depth: usize,
-    mode: Mode,
-) -> Result<(), ProtobufError> {
-    message(name, object, out, depth, "", mode)
-}
-
 /// A list: `metadata` (ListMeta, 1) and `items` (2).
 pub(crate) fn list(
     item: &str,
     object: &Value,
     out: &mut Vec<u8>,
-    depth: usize,
     mode: Mode,
 ) -> Result<(), ProtobufError> {
     let obj = object
         .as_object()
-        .ok_or_else(|| invalid("", "a list must be an object"))?;
+        .ok_or_else(|| invalid(Path::ROOT, "a list must be an object"))?;
     for key in obj.keys() {
         if !mode.prune && !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "items") {
             return Err(ProtobufError::Unencodable(key.clone()));
@@ -44,39 +32,37 @@ pub(crate) fn list(
     }
     if let Some(meta) = obj.get("metadata").filter(|m| !m.is_null()) {
         let mut buf = Vec::new();
-        message(
-            "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta",
-            meta,
-            &mut buf,
-            depth + 1,
-            "metadata",
-            mode,
-        )?;
+        let path = Path::ROOT.child("metadata");
+        message(LIST_META, meta, &mut buf, 1, path, mode)?;
         wire::put_len(out, 1, &buf);
     }
     if let Some(items) = obj.get("items").and_then(Value::as_array) {
-        for (i, it) in items.iter().enumerate() {
+        let path = Path::ROOT.child("items");
+        for it in items {
             let mut buf = Vec::new();
-            message(item, it, &mut buf, depth + 1, &format!("items[{i}]"), mode)?;
+            message(item, it, &mut buf, 1, path, mode)?;
             wire::put_len(out, 2, &buf);
         }
     }
     Ok(())
 }
 
-fn invalid(path: &str, message: &str) -> ProtobufError {
+const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+
+fn invalid(path: Path<'_>, message: &str) -> ProtobufError {
     ProtobufError::InvalidValue {
-        path: path.to_owned(),
+        path: path.render(),
         message: message.to_owned(),
     }
 }
 
-fn join(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{path}.{name}")
-    }
+/// JSON keys a message's fields consumed.
+#[derive(Debug, Default)]
+struct Used {
+    keys: usize,
+    /// Of which `apiVersion` or `kind` (fields of some messages, such as
+    /// `OwnerReference`; elsewhere the envelope's).
+    type_meta: usize,
 }
 
 /// One message's bytes (without its own key and length).
@@ -85,7 +71,7 @@ pub(crate) fn message(
     value: &Value,
     out: &mut Vec<u8>,
     depth: usize,
-    path: &str,
+    path: Path<'_>,
     mode: Mode,
 ) -> Result<(), ProtobufError> {
     if depth > MAX_DEPTH {
@@ -94,8 +80,7 @@ pub(crate) fn message(
     if well_known::encode(name, value, out, depth, path, mode)? {
         return Ok(());
     }
-    let schema = Schema::get();
-    let msg = schema
+    let msg = Schema::get()
         .message(name)
         .ok_or_else(|| invalid(path, &format!("no layout for message {name}")))?;
     if let Some((number, ty)) = msg.list_of {
@@ -110,88 +95,96 @@ pub(crate) fn message(
     let obj = value
         .as_object()
         .ok_or_else(|| invalid(path, "expected an object"))?;
-    let mut used = 0usize;
-    fields(name, obj, out, depth, path, &mut used, mode)?;
-    if used != obj.len() && !mode.prune {
-        // Some key was not a field: name it. `apiVersion` and `kind` of a
-        // message without such fields are the envelope's (or, inside a
-        // list, repeat the list's).
+    let mut used = Used::default();
+    fields(msg, obj, out, depth, path, &mut used, mode)?;
+    // `apiVersion` and `kind` of a message without such fields are the
+    // envelope's (or, inside a list, repeat the list's): not lost.
+    let type_meta_keys = ["apiVersion", "kind"]
+        .iter()
+        .filter(|k| obj.contains_key(**k))
+        .count();
+    let accounted = used.keys + type_meta_keys - used.type_meta.min(type_meta_keys);
+    if accounted != obj.len() && !mode.prune {
+        // Name the first key that is not a field (the slow path of errors).
         let mut known = Vec::new();
-        known_names(name, &mut known);
-        for key in obj.keys() {
-            let type_meta = matches!(key.as_str(), "apiVersion" | "kind");
-            if !known.contains(&key.as_str()) && !type_meta {
-                return Err(ProtobufError::Unencodable(join(path, key)));
-            }
+        known_names(msg, &mut known);
+        if let Some(key) = obj
+            .keys()
+            .find(|k| !known.contains(&k.as_str()) && !matches!(k.as_str(), "apiVersion" | "kind"))
+        {
+            return Err(ProtobufError::Unencodable(path.child(key).render()));
         }
     }
     Ok(())
 }
 
 /// The JSON names of a message's fields, inline ones included.
-fn known_names(name: &str, out: &mut Vec<&'static str>) {
-    let Some(msg) = Schema::get().message(name) else {
-        return;
-    };
+fn known_names(msg: &Message, out: &mut Vec<&'static str>) {
     for f in &msg.fields {
         match (f.shape, f.ty) {
-            (Shape::Inline, Type::Message(m)) => known_names(m, out),
+            (Shape::Inline, Type::Message(m)) => {
+                if let Some(inner) = Schema::get().message(m) {
+                    known_names(inner, out);
+                }
+            }
             _ => out.push(f.json),
         }
     }
 }
 
-/// Write the fields of `name` found in `obj`, counting the keys used.
+/// Write the fields of `msg` found in `obj` (in field-number order, as Go
+/// does), counting the keys used.
 fn fields(
-    name: &str,
+    msg: &Message,
     obj: &serde_json::Map<String, Value>,
     out: &mut Vec<u8>,
     depth: usize,
-    path: &str,
-    used: &mut usize,
+    path: Path<'_>,
+    used: &mut Used,
     mode: Mode,
 ) -> Result<(), ProtobufError> {
-    let Some(msg) = Schema::get().message(name) else {
-        return Err(invalid(path, &format!("no layout for message {name}")));
-    };
-    let mut ordered: Vec<&Field> = msg.fields.iter().collect();
-    ordered.sort_by_key(|f| f.number);
-    for f in ordered {
+    for f in &msg.fields {
         if let (Shape::Inline, Type::Message(m)) = (f.shape, f.ty) {
+            let inner = Schema::get()
+                .message(m)
+                .ok_or_else(|| invalid(path, &format!("no layout for message {m}")))?;
             let mut buf = Vec::new();
-            fields(m, obj, &mut buf, depth + 1, path, used, mode)?;
+            fields(inner, obj, &mut buf, depth + 1, path, used, mode)?;
             wire::put_len(out, f.number, &buf);
             continue;
         }
         let Some(v) = obj.get(f.json) else {
             continue;
         };
-        *used += 1;
-        let child = join(path, f.json);
+        used.keys += 1;
+        if matches!(f.json, "apiVersion" | "kind") {
+            used.type_meta += 1;
+        }
+        let child = path.child(f.json);
         match f.shape {
             _ if v.is_null() => {}
             Shape::Single { .. } | Shape::Inline => {
-                single(out, f.number, f.ty, v, depth, &child, mode)?;
+                single(out, f.number, f.ty, v, depth, child, mode)?;
             }
             Shape::Repeated => {
                 let items = v
                     .as_array()
-                    .ok_or_else(|| invalid(&child, "expected a list"))?;
+                    .ok_or_else(|| invalid(child, "expected a list"))?;
                 for item in items {
-                    single(out, f.number, f.ty, item, depth, &child, mode)?;
+                    single(out, f.number, f.ty, item, depth, child, mode)?;
                 }
             }
             Shape::Map => {
                 let map = v
                     .as_object()
-                    .ok_or_else(|| invalid(&child, "expected an object"))?;
-                // Go writes map entries sorted by key.
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                for key in keys {
+                    .ok_or_else(|| invalid(child, "expected an object"))?;
+                // Go writes map entries sorted by key: serde_json's map is
+                // sorted (unless a crate turns on its `preserve_order`;
+                // protobuf readers take entries in any order).
+                for (key, value) in map {
                     let mut entry = Vec::new();
                     wire::put_len(&mut entry, 1, key.as_bytes());
-                    single(&mut entry, 2, f.ty, &map[key.as_str()], depth, &child, mode)?;
+                    single(&mut entry, 2, f.ty, value, depth, child, mode)?;
                     wire::put_len(out, f.number, &entry);
                 }
             }
@@ -207,7 +200,7 @@ fn single(
     ty: Type,
     v: &Value,
     depth: usize,
-    path: &str,
+    path: Path<'_>,
     mode: Mode,
 ) -> Result<(), ProtobufError> {
     match ty {

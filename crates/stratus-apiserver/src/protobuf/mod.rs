@@ -142,6 +142,10 @@ pub enum ProtobufError {
     /// protobuf without losing it.
     #[error("{0}: the field has no protobuf encoding")]
     Unencodable(String),
+    /// The envelope carries no object bytes (`raw`): a body cut short after
+    /// its type, which must not read as an empty object.
+    #[error("the protobuf envelope has no object")]
+    NoObject,
     /// Messages nested deeper than the limit.
     #[error("the message is nested more than {MAX_DEPTH} levels deep")]
     TooDeep,
@@ -174,6 +178,7 @@ pub fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtobufError> {
         kind: String::new(),
         raw: &[],
     };
+    let mut has_raw = false;
     let mut reader = Reader::new(rest);
     while let Some((number, payload)) = reader.field()? {
         match (number, payload) {
@@ -187,7 +192,10 @@ pub fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtobufError> {
                     }
                 }
             }
-            (2, Payload::Len(raw)) => out.raw = raw,
+            (2, Payload::Len(raw)) => {
+                out.raw = raw;
+                has_raw = true;
+            }
             (3, Payload::Len(enc)) if !enc.is_empty() => {
                 return Err(ProtobufError::ContentEncoding(utf8(
                     enc,
@@ -196,6 +204,9 @@ pub fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtobufError> {
             }
             _ => {}
         }
+    }
+    if !has_raw {
+        return Err(ProtobufError::NoObject);
     }
     Ok(out)
 }
@@ -348,8 +359,8 @@ fn encode_enveloped(object: &Value, mode: encode::Mode) -> Result<Vec<u8>, Proto
     let layout = message_of(api_version, kind)?;
     let mut raw = Vec::new();
     match layout {
-        Layout::Object(m) => encode::top(m, object, &mut raw, 0, mode)?,
-        Layout::List(m) => encode::list(m, object, &mut raw, 0, mode)?,
+        Layout::Object(m) => encode::message(m, object, &mut raw, 0, Path::ROOT, mode)?,
+        Layout::List(m) => encode::list(m, object, &mut raw, mode)?,
     }
     let mut type_meta = Vec::new();
     wire::put_len(&mut type_meta, 1, api_version.as_bytes());
@@ -421,3 +432,42 @@ pub fn decode_watch_event(event: &[u8]) -> Result<(String, Value), ProtobufError
 
 /// The JSON object type the codec produces.
 pub(crate) type Object = Map<String, Value>;
+
+/// Where a value is in an object, for error messages: a chain on the stack
+/// as the codec descends, rendered (`spec.containers.ports`) only when an
+/// error names it, so that no field costs an allocation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Path<'a> {
+    parent: Option<&'a Path<'a>>,
+    name: &'a str,
+}
+
+impl<'a> Path<'a> {
+    /// The top of an object.
+    pub(crate) const ROOT: Path<'static> = Path {
+        parent: None,
+        name: "",
+    };
+
+    /// A field below this place.
+    pub(crate) fn child(&'a self, name: &'a str) -> Path<'a> {
+        Path {
+            parent: Some(self),
+            name,
+        }
+    }
+
+    /// The dotted path.
+    pub(crate) fn render(&self) -> String {
+        let mut names = Vec::new();
+        let mut at = Some(self);
+        while let Some(p) = at {
+            if !p.name.is_empty() {
+                names.push(p.name);
+            }
+            at = p.parent;
+        }
+        names.reverse();
+        names.join(".")
+    }
+}

@@ -65,8 +65,12 @@ pub(crate) struct Message {
 }
 
 impl Message {
+    /// The field with this number (fields are sorted by number).
     pub(crate) fn by_number(&self, number: u32) -> Option<&Field> {
-        self.fields.iter().find(|f| f.number == number)
+        self.fields
+            .binary_search_by_key(&number, |f| f.number)
+            .ok()
+            .map(|i| &self.fields[i])
     }
 }
 
@@ -169,6 +173,10 @@ fn parse(table: &'static str) -> Schema {
     }
     if let Some((n, m)) = current.take() {
         schema.messages.insert(n, m);
+    }
+    // Go writes fields in number order, and lookups by number search.
+    for message in schema.messages.values_mut() {
+        message.fields.sort_by_key(|f| f.number);
     }
     schema
 }

@@ -235,7 +235,7 @@ fn bad_envelopes_are_typed_errors() {
         Err(ProtobufError::UnknownKind { .. })
     ));
     // An envelope with gzip content encoding.
-    let mut body = enveloped("v1", "Pod", None);
+    let mut body = enveloped("v1", "Pod", Some(b""));
     wire::put_len(&mut body, 3, b"gzip");
     assert_eq!(
         decode_object(&body),
@@ -243,9 +243,14 @@ fn bad_envelopes_are_typed_errors() {
     );
     // A kind the table does not have.
     assert!(matches!(
-        decode_object(&enveloped("v1", "Gadget", None)),
+        decode_object(&enveloped("v1", "Gadget", Some(b""))),
         Err(ProtobufError::UnknownKind { .. })
     ));
+    // An envelope whose object bytes are missing.
+    assert_eq!(
+        decode_object(&enveloped("v1", "ConfigMap", None)),
+        Err(ProtobufError::NoObject)
+    );
     // A string field with a varint.
     let mut raw = Vec::new();
     let mut meta = Vec::new();
@@ -283,7 +288,7 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
         "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
         &inner,
         0,
-        "",
+        Path::ROOT,
     );
     assert_eq!(result, Err(ProtobufError::TooDeep));
 }
@@ -292,12 +297,21 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
 fn every_truncation_of_a_pod_is_an_error() {
     let object = with_type_meta("v1", "Pod", sample("io.k8s.api.core.v1.Pod", 4));
     let bytes = encode_object(&object).unwrap();
-    for end in 0..bytes.len() {
-        // A cut on a field boundary can still be a valid (shorter) object;
-        // anything else is an error. Neither panics.
-        let _ = decode_object(&bytes[..end]);
+    // The envelope ends with two empty fields (contentEncoding, contentType:
+    // 2 bytes each); every cut before them is inside the object's bytes or
+    // the envelope's header.
+    let object_end = bytes.len() - 4;
+    for end in 0..object_end {
+        let result = decode_object(&bytes[..end]);
+        assert!(result.is_err(), "a cut at {end} of {} decoded", bytes.len());
+        if end < MAGIC.len() {
+            assert_eq!(result, Err(ProtobufError::MissingMagic));
+        }
     }
-    assert!(decode_object(&bytes[..bytes.len() - 1]).is_err());
+    // Cuts between or after the trailing empty fields leave a whole object.
+    for end in [object_end, object_end + 2, bytes.len()] {
+        assert_eq!(decode_object(&bytes[..end]).unwrap(), object);
+    }
 }
 
 #[test]

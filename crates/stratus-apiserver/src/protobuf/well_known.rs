@@ -7,7 +7,7 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 
 use super::wire::{self, Payload, Reader};
-use super::{ProtobufError, decode, encode};
+use super::{Path, ProtobufError, decode, encode};
 
 const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
 const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
@@ -16,14 +16,15 @@ const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
 const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
 const FIELDS_V1: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1";
 const APIEXT: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.";
+const PROPS: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps";
 
 fn apiext(name: &str) -> Option<&str> {
     name.strip_prefix(APIEXT)
 }
 
-fn invalid(path: &str, message: impl Into<String>) -> ProtobufError {
+fn invalid(path: Path<'_>, message: impl Into<String>) -> ProtobufError {
     ProtobufError::InvalidValue {
-        path: path.to_owned(),
+        path: path.render(),
         message: message.into(),
     }
 }
@@ -52,12 +53,16 @@ fn bytes<'a>(fields: &[(u32, Payload<'a>)], number: u32) -> Option<&'a [u8]> {
     })
 }
 
-fn string(fields: &[(u32, Payload<'_>)], number: u32, path: &str) -> Result<String, ProtobufError> {
+fn string(
+    fields: &[(u32, Payload<'_>)],
+    number: u32,
+    path: Path<'_>,
+) -> Result<String, ProtobufError> {
     let b = bytes(fields, number).unwrap_or_default();
-    String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::InvalidUtf8(path.to_owned()))
+    String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::InvalidUtf8(path.render()))
 }
 
-fn embedded_json(raw: &[u8], path: &str, depth: usize) -> Result<Value, ProtobufError> {
+fn embedded_json(raw: &[u8], path: Path<'_>, depth: usize) -> Result<Value, ProtobufError> {
     if raw.is_empty() {
         return Ok(Value::Null);
     }
@@ -65,7 +70,7 @@ fn embedded_json(raw: &[u8], path: &str, depth: usize) -> Result<Value, Protobuf
         return super::decode_enveloped(raw, depth + 1);
     }
     serde_json::from_slice(raw).map_err(|e| ProtobufError::EmbeddedJson {
-        path: path.to_owned(),
+        path: path.render(),
         message: e.to_string(),
     })
 }
@@ -75,15 +80,15 @@ pub(super) fn decode(
     name: &str,
     bytes_in: &[u8],
     depth: usize,
-    path: &str,
+    path: Path<'_>,
 ) -> Result<Option<Value>, ProtobufError> {
     let value = match name {
         TIME | MICRO_TIME => {
-            let f = fields(bytes_in)?;
             if bytes_in.is_empty() {
                 // Go writes a zero time as an empty message; JSON omits it.
                 return Ok(Some(Value::Null));
             }
+            let f = fields(bytes_in)?;
             let seconds = varint(&f, 1).unwrap_or(0) as i64;
             let nanos = varint(&f, 2).unwrap_or(0) as i64 as i32;
             Value::String(format_time(seconds, nanos, name == MICRO_TIME, path)?)
@@ -146,7 +151,7 @@ pub(super) fn decode(
                     .map(|b| {
                         String::from_utf8(b.to_vec())
                             .map(Value::String)
-                            .map_err(|_| ProtobufError::InvalidUtf8(path.to_owned()))
+                            .map_err(|_| ProtobufError::InvalidUtf8(path.render()))
                     })
                     .collect::<Result<_, _>>()?;
                 if strings.is_empty() {
@@ -161,16 +166,16 @@ pub(super) fn decode(
     Ok(Some(value))
 }
 
-fn props(bytes: &[u8], depth: usize, path: &str) -> Result<Value, ProtobufError> {
-    decode::message(
-        &[APIEXT, "JSONSchemaProps"].concat(),
-        bytes,
-        depth + 1,
-        path,
-    )
+fn props(bytes: &[u8], depth: usize, path: Path<'_>) -> Result<Value, ProtobufError> {
+    decode::message(PROPS, bytes, depth + 1, path)
 }
 
-fn format_time(seconds: i64, nanos: i32, micro: bool, path: &str) -> Result<String, ProtobufError> {
+fn format_time(
+    seconds: i64,
+    nanos: i32,
+    micro: bool,
+    path: Path<'_>,
+) -> Result<String, ProtobufError> {
     let t = OffsetDateTime::from_unix_timestamp(seconds)
         .map_err(|e| invalid(path, format!("time out of range: {e}")))?;
     let formatted = if micro {
@@ -196,7 +201,7 @@ pub(super) fn encode(
     v: &Value,
     out: &mut Vec<u8>,
     depth: usize,
-    path: &str,
+    path: Path<'_>,
     mode: encode::Mode,
 ) -> Result<bool, ProtobufError> {
     match name {
@@ -277,7 +282,7 @@ pub(super) fn encode(
     Ok(true)
 }
 
-fn put_json(out: &mut Vec<u8>, v: &Value, path: &str) -> Result<(), ProtobufError> {
+fn put_json(out: &mut Vec<u8>, v: &Value, path: Path<'_>) -> Result<(), ProtobufError> {
     let raw = serde_json::to_vec(v).map_err(|e| invalid(path, e.to_string()))?;
     wire::put_len(out, 1, &raw);
     Ok(())
@@ -288,12 +293,11 @@ fn put_props(
     number: u32,
     v: &Value,
     depth: usize,
-    path: &str,
+    path: Path<'_>,
     mode: encode::Mode,
 ) -> Result<(), ProtobufError> {
     let mut buf = Vec::new();
-    let name = [APIEXT, "JSONSchemaProps"].concat();
-    encode::message(&name, v, &mut buf, depth + 1, path, mode)?;
+    encode::message(PROPS, v, &mut buf, depth + 1, path, mode)?;
     wire::put_len(out, number, &buf);
     Ok(())
 }
