@@ -31,27 +31,36 @@ fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed_unsync()
 }
 
-fn json_response(code: u16, bytes: Bytes) -> Response<Body> {
-    let mut resp = Response::new(full(bytes));
+fn bytes_response(code: u16, body: Body, content_type: &'static str) -> Response<Body> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
-/// An answer in the format the client negotiated (JSON or protobuf).
-fn negotiated_response(
+fn json_response(code: u16, bytes: Bytes) -> Response<Body> {
+    bytes_response(code, full(bytes), "application/json")
+}
+
+/// An answer in the format the client negotiated, from the stored JSON.
+fn negotiated_json(
     code: u16,
     json: Bytes,
     negotiated: Negotiated,
 ) -> Result<Response<Body>, ApiError> {
-    let (bytes, content_type) = wire_format::answer(negotiated, json)?;
-    let mut resp = json_response(code, bytes);
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    Ok(resp)
+    let (bytes, content_type) = wire_format::answer_json(negotiated, json)?;
+    Ok(bytes_response(code, full(bytes), content_type))
+}
+
+/// An answer in the format the client negotiated, from a value.
+fn negotiated_value(
+    code: u16,
+    value: &Value,
+    negotiated: Negotiated,
+) -> Result<Response<Body>, ApiError> {
+    let (bytes, content_type) = wire_format::answer_value(negotiated, value)?;
+    Ok(bytes_response(code, full(bytes), content_type))
 }
 
 fn value_response(code: u16, value: &Value) -> Response<Body> {
@@ -277,28 +286,17 @@ fn fault_error(action: &FaultAction) -> ApiError {
 fn watch_response(inner: Arc<Inner>, plan: watch::WatchPlan, protobuf: bool) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(watch::run(inner, plan, tx));
-    let stream = futures_util::stream::unfold(rx, move |mut rx| async move {
-        loop {
-            let line = rx.recv().await?;
-            if !protobuf {
-                return Some((Ok::<_, Infallible>(Frame::data(line)), rx));
-            }
-            // An event protobuf cannot carry is left out (the watch goes
-            // on); every served built-in kind can be carried.
-            if let Some(frame) = wire_format::watch_frame(&line) {
-                return Some((Ok(Frame::data(frame)), rx));
-            }
-        }
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
-    let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
     let content_type = if protobuf {
         stratus_apiserver::protobuf::WATCH_MEDIA_TYPE
     } else {
         "application/json"
     };
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
+    bytes_response(200, StreamBody::new(stream).boxed_unsync(), content_type)
 }
 
 /// Whether a watch streams protobuf: the client prefers it and the kind has
@@ -353,25 +351,24 @@ async fn resource(
     let sub = req.sub.clone();
     let answer = |r: Result<write::Answer, ApiError>| {
         let (code, v) = r?;
-        let json = serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?;
-        negotiated_response(code, Bytes::from(json), negotiated)
+        negotiated_value(code, &v, negotiated)
     };
     match (method, req.name.is_some(), sub.as_deref()) {
         (&Method::GET, false, None) if req.query.flag("watch") => {
             let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
-            let plan = watch::plan(inner, &req, repr)?;
+            let plan = watch::plan(inner, &req, repr, protobuf)?;
             Ok(watch_response(inner.clone(), plan, protobuf))
         }
         (&Method::GET, false, None) => {
-            negotiated_response(200, read::list(inner, &req, repr)?, negotiated)
+            negotiated_json(200, read::list(inner, &req, repr)?, negotiated)
         }
         (&Method::GET, true, None | Some("status" | "approval")) => {
             if req.query.flag("watch") {
                 let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
-                let plan = watch::plan(inner, &req, repr)?;
+                let plan = watch::plan(inner, &req, repr, protobuf)?;
                 return Ok(watch_response(inner.clone(), plan, protobuf));
             }
-            negotiated_response(200, read::get(inner, &req, repr)?, negotiated)
+            negotiated_json(200, read::get(inner, &req, repr)?, negotiated)
         }
         (&Method::GET, true, Some("log"))
         | (&Method::GET | &Method::POST, true, Some("exec" | "attach" | "portforward")) => {
@@ -487,10 +484,7 @@ pub(crate) async fn handle(
             (None, Ok(Route::Document(doc))) => value_response(200, &doc),
             (None, Ok(Route::OpenApiV2)) => {
                 let (content_type, bytes) = openapi::v2(header_str(&parts, header::ACCEPT));
-                let mut resp = json_response(200, bytes);
-                resp.headers_mut()
-                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-                resp
+                bytes_response(200, full(bytes), content_type)
             }
             (None, Ok(Route::Resource(r))) => {
                 match resource(&inner, &method, r, &parts, body, on_upgrade).await {

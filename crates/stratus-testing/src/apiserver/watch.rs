@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
+use stratus_apiserver::protobuf;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -34,6 +35,8 @@ pub(crate) struct WatchPlan {
     timeout: Option<Duration>,
     /// Table watches carry column definitions in their first event only.
     columns_sent: std::sync::atomic::AtomicBool,
+    /// Events go out as protobuf frames instead of JSON lines.
+    protobuf: bool,
 }
 
 /// Check the parameters of a watch request.
@@ -41,6 +44,7 @@ pub(crate) fn plan(
     inner: &Inner,
     req: &ResourceRequest,
     repr: Representation,
+    protobuf: bool,
 ) -> Result<WatchPlan, ApiError> {
     let def = &inner.defs[req.def];
     let mut query = req.query.clone();
@@ -86,6 +90,7 @@ pub(crate) fn plan(
         bookmarks,
         timeout,
         columns_sent: std::sync::atomic::AtomicBool::new(false),
+        protobuf,
     })
 }
 
@@ -99,16 +104,38 @@ fn line(kind: &str, object: &[u8]) -> Bytes {
     out.freeze()
 }
 
-fn value_line(kind: &str, object: &Value) -> Bytes {
-    line(kind, &serde_json::to_vec(object).unwrap_or_default())
+/// One event in the plan's wire format: a JSON line (from the stored JSON
+/// when there is one) or a protobuf frame. An object protobuf cannot carry
+/// is sent as an ERROR event, which makes the client watch again (and its
+/// list falls back to JSON), instead of being dropped.
+fn encode_event(plan: &WatchPlan, kind: &str, json: Option<&Bytes>, object: &Value) -> Bytes {
+    if !plan.protobuf {
+        return match json {
+            Some(json) => line(kind, json),
+            None => line(kind, &serde_json::to_vec(object).unwrap_or_default()),
+        };
+    }
+    match protobuf::encode_watch_event(kind, object) {
+        Ok(frame) => Bytes::from(frame),
+        Err(e) => {
+            tracing::warn!(error = %e, "a watch event cannot be written in protobuf");
+            let status = ApiError::internal(format!(
+                "the {kind} event cannot be written in protobuf: {e}"
+            ))
+            .to_status();
+            protobuf::encode_watch_event("ERROR", &status)
+                .map(Bytes::from)
+                .unwrap_or_default()
+        }
+    }
 }
 
-/// The line for one stored object in the plan's representation.
+/// The event for one stored object in the plan's representation.
 fn object_line(inner: &Inner, plan: &WatchPlan, kind: &str, json: &Bytes, object: &Value) -> Bytes {
     match plan.repr {
-        Representation::Metadata => value_line(kind, &partial(object)),
-        Representation::Table => value_line(kind, &table_of(inner, plan, object)),
-        Representation::Full => line(kind, json),
+        Representation::Metadata => encode_event(plan, kind, None, &partial(object)),
+        Representation::Table => encode_event(plan, kind, None, &table_of(inner, plan, object)),
+        Representation::Full => encode_event(plan, kind, Some(json), object),
     }
 }
 
@@ -171,7 +198,7 @@ fn render(inner: &Inner, plan: &WatchPlan, event: &Event) -> Option<Bytes> {
                     Representation::Table => table_of(inner, plan, &prev),
                     Representation::Full => prev,
                 };
-                Some(value_line("DELETED", &v))
+                Some(encode_event(plan, "DELETED", None, &v))
             }
             (false, false) => None,
         },
@@ -185,8 +212,10 @@ fn bookmark(inner: &Inner, plan: &WatchPlan, rv: u64, initial_end: bool) -> Byte
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    value_line(
+    encode_event(
+        plan,
         "BOOKMARK",
+        None,
         &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata}),
     )
 }
@@ -240,7 +269,7 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
                     expired.oldest
                 ))
                 .to_status();
-                let _ = tx.send(value_line("ERROR", &status)).await;
+                let _ = tx.send(encode_event(&plan, "ERROR", None, &status)).await;
                 return;
             }
             Ok(events) if !events.is_empty() => {

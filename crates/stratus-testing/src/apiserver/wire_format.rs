@@ -79,38 +79,51 @@ impl Negotiated {
     }
 }
 
-/// An answer in the negotiated format: the body and its content type.
-pub(crate) fn answer(
+/// An answer from a value (a write's result) in the negotiated format: the
+/// body and its content type.
+pub(crate) fn answer_value(
+    negotiated: Negotiated,
+    value: &Value,
+) -> Result<(Bytes, &'static str), ApiError> {
+    let json = || {
+        serde_json::to_vec(value)
+            .map(|b| (Bytes::from(b), "application/json"))
+            .map_err(|e| ApiError::internal(e.to_string()))
+    };
+    if !negotiated.protobuf {
+        return json();
+    }
+    match protobuf::encode_object(value) {
+        Ok(bytes) => Ok((Bytes::from(bytes), protobuf::MEDIA_TYPE)),
+        Err(_) if negotiated.json => json(),
+        Err(why) => Err(not_acceptable(&why)),
+    }
+}
+
+/// An answer from stored JSON (a read) in the negotiated format; the JSON
+/// is parsed only when protobuf is asked for.
+pub(crate) fn answer_json(
     negotiated: Negotiated,
     json: Bytes,
 ) -> Result<(Bytes, &'static str), ApiError> {
     if !negotiated.protobuf {
         return Ok((json, "application/json"));
     }
-    let encoded = serde_json::from_slice::<Value>(&json)
-        .map_err(|e| e.to_string())
-        .and_then(|v| protobuf::encode_object(&v).map_err(|e| e.to_string()));
-    match encoded {
+    let value: Value =
+        serde_json::from_slice(&json).map_err(|e| ApiError::internal(e.to_string()))?;
+    match protobuf::encode_object(&value) {
         Ok(bytes) => Ok((Bytes::from(bytes), protobuf::MEDIA_TYPE)),
         Err(_) if negotiated.json => Ok((json, "application/json")),
-        Err(why) => Err(ApiError::new(
-            406,
-            "NotAcceptable",
-            format!(
-                "the object cannot be represented in protobuf ({why}); accept application/json"
-            ),
-        )),
+        Err(why) => Err(not_acceptable(&why)),
     }
 }
 
-/// One watch line (`{"type": ..., "object": ...}\n`) as a protobuf frame.
-pub(crate) fn watch_frame(line: &[u8]) -> Option<Bytes> {
-    let event: Value = serde_json::from_slice(line).ok()?;
-    let kind = event.get("type")?.as_str()?;
-    let object = event.get("object")?;
-    protobuf::encode_watch_event(kind, object)
-        .ok()
-        .map(Bytes::from)
+fn not_acceptable(why: &protobuf::ProtobufError) -> ApiError {
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        format!("the object cannot be represented in protobuf ({why}); accept application/json"),
+    )
 }
 
 #[cfg(test)]
