@@ -2,6 +2,7 @@
 //! server validates fields itself (`fieldValidation`) so it skips its
 //! client-side schema validation. It lists the paths and operations of
 //! every resource with their group-version-kind; it carries no schemas.
+//! The v2 document has no definitions at all.
 
 use serde_json::{Map, Value, json};
 
@@ -26,7 +27,8 @@ pub(crate) fn v2(accept: &str) -> (&'static str, bytes::Bytes) {
         // out as octet-stream, as kube-apiserver's does.
         return ("application/octet-stream", bytes::Bytes::from(doc));
     }
-    let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.33.0"},
+    let version = super::discovery::version()["gitVersion"].clone();
+    let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": version},
         "paths": {}, "definitions": {}});
     (
         "application/json",

@@ -242,267 +242,108 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
                 &[],
             )
         },
-        // Stored with their real scope, short names, categories and status
-        // subresources; no workload controllers run (as with envtest).
-        workload(
-            "apps",
-            "Deployment",
-            "deployments",
-            "deployment",
-            &["deploy"],
-        ),
-        workload("apps", "ReplicaSet", "replicasets", "replicaset", &["rs"]),
-        workload(
-            "apps",
-            "StatefulSet",
-            "statefulsets",
-            "statefulset",
-            &["sts"],
-        ),
-        workload("apps", "DaemonSet", "daemonsets", "daemonset", &["ds"]),
-        def(
-            "apps",
-            "ControllerRevision",
-            "controllerrevisions",
-            "controllerrevision",
-            true,
-            &[],
-            &[],
-        ),
-        workload("batch", "Job", "jobs", "job", &[]),
-        workload("batch", "CronJob", "cronjobs", "cronjob", &["cj"]),
-        ResourceDef {
-            names: NameRule::PathSegment,
-            ..def(
-                "rbac.authorization.k8s.io",
-                "Role",
-                "roles",
-                "role",
-                true,
-                &[],
-                &[],
-            )
-        },
-        ResourceDef {
-            names: NameRule::PathSegment,
-            ..def(
-                "rbac.authorization.k8s.io",
-                "RoleBinding",
-                "rolebindings",
-                "rolebinding",
-                true,
-                &[],
-                &[],
-            )
-        },
-        ResourceDef {
-            names: NameRule::PathSegment,
-            ..def(
-                "rbac.authorization.k8s.io",
-                "ClusterRole",
-                "clusterroles",
-                "clusterrole",
-                false,
-                &[],
-                &[],
-            )
-        },
-        ResourceDef {
-            names: NameRule::PathSegment,
-            ..def(
-                "rbac.authorization.k8s.io",
-                "ClusterRoleBinding",
-                "clusterrolebindings",
-                "clusterrolebinding",
-                false,
-                &[],
-                &[],
-            )
-        },
-        ResourceDef {
-            has_status: true,
-            ..def(
-                "policy",
-                "PodDisruptionBudget",
-                "poddisruptionbudgets",
-                "poddisruptionbudget",
-                true,
-                &["pdb"],
-                &["status"],
-            )
-        },
-        def(
-            "scheduling.k8s.io",
-            "PriorityClass",
-            "priorityclasses",
-            "priorityclass",
-            false,
-            &["pc"],
-            &[],
-        ),
-        ResourceDef {
-            has_status: true,
-            ..def(
-                "networking.k8s.io",
-                "Ingress",
-                "ingresses",
-                "ingress",
-                true,
-                &["ing"],
-                &["status"],
-            )
-        },
-        def(
-            "networking.k8s.io",
-            "IngressClass",
-            "ingressclasses",
-            "ingressclass",
-            false,
-            &[],
-            &[],
-        ),
-        def(
-            "networking.k8s.io",
-            "NetworkPolicy",
-            "networkpolicies",
-            "networkpolicy",
-            true,
-            &["netpol"],
-            &[],
-        ),
-        def(
-            "storage.k8s.io",
-            "StorageClass",
-            "storageclasses",
-            "storageclass",
-            false,
-            &["sc"],
-            &[],
-        ),
-        def(
-            "storage.k8s.io",
-            "CSIDriver",
-            "csidrivers",
-            "csidriver",
-            false,
-            &[],
-            &[],
-        ),
-        def(
-            "storage.k8s.io",
-            "CSINode",
-            "csinodes",
-            "csinode",
-            false,
-            &[],
-            &[],
-        ),
-        ResourceDef {
-            has_status: true,
-            ..def(
-                "storage.k8s.io",
-                "VolumeAttachment",
-                "volumeattachments",
-                "volumeattachment",
-                false,
-                &[],
-                &["status"],
-            )
-        },
-        def(
-            "node.k8s.io",
-            "RuntimeClass",
-            "runtimeclasses",
-            "runtimeclass",
-            false,
-            &[],
-            &[],
-        ),
-        def(
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-            "mutatingwebhookconfiguration",
-            false,
-            &[],
-            &[],
-        ),
-        def(
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-            "validatingwebhookconfiguration",
-            false,
-            &[],
-            &[],
-        ),
-        ResourceDef {
-            has_status: true,
-            ..def(
-                "",
-                "ResourceQuota",
-                "resourcequotas",
-                "resourcequota",
-                true,
-                &["quota"],
-                &["status"],
-            )
-        },
-        def(
-            "",
-            "LimitRange",
-            "limitranges",
-            "limitrange",
-            true,
-            &["limits"],
-            &[],
-        ),
-        ResourceDef {
-            has_status: true,
-            ..def(
-                "",
-                "PersistentVolumeClaim",
-                "persistentvolumeclaims",
-                "persistentvolumeclaim",
-                true,
-                &["pvc"],
-                &["status"],
-            )
-        },
-        ResourceDef {
-            has_status: true,
-            ..def(
-                "",
-                "PersistentVolume",
-                "persistentvolumes",
-                "persistentvolume",
-                false,
-                &["pv"],
-                &["status"],
-            )
-        },
     ]
+    .into_iter()
+    .chain(STORED.iter().map(stored))
+    .collect()
 }
 
-/// A namespaced workload with a status subresource, in the `all` category.
-const fn workload(
-    group: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    short_names: &'static [&'static str],
-) -> ResourceDef {
+/// What a stored kind has beyond its names.
+#[derive(Debug, Clone, Copy)]
+struct Traits {
+    /// A `status` subresource.
+    status: bool,
+    /// In the `all` category (`kubectl get all`).
+    all: bool,
+    /// Named by path segment rules (RBAC) instead of DNS subdomains.
+    path_names: bool,
+}
+
+const PLAIN: Traits = Traits {
+    status: false,
+    all: false,
+    path_names: false,
+};
+const STATUS: Traits = Traits {
+    status: true,
+    ..PLAIN
+};
+const WORKLOAD: Traits = Traits {
+    status: true,
+    all: true,
+    path_names: false,
+};
+const RBAC: Traits = Traits {
+    path_names: true,
+    ..PLAIN
+};
+
+/// A stored kind: group, kind, plural, singular, namespaced, short names.
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    Traits,
+);
+
+/// Kinds stored with their scope, short names, categories and status
+/// subresources, and no behaviour of their own: no workload controllers
+/// run (as with envtest). One row per kind, kept on one line as a table.
+#[rustfmt::skip]
+const STORED: &[Row] = &[
+    ("apps", "Deployment", "deployments", "deployment", true, &["deploy"], WORKLOAD),
+    ("apps", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], WORKLOAD),
+    ("apps", "StatefulSet", "statefulsets", "statefulset", true, &["sts"], WORKLOAD),
+    ("apps", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], WORKLOAD),
+    ("apps", "ControllerRevision", "controllerrevisions", "controllerrevision", true, &[], PLAIN),
+    ("batch", "Job", "jobs", "job", true, &[], WORKLOAD),
+    ("batch", "CronJob", "cronjobs", "cronjob", true, &["cj"], WORKLOAD),
+    (RBAC_GROUP, "Role", "roles", "role", true, &[], RBAC),
+    (RBAC_GROUP, "RoleBinding", "rolebindings", "rolebinding", true, &[], RBAC),
+    (RBAC_GROUP, "ClusterRole", "clusterroles", "clusterrole", false, &[], RBAC),
+    (RBAC_GROUP, "ClusterRoleBinding", "clusterrolebindings", "clusterrolebinding", false, &[], RBAC),
+    ("policy", "PodDisruptionBudget", "poddisruptionbudgets", "poddisruptionbudget", true, &["pdb"], STATUS),
+    ("scheduling.k8s.io", "PriorityClass", "priorityclasses", "priorityclass", false, &["pc"], PLAIN),
+    ("networking.k8s.io", "Ingress", "ingresses", "ingress", true, &["ing"], STATUS),
+    ("networking.k8s.io", "IngressClass", "ingressclasses", "ingressclass", false, &[], PLAIN),
+    ("networking.k8s.io", "NetworkPolicy", "networkpolicies", "networkpolicy", true, &["netpol"], PLAIN),
+    ("storage.k8s.io", "StorageClass", "storageclasses", "storageclass", false, &["sc"], PLAIN),
+    ("storage.k8s.io", "CSIDriver", "csidrivers", "csidriver", false, &[], PLAIN),
+    ("storage.k8s.io", "CSINode", "csinodes", "csinode", false, &[], PLAIN),
+    ("storage.k8s.io", "VolumeAttachment", "volumeattachments", "volumeattachment", false, &[], STATUS),
+    ("node.k8s.io", "RuntimeClass", "runtimeclasses", "runtimeclass", false, &[], PLAIN),
+    (ADMISSION_GROUP, "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", "mutatingwebhookconfiguration", false, &[], PLAIN),
+    (ADMISSION_GROUP, "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", "validatingwebhookconfiguration", false, &[], PLAIN),
+    ("", "ResourceQuota", "resourcequotas", "resourcequota", true, &["quota"], STATUS),
+    ("", "LimitRange", "limitranges", "limitrange", true, &["limits"], PLAIN),
+    ("", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, &["pvc"], STATUS),
+    ("", "PersistentVolume", "persistentvolumes", "persistentvolume", false, &["pv"], STATUS),
+];
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
+
+fn stored(row: &Row) -> ResourceDef {
+    let &(group, kind, plural, singular, namespaced, short_names, traits) = row;
     ResourceDef {
-        has_status: true,
-        categories: &["all"],
+        has_status: traits.status,
+        categories: if traits.all { &["all"] } else { &[] },
+        names: if traits.path_names {
+            NameRule::PathSegment
+        } else {
+            NameRule::Subdomain
+        },
         ..def(
             group,
             kind,
             plural,
             singular,
-            true,
+            namespaced,
             short_names,
-            &["status"],
+            if traits.status { &["status"] } else { &[] },
         )
     }
 }
@@ -542,5 +383,20 @@ mod tests {
         assert_eq!(defs[idx::SERVICES].plural, "services");
         assert_eq!(defs[9].api_version(), "events.k8s.io/v1");
         assert!(groups(&defs).contains(&("coordination.k8s.io", "v1")));
+    }
+
+    #[test]
+    fn every_served_kind_can_be_written_in_protobuf() {
+        // kubectl 1.32+ writes every built-in kind in protobuf: a served
+        // kind without a protobuf layout (a misspelt group or kind) would
+        // refuse its writes.
+        for d in builtin() {
+            assert!(
+                stratus_apiserver::protobuf::supports(&d.api_version(), d.kind),
+                "{} {}",
+                d.api_version(),
+                d.kind
+            );
+        }
     }
 }
