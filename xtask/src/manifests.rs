@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::Value;
+
+use crate::generated;
 use stratus_ccm::app::default_controllers;
 use stratus_ccm::app::deploy::{DeployConfig, daemonset_value, deployment_value, rbac};
 
@@ -54,64 +56,16 @@ fn documents(objects: &[Value]) -> Result<String, String> {
     Ok(out)
 }
 
-fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/deploy")
-}
-
-/// The files under `docs/deploy/` that differ from what would be written.
-fn stale() -> Result<Vec<&'static str>, String> {
-    let dir = deploy_dir();
+/// The files under `docs/deploy/`, relative to the workspace root.
+fn files() -> Result<Vec<(PathBuf, String)>, String> {
     Ok(render()?
         .into_iter()
-        .filter(|(file, text)| std::fs::read_to_string(dir.join(file)).ok().as_ref() != Some(text))
-        .map(|(file, _)| file)
+        .map(|(file, text)| (Path::new("docs/deploy").join(file), text))
         .collect())
 }
 
 pub(crate) fn run(args: &[String]) -> ExitCode {
-    let check = match args {
-        [] => false,
-        [flag] if flag == "--check" => true,
-        _ => {
-            eprintln!("usage: cargo xtask manifests [--check]");
-            return ExitCode::from(2);
-        }
-    };
-    if check {
-        return match stale() {
-            Ok(files) if files.is_empty() => {
-                println!("docs/deploy is up to date");
-                ExitCode::SUCCESS
-            }
-            Ok(files) => {
-                eprintln!(
-                    "docs/deploy is stale ({}); run `cargo xtask manifests`",
-                    files.join(", ")
-                );
-                ExitCode::FAILURE
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    let dir = deploy_dir();
-    let written = render().and_then(|files| {
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        for (file, text) in &files {
-            std::fs::write(dir.join(file), text).map_err(|e| format!("{file}: {e}"))?;
-            println!("wrote docs/deploy/{file}");
-        }
-        Ok(())
-    });
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    generated::write_or_check("manifests", args, files)
 }
 
 #[cfg(test)]
@@ -122,7 +76,7 @@ mod tests {
 
     #[test]
     fn the_committed_manifests_match_the_controllers_declarations() {
-        let stale = stale().unwrap();
+        let stale = generated::stale(&files().unwrap());
         assert!(
             stale.is_empty(),
             "docs/deploy is stale ({stale:?}): run `cargo xtask manifests` and commit the result"

@@ -30,6 +30,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use crate::generated;
+
 /// Where the table is written, relative to the workspace root.
 pub(crate) const OUTPUT: &str = "crates/stratus-apiserver/src/protobuf/k8s.schema";
 
@@ -87,39 +89,9 @@ fn normalize(name: &str) -> String {
 
 /// Run the task.
 pub(crate) fn run(args: &[String]) -> ExitCode {
-    let check = match args {
-        [] => false,
-        [flag] if flag == "--check" => true,
-        _ => {
-            eprintln!("usage: cargo xtask protobuf-schema [--check]");
-            return ExitCode::from(2);
-        }
-    };
-    match generate() {
-        Ok(text) => {
-            let path = Path::new(OUTPUT);
-            if check {
-                let current = std::fs::read_to_string(path).unwrap_or_default();
-                if current == text {
-                    eprintln!("{OUTPUT} is up to date");
-                    ExitCode::SUCCESS
-                } else {
-                    eprintln!("{OUTPUT} is stale: run cargo xtask protobuf-schema");
-                    ExitCode::FAILURE
-                }
-            } else if let Err(err) = std::fs::write(path, text) {
-                eprintln!("could not write {OUTPUT}: {err}");
-                ExitCode::FAILURE
-            } else {
-                eprintln!("wrote {OUTPUT}");
-                ExitCode::SUCCESS
-            }
-        }
-        Err(err) => {
-            eprintln!("protobuf-schema: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    generated::write_or_check("protobuf-schema", args, || {
+        Ok(vec![(PathBuf::from(OUTPUT), generate()?)])
+    })
 }
 
 /// The source directories of a package of the resolved graph.
