@@ -6,21 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v kubectl >/dev/null || { echo "kubectl is not installed" >&2; exit 1; }
-work=$(mktemp -d)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export KUBECONFIG="$work/kubeconfig"
-
-cargo build --quiet -p xtask
-"${CARGO_TARGET_DIR:-target}/debug/xtask" apiserver --tls --addr "127.0.0.1:$port" --kubeconfig "$KUBECONFIG" \
-  --virtual-node vk-kubectl >"$work/server.log" 2>&1 &
-server=$!
-cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-for _ in $(seq 1 100); do
-  [ -s "$KUBECONFIG" ] && kubectl get --raw /readyz >/dev/null 2>&1 && break
-  sleep 0.1
-done
+# shellcheck source=lib/harness-server.sh
+source scripts/lib/harness-server.sh
+start_harness_server --virtual-node vk-kubectl
 
 passed=0
 check() { # check <description> <expected substring> <command...>

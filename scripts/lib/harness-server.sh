@@ -1,0 +1,33 @@
+# Sourced by the kubectl scripts. `start_harness_server [ARGS...]` builds the
+# xtask, starts the standalone harness API server (`xtask apiserver --tls`,
+# plus ARGS) on a free loopback port (`port`), exports KUBECONFIG for it, sets `work`
+# to a temporary directory removed at exit (the server is stopped then too),
+# and waits until the server answers /readyz; it exits with the server's log
+# if it never does.
+
+start_harness_server() {
+  work=$(mktemp -d)
+  # `port` stays set: scripts check the address with it.
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  export KUBECONFIG="$work/kubeconfig"
+  cargo build --quiet -p xtask
+  "${CARGO_TARGET_DIR:-target}/debug/xtask" apiserver --tls --addr "127.0.0.1:$port" \
+    --kubeconfig "$KUBECONFIG" "$@" >"$work/server.log" 2>&1 &
+  harness_server=$!
+  trap stop_harness_server EXIT
+  for _ in $(seq 1 100); do
+    if [ -s "$KUBECONFIG" ] && kubectl get --raw /readyz >/dev/null 2>&1; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "the harness API server did not become ready:" >&2
+  cat "$work/server.log" >&2
+  exit 1
+}
+
+stop_harness_server() {
+  kill "$harness_server" 2>/dev/null || true
+  wait "$harness_server" 2>/dev/null || true
+  rm -rf "$work"
+}
