@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs everyday kubectl commands with every kubectl from 1.27 to 1.33 (the
 # kubectl.1.NN binaries beside the real path of `kubectl`) against the
-# standalone harness API server over TLS. kubectl 1.32 and newer send
+# standalone harness API server over TLS (creates, dry runs, labels, selectors,
+# get all, apply of docs/deploy/, YAML round trips, cordon, drain through
+# evictions, certificate approval, namespace deletion). kubectl 1.32 and newer send
 # protobuf request bodies; older ones JSON. Prints
 # "kubectl-versions: N passed, 0 failed" when all pass; exits non-zero on the
 # first failed check.
@@ -18,6 +20,12 @@ done
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
 start_harness_server
+
+# A certificate request for `kubectl certificate approve` (a protobuf GET
+# and PUT of the approval subresource with kubectl 1.32+).
+openssl req -new -newkey rsa:2048 -nodes -keyout "$work/alice.key" -subj "/CN=alice" \
+  -out "$work/alice.csr" 2>/dev/null
+csr_request=$(base64 -w0 "$work/alice.csr")
 
 passed=0
 failed() { echo "FAIL: $1"; echo "$2"; echo "kubectl-versions: $passed passed, 1 failed"; exit 1; }
@@ -64,6 +72,40 @@ for v in "${versions[@]}"; do
   check "yaml round trip" "color: blue" -n "$ns" get configmap settings -o yaml
   "$k" -n "$ns" get configmap settings -o yaml >"$work/settings.yaml"
   check "replace from yaml" "configmap/settings replaced" replace -f "$work/settings.yaml"
+  cat >"$work/node-$v.yaml" <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-$v
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stray
+  namespace: $ns
+spec:
+  nodeName: node-$v
+  containers:
+  - name: app
+    image: nginx
+---
+apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata:
+  name: alice-$v
+spec:
+  request: $csr_request
+  signerName: kubernetes.io/kube-apiserver-client
+  usages: [client auth]
+YAML
+  check "create a node, a pod on it and a CSR" "pod/stray created" create -f "$work/node-$v.yaml"
+  check "cordon" "node/node-$v cordoned" cordon "node-$v"
+  check "cordoned" "true" get node "node-$v" -o 'jsonpath={.spec.unschedulable}'
+  check "drain (eviction)" "node/node-$v drained" drain "node-$v" --force --grace-period=0 --timeout=30s
+  check "drained" "No resources found" -n "$ns" get pods
+  check "uncordon" "node/node-$v uncordoned" uncordon "node-$v"
+  check "certificate approve" "approved" certificate approve "alice-$v"
+  check "approved" "Approved" get csr "alice-$v" -o 'jsonpath={.status.conditions[0].type}'
   check "delete namespace" "namespace \"$ns\" deleted" delete namespace "$ns"
 done
 
