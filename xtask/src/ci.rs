@@ -1,7 +1,8 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
 //! formatting, clippy, the workspace tests, the docs, the kubectl scripts
 //! against the standalone harness API server (the installed kubectl, and
-//! every kubectl from 1.27 to 1.33), and the protobuf table's freshness.
+//! every kubectl from 1.27 to 1.33), sessions of the official Python and
+//! JavaScript clients, and the protobuf table's freshness.
 
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -57,6 +58,18 @@ const STEPS: &[Step] = &[
         name: "kubectl-versions",
         program: "bash",
         args: &["scripts/kubectl-versions.sh"],
+        env: &[],
+    },
+    Step {
+        name: "python-client",
+        program: "bash",
+        args: &["scripts/python-client.sh"],
+        env: &[],
+    },
+    Step {
+        name: "js-client",
+        program: "bash",
+        args: &["scripts/js-client.sh"],
         env: &[],
     },
     Step {
