@@ -6,7 +6,7 @@ use serde_json::{Map, Number, Value};
 use super::schema::{Schema, Shape, Type};
 use super::well_known;
 use super::wire::{Payload, Reader};
-use super::{MAX_DEPTH, Object, Path, ProtobufError};
+use super::{MAX_DEPTH, Object, Path, ProtobufError, invalid};
 
 /// A top-level object's fields.
 pub(crate) fn object(name: &str, bytes: &[u8], depth: usize) -> Result<Object, ProtobufError> {
@@ -64,10 +64,7 @@ pub(crate) fn message(
     let schema = Schema::get();
     let msg = schema
         .message(name)
-        .ok_or_else(|| ProtobufError::InvalidValue {
-            path: path.render(),
-            message: format!("no layout for message {name}"),
-        })?;
+        .ok_or_else(|| invalid(path, format!("no layout for message {name}")))?;
     if let Some((number, ty)) = msg.list_of {
         let mut items = Vec::new();
         let mut reader = Reader::new(bytes);
@@ -214,10 +211,7 @@ fn scalar_or_message(
         (Type::Int64, Payload::Varint(v)) => Value::Number((v as i64).into()),
         (Type::Double, Payload::Fixed64(bits)) => Number::from_f64(f64::from_bits(bits))
             .map(Value::Number)
-            .ok_or_else(|| ProtobufError::InvalidValue {
-                path: path.render(),
-                message: "a number that is not finite".into(),
-            })?,
+            .ok_or_else(|| invalid(path, "a number that is not finite"))?,
         (ty, _) => {
             let expected = match ty {
                 Type::String => "string",

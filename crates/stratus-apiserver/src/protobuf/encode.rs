@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::schema::{Message, Schema, Shape, Type};
 use super::well_known;
 use super::wire::{self, WireType};
-use super::{MAX_DEPTH, Path, ProtobufError};
+use super::{MAX_DEPTH, Path, ProtobufError, invalid};
 
 /// How strictly JSON is written.
 #[derive(Debug, Clone, Copy)]
@@ -49,13 +49,6 @@ pub(crate) fn list(
 
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 
-fn invalid(path: Path<'_>, message: &str) -> ProtobufError {
-    ProtobufError::InvalidValue {
-        path: path.render(),
-        message: message.to_owned(),
-    }
-}
-
 /// JSON keys a message's fields consumed.
 #[derive(Debug, Default)]
 struct Used {
@@ -82,7 +75,7 @@ pub(crate) fn message(
     }
     let msg = Schema::get()
         .message(name)
-        .ok_or_else(|| invalid(path, &format!("no layout for message {name}")))?;
+        .ok_or_else(|| invalid(path, format!("no layout for message {name}")))?;
     if let Some((number, ty)) = msg.list_of {
         let items = value
             .as_array()
@@ -147,7 +140,7 @@ fn fields(
         if let (Shape::Inline, Type::Message(m)) = (f.shape, f.ty) {
             let inner = Schema::get()
                 .message(m)
-                .ok_or_else(|| invalid(path, &format!("no layout for message {m}")))?;
+                .ok_or_else(|| invalid(path, format!("no layout for message {m}")))?;
             let mut buf = Vec::new();
             fields(inner, obj, &mut buf, depth + 1, path, used, mode)?;
             wire::put_len(out, f.number, &buf);
@@ -216,7 +209,7 @@ fn single(
                 .ok_or_else(|| invalid(path, "expected base64 bytes"))?;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(s)
-                .map_err(|e| invalid(path, &format!("invalid base64: {e}")))?;
+                .map_err(|e| invalid(path, format!("invalid base64: {e}")))?;
             wire::put_len(out, number, &bytes);
         }
         Type::Bool => {

@@ -433,6 +433,14 @@ pub fn decode_watch_event(event: &[u8]) -> Result<(String, Value), ProtobufError
 /// The JSON object type the codec produces.
 pub(crate) type Object = Map<String, Value>;
 
+/// A value that cannot be represented, at `path`.
+pub(crate) fn invalid(path: Path<'_>, message: impl Into<String>) -> ProtobufError {
+    ProtobufError::InvalidValue {
+        path: path.render(),
+        message: message.into(),
+    }
+}
+
 /// Where a value is in an object, for error messages: a chain on the stack
 /// as the codec descends, rendered (`spec.containers.ports`) only when an
 /// error names it, so that no field costs an allocation.

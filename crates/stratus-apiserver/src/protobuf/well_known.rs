@@ -7,7 +7,7 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 
 use super::wire::{self, Payload, Reader};
-use super::{Path, ProtobufError, decode, encode};
+use super::{Path, ProtobufError, decode, encode, invalid};
 
 const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
 const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
@@ -20,13 +20,6 @@ const PROPS: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JS
 
 fn apiext(name: &str) -> Option<&str> {
     name.strip_prefix(APIEXT)
-}
-
-fn invalid(path: Path<'_>, message: impl Into<String>) -> ProtobufError {
-    ProtobufError::InvalidValue {
-        path: path.render(),
-        message: message.into(),
-    }
 }
 
 /// Read the fields of a small message into (number, payload) pairs.
