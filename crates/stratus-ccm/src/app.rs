@@ -32,7 +32,7 @@ pub use builtin::{default_controllers, rule};
 pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
 pub use duration::{DurationError, parse_go_duration};
-pub use managed::{ControllerContext, ControllerTask, ManagedController, StartError};
+pub use managed::{ControllerContext, ControllerTask, ManagedController, StartError, Started};
 pub use manager::{CloudControllerManager, ManagerError, ProviderFactory, RunningManager};
 pub use options::{ManagerOptions, OptionsError, parse_cidr_list};
 pub use stratus_runtime::admission::{HandlerError, Webhook};

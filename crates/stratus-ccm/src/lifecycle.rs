@@ -100,6 +100,8 @@ impl LifecycleController {
         cloud: Arc<dyn CloudProvider>,
         config: LifecycleConfig,
     ) -> Self {
+        // Legacy Instances and Zones answer for InstancesV2 (as in Go).
+        let cloud = stratus_cloud::legacy::with_legacy_instances(cloud);
         let recorder = EventRecorder::new(
             client.clone(),
             controllers::CLOUD_NODE_LIFECYCLE.event_component,
@@ -119,7 +121,7 @@ impl LifecycleController {
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         if self.cloud.instances_v2().is_none() {
             tracing::warn!(
-                "the cloud provider offers no instances; the lifecycle controller does not start"
+                "the cloud provider offers neither InstancesV2 nor Instances; the lifecycle controller does not start"
             );
             return;
         }

@@ -152,12 +152,16 @@ impl std::fmt::Debug for NodeController {
 }
 
 impl NodeController {
-    /// A controller for `cloud`, which must offer instances (V2).
+    /// A controller for `cloud`, which must offer instances (V2, or the
+    /// legacy Instances and Zones, adapted by
+    /// [`with_legacy_instances`](stratus_cloud::legacy::with_legacy_instances)).
     pub fn new(
         client: kube::Client,
         cloud: Arc<dyn CloudProvider>,
         config: NodeControllerConfig,
     ) -> Self {
+        // Legacy Instances and Zones answer for InstancesV2 (as in Go).
+        let cloud = stratus_cloud::legacy::with_legacy_instances(cloud);
         let recorder = EventRecorder::new(client.clone(), controllers::CLOUD_NODE.event_component);
         Self {
             client,
@@ -173,7 +177,7 @@ impl NodeController {
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         if self.cloud.instances_v2().is_none() {
             tracing::warn!(
-                "the cloud provider offers no instances; the cloud-node controller does not start"
+                "the cloud provider offers neither InstancesV2 nor Instances; the cloud-node controller does not start"
             );
             return;
         }

@@ -14,7 +14,7 @@ use kube::api::{Api, PostParams};
 use kube::core::admission::AdmissionResponse;
 use stratus_ccm::app::{
     CloudControllerManager, Command, ManagedController, ManagerError, ManagerOptions, OptionsError,
-    Webhook,
+    Started, Webhook,
 };
 use stratus_cloud::CloudProvider;
 use stratus_cloud::names::ControllerNames;
@@ -54,7 +54,7 @@ fn tagging(starts: Arc<AtomicUsize>) -> ManagedController {
             .map(|f| f.tag.clone())
             .ok_or("the command was built without AcmeFlags")?;
         let mut stop = ctx.stop.clone();
-        Ok(Some(Box::pin(async move {
+        Ok(Started::run(async move {
             let maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), "kube-system");
             let map = ConfigMap {
                 metadata: kube::api::ObjectMeta {
@@ -68,7 +68,7 @@ fn tagging(starts: Arc<AtomicUsize>) -> ManagedController {
                 ctx.health.watch_failed(&e.to_string());
             }
             let _ = stop.wait_for(|s| *s).await;
-        })))
+        }))
     })
     .disabled_by_default()
 }
@@ -253,7 +253,9 @@ async fn unknown_webhooks_clashing_names_and_failing_starts_are_errors() {
         "{problems:?}"
     );
 
-    let clash = ManagedController::new(ControllerNames::new("my-service", "service"), |_| Ok(None));
+    let clash = ManagedController::new(ControllerNames::new("my-service", "service"), |_| {
+        Ok(Started::not_enabled("never"))
+    });
     let err = start(&["--cloud-provider=acme"], Some(clash))
         .await
         .unwrap_err();

@@ -13,7 +13,9 @@ use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, DeleteParams, PostParams};
-use stratus_ccm::app::{CloudControllerManager, ManagedController, ManagerOptions, RunningManager};
+use stratus_ccm::app::{
+    CloudControllerManager, ManagedController, ManagerOptions, RunningManager, Started,
+};
 use stratus_cloud::names::ControllerNames;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, eventually};
 use tokio::sync::watch;
@@ -179,9 +181,9 @@ async fn recampaign_wins_the_lease_back_and_restarts_the_controllers() {
     let counter = ManagedController::new(ControllerNames::new("counter", "counter"), move |ctx| {
         counted.fetch_add(1, Ordering::SeqCst);
         let mut stop = ctx.stop.clone();
-        Ok(Some(Box::pin(async move {
+        Ok(Started::run(async move {
             let _ = stop.wait_for(|s| *s).await;
-        })))
+        }))
     });
     let (stop, stopped) = watch::channel(false);
     let manager = CloudControllerManager::new(options(&[
@@ -218,10 +220,10 @@ async fn recampaign_wins_the_lease_back_and_restarts_the_controllers() {
 async fn healthz_reports_a_controller_that_stopped_on_its_own() {
     let cluster = TestCluster::start().await.unwrap();
     let flaky = ManagedController::new(ControllerNames::new("flaky", "flaky"), |_ctx| {
-        Ok(Some(Box::pin(async {
+        Ok(Started::run(async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             panic!("flaky crashed");
-        })))
+        }))
     });
     let (stop, stopped) = watch::channel(false);
     let manager =

@@ -113,6 +113,7 @@ mod error;
 pub mod helpers;
 mod instances;
 mod instances_legacy;
+pub mod legacy;
 mod load_balancer;
 #[cfg(feature = "mock")]
 pub mod mock;

@@ -42,7 +42,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use crate::auth::{Decision, DelegatedAuth};
-use crate::health::HealthChecks;
+use crate::health::{HealthChecks, HealthReport};
 use crate::serving::{Listener, PLAIN, text};
 use crate::tls::{ServingCertificate, TlsError};
 
@@ -68,8 +68,38 @@ struct Routes {
     health: HealthChecks,
     readiness: Option<HealthChecks>,
     registry: Option<Arc<Registry>>,
-    configz: serde_json::Value,
+    configz: Configz,
     auth: Option<DelegatedAuth>,
+}
+
+/// The `/configz` document, shared: the server answers whatever it holds
+/// when asked (a manager records there which controllers started).
+///
+/// ```
+/// use stratus_runtime::admin::Configz;
+///
+/// let configz = Configz::new(serde_json::json!({"a": {"b": 1}}));
+/// configz.update(|doc| doc["a"]["c"] = serde_json::json!(true));
+/// assert_eq!(configz.get(), serde_json::json!({"a": {"b": 1, "c": true}}));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Configz(Arc<std::sync::RwLock<serde_json::Value>>);
+
+impl Configz {
+    /// A document holding `value`.
+    pub fn new(value: serde_json::Value) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(value)))
+    }
+
+    /// Change the document.
+    pub fn update(&self, change: impl FnOnce(&mut serde_json::Value)) {
+        change(&mut self.0.write().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// The document now.
+    pub fn get(&self) -> serde_json::Value {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// Builds an [`AdminServer`].
@@ -137,7 +167,13 @@ impl AdminServerBuilder {
 
     /// The document `/configz` answers.
     pub fn configz(mut self, config: serde_json::Value) -> Self {
-        self.routes.configz = config;
+        self.routes.configz = Configz::new(config);
+        self
+    }
+
+    /// The shared document `/configz` answers (changes show at once).
+    pub fn shared_configz(mut self, configz: Configz) -> Self {
+        self.routes.configz = configz;
         self
     }
 
@@ -190,7 +226,7 @@ impl AdminServer {
                 health: HealthChecks::new(),
                 readiness: None,
                 registry: None,
-                configz: serde_json::json!({}),
+                configz: Configz::new(serde_json::json!({})),
                 auth: None,
             },
         }
@@ -226,8 +262,7 @@ impl AdminServer {
     }
 }
 
-fn checks_answer(checks: &HealthChecks, verbose: bool) -> Response<Full<Bytes>> {
-    let report = checks.report();
+fn checks_answer(report: HealthReport, verbose: bool) -> Response<Full<Bytes>> {
     for (name, result) in &report.results {
         if let Err(reason) = result {
             tracing::warn!(check = %name, %reason, "health check failed");
@@ -255,8 +290,15 @@ fn answer(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     });
     let path = req.uri().path().trim_end_matches('/');
     match path {
-        "/healthz" | "/livez" => checks_answer(&routes.health, verbose),
-        "/readyz" => checks_answer(routes.readiness.as_ref().unwrap_or(&routes.health), verbose),
+        "/healthz" | "/livez" => checks_answer(routes.health.report(), verbose),
+        "/readyz" => checks_answer(
+            routes
+                .readiness
+                .as_ref()
+                .unwrap_or(&routes.health)
+                .readiness_report(),
+            verbose,
+        ),
         "/metrics" => match &routes.registry {
             Some(registry) => match crate::metrics::encode_text(registry) {
                 Ok(body) => text(
@@ -275,7 +317,7 @@ fn answer(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/configz" => text(
             StatusCode::OK,
             "application/json",
-            routes.configz.to_string(),
+            routes.configz.get().to_string(),
         ),
         _ => {
             let one = ["/healthz/", "/livez/", "/readyz/"]
@@ -288,6 +330,14 @@ fn answer(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             };
             match one.map(|name| (name, checks.check(name))) {
                 Some((_, Some(Ok(())))) => text(StatusCode::OK, PLAIN, "ok".into()),
+                Some((name, None)) if path.starts_with("/readyz/") => {
+                    match checks.not_started_reason(name) {
+                        Some(reason) => {
+                            text(StatusCode::OK, PLAIN, format!("not started: {reason}\n"))
+                        }
+                        None => text(StatusCode::NOT_FOUND, PLAIN, "404 page not found\n".into()),
+                    }
+                }
                 // As Kubernetes: one check's own path says why it failed.
                 Some((name, Some(Err(reason)))) => {
                     tracing::warn!(check = %name, %reason, "health check failed");

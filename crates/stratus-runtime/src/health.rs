@@ -43,6 +43,7 @@ impl<F: Fn() -> Result<(), String> + Send + Sync> HealthCheck for F {
 #[derive(Clone, Default)]
 pub struct HealthChecks {
     checks: Arc<RwLock<BTreeMap<String, Arc<dyn HealthCheck>>>>,
+    not_started: Arc<RwLock<BTreeMap<String, String>>>,
 }
 
 impl std::fmt::Debug for HealthChecks {
@@ -74,6 +75,50 @@ impl HealthChecks {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
+    }
+
+    /// Record that the component `name` was not started, and why (a
+    /// controller its provider or flags leave off). It is no check: it never
+    /// fails `/healthz`; readiness reports list it as not started.
+    ///
+    /// ```
+    /// use stratus_runtime::health::HealthChecks;
+    ///
+    /// let checks = HealthChecks::new();
+    /// checks.not_started("service-lb-controller", "no load balancers");
+    /// assert!(checks.report().healthy());
+    /// assert_eq!(checks.report().render(true), "healthz check passed\n");
+    /// let ready = checks.readiness_report();
+    /// assert!(ready.render(true).contains("[+]service-lb-controller not started: no load balancers"));
+    /// ```
+    pub fn not_started(&self, name: impl Into<String>, reason: impl Into<String>) {
+        self.not_started
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.into(), reason.into());
+    }
+
+    /// Why `name` was not started, if it was recorded so.
+    pub fn not_started_reason(&self, name: &str) -> Option<String> {
+        self.not_started
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Every check's outcome, and the components recorded as not started
+    /// (the `/readyz` answer).
+    pub fn readiness_report(&self) -> HealthReport {
+        let mut report = self.report();
+        report.not_started = self
+            .not_started
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(n, r)| (n.clone(), r.clone()))
+            .collect();
+        report
     }
 
     /// The names of the checks, sorted.
@@ -108,6 +153,7 @@ impl HealthChecks {
             .collect();
         HealthReport {
             results: checks.into_iter().map(|(n, c)| (n, c.check())).collect(),
+            not_started: Vec::new(),
         }
     }
 }
@@ -117,6 +163,9 @@ impl HealthChecks {
 pub struct HealthReport {
     /// Each check's name and result.
     pub results: Vec<(String, Result<(), String>)>,
+    /// Components not started, and why (readiness reports only; see
+    /// [`HealthChecks::not_started`]).
+    pub not_started: Vec<(String, String)>,
 }
 
 impl HealthReport {
@@ -148,6 +197,9 @@ impl HealthReport {
                 Ok(()) => out.push_str(&format!("[+]{name} ok\n")),
                 Err(_) => out.push_str(&format!("[-]{name} failed: reason withheld\n")),
             }
+        }
+        for (name, reason) in &self.not_started {
+            out.push_str(&format!("[+]{name} not started: {reason}\n"));
         }
         if self.healthy() {
             out.push_str("healthz check passed\n");

@@ -4,7 +4,7 @@
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use stratus_cloud::names::controllers as names;
 
-use super::managed::{ControllerContext, ControllerTask, ManagedController, StartError};
+use super::managed::{ControllerContext, ManagedController, StartError, Started};
 use super::options::parse_cidr_list;
 use crate::Instrumented;
 use crate::ipam::{NodeIpamConfig, NodeIpamController};
@@ -13,7 +13,10 @@ use crate::node::{NodeController, NodeControllerConfig};
 use crate::route::{RouteController, RouteControllerConfig};
 use crate::service::{ServiceController, ServiceControllerConfig};
 
-type Started = Result<Option<ControllerTask>, StartError>;
+type Start = Result<Started, StartError>;
+
+/// Why the node controllers do not run.
+const NO_INSTANCES: &str = "the cloud provider offers neither InstancesV2 nor Instances";
 
 /// The controllers of this crate, in start order: Go's four (enabled by
 /// `*`), then node-ipam (also under `*`; it runs only with
@@ -84,7 +87,10 @@ pub fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-fn cloud_node(ctx: ControllerContext) -> Started {
+fn cloud_node(ctx: ControllerContext) -> Start {
+    if ctx.provider.instances_v2().is_none() {
+        return Ok(Started::not_enabled(NO_INSTANCES));
+    }
     let o = &ctx.options;
     let config = NodeControllerConfig {
         workers: o.concurrent_node_syncs,
@@ -101,10 +107,13 @@ fn cloud_node(ctx: ControllerContext) -> Started {
     let controller = NodeController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
-    Ok(Some(Box::pin(controller.run(ctx.stop))))
+    Ok(Started::run(controller.run(ctx.stop)))
 }
 
-fn cloud_node_lifecycle(ctx: ControllerContext) -> Started {
+fn cloud_node_lifecycle(ctx: ControllerContext) -> Start {
+    if ctx.provider.instances_v2().is_none() {
+        return Ok(Started::not_enabled(NO_INSTANCES));
+    }
     let o = &ctx.options;
     let config = LifecycleConfig {
         monitor_period: o.node_monitor_period,
@@ -114,10 +123,15 @@ fn cloud_node_lifecycle(ctx: ControllerContext) -> Started {
     let controller = LifecycleController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
-    Ok(Some(Box::pin(controller.run(ctx.stop))))
+    Ok(Started::run(controller.run(ctx.stop)))
 }
 
-fn service_lb(ctx: ControllerContext) -> Started {
+fn service_lb(ctx: ControllerContext) -> Start {
+    if ctx.provider.load_balancer().is_none() {
+        return Ok(Started::not_enabled(
+            "the cloud provider offers no load balancers",
+        ));
+    }
     let o = &ctx.options;
     let config = ServiceControllerConfig {
         workers: o.concurrent_service_syncs,
@@ -129,17 +143,25 @@ fn service_lb(ctx: ControllerContext) -> Started {
     let controller = ServiceController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
-    Ok(Some(Box::pin(controller.run(ctx.stop))))
+    Ok(Started::run(controller.run(ctx.stop)))
 }
 
-fn node_route(ctx: ControllerContext) -> Started {
+fn node_route(ctx: ControllerContext) -> Start {
     let o = &ctx.options;
+    // Go's order of checks (`startRouteController`).
+    if !o.configure_cloud_routes {
+        return Ok(Started::not_enabled("--configure-cloud-routes is false"));
+    }
+    if ctx.provider.routes().is_none() {
+        return Ok(Started::not_enabled(
+            "--configure-cloud-routes is set, but the cloud provider offers no routes",
+        ));
+    }
     let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?;
-    if !o.configure_cloud_routes || ctx.provider.routes().is_none() || cluster_cidrs.is_empty() {
-        tracing::info!(
-            "the route controller is not started (--configure-cloud-routes, a provider with routes and --cluster-cidr are needed)"
-        );
-        return Ok(None);
+    if cluster_cidrs.is_empty() {
+        return Ok(Started::not_enabled(
+            "--configure-cloud-routes is set, but --cluster-cidr is empty",
+        ));
     }
     let mut config = RouteControllerConfig::new(cluster_cidrs);
     config.cluster_name = o.cluster_name.clone();
@@ -147,13 +169,13 @@ fn node_route(ctx: ControllerContext) -> Started {
     let controller = RouteController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
-    Ok(Some(Box::pin(controller.run(ctx.stop))))
+    Ok(Started::run(controller.run(ctx.stop)))
 }
 
-fn node_ipam(ctx: ControllerContext) -> Started {
+fn node_ipam(ctx: ControllerContext) -> Start {
     let o = &ctx.options;
     if !o.allocate_node_cidrs {
-        return Ok(None);
+        return Ok(Started::not_enabled("--allocate-node-cidrs is false"));
     }
     let mut config = NodeIpamConfig::new(parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?);
     config.service_cidrs =
@@ -163,5 +185,5 @@ fn node_ipam(ctx: ControllerContext) -> Started {
     let controller = NodeIpamController::new(ctx.client, config)?
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
-    Ok(Some(Box::pin(controller.run(ctx.stop))))
+    Ok(Started::run(controller.run(ctx.stop)))
 }

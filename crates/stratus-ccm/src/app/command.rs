@@ -79,7 +79,7 @@ type CloudInitializer<F> =
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use stratus_ccm::app::{Command, ManagedController, Webhook};
+/// use stratus_ccm::app::{Command, ManagedController, Started, Webhook};
 /// use stratus_cloud::CloudProvider;
 /// use stratus_cloud::names::ControllerNames;
 ///
@@ -111,10 +111,10 @@ type CloudInitializer<F> =
 ///             ManagedController::new(ControllerNames::new("tagging-controller", "tagging"), |ctx| {
 ///                 let endpoint = ctx.flags::<MyFlags>().map(|f| f.endpoint.clone());
 ///                 let mut stop = ctx.stop.clone();
-///                 Ok(Some(Box::pin(async move {
+///                 Ok(Started::run(async move {
 ///                     tracing::info!(?endpoint, "tagging");
 ///                     let _ = stop.wait_for(|s| *s).await;
-///                 })))
+///                 }))
 ///             })
 ///             .disabled_by_default(),
 ///         )

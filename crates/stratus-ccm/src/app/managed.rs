@@ -23,6 +23,55 @@ pub type ControllerTask = BoxFuture<'static, ()>;
 /// manager exits when an `InitFunc` fails).
 pub type StartError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a controller's start function decided (Go's `InitFunc` returns
+/// `(controller, enabled, err)`).
+///
+/// ```
+/// use stratus_ccm::app::Started;
+///
+/// let skipped = Started::not_enabled("the cloud offers no load balancers");
+/// assert_eq!(skipped.reason(), Some("the cloud offers no load balancers"));
+/// assert!(Started::run(async {}).reason().is_none());
+/// ```
+pub enum Started {
+    /// It runs: the task returns once the context's `stop` becomes true.
+    Running(ControllerTask),
+    /// It does not run here, and why (the provider lacks a capability, a
+    /// flag leaves it off). The manager logs the reason once, registers no
+    /// health check for it and shows it as not started in `/readyz` and
+    /// `/configz`.
+    NotEnabled(String),
+}
+
+impl Started {
+    /// Run `task`.
+    pub fn run(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self::Running(Box::pin(task))
+    }
+
+    /// Do not run, for `reason`.
+    pub fn not_enabled(reason: impl Into<String>) -> Self {
+        Self::NotEnabled(reason.into())
+    }
+
+    /// Why it does not run, if it does not.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Running(_) => None,
+            Self::NotEnabled(reason) => Some(reason),
+        }
+    }
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Running(_) => f.write_str("Running"),
+            Self::NotEnabled(reason) => f.debug_tuple("NotEnabled").field(reason).finish(),
+        }
+    }
+}
+
 /// What a controller gets when the manager starts it, after leadership is
 /// won and the provider is initialized.
 #[derive(Clone)]
@@ -62,23 +111,25 @@ impl ControllerContext {
     }
 }
 
-type Start =
-    Arc<dyn Fn(ControllerContext) -> Result<Option<ControllerTask>, StartError> + Send + Sync>;
+type Start = Arc<dyn Fn(ControllerContext) -> Result<Started, StartError> + Send + Sync>;
 
 /// A controller the manager can run.
 ///
 /// ```
-/// use stratus_ccm::app::ManagedController;
+/// use stratus_ccm::app::{ManagedController, Started};
 /// use stratus_cloud::names::ControllerNames;
 ///
 /// // AWS's `tagging` controller is of this kind: the vendor's own, run only
-/// // when named in `--controllers`.
+/// // when named in `--controllers`, and only on a cloud with instances.
 /// let tagging = ManagedController::new(ControllerNames::new("tagging-controller", "tagging"), |ctx| {
+///     if ctx.provider.instances_v2().is_none() {
+///         return Ok(Started::not_enabled("the cloud provider offers no instances"));
+///     }
 ///     let mut stop = ctx.stop.clone();
-///     Ok(Some(Box::pin(async move {
+///     Ok(Started::run(async move {
 ///         // ... watch, reconcile, report to ctx.health ...
 ///         let _ = stop.wait_for(|stopped| *stopped).await;
-///     })))
+///     }))
 /// })
 /// .disabled_by_default();
 /// assert_eq!(tagging.names().alias, "tagging");
@@ -101,15 +152,13 @@ impl std::fmt::Debug for ManagedController {
 }
 
 impl ManagedController {
-    /// The controller `names`, started by `start`: `Ok(Some(task))` runs
-    /// it, `Ok(None)` skips it (its flags or the provider leave it off; Go's
-    /// `enabled=false`), `Err` stops the manager.
+    /// The controller `names`, started by `start`: [`Started::Running`]
+    /// runs it, [`Started::NotEnabled`] skips it with a reason (its flags or
+    /// the provider leave it off; Go's `enabled=false`), `Err` stops the
+    /// manager.
     pub fn new<F>(names: ControllerNames, start: F) -> Self
     where
-        F: Fn(ControllerContext) -> Result<Option<ControllerTask>, StartError>
-            + Send
-            + Sync
-            + 'static,
+        F: Fn(ControllerContext) -> Result<Started, StartError> + Send + Sync + 'static,
     {
         Self {
             names,
@@ -151,10 +200,7 @@ impl ManagedController {
         }
     }
 
-    pub(crate) fn start(
-        &self,
-        ctx: ControllerContext,
-    ) -> Result<Option<ControllerTask>, StartError> {
+    pub(crate) fn start(&self, ctx: ControllerContext) -> Result<Started, StartError> {
         (self.start)(ctx)
     }
 }

@@ -36,7 +36,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use stratus_cloud::{BoxTask, CloudProvider, InitContext, ShutdownSignal, Spawn};
-use stratus_runtime::admin::{AdminError, AdminServer};
+use stratus_runtime::admin::{AdminError, AdminServer, Configz};
 use stratus_runtime::admission::{Webhook, WebhookMetrics, WebhookServer, WebhookServerError};
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 use stratus_runtime::client::{ClientError, ClientOptions, build_client};
@@ -47,7 +47,7 @@ use tokio::task::JoinHandle;
 
 use super::builtin::default_controllers;
 use super::controllers::{KnownController, canonicalize, is_enabled};
-use super::managed::{ControllerContext, ManagedController, StartError};
+use super::managed::{ControllerContext, ManagedController, StartError, Started};
 use super::options::{ManagerOptions, OptionsError};
 use crate::metrics::CcmMetrics;
 
@@ -327,6 +327,9 @@ impl CloudControllerManager {
             }
         };
 
+        // A provider with only the legacy Instances and Zones answers the
+        // node controllers through them, as Go's do.
+        let provider = stratus_cloud::legacy::with_legacy_instances(provider);
         if !provider.has_cluster_id() && !o.allow_untagged_cloud {
             return Err(provider_error("no ClusterID found. A ClusterID is required for the cloud provider to function properly. This check can be bypassed by setting the allow-untagged-cloud option".into()));
         }
@@ -374,6 +377,9 @@ impl CloudControllerManager {
         };
 
         let checks = HealthChecks::new();
+        let configz_doc = Configz::new(serde_json::json!({
+            stratus_cloud::names::manager::CONFIGZ_NAME: configz(&o),
+        }));
         let admin_addr = self.admin_addr.or_else(|| {
             (o.secure_port != 0).then(|| SocketAddr::new(o.bind_address, o.secure_port))
         });
@@ -384,9 +390,7 @@ impl CloudControllerManager {
                     .auth(auth)
                     .health(checks.clone())
                     .registry(Arc::new(registry))
-                    .configz(serde_json::json!({
-                        stratus_cloud::names::manager::CONFIGZ_NAME: configz(&o),
-                    }));
+                    .shared_configz(configz_doc.clone());
                 if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
                     builder = builder.certificate(
                         stratus_runtime::tls::from_pem_files(cert, key)
@@ -406,11 +410,19 @@ impl CloudControllerManager {
         }
         // `validate` accepted the entries: they parse.
         let entries = canonicalize(&o.controllers, &known).unwrap_or_default();
-        let controllers = self
+        let (controllers, disabled): (Vec<_>, Vec<_>) = self
             .controllers
             .into_iter()
-            .filter(|c| is_enabled(&c.known(), &entries))
-            .collect();
+            .partition(|c| is_enabled(&c.known(), &entries));
+        for controller in disabled {
+            let name = controller.names().canonical;
+            tracing::info!(
+                controller = name,
+                "the controller is disabled by --controllers"
+            );
+            record_status(&configz_doc, name, Some("disabled by --controllers"));
+            checks.not_started(name, "disabled by --controllers");
+        }
         let manager = Manager {
             identity: self.identity.unwrap_or_else(default_identity),
             options: Arc::new(o),
@@ -419,6 +431,7 @@ impl CloudControllerManager {
             metrics,
             running,
             checks,
+            configz: configz_doc,
             controllers,
             flags: self.flags,
         };
@@ -528,6 +541,18 @@ async fn delegated_auth(
     Ok((auth, client_ca))
 }
 
+/// Record in `/configz` whether the controller `name` started (`None`) or
+/// why not.
+fn record_status(configz: &Configz, name: &str, not_started: Option<&str>) {
+    let status = match not_started {
+        None => serde_json::json!({"Started": true}),
+        Some(reason) => serde_json::json!({"Started": false, "Reason": reason}),
+    };
+    configz.update(|doc| {
+        doc[stratus_cloud::names::manager::CONFIGZ_NAME]["ControllerStatus"][name] = status;
+    });
+}
+
 /// The `/configz` document: the effective flags, by Go's names.
 fn configz(o: &ManagerOptions) -> serde_json::Value {
     serde_json::json!({
@@ -567,6 +592,7 @@ struct Manager {
     metrics: CcmMetrics,
     running: Family<Vec<(&'static str, String)>, Gauge>,
     checks: HealthChecks,
+    configz: Configz,
     /// The enabled controllers, in start order.
     controllers: Vec<ManagedController>,
     flags: Option<Arc<dyn Any + Send + Sync>>,
@@ -690,9 +716,14 @@ impl Manager {
                 flags: self.flags.clone(),
             };
             let task = match controller.start(ctx) {
-                Ok(Some(task)) => task,
-                Ok(None) => {
-                    tracing::info!(controller = name, "skipping");
+                Ok(Started::Running(task)) => task,
+                Ok(Started::NotEnabled(reason)) => {
+                    // Once, even when the manager campaigns again.
+                    if self.checks.not_started_reason(name).as_deref() != Some(&reason) {
+                        tracing::info!(controller = name, %reason, "the controller is not started");
+                        self.checks.not_started(name, reason.clone());
+                    }
+                    record_status(&self.configz, name, Some(&reason));
                     continue;
                 }
                 Err(source) => {
@@ -701,6 +732,7 @@ impl Manager {
                 }
             };
             self.checks.add(name, health.clone());
+            record_status(&self.configz, name, None);
             let gauge = self.running_gauge(name);
             gauge.set(1);
             tracing::info!(controller = name, "starting");
