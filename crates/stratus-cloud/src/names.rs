@@ -135,7 +135,9 @@ pub struct ControllerNames {
     pub canonical: &'static str,
     /// The short alias `--controllers` also accepts.
     pub alias: &'static str,
-    /// The client (service account) name, which the bootstrap RBAC expects.
+    /// The client name: the ServiceAccount in `kube-system` the controller
+    /// authenticates as under `--use-service-account-credentials` (Go's
+    /// `ClientName`).
     pub client: &'static str,
     /// The event source component.
     pub event_component: &'static str,
@@ -168,14 +170,14 @@ pub mod controllers {
     pub const CLOUD_NODE: ControllerNames = ControllerNames {
         canonical: "cloud-node-controller",
         alias: "cloud-node",
-        client: "node-controller",
+        client: "cloud-node-controller",
         event_component: "cloud-node-controller",
     };
     /// The node lifecycle controller.
     pub const CLOUD_NODE_LIFECYCLE: ControllerNames = ControllerNames {
         canonical: "cloud-node-lifecycle-controller",
         alias: "cloud-node-lifecycle",
-        client: "node-controller",
+        client: "cloud-node-lifecycle-controller",
         event_component: "cloud-node-lifecycle-controller",
     };
     /// The service load-balancer controller.

@@ -68,6 +68,7 @@ struct Routes {
     health: HealthChecks,
     readiness: Option<HealthChecks>,
     registry: Option<Arc<Registry>>,
+    metrics_filter: crate::metrics::MetricsFilter,
     configz: Configz,
     auth: Option<DelegatedAuth>,
 }
@@ -108,6 +109,7 @@ pub struct AdminServerBuilder {
     certificate: Option<ServingCertificate>,
     client_ca: Option<String>,
     plain: bool,
+    serving: crate::serving::ServingOptions,
     routes: Routes,
 }
 
@@ -141,6 +143,13 @@ impl AdminServerBuilder {
         self
     }
 
+    /// Listen and speak under `options` (TLS policy, HTTP/2, socket
+    /// sharing).
+    pub fn serving(mut self, options: crate::serving::ServingOptions) -> Self {
+        self.serving = options;
+        self
+    }
+
     /// Serve plain HTTP (tests, or behind a TLS-terminating proxy).
     pub fn plain_http(mut self) -> Self {
         self.plain = true;
@@ -165,6 +174,13 @@ impl AdminServerBuilder {
         self
     }
 
+    /// Leave out or rewrite metrics in `/metrics` (`--disabled-metrics`,
+    /// `--allow-metric-labels`).
+    pub fn metrics_filter(mut self, filter: crate::metrics::MetricsFilter) -> Self {
+        self.routes.metrics_filter = filter;
+        self
+    }
+
     /// The document `/configz` answers.
     pub fn configz(mut self, config: serde_json::Value) -> Self {
         self.routes.configz = Configz::new(config);
@@ -179,13 +195,14 @@ impl AdminServerBuilder {
 
     /// Bind the address (port 0 picks a free one).
     pub async fn bind(self) -> Result<AdminServer, AdminError> {
-        let tls = crate::serving::acceptor(
+        let tls = crate::serving::acceptor_with(
             self.plain,
             self.certificate,
             self.client_ca.as_deref(),
             "stratus-manager",
+            &self.serving,
         )?;
-        let listener = Listener::bind(self.addr, tls)
+        let listener = Listener::bind_with(self.addr, tls, &self.serving)
             .await
             .map_err(|source| AdminError::Bind {
                 addr: self.addr,
@@ -222,10 +239,12 @@ impl AdminServer {
             certificate: None,
             client_ca: None,
             plain: false,
+            serving: Default::default(),
             routes: Routes {
                 health: HealthChecks::new(),
                 readiness: None,
                 registry: None,
+                metrics_filter: Default::default(),
                 configz: Configz::new(serde_json::json!({})),
                 auth: None,
             },
@@ -304,7 +323,7 @@ fn answer(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
                 Ok(body) => text(
                     StatusCode::OK,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    body,
+                    routes.metrics_filter.apply(&body),
                 ),
                 Err(_) => text(
                     StatusCode::INTERNAL_SERVER_ERROR,

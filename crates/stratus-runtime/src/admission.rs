@@ -220,6 +220,7 @@ pub struct WebhookServerBuilder {
     addr: SocketAddr,
     certificate: Option<ServingCertificate>,
     plain: bool,
+    serving: crate::serving::ServingOptions,
     webhooks: Vec<Webhook>,
     metrics: WebhookMetrics,
 }
@@ -243,6 +244,13 @@ impl WebhookServerBuilder {
         self
     }
 
+    /// Listen and speak under `options` (TLS policy, HTTP/2, socket
+    /// sharing).
+    pub fn serving(mut self, options: crate::serving::ServingOptions) -> Self {
+        self.serving = options;
+        self
+    }
+
     /// Serve plain HTTP (tests only: the API server calls webhooks over
     /// TLS).
     pub fn plain_http(mut self) -> Self {
@@ -260,14 +268,19 @@ impl WebhookServerBuilder {
             }
             by_path.insert(webhook.path.clone(), webhook);
         }
-        let tls = crate::serving::acceptor(self.plain, self.certificate, None, "stratus-webhooks")?;
-        let listener =
-            Listener::bind(self.addr, tls)
-                .await
-                .map_err(|source| WebhookServerError::Bind {
-                    addr: self.addr,
-                    source,
-                })?;
+        let tls = crate::serving::acceptor_with(
+            self.plain,
+            self.certificate,
+            None,
+            "stratus-webhooks",
+            &self.serving,
+        )?;
+        let listener = Listener::bind_with(self.addr, tls, &self.serving)
+            .await
+            .map_err(|source| WebhookServerError::Bind {
+                addr: self.addr,
+                source,
+            })?;
         Ok(WebhookServer {
             listener,
             routes: Arc::new(Routes {
@@ -306,6 +319,7 @@ impl WebhookServer {
             addr,
             certificate: None,
             plain: false,
+            serving: Default::default(),
             webhooks: Vec::new(),
             metrics: WebhookMetrics::default(),
         }

@@ -35,6 +35,10 @@
 //! # }
 //! ```
 
+mod request_header;
+
+pub use request_header::RequestHeader;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,6 +63,8 @@ pub struct UserInfo {
     pub uid: String,
     /// The user's groups.
     pub groups: Vec<String>,
+    /// Extra attributes (from a front proxy's `X-Remote-Extra-` headers).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl UserInfo {
@@ -68,6 +74,7 @@ impl UserInfo {
             username: "system:anonymous".into(),
             uid: String::new(),
             groups: vec!["system:unauthenticated".into()],
+            extra: Default::default(),
         }
     }
 }
@@ -267,6 +274,7 @@ pub struct DelegatedAuth {
     config: Arc<DelegatedAuthConfig>,
     tokens: Arc<TtlCache<String, Option<UserInfo>>>,
     access: Arc<TtlCache<(UserInfo, Attributes), (bool, String)>>,
+    request_header: Option<Arc<RequestHeader>>,
 }
 
 impl std::fmt::Debug for DelegatedAuth {
@@ -286,6 +294,7 @@ impl DelegatedAuth {
             config: Arc::new(config),
             tokens: Arc::new(TtlCache::new()),
             access: Arc::new(TtlCache::new()),
+            request_header: None,
         }
     }
 
@@ -296,10 +305,25 @@ impl DelegatedAuth {
         self
     }
 
-    /// Who sent `request`: its verified client certificate, else its
-    /// bearer token (reviewed), else anonymous. `Err` is the 401 message.
+    /// Trust a front proxy (Go's `--requestheader-*` flags): requests
+    /// whose client certificate `request_header` verifies carry their user
+    /// in headers.
+    pub fn with_request_header(mut self, request_header: RequestHeader) -> Self {
+        self.request_header = Some(Arc::new(request_header));
+        self
+    }
+
+    /// Who sent `request`: a front proxy's headers (when its certificate is
+    /// one [`RequestHeader`] trusts), else its verified client
+    /// certificate, else its bearer token (reviewed), else anonymous.
+    /// `Err` is the 401 message.
     pub async fn authenticate<B>(&self, request: &http::Request<B>) -> Result<UserInfo, String> {
         if let Some(ClientCertificate(der)) = request.extensions().get::<ClientCertificate>() {
+            if let Some(proxy) = &self.request_header
+                && let Some(user) = proxy.authenticate(der, request.headers())?
+            {
+                return Ok(user);
+            }
             return user_of_certificate(der);
         }
         let bearer = request
@@ -355,6 +379,7 @@ impl DelegatedAuth {
             username: user.username.unwrap_or_default(),
             uid: user.uid.unwrap_or_default(),
             groups: user.groups.unwrap_or_default(),
+            extra: Default::default(),
         }))
     }
 
@@ -381,6 +406,7 @@ impl DelegatedAuth {
             user: Some(user.username.clone()),
             groups: Some(user.groups.clone()),
             uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
+            extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
             ..Default::default()
         };
         match attributes {
@@ -498,5 +524,6 @@ fn user_of_certificate(der: &[u8]) -> Result<UserInfo, String> {
         username,
         uid: String::new(),
         groups,
+        extra: Default::default(),
     })
 }

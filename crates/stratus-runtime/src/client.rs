@@ -29,6 +29,10 @@ use kube::client::ClientBuilder;
 use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
 
+mod service_account;
+
+pub use service_account::{TOKEN_EXPIRATION, service_account_client};
+
 /// How the client talks to the API server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientOptions {
@@ -66,28 +70,46 @@ pub enum ClientError {
     /// kube could not build the client from the configuration.
     #[error("cannot build the API client: {0}")]
     Kube(#[from] kube::Error),
+    /// The ServiceAccount or its token could not be made.
+    #[error("ServiceAccount {account}: {source}")]
+    ServiceAccount {
+        /// `namespace/name`.
+        account: String,
+        /// Why.
+        source: kube::Error,
+    },
 }
 
 /// A `kube::Client` for `config` with the budget and user agent of
 /// `options`.
 pub fn build_client(
+    config: kube::Config,
+    options: &ClientOptions,
+) -> Result<kube::Client, ClientError> {
+    build_client_with(config, options, None)
+}
+
+/// [`build_client`], with a bearer token set on each request.
+fn build_client_with(
     mut config: kube::Config,
     options: &ClientOptions,
+    bearer: Option<service_account::BearerLayer>,
 ) -> Result<kube::Client, ClientError> {
     let agent = HeaderValue::from_str(&options.user_agent)
         .map_err(|_| ClientError::UserAgent(options.user_agent.clone()))?;
     config.headers.retain(|(name, _)| name != USER_AGENT);
     config.headers.push((USER_AGENT, agent));
-    let builder = ClientBuilder::try_from(config)?;
-    if options.qps > 0.0 {
-        if options.burst == 0 {
-            return Err(ClientError::ZeroBurst(options.qps));
-        }
-        let layer = RateLimitLayer::new(options.qps, options.burst);
-        Ok(builder.with_layer(&layer).build())
-    } else {
-        Ok(builder.build())
+    if options.qps > 0.0 && options.burst == 0 {
+        return Err(ClientError::ZeroBurst(options.qps));
     }
+    let builder = ClientBuilder::try_from(config)?;
+    let limit = (options.qps > 0.0).then(|| RateLimitLayer::new(options.qps, options.burst));
+    Ok(match (bearer, limit) {
+        (Some(bearer), Some(limit)) => builder.with_layer(&bearer).with_layer(&limit).build(),
+        (Some(bearer), None) => builder.with_layer(&bearer).build(),
+        (None, Some(limit)) => builder.with_layer(&limit).build(),
+        (None, None) => builder.build(),
+    })
 }
 
 /// A token bucket with golang.org/x/time/rate's reservation semantics: a

@@ -60,6 +60,7 @@ pub mod leader_election;
 pub mod metrics;
 pub mod serving;
 pub mod tls;
+pub mod tls_policy;
 pub mod workqueue;
 
 pub use leader_election::{

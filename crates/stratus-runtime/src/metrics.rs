@@ -18,10 +18,12 @@
 //! ```
 
 mod calls;
+mod exposition_filter;
 mod reconcile;
 mod workqueue;
 
 pub use calls::{CallMetrics, CallResult};
+pub use exposition_filter::{MetricsFilter, MetricsFilterError, UNEXPECTED};
 pub use reconcile::{ControllerReconcileMetrics, ReconcileMetrics};
 pub use workqueue::{QueueMetrics, WorkQueueMetrics};
 

@@ -42,6 +42,26 @@ use crate::tls::{ServingCertificate, TlsError};
 pub type Handler<B = Full<Bytes>> =
     Arc<dyn Fn(Request<Incoming>) -> BoxFuture<'static, Response<B>> + Send + Sync>;
 
+/// How a server listens and speaks, beyond its address and certificate
+/// (Go's secure-serving flags).
+#[derive(Debug, Clone, Default)]
+pub struct ServingOptions {
+    /// What TLS accepts (`--tls-min-version`, `--tls-cipher-suites`,
+    /// `--tls-curve-preferences`, `--tls-sni-cert-key`).
+    pub tls: crate::tls_policy::TlsPolicy,
+    /// The most concurrent streams of one HTTP/2 connection
+    /// (`--http2-max-streams-per-connection`; `None`: hyper's default).
+    pub http2_max_streams: Option<u32>,
+    /// Serve HTTP/1.1 only (`--webhook-disable-http2-serving`).
+    pub disable_http2: bool,
+    /// `SO_REUSEPORT`: other processes may bind the same port
+    /// (`--permit-port-sharing`).
+    pub reuse_port: bool,
+    /// `SO_REUSEADDR`: bind while old connections linger
+    /// (`--permit-address-sharing`).
+    pub reuse_address: bool,
+}
+
 /// The TLS acceptor of a server: none for plain HTTP, else `certificate`
 /// (or a self-signed one for `common_name`), asking for client
 /// certificates signed by `client_ca` when given.
@@ -51,6 +71,23 @@ pub fn acceptor(
     client_ca: Option<&str>,
     common_name: &str,
 ) -> Result<Option<tokio_rustls::TlsAcceptor>, TlsError> {
+    acceptor_with(
+        plain,
+        certificate,
+        client_ca,
+        common_name,
+        &ServingOptions::default(),
+    )
+}
+
+/// [`acceptor`] under `options` (TLS policy, HTTP/2 offered or not).
+pub fn acceptor_with(
+    plain: bool,
+    certificate: Option<ServingCertificate>,
+    client_ca: Option<&str>,
+    common_name: &str,
+    options: &ServingOptions,
+) -> Result<Option<tokio_rustls::TlsAcceptor>, TlsError> {
     if plain {
         return Ok(None);
     }
@@ -59,7 +96,7 @@ pub fn acceptor(
         None => crate::tls::self_signed(common_name, &["localhost"])?,
     };
     Ok(Some(tokio_rustls::TlsAcceptor::from(
-        certificate.server_config_with_client_ca(client_ca)?,
+        certificate.server_config_with(client_ca, &options.tls, !options.disable_http2)?,
     )))
 }
 
@@ -68,6 +105,8 @@ pub struct Listener {
     listener: TcpListener,
     addr: SocketAddr,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    http2_max_streams: Option<u32>,
+    http1_only: bool,
 }
 
 impl std::fmt::Debug for Listener {
@@ -85,12 +124,36 @@ impl Listener {
         addr: SocketAddr,
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr).await?;
+        Self::bind_with(addr, tls, &ServingOptions::default()).await
+    }
+
+    /// Bind `addr` with the socket and HTTP settings of `options`.
+    pub async fn bind_with(
+        addr: SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        options: &ServingOptions,
+    ) -> std::io::Result<Self> {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // As Go's listeners, which set SO_REUSEADDR only when asked.
+        socket.set_reuseaddr(options.reuse_address)?;
+        #[cfg(unix)]
+        socket.set_reuseport(options.reuse_port)?;
+        #[cfg(not(unix))]
+        if options.reuse_port {
+            tracing::warn!("--permit-port-sharing needs SO_REUSEPORT, which this platform lacks");
+        }
+        socket.bind(addr)?;
+        let listener = socket.listen(1024)?;
         let addr = listener.local_addr()?;
         Ok(Self {
             listener,
             addr,
             tls,
+            http2_max_streams: options.http2_max_streams,
+            http1_only: options.disable_http2,
         })
     }
 
@@ -122,8 +185,16 @@ impl Listener {
             let _ = stream.set_nodelay(true);
             let handler = handler.clone();
             let tls = self.tls.clone();
+            let (max_streams, http1_only) = (self.http2_max_streams, self.http1_only);
             tokio::spawn(async move {
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                if let Some(n) = max_streams {
+                    builder.http2().max_concurrent_streams(n);
+                }
+                if http1_only {
+                    builder = builder.http1_only();
+                }
                 let served = match tls {
                     Some(acceptor) => match acceptor.accept(stream).await {
                         Ok(s) => {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::tls_policy::TlsPolicy;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
 };
@@ -414,41 +415,90 @@ impl ServingCertificate {
         &self,
         client_ca_pem: Option<&str>,
     ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        self.server_config_with(client_ca_pem, &TlsPolicy::default(), true)
+    }
+
+    /// The same under `policy` (versions, suites, curves, SNI
+    /// certificates), offering HTTP/2 through ALPN only when `http2`.
+    pub fn server_config_with(
+        &self,
+        client_ca_pem: Option<&str>,
+        policy: &TlsPolicy,
+        http2: bool,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let err = |e: &dyn std::fmt::Display| TlsError::Config(e.to_string());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let (provider, versions) = policy.provider();
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(&versions)
             .map_err(|e| err(&e))?;
         let builder = match client_ca_pem {
             None => builder.with_no_client_auth(),
             Some(pem) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                    let cert = cert.map_err(|e| TlsError::ClientCa(e.to_string()))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| TlsError::ClientCa(e.to_string()))?;
-                }
-                if roots.is_empty() {
-                    return Err(TlsError::ClientCa("no certificate in the client CA".into()));
-                }
-                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                    Arc::new(roots),
-                    provider,
-                )
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+                let verifier = client_verifier(pem, provider)?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
-        let mut config = match &self.resolver {
-            Some(resolver) => builder.with_cert_resolver(resolver.clone()),
+        let default: Arc<dyn rustls::server::ResolvesServerCert> = match &self.resolver {
+            Some(resolver) => resolver.clone(),
+            None => Arc::new(Fixed(self.certified_key()?)),
+        };
+        let mut config = match policy.resolver(default.clone()) {
+            Some(sni) => builder.with_cert_resolver(sni),
+            None if self.resolver.is_some() => builder.with_cert_resolver(default),
             None => builder
                 .with_single_cert(self.chain.clone(), self.key.clone_key())
                 .map_err(|e| err(&e))?,
         };
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        config.alpn_protocols = if http2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
         Ok(Arc::new(config))
     }
+
+    /// The leaf certificate (DER).
+    pub(crate) fn leaf(&self) -> Option<&[u8]> {
+        self.chain.first().map(|c| c.as_ref())
+    }
+
+    /// The chain and key, ready to sign handshakes.
+    pub(crate) fn certified_key(&self) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
+        certified_key(&self.chain, &self.key)
+    }
+}
+
+/// Always the same pair.
+#[derive(Debug)]
+struct Fixed(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for Fixed {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// A verifier of client certificates signed by the CAs in `pem` (clients
+/// without a certificate are still served).
+pub(crate) fn client_verifier(
+    pem: &str,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        let cert = cert.map_err(|e| TlsError::ClientCa(e.to_string()))?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::ClientCa("no certificate in the client CA".into()));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::ClientCa(e.to_string()))
 }

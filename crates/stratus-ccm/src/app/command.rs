@@ -265,7 +265,7 @@ where
             Ok(cli) => cli,
             Err(e) => e.exit(),
         };
-        init_logging(&cli.options);
+        super::logging::init_logging(&cli.options);
         let runtime = match tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -304,27 +304,6 @@ where
     T: Into<OsString> + Clone,
 {
     Command::new().run_with_args(args, stop).await
-}
-
-/// Set up logging from `-v` and `--logging-format` (text or json), on
-/// standard error. `RUST_LOG`, when set, takes precedence over `-v`.
-fn init_logging(options: &ManagerOptions) {
-    let level = match options.verbosity {
-        0..=3 => "info",
-        4 | 5 => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // A second initialization (tests, embedding) keeps the first.
-    let _ = if options.logging_format == "json" {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
 }
 
 /// Wait for SIGTERM or Ctrl-C.

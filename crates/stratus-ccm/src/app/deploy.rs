@@ -55,6 +55,11 @@ pub struct DeployConfig {
     pub replicas: i32,
     /// More arguments for the manager (`--cluster-cidr=...`, ...).
     pub extra_args: Vec<String>,
+    /// Run each controller as its own ServiceAccount in `kube-system`
+    /// (`--use-service-account-credentials`, on by default as in
+    /// kubeadm's managers): each controller's ClusterRole is bound to that
+    /// account, and the manager may create the accounts and their tokens.
+    pub use_service_account_credentials: bool,
 }
 
 impl DeployConfig {
@@ -68,6 +73,7 @@ impl DeployConfig {
             image: image.into(),
             replicas: 2,
             extra_args: Vec::new(),
+            use_service_account_credentials: true,
         }
     }
 
@@ -135,12 +141,44 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
             rules: Some(controller.rules().to_vec()),
             ..Default::default()
         }));
+        let subject = match config.use_service_account_credentials {
+            true => Subject {
+                kind: "ServiceAccount".into(),
+                name: controller.names().client.into(),
+                namespace: Some("kube-system".into()),
+                ..Default::default()
+            },
+            false => config.subject(),
+        };
         objects.push(to_value(&ClusterRoleBinding {
             metadata: config.meta(&name, false),
             role_ref: RoleRef {
                 api_group: Some("rbac.authorization.k8s.io".into()),
                 kind: "ClusterRole".into(),
                 name,
+            },
+            subjects: Some(vec![subject]),
+        }));
+    }
+    if config.use_service_account_credentials {
+        // The manager makes the controllers' accounts and their tokens
+        // (Go's bootstrap role for the manager has the same).
+        let tokens = config.role_name("controller-credentials");
+        let mut meta = config.meta(&tokens, true);
+        meta.namespace = Some("kube-system".into());
+        objects.push(to_value(&Role {
+            metadata: meta.clone(),
+            rules: Some(vec![
+                rule("", &["serviceaccounts"], &["get", "create"]),
+                rule("", &["serviceaccounts/token"], &["create"]),
+            ]),
+        }));
+        objects.push(to_value(&RoleBinding {
+            metadata: meta,
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Role".into(),
+                name: tokens,
             },
             subjects: Some(vec![config.subject()]),
         }));
@@ -194,6 +232,10 @@ fn pod_template(config: &DeployConfig, host_network: bool) -> PodTemplateSpec {
     let mut args = vec![
         format!("--cloud-provider={}", config.cloud_provider),
         "--leader-elect=true".to_string(),
+        format!(
+            "--use-service-account-credentials={}",
+            config.use_service_account_credentials
+        ),
         format!("--leader-elect-resource-name={}", config.name),
         format!("--leader-elect-resource-namespace={}", config.namespace),
         format!("--secure-port={}", manager::SECURE_PORT),

@@ -76,8 +76,10 @@ impl std::fmt::Debug for Started {
 /// won and the provider is initialized.
 #[derive(Clone)]
 pub struct ControllerContext {
-    /// The manager's API client (QPS / burst budget shared by every
-    /// controller).
+    /// The controller's API client: the manager's (QPS / burst budget
+    /// shared by every controller), or with
+    /// `--use-service-account-credentials` its own, authenticated as the
+    /// ServiceAccount `kube-system/<names.client>`.
     pub client: kube::Client,
     /// The initialized provider.
     pub provider: Arc<dyn CloudProvider>,

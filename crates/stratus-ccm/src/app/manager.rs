@@ -38,7 +38,7 @@ use prometheus_client::registry::Registry;
 use stratus_cloud::{BoxTask, CloudProvider, InitContext, ShutdownSignal, Spawn};
 use stratus_runtime::admin::{AdminError, AdminServer, Configz};
 use stratus_runtime::admission::{Webhook, WebhookMetrics, WebhookServer, WebhookServerError};
-use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
+use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig, RequestHeader};
 use stratus_runtime::client::{ClientError, ClientOptions, build_client};
 use stratus_runtime::health::{ControllerHealth, HealthChecks};
 use stratus_runtime::{ElectionConfig, LeaderElector, LeaseLock};
@@ -298,14 +298,40 @@ impl CloudControllerManager {
             return Err(ManagerError::Options(problems));
         }
         let o = self.options.clone();
+        // `validate` accepted them: they parse.
+        let (admin_serving, webhook_serving, tls_warnings) =
+            o.serving().map_err(|e| ManagerError::Options(vec![e]))?;
+        let metrics_filter = o
+            .metrics_filter()
+            .map_err(|e| ManagerError::Options(vec![e]))?;
+        for warning in o.ignored_flag_warnings().into_iter().chain(tls_warnings) {
+            tracing::warn!("{warning}");
+        }
+        let mut client_options = ClientOptions::new("cloud-controller-manager");
+        client_options.qps = o.kube_api_qps;
+        client_options.burst = o.kube_api_burst;
+        // Per-controller ServiceAccount clients are made from the same
+        // cluster configuration.
+        let config = match (&self.client, o.use_service_account_credentials) {
+            (Some(_), false) => None,
+            _ => Some(load_config(&o).await?),
+        };
         let client = match self.client {
             Some(c) => c,
             None => {
-                let mut options = ClientOptions::new("cloud-controller-manager");
-                options.qps = o.kube_api_qps;
-                options.burst = o.kube_api_burst;
-                build_client(load_config(&o).await?, &options)?
+                let config = match &config {
+                    Some(c) => c.clone(),
+                    None => load_config(&o).await?,
+                };
+                build_client(config, &client_options)?
             }
+        };
+        let credentials = match (o.use_service_account_credentials, config) {
+            (true, Some(config)) => Some(Credentials {
+                config,
+                options: client_options.clone(),
+            }),
+            _ => None,
         };
         let provider_error = |message: String| ManagerError::Provider {
             name: o.cloud_provider.clone(),
@@ -350,7 +376,9 @@ impl CloudControllerManager {
                 let addr = self.webhook_addr.unwrap_or_else(|| {
                     SocketAddr::new(o.webhook_bind_address, o.webhook_secure_port)
                 });
-                let mut builder = WebhookServer::builder(addr).metrics(webhook_metrics);
+                let mut builder = WebhookServer::builder(addr)
+                    .metrics(webhook_metrics)
+                    .serving(webhook_serving);
                 for webhook in self.webhooks {
                     if enabled_webhooks.iter().any(|n| n == webhook.name()) {
                         tracing::info!(
@@ -390,6 +418,8 @@ impl CloudControllerManager {
                     .auth(auth)
                     .health(checks.clone())
                     .registry(Arc::new(registry))
+                    .metrics_filter(metrics_filter)
+                    .serving(admin_serving)
                     .shared_configz(configz_doc.clone());
                 if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
                     builder = builder.certificate(
@@ -432,6 +462,7 @@ impl CloudControllerManager {
             running,
             checks,
             configz: configz_doc,
+            credentials,
             controllers,
             flags: self.flags,
         };
@@ -516,28 +547,81 @@ async fn delegated_auth(
         ..Default::default()
     };
     let authn_client = client_for(&o.authentication_kubeconfig).await?;
-    let auth = DelegatedAuth::new(client_for(&o.authorization_kubeconfig).await?, config)
+    let mut auth = DelegatedAuth::new(client_for(&o.authorization_kubeconfig).await?, config)
         .with_authentication_client(authn_client.clone());
-    let client_ca = match &o.client_ca_file {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            ManagerError::ClientCa(format!("--client-ca-file {}: {e}", path.display()))
-        })?),
-        None if o.authentication_skip_lookup => None,
-        None => {
-            let maps: kube::Api<ConfigMap> = kube::Api::namespaced(authn_client, "kube-system");
-            match maps.get_opt("extension-apiserver-authentication").await {
-                Ok(Some(map)) => map
-                    .data
-                    .and_then(|mut d| d.remove("client-ca-file"))
-                    .filter(|pem| !pem.trim().is_empty()),
-                Ok(None) => None,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read kube-system/extension-apiserver-authentication; client certificates will not be accepted");
-                    None
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| ManagerError::ClientCa(format!("{flag} {}: {e}", path.display())))
+    };
+    let mut client_ca = o
+        .client_ca_file
+        .as_deref()
+        .map(|p| read("--client-ca-file", p))
+        .transpose()?;
+    let mut proxy_ca = o
+        .requestheader_client_ca_file
+        .as_deref()
+        .map(|p| read("--requestheader-client-ca-file", p))
+        .transpose()?;
+    let mut proxy_names = o.requestheader_allowed_names.clone();
+    let (mut user_headers, mut group_headers, mut extra_prefixes, mut uid_headers) = (
+        o.requestheader_username_headers.clone(),
+        o.requestheader_group_headers.clone(),
+        o.requestheader_extra_headers_prefix.clone(),
+        o.requestheader_uid_headers.clone(),
+    );
+    // Go's `lookupMissingConfigInCluster`: what the flags leave out comes
+    // from kube-system/extension-apiserver-authentication.
+    if !o.authentication_skip_lookup && (client_ca.is_none() || proxy_ca.is_none()) {
+        let maps: kube::Api<ConfigMap> = kube::Api::namespaced(authn_client, "kube-system");
+        match maps.get_opt("extension-apiserver-authentication").await {
+            Ok(found) => {
+                let data = found.and_then(|m| m.data).unwrap_or_default();
+                let pem = |key: &str| data.get(key).filter(|p| !p.trim().is_empty()).cloned();
+                let list = |key: &str| {
+                    data.get(key)
+                        .and_then(|v| serde_json::from_str::<Vec<String>>(v).ok())
+                        .filter(|l| !l.is_empty())
+                };
+                if client_ca.is_none() {
+                    client_ca = pem("client-ca-file");
+                }
+                if proxy_ca.is_none()
+                    && let Some(ca) = pem("requestheader-client-ca-file")
+                {
+                    proxy_ca = Some(ca);
+                    proxy_names = list("requestheader-allowed-names").unwrap_or_default();
+                    user_headers = list("requestheader-username-headers").unwrap_or(user_headers);
+                    group_headers = list("requestheader-group-headers").unwrap_or(group_headers);
+                    extra_prefixes =
+                        list("requestheader-extra-headers-prefix").unwrap_or(extra_prefixes);
+                    uid_headers = list("requestheader-uid-headers").unwrap_or(uid_headers);
                 }
             }
+            Err(e) if o.authentication_tolerate_lookup_failure => {
+                tracing::warn!(error = %e, "cannot read kube-system/extension-apiserver-authentication; continuing without its client CAs (--authentication-tolerate-lookup-failure)");
+            }
+            Err(e) => {
+                return Err(ManagerError::ClientCa(format!(
+                    "cannot read kube-system/extension-apiserver-authentication: {e} (set --authentication-tolerate-lookup-failure to go on without it, or --authentication-skip-lookup)"
+                )));
+            }
         }
-    };
+    }
+    if let Some(ca) = &proxy_ca {
+        let mut header = RequestHeader::new(ca, proxy_names)
+            .map_err(|e| ManagerError::ClientCa(format!("the request-header CA: {e}")))?;
+        header.username_headers = user_headers;
+        header.group_headers = group_headers;
+        header.extra_headers_prefix = extra_prefixes;
+        header.uid_headers = uid_headers;
+        auth = auth.with_request_header(header);
+        // The TLS layer asks for and verifies certificates of both CAs.
+        client_ca = Some(match client_ca {
+            Some(pem) => format!("{}\n{ca}", pem.trim_end()),
+            None => ca.clone(),
+        });
+    }
     Ok((auth, client_ca))
 }
 
@@ -593,9 +677,43 @@ struct Manager {
     running: Family<Vec<(&'static str, String)>, Gauge>,
     checks: HealthChecks,
     configz: Configz,
+    /// With `--use-service-account-credentials`: how controller clients
+    /// are made.
+    credentials: Option<Credentials>,
     /// The enabled controllers, in start order.
     controllers: Vec<ManagedController>,
     flags: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+/// What per-controller ServiceAccount clients are made from.
+struct Credentials {
+    config: kube::Config,
+    options: ClientOptions,
+}
+
+impl Manager {
+    /// The client of the controller `names`: the manager's, or with
+    /// `--use-service-account-credentials` one authenticating as the
+    /// ServiceAccount `kube-system/<client name>` (Go's dynamic client
+    /// builder).
+    async fn client_for(
+        &self,
+        names: stratus_cloud::names::ControllerNames,
+    ) -> Result<kube::Client, ManagerError> {
+        let Some(credentials) = &self.credentials else {
+            return Ok(self.client.clone());
+        };
+        let mut options = credentials.options.clone();
+        options.user_agent = format!("{}/{}", options.user_agent, names.client);
+        Ok(stratus_runtime::client::service_account_client(
+            &self.client,
+            credentials.config.clone(),
+            "kube-system",
+            names.client,
+            &options,
+        )
+        .await?)
+    }
 }
 
 /// The controller tasks of a term; aborted if the term is dropped (the
@@ -706,8 +824,15 @@ impl Manager {
         for controller in &self.controllers {
             let name = controller.names().canonical;
             let health = ControllerHealth::new();
+            let client = match self.client_for(controller.names()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
             let ctx = ControllerContext {
-                client: self.client.clone(),
+                client,
                 provider: self.provider.clone(),
                 options: o.clone(),
                 metrics: self.metrics.clone(),

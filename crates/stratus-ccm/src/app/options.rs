@@ -11,6 +11,9 @@ use stratus_cloud::helpers::Cidr;
 
 use super::controllers::{KnownController, UnknownController, canonicalize};
 use super::duration::parse_go_duration;
+use stratus_runtime::metrics::MetricsFilter;
+use stratus_runtime::serving::ServingOptions;
+use stratus_runtime::tls_policy::TlsPolicy;
 
 /// The flags of a cloud controller manager. A flag given twice takes its
 /// last value, as with Go's flag parsing (list flags append).
@@ -84,6 +87,35 @@ pub struct ManagerOptions {
         help_heading = "generic"
     )]
     pub node_cidr_mask_size_ipv6: u8,
+    /// Each controller's API client authenticates as its own ServiceAccount
+    /// in kube-system (tokens from TokenRequest, refreshed before they
+    /// expire).
+    #[arg(long = "use-service-account-credentials", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "generic")]
+    pub use_service_account_credentials: bool,
+    /// The resync period of informers is random between this and twice it
+    /// (accepted; Stratus controllers retry through rate-limited queues and
+    /// periodic passes instead of resyncs).
+    #[arg(long = "min-resync-period", value_parser = parse_go_duration, default_value = "12h", help_heading = "generic")]
+    pub min_resync_period: Duration,
+    /// Deprecated in Go, where it has no effect; accepted with a warning.
+    #[arg(long = "node-sync-period", value_parser = parse_go_duration, help_heading = "generic")]
+    pub node_sync_period: Option<Duration>,
+    /// The content type of API requests (Go's default is protobuf);
+    /// kube-rs clients send JSON, so it is accepted with a warning.
+    #[arg(long = "kube-api-content-type", help_heading = "generic")]
+    pub kube_api_content_type: Option<String>,
+    /// The in-tree volume plugin of the kube-controller-manager era; no
+    /// meaning for an external manager, accepted with a warning.
+    #[arg(long = "external-cloud-volume-plugin", help_heading = "generic")]
+    pub external_cloud_volume_plugin: Option<String>,
+    /// Feature gates, `Name=true|false` pairs; unknown names are errors
+    /// (known: see `app::FEATURE_GATES`).
+    #[arg(
+        long = "feature-gates",
+        value_delimiter = ',',
+        help_heading = "generic"
+    )]
+    pub feature_gates: Vec<String>,
 
     // ---- cloud-node-controller ----
     /// Nodes initialized at once (batches in flight). Go's default is 1.
@@ -242,6 +274,34 @@ pub struct ManagerOptions {
         help_heading = "webhook serving"
     )]
     pub webhook_tls_private_key_file: Option<PathBuf>,
+    /// The webhooks' TLS 1.2 cipher suites (Go's names).
+    #[arg(
+        long = "webhook-tls-cipher-suites",
+        value_delimiter = ',',
+        help_heading = "webhook serving"
+    )]
+    pub webhook_tls_cipher_suites: Vec<String>,
+    /// The webhooks' minimum TLS version (VersionTLS12, VersionTLS13).
+    #[arg(
+        long = "webhook-tls-min-version",
+        default_value = "",
+        help_heading = "webhook serving"
+    )]
+    pub webhook_tls_min_version: String,
+    /// The webhooks' key exchange curves (Go's names or IDs).
+    #[arg(
+        long = "webhook-tls-curve-preferences",
+        value_delimiter = ',',
+        help_heading = "webhook serving"
+    )]
+    pub webhook_tls_curve_preferences: Vec<String>,
+    /// The webhooks' SNI certificates: `cert,key` or `cert,key:name1,name2`
+    /// (repeatable).
+    #[arg(long = "webhook-tls-sni-cert-key", help_heading = "webhook serving")]
+    pub webhook_tls_sni_cert_key: Vec<String>,
+    /// Serve the webhooks over HTTP/1.1 only.
+    #[arg(long = "webhook-disable-http2-serving", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "webhook serving")]
+    pub webhook_disable_http2_serving: bool,
 
     // ---- secure serving ----
     /// The HTTPS port of /healthz, /metrics and /configz; 0 turns serving
@@ -269,6 +329,46 @@ pub struct ManagerOptions {
     /// The serving key (PEM).
     #[arg(long = "tls-private-key-file", help_heading = "secure serving")]
     pub tls_private_key_file: Option<PathBuf>,
+    /// TLS 1.2 cipher suites (Go's names; TLS 1.3 suites are always on).
+    #[arg(
+        long = "tls-cipher-suites",
+        value_delimiter = ',',
+        help_heading = "secure serving"
+    )]
+    pub tls_cipher_suites: Vec<String>,
+    /// The minimum TLS version: VersionTLS12 or VersionTLS13 (VersionTLS10
+    /// and VersionTLS11 are accepted with a warning; rustls serves 1.2+).
+    #[arg(
+        long = "tls-min-version",
+        default_value = "",
+        help_heading = "secure serving"
+    )]
+    pub tls_min_version: String,
+    /// Key exchange curves (Go's names or IDs).
+    #[arg(
+        long = "tls-curve-preferences",
+        value_delimiter = ',',
+        help_heading = "secure serving"
+    )]
+    pub tls_curve_preferences: Vec<String>,
+    /// SNI certificates: `cert,key` or `cert,key:name1,*.name2` (repeatable;
+    /// without names, the certificate's DNS names).
+    #[arg(long = "tls-sni-cert-key", help_heading = "secure serving")]
+    pub tls_sni_cert_key: Vec<String>,
+    /// The most concurrent streams of one HTTP/2 connection; 0 keeps the
+    /// default.
+    #[arg(
+        long = "http2-max-streams-per-connection",
+        default_value_t = 0,
+        help_heading = "secure serving"
+    )]
+    pub http2_max_streams_per_connection: u32,
+    /// Bind with SO_REUSEPORT (several processes on one port).
+    #[arg(long = "permit-port-sharing", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "secure serving")]
+    pub permit_port_sharing: bool,
+    /// Bind with SO_REUSEADDR (rebind while old connections linger).
+    #[arg(long = "permit-address-sharing", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "secure serving")]
+    pub permit_address_sharing: bool,
 
     // ---- authentication / authorization ----
     /// The kubeconfig for TokenReviews; the manager's client if empty.
@@ -289,6 +389,54 @@ pub struct ManagerOptions {
     /// How long token review answers are reused.
     #[arg(long = "authentication-token-webhook-cache-ttl", value_parser = parse_go_duration, default_value = "10s", help_heading = "authentication")]
     pub authentication_token_webhook_cache_ttl: Duration,
+    /// Go on (with a warning) when the
+    /// `kube-system/extension-apiserver-authentication` lookup fails;
+    /// otherwise the manager stops.
+    #[arg(long = "authentication-tolerate-lookup-failure", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "authentication")]
+    pub authentication_tolerate_lookup_failure: bool,
+    /// The CA (PEM) of front proxies; their requests name the user in
+    /// headers.
+    #[arg(long = "requestheader-client-ca-file", help_heading = "authentication")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names a front proxy's certificate may have (any when empty).
+    #[arg(
+        long = "requestheader-allowed-names",
+        value_delimiter = ',',
+        help_heading = "authentication"
+    )]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers naming the user.
+    #[arg(
+        long = "requestheader-username-headers",
+        value_delimiter = ',',
+        default_value = "x-remote-user",
+        help_heading = "authentication"
+    )]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers naming the user's UID.
+    #[arg(
+        long = "requestheader-uid-headers",
+        value_delimiter = ',',
+        default_value = "x-remote-uid",
+        help_heading = "authentication"
+    )]
+    pub requestheader_uid_headers: Vec<String>,
+    /// Headers naming the user's groups.
+    #[arg(
+        long = "requestheader-group-headers",
+        value_delimiter = ',',
+        default_value = "x-remote-group",
+        help_heading = "authentication"
+    )]
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers holding extra user attributes.
+    #[arg(
+        long = "requestheader-extra-headers-prefix",
+        value_delimiter = ',',
+        default_value = "x-remote-extra-",
+        help_heading = "authentication"
+    )]
+    pub requestheader_extra_headers_prefix: Vec<String>,
     /// The kubeconfig for SubjectAccessReviews; the manager's client if
     /// empty.
     #[arg(
@@ -312,6 +460,51 @@ pub struct ManagerOptions {
     /// How long denying access reviews are reused.
     #[arg(long = "authorization-webhook-cache-unauthorized-ttl", value_parser = parse_go_duration, default_value = "10s", help_heading = "authorization")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
+
+    // ---- debugging ----
+    /// Profiling through /debug/pprof (Go's default: on). Not served by
+    /// this manager; asking for it logs a warning.
+    #[arg(long = "profiling", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = "debugging")]
+    pub profiling: Option<bool>,
+    /// Lock contention profiling (with --profiling). Not served; asking
+    /// for it logs a warning.
+    #[arg(long = "contention-profiling", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = "debugging")]
+    pub contention_profiling: Option<bool>,
+
+    // ---- leader migration ----
+    /// Leader migration from kube-controller-manager (not supported: the
+    /// manager uses its own Lease; accepted with a warning).
+    #[arg(long = "enable-leader-migration", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "leader-migration")]
+    pub enable_leader_migration: bool,
+    /// The leader migration configuration file (see
+    /// --enable-leader-migration).
+    #[arg(
+        long = "leader-migration-config",
+        default_value = "",
+        help_heading = "leader-migration"
+    )]
+    pub leader_migration_config: String,
+
+    // ---- metrics ----
+    /// Metrics left out of /metrics.
+    #[arg(
+        long = "disabled-metrics",
+        value_delimiter = ',',
+        help_heading = "metrics"
+    )]
+    pub disabled_metrics: Vec<String>,
+    /// Show metrics hidden since this version (`1.32`); this manager hides
+    /// none, so only the format is checked.
+    #[arg(
+        long = "show-hidden-metrics-for-version",
+        default_value = "",
+        help_heading = "metrics"
+    )]
+    pub show_hidden_metrics_for_version: String,
+    /// Allowed label values: `metric,label='v1,v2'`; other values read
+    /// `unexpected` (repeatable).
+    #[arg(long = "allow-metric-labels", help_heading = "metrics")]
+    pub allow_metric_labels: Vec<String>,
 
     // ---- client ----
     /// The kubeconfig; in-cluster configuration if empty.
@@ -338,6 +531,15 @@ pub struct ManagerOptions {
         help_heading = "logging"
     )]
     pub logging_format: String,
+    /// Per-module verbosity, `pattern=N` pairs: a pattern matches a module
+    /// (a `::` segment of the log target, `*` globs), e.g.
+    /// `service=4,node*=6`.
+    #[arg(long = "vmodule", value_delimiter = ',', help_heading = "logging")]
+    pub vmodule: Vec<String>,
+    /// The longest time between log flushes (logs are written unbuffered,
+    /// so every line is flushed at once).
+    #[arg(long = "log-flush-frequency", value_parser = parse_go_duration, default_value = "5s", help_heading = "logging")]
+    pub log_flush_frequency: Duration,
 }
 
 /// One problem with the flags.
@@ -404,6 +606,54 @@ pub enum OptionsError {
     /// An unknown log format.
     #[error("--logging-format must be text or json, got {0:?}")]
     LoggingFormat(String),
+    /// `--feature-gates` names a gate nobody defines.
+    #[error("--feature-gates: unrecognized feature gate: {0}")]
+    UnknownFeatureGate(String),
+    /// A `--feature-gates` entry is not `Name=true|false`.
+    #[error("--feature-gates: invalid value of {0}: expected Name=true or Name=false")]
+    FeatureGateValue(String),
+    /// A TLS flag (`--tls-*`, `--webhook-tls-*`) is invalid.
+    #[error("{flags}: {message}")]
+    Tls {
+        /// Which server's flags.
+        flags: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A metrics flag is invalid.
+    #[error("{0}")]
+    Metrics(String),
+    /// `--vmodule` has an entry that is not `pattern=N`.
+    #[error("--vmodule: {0:?} is not pattern=N (N a number from 0 to 10)")]
+    Vmodule(String),
+}
+
+/// The feature gates `--feature-gates` knows, with their defaults:
+/// cloud-provider's and component-base's (logging, metrics), and the
+/// `AllAlpha` / `AllBeta` switches.
+pub const FEATURE_GATES: &[(&str, bool)] = &[
+    ("AllAlpha", false),
+    ("AllBeta", false),
+    (
+        "CloudControllerManagerWatchBasedRoutesReconciliation",
+        false,
+    ),
+    ("CloudControllerManagerWebhook", false),
+    ("ComponentSLIs", true),
+    ("ContextualLogging", true),
+    ("ControllerManagerReleaseLeaderElectionLockOnExit", false),
+    ("LoggingAlphaOptions", false),
+    ("LoggingBetaOptions", true),
+];
+
+/// One `--vmodule` entry: a module pattern and its verbosity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmoduleRule {
+    /// The pattern (`*` globs), matched against each `::` segment of a log
+    /// target.
+    pub pattern: String,
+    /// The verbosity (`-v` scale).
+    pub level: u8,
 }
 
 /// A comma-separated CIDR list: at most two, one per family.
@@ -433,6 +683,164 @@ pub fn parse_cidr_list(flag: &'static str, value: &str) -> Result<Vec<Cidr>, Opt
 }
 
 impl ManagerOptions {
+    /// Every feature gate with its value (defaults, then `--feature-gates`).
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// # #[derive(Parser)] struct Cli { #[command(flatten)] options: stratus_ccm::app::ManagerOptions }
+    /// let o = Cli::parse_from(["ccm", "--feature-gates=CloudControllerManagerWebhook=true"]).options;
+    /// assert!(o.feature_gates().unwrap()["CloudControllerManagerWebhook"]);
+    /// let o = Cli::parse_from(["ccm", "--feature-gates=NoSuchGate=true"]).options;
+    /// assert!(o.feature_gates().is_err());
+    /// ```
+    pub fn feature_gates(&self) -> Result<std::collections::BTreeMap<String, bool>, OptionsError> {
+        let mut gates: std::collections::BTreeMap<String, bool> = FEATURE_GATES
+            .iter()
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect();
+        for entry in self
+            .feature_gates
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty())
+        {
+            let (name, value) = entry
+                .split_once('=')
+                .ok_or_else(|| OptionsError::FeatureGateValue(entry.to_owned()))?;
+            let (name, value) = (name.trim(), value.trim());
+            if !gates.contains_key(name) {
+                return Err(OptionsError::UnknownFeatureGate(name.to_owned()));
+            }
+            let value = match value.to_ascii_lowercase().as_str() {
+                "true" | "t" | "1" => true,
+                "false" | "f" | "0" => false,
+                _ => return Err(OptionsError::FeatureGateValue(entry.to_owned())),
+            };
+            gates.insert(name.to_owned(), value);
+        }
+        Ok(gates)
+    }
+
+    /// The `--vmodule` rules.
+    pub fn vmodule_rules(&self) -> Result<Vec<VmoduleRule>, OptionsError> {
+        self.vmodule
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty())
+            .map(|entry| {
+                let bad = || OptionsError::Vmodule(entry.to_owned());
+                let (pattern, level) = entry.split_once('=').ok_or_else(bad)?;
+                let level: u8 = level.trim().parse().map_err(|_| bad())?;
+                if pattern.trim().is_empty() || level > 10 {
+                    return Err(bad());
+                }
+                Ok(VmoduleRule {
+                    pattern: pattern.trim().to_owned(),
+                    level,
+                })
+            })
+            .collect()
+    }
+
+    /// How the admin server (`--tls-*`, `--http2-*`, `--permit-*`) and the
+    /// webhook server (`--webhook-tls-*`) listen, and warnings for values
+    /// accepted but not served.
+    pub fn serving(&self) -> Result<(ServingOptions, ServingOptions, Vec<String>), OptionsError> {
+        let tls = |flags: &'static str,
+                   min: &str,
+                   suites: &[String],
+                   curves: &[String],
+                   sni: &[String]| {
+            TlsPolicy::from_go_flags(min, suites, curves, sni).map_err(|e| OptionsError::Tls {
+                flags,
+                message: e.to_string(),
+            })
+        };
+        let (admin_tls, mut warnings) = tls(
+            "--tls-*",
+            &self.tls_min_version,
+            &self.tls_cipher_suites,
+            &self.tls_curve_preferences,
+            &self.tls_sni_cert_key,
+        )?;
+        let (webhook_tls, webhook_warnings) = tls(
+            "--webhook-tls-*",
+            &self.webhook_tls_min_version,
+            &self.webhook_tls_cipher_suites,
+            &self.webhook_tls_curve_preferences,
+            &self.webhook_tls_sni_cert_key,
+        )?;
+        warnings.extend(
+            webhook_warnings
+                .into_iter()
+                .map(|w| format!("webhooks: {w}")),
+        );
+        let admin = ServingOptions {
+            tls: admin_tls,
+            http2_max_streams: (self.http2_max_streams_per_connection != 0)
+                .then_some(self.http2_max_streams_per_connection),
+            disable_http2: false,
+            reuse_port: self.permit_port_sharing,
+            reuse_address: self.permit_address_sharing,
+        };
+        let webhook = ServingOptions {
+            tls: webhook_tls,
+            http2_max_streams: admin.http2_max_streams,
+            disable_http2: self.webhook_disable_http2_serving,
+            reuse_port: self.permit_port_sharing,
+            reuse_address: self.permit_address_sharing,
+        };
+        Ok((admin, webhook, warnings))
+    }
+
+    /// The `/metrics` filter of `--disabled-metrics` and
+    /// `--allow-metric-labels`.
+    pub fn metrics_filter(&self) -> Result<MetricsFilter, OptionsError> {
+        MetricsFilter::new(&self.disabled_metrics, &self.allow_metric_labels)
+            .map_err(|e| OptionsError::Metrics(e.to_string()))
+    }
+
+    /// One line for each flag accepted with no effect here, saying why.
+    pub fn ignored_flag_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.node_sync_period.is_some() {
+            warnings.push("--node-sync-period is deprecated and has no effect (as in Go)".into());
+        }
+        if let Some(t) = &self.kube_api_content_type
+            && t != "application/json"
+        {
+            warnings.push(format!(
+                "--kube-api-content-type={t}: kube-rs clients send JSON; the flag is ignored"
+            ));
+        }
+        if self
+            .external_cloud_volume_plugin
+            .as_deref()
+            .is_some_and(|p| !p.is_empty())
+        {
+            warnings.push(
+                "--external-cloud-volume-plugin names an in-tree volume plugin of kube-controller-manager; an external cloud controller manager has none, so it is ignored".into(),
+            );
+        }
+        if self.profiling == Some(true) || self.contention_profiling == Some(true) {
+            warnings.push(
+                "--profiling / --contention-profiling: this manager serves no /debug/pprof endpoints; profile it with an external profiler (perf, heaptrack)".into(),
+            );
+        }
+        if self.enable_leader_migration || !self.leader_migration_config.is_empty() {
+            warnings.push(
+                "--enable-leader-migration / --leader-migration-config: leader migration is not supported; the manager elects its leader on its own Lease".into(),
+            );
+        }
+        if !self.show_hidden_metrics_for_version.is_empty() {
+            warnings.push(
+                "--show-hidden-metrics-for-version: this manager hides no metrics; nothing changes"
+                    .into(),
+            );
+        }
+        warnings
+    }
+
     /// The classes `--load-balancer-classes` names, or `None` when empty
     /// (the provider decides).
     ///
@@ -533,6 +941,29 @@ impl ManagerOptions {
         }
         if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
             problems.push(OptionsError::HalfCertificate);
+        }
+        if let Err(e) = self.feature_gates() {
+            problems.push(e);
+        }
+        if let Err(e) = self.vmodule_rules() {
+            problems.push(e);
+        }
+        if let Err(e) = self.serving() {
+            problems.push(e);
+        }
+        if let Err(e) = self.metrics_filter() {
+            problems.push(e);
+        }
+        let version = self.show_hidden_metrics_for_version.trim();
+        if !version.is_empty() {
+            let ok = version
+                .split_once('.')
+                .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
+            if !ok {
+                problems.push(OptionsError::Metrics(format!(
+                    "--show-hidden-metrics-for-version {version:?}: expected major.minor, like 1.32"
+                )));
+            }
         }
         if !matches!(self.logging_format.as_str(), "text" | "json") {
             problems.push(OptionsError::LoggingFormat(self.logging_format.clone()));

@@ -58,6 +58,10 @@ pub struct RequestRecord {
     pub name: Option<String>,
     /// The client's User-Agent.
     pub user_agent: String,
+    /// Who sent it: the user of its bearer token (a token of
+    /// [`ApiServer::add_token`](super::ApiServer::add_token) or a
+    /// ServiceAccount token from TokenRequest); empty otherwise.
+    pub user: String,
     /// The HTTP status answered.
     pub status: u16,
     /// Time to the response head (a watch's stream is not included).
@@ -294,13 +298,48 @@ pub(crate) type AccessPolicy = Arc<dyn Fn(&AccessRequest) -> (bool, String) + Se
 /// How TokenReviews and SubjectAccessReviews are answered.
 pub(crate) struct Reviews {
     pub(crate) tokens: Mutex<BTreeMap<String, ReviewUser>>,
+    /// When tokens issued by TokenRequest expire.
+    pub(crate) expiry: Mutex<BTreeMap<String, std::time::Instant>>,
     pub(crate) policy: Mutex<AccessPolicy>,
+}
+
+impl Reviews {
+    /// Make `token` authenticate as `user` until `expires`.
+    pub(crate) fn issue(&self, token: &str, user: ReviewUser, expires: std::time::Instant) {
+        self.tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_owned(), user);
+        self.expiry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_owned(), expires);
+    }
+
+    /// The user `token` authenticates as, if it is known and not expired.
+    pub(crate) fn user_of(&self, token: &str) -> Option<ReviewUser> {
+        let expired = self
+            .expiry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .is_some_and(|at| *at <= std::time::Instant::now());
+        if expired {
+            return None;
+        }
+        self.tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
 }
 
 impl Default for Reviews {
     fn default() -> Self {
         Self {
             tokens: Mutex::new(BTreeMap::new()),
+            expiry: Mutex::new(BTreeMap::new()),
             policy: Mutex::new(Arc::new(|_| {
                 (true, "allowed by the harness default policy".to_owned())
             })),

@@ -395,6 +395,10 @@ async fn resource(
             let body = json_body(inner, parts, body).await?;
             answer(write::bind(inner, &req, &body))
         }
+        (&Method::POST, true, Some("token")) => {
+            let body = json_body(inner, parts, body).await?;
+            answer(super::token_request::issue(inner, &req, &body))
+        }
         (&Method::POST, true, Some("eviction")) => {
             let body = json_body(inner, parts, body).await?;
             answer(write::evict(inner, &req, &body))
@@ -433,6 +437,12 @@ pub(crate) async fn handle(
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let user_agent = header_str(&parts, header::USER_AGENT).to_owned();
+    let user = header_str(&parts, header::AUTHORIZATION)
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .and_then(|(_, token)| inner.reviews.user_of(token.trim()))
+        .map(|u| u.username)
+        .unwrap_or_default();
     let method = parts.method.clone();
     let routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
     let (verb, resource_name, namespace, name) = match &routed {
@@ -509,6 +519,7 @@ pub(crate) async fn handle(
         namespace,
         name,
         user_agent,
+        user,
         status: response.status().as_u16(),
         latency: answered_at.duration_since(started),
         answered_at,

@@ -40,6 +40,7 @@ mod store;
 mod stream_translation;
 mod table;
 mod tls;
+mod token_request;
 mod validation;
 mod watch;
 mod wire_format;

@@ -176,7 +176,7 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
             "serviceaccount",
             true,
             &["sa"],
-            &[],
+            &["token"],
         ),
         def("", "Event", "events", "event", true, &["ev"], &[]),
         def(

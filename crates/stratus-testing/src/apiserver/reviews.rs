@@ -45,12 +45,7 @@ pub(crate) fn answer(
                     vec![super::error::Cause::required("spec.token", "")],
                 ));
             }
-            let tokens = inner
-                .reviews
-                .tokens
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            match tokens.get(token) {
+            match inner.reviews.user_of(token) {
                 Some(user) => json!({
                     "authenticated": true,
                     "user": {"username": user.username, "uid": user.uid, "groups": user.groups},

@@ -1,0 +1,197 @@
+//! API clients that authenticate as a ServiceAccount (Go's
+//! `DynamicControllerClientBuilder`, behind `--use-service-account-credentials`):
+//! the account is created if missing, a token is requested through
+//! TokenRequest (one hour, as Go) and replaced in the background once 80 %
+//! of its lifetime has passed.
+
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use http::HeaderValue;
+use http::header::AUTHORIZATION;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tower::{Layer, Service};
+
+use super::{ClientError, ClientOptions};
+
+/// Go's token lifetime for controller clients.
+pub const TOKEN_EXPIRATION: Duration = Duration::from_secs(3600);
+
+/// The current bearer header, shared with the refresh task.
+type Current = Arc<RwLock<HeaderValue>>;
+
+/// A client for `config`'s cluster authenticating as the ServiceAccount
+/// `namespace`/`name` instead of `config`'s own credentials; `admin`
+/// (allowed to create ServiceAccounts and their tokens) makes the account
+/// and requests its tokens. The token is renewed while the client lives.
+///
+/// ```no_run
+/// use stratus_runtime::client::{ClientOptions, build_client, service_account_client};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = kube::Config::infer().await?;
+/// let options = ClientOptions::new("cloud-controller-manager");
+/// let admin = build_client(config.clone(), &options)?;
+/// let client =
+///     service_account_client(&admin, config, "kube-system", "service-controller", &options).await?;
+/// # let _ = client;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn service_account_client(
+    admin: &kube::Client,
+    mut config: kube::Config,
+    namespace: &str,
+    name: &str,
+    options: &ClientOptions,
+) -> Result<kube::Client, ClientError> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let failed = |source: kube::Error| ClientError::ServiceAccount {
+        account: format!("{namespace}/{name}"),
+        source,
+    };
+    if accounts.get_opt(name).await.map_err(failed)?.is_none() {
+        let account = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match accounts.create(&PostParams::default(), &account).await {
+            Ok(_) => {}
+            // Another replica made it first.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(failed(e)),
+        }
+    }
+    let (header, lifetime) = request_token(&accounts, name).await.map_err(failed)?;
+    let current: Current = Arc::new(RwLock::new(header));
+    tokio::spawn(refresh(
+        accounts,
+        name.to_owned(),
+        Arc::downgrade(&current),
+        lifetime,
+    ));
+    // Only the token identifies the client (Go: an anonymous config plus
+    // the bearer token).
+    config.auth_info = Default::default();
+    super::build_client_with(config, options, Some(BearerLayer { current }))
+}
+
+/// One token: its `Authorization` header and its lifetime.
+async fn request_token(
+    accounts: &Api<ServiceAccount>,
+    name: &str,
+) -> Result<(HeaderValue, Duration), kube::Error> {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(TOKEN_EXPIRATION.as_secs() as i64),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let answer: TokenRequest = accounts
+        .create_subresource("token", name, &PostParams::default(), &request)
+        .await?;
+    let token = answer
+        .status
+        .and_then(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| kube::Error::Service("the TokenRequest answered no token".into()))?;
+    let header = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        kube::Error::Service("the TokenRequest answered a token that is not a header value".into())
+    })?;
+    let lifetime = answer
+        .spec
+        .and_then(|s| s.expiration_seconds)
+        .and_then(|s| u64::try_from(s).ok())
+        .map_or(TOKEN_EXPIRATION, Duration::from_secs);
+    Ok((header, lifetime))
+}
+
+/// Replace the token once 80 % of its lifetime has passed (Go's 20 %
+/// leeway), retrying every few seconds on failure, until the client is
+/// dropped.
+async fn refresh(
+    accounts: Api<ServiceAccount>,
+    name: String,
+    current: Weak<RwLock<HeaderValue>>,
+    mut lifetime: Duration,
+) {
+    loop {
+        tokio::time::sleep(lifetime.mul_f64(0.8)).await;
+        loop {
+            if current.strong_count() == 0 {
+                return;
+            }
+            match request_token(&accounts, &name).await {
+                Ok((header, fresh)) => {
+                    let Some(shared) = current.upgrade() else {
+                        return;
+                    };
+                    *shared.write().unwrap_or_else(|e| e.into_inner()) = header;
+                    lifetime = fresh;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(account = %name, error = %e, "cannot renew the ServiceAccount token; retrying");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Sets the current bearer token on every request.
+#[derive(Debug, Clone)]
+pub(super) struct BearerLayer {
+    current: Current,
+}
+
+impl<S> Layer<S> for BearerLayer {
+    type Service = Bearer<S>;
+
+    fn layer(&self, inner: S) -> Bearer<S> {
+        Bearer {
+            inner,
+            current: self.current.clone(),
+        }
+    }
+}
+
+/// The service of [`BearerLayer`].
+#[derive(Debug)]
+pub(super) struct Bearer<S> {
+    inner: S,
+    current: Current,
+}
+
+impl<S, B> Service<http::Request<B>> for Bearer<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let header = self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        request.headers_mut().insert(AUTHORIZATION, header);
+        self.inner.call(request)
+    }
+}

@@ -1,0 +1,155 @@
+//! Go's secure-serving flags, enforced: a client offering only a refused
+//! TLS version or cipher suite cannot connect, SNI picks the certificate by
+//! name, HTTP/2 can be turned off, and port sharing lets two servers bind
+//! one port.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use rustls::pki_types::ServerName;
+use stratus_runtime::serving::{self, Handler, Listener, ServingOptions};
+use stratus_runtime::tls_policy::TlsPolicy;
+
+/// A client with only `versions` and `suites` (all when empty), asking for
+/// `name`: the leaf certificate and ALPN protocol it got, or the error.
+async fn connect(
+    addr: std::net::SocketAddr,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    suites: &[&str],
+    name: &str,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !suites.is_empty() {
+        provider
+            .cipher_suites
+            .retain(|s| suites.contains(&format!("{:?}", s.suite()).as_str()));
+    }
+    let provider = Arc::new(provider);
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(stratus_testing::insecure::any_server_certificate(
+            provider,
+        ))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(name.to_owned()).unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let session = tls.get_ref().1;
+    Ok((
+        session.peer_certificates().unwrap()[0].to_vec(),
+        session.alpn_protocol().map(<[u8]>::to_vec),
+    ))
+}
+
+async fn serve(options: ServingOptions) -> std::net::SocketAddr {
+    let tls = serving::acceptor_with(false, None, None, "policy-test", &options).unwrap();
+    let listener = Listener::bind_with("127.0.0.1:0".parse().unwrap(), tls, &options)
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let handler: Handler<Full<Bytes>> =
+        Arc::new(|_| Box::pin(async { http::Response::new(Full::new(Bytes::new())) }));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    std::mem::forget(stop);
+    tokio::spawn(listener.serve(stopped, handler));
+    addr
+}
+
+fn policy(min: &str, suites: &[&str], sni: &[String]) -> TlsPolicy {
+    let suites: Vec<String> = suites.iter().map(|s| s.to_string()).collect();
+    TlsPolicy::from_go_flags(min, &suites, &[], sni).unwrap().0
+}
+
+const TLS12: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
+const TLS13: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+
+#[tokio::test]
+async fn the_minimum_version_and_cipher_suites_are_enforced() {
+    let addr = serve(ServingOptions {
+        tls: policy("VersionTLS13", &[], &[]),
+        ..Default::default()
+    })
+    .await;
+    assert!(connect(addr, TLS13, &[], "localhost").await.is_ok());
+    let refused = connect(addr, TLS12, &[], "localhost").await.unwrap_err();
+    assert!(refused.to_lowercase().contains("version"), "{refused}");
+
+    let addr = serve(ServingOptions {
+        tls: policy("", &["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"], &[]),
+        ..Default::default()
+    })
+    .await;
+    // The self-signed certificate is ECDSA: the named suite works, another
+    // TLS 1.2 suite is refused; TLS 1.3 is always on.
+    assert!(
+        connect(
+            addr,
+            TLS12,
+            &["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"],
+            "localhost"
+        )
+        .await
+        .is_ok()
+    );
+    assert!(
+        connect(
+            addr,
+            TLS12,
+            &["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"],
+            "localhost"
+        )
+        .await
+        .is_err()
+    );
+    assert!(connect(addr, TLS13, &[], "localhost").await.is_ok());
+}
+
+#[tokio::test]
+async fn sni_certificates_are_chosen_by_name_and_http2_can_be_off() {
+    let dir = std::env::temp_dir().join(format!("stratus-sni-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let generated = rcgen::generate_simple_self_signed(vec!["api.example.com".into()]).unwrap();
+    let (cert, key) = (dir.join("sni.crt"), dir.join("sni.key"));
+    std::fs::write(&cert, generated.cert.pem()).unwrap();
+    std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
+    let sni_der = generated.cert.der().to_vec();
+    let by_names = format!("{},{}", cert.display(), key.display());
+    let by_pattern = format!("{},{}:*.wild.example", cert.display(), key.display());
+    let addr = serve(ServingOptions {
+        tls: policy("", &[], &[by_names, by_pattern]),
+        disable_http2: true,
+        ..Default::default()
+    })
+    .await;
+    let (leaf, alpn) = connect(addr, TLS13, &[], "api.example.com").await.unwrap();
+    assert_eq!(leaf, sni_der, "the certificate's own name");
+    assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]), "HTTP/2 is off");
+    let (leaf, _) = connect(addr, TLS13, &[], "a.wild.example").await.unwrap();
+    assert_eq!(leaf, sni_der, "a wildcard pattern");
+    let (leaf, _) = connect(addr, TLS13, &[], "localhost").await.unwrap();
+    assert_ne!(leaf, sni_der, "other names get the default certificate");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn port_sharing_lets_two_servers_bind_one_port() {
+    let shared = ServingOptions {
+        reuse_port: true,
+        ..Default::default()
+    };
+    let first = Listener::bind_with("127.0.0.1:0".parse().unwrap(), None, &shared)
+        .await
+        .unwrap();
+    let port = first.local_addr();
+    let second = Listener::bind_with(port, None, &shared).await;
+    assert!(second.is_ok(), "{second:?}");
+    let exclusive = Listener::bind_with(port, None, &ServingOptions::default()).await;
+    assert!(exclusive.is_err(), "without sharing the port is taken");
+}

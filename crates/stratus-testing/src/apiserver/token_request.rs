@@ -1,0 +1,76 @@
+//! `POST .../serviceaccounts/<name>/token` (TokenRequest): a bearer token
+//! for the ServiceAccount, which authenticates as
+//! `system:serviceaccount:<namespace>:<name>` in TokenReviews and in the
+//! request log, until it expires.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::controls::ReviewUser;
+use super::error::{ApiError, Cause};
+use super::meta;
+use super::state::{Inner, ResourceRequest, parse_object};
+use super::write::Answer;
+
+/// kube-apiserver's default and minimum token lifetimes.
+const DEFAULT_EXPIRATION: u64 = 3600;
+const MIN_EXPIRATION: u64 = 600;
+
+/// Issue a token for the ServiceAccount `req` names.
+pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+    let def = inner.defs[req.def];
+    let namespace = req.ns_key().to_owned();
+    let name = req.name.clone().unwrap_or_default();
+    let account = inner
+        .store
+        .get(req.def, &namespace, &name)
+        .ok_or_else(|| ApiError::not_found(&def, &name))?;
+    let mut request: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_object(body)?
+    };
+    let seconds = match request.pointer("/spec/expirationSeconds") {
+        None | Some(Value::Null) => DEFAULT_EXPIRATION,
+        Some(v) => match v.as_u64() {
+            Some(s) if s >= MIN_EXPIRATION => s,
+            _ => {
+                return Err(ApiError::invalid(
+                    &def,
+                    &name,
+                    vec![Cause::invalid(
+                        "spec.expirationSeconds",
+                        &v.to_string(),
+                        &format!("may not specify a duration less than {MIN_EXPIRATION} seconds"),
+                    )],
+                ));
+            }
+        },
+    };
+    let token = format!("harness-sa-{}", uuid::Uuid::new_v4().simple());
+    let uid = meta::uid(&account.object).to_owned();
+    let user = ReviewUser {
+        username: format!("system:serviceaccount:{namespace}:{name}"),
+        uid,
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".into(),
+        ],
+    };
+    let expires = Instant::now() + Duration::from_secs(seconds);
+    inner.reviews.issue(&token, user, expires);
+    request["apiVersion"] = json!("authentication.k8s.io/v1");
+    request["kind"] = json!("TokenRequest");
+    request["metadata"]["name"] = json!(name);
+    request["metadata"]["namespace"] = json!(namespace);
+    request["metadata"]["creationTimestamp"] = json!(meta::now());
+    request["spec"]["expirationSeconds"] = json!(seconds);
+    if request.pointer("/spec/audiences").is_none() {
+        request["spec"]["audiences"] = json!(["https://kubernetes.default.svc"]);
+    }
+    let expiration = meta::now_plus(seconds as i64);
+    request["status"] = json!({"token": token, "expirationTimestamp": expiration});
+    Ok((201, request))
+}
