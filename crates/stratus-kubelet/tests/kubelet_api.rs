@@ -296,6 +296,8 @@ async fn missing_capabilities_answer_501() {
         );
     }
     assert_eq!(get(&client, "/runningpods/").await.0, 200);
+    // Missing optional capabilities leave the node healthy.
+    assert_eq!(get(&client, "/healthz").await, (200, "ok".to_owned()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
