@@ -297,41 +297,30 @@ pub(crate) type AccessPolicy = Arc<dyn Fn(&AccessRequest) -> (bool, String) + Se
 
 /// How TokenReviews and SubjectAccessReviews are answered.
 pub(crate) struct Reviews {
-    pub(crate) tokens: Mutex<BTreeMap<String, ReviewUser>>,
-    /// When tokens issued by TokenRequest expire.
-    pub(crate) expiry: Mutex<BTreeMap<String, std::time::Instant>>,
+    /// Each known bearer token: its user, and when it expires (tokens of
+    /// TokenRequest; `add_token` tokens never do).
+    tokens: Mutex<BTreeMap<String, (ReviewUser, Option<std::time::Instant>)>>,
     pub(crate) policy: Mutex<AccessPolicy>,
 }
 
 impl Reviews {
-    /// Make `token` authenticate as `user` until `expires`.
-    pub(crate) fn issue(&self, token: &str, user: ReviewUser, expires: std::time::Instant) {
+    /// Make `token` authenticate as `user` until `expires` (for ever if
+    /// `None`).
+    pub(crate) fn issue(&self, token: &str, user: ReviewUser, expires: Option<std::time::Instant>) {
         self.tokens
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(token.to_owned(), user);
-        self.expiry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token.to_owned(), expires);
+            .insert(token.to_owned(), (user, expires));
     }
 
     /// The user `token` authenticates as, if it is known and not expired.
     pub(crate) fn user_of(&self, token: &str) -> Option<ReviewUser> {
-        let expired = self
-            .expiry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .is_some_and(|at| *at <= std::time::Instant::now());
-        if expired {
-            return None;
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let (user, expires) = tokens.get(token)?;
+        match expires {
+            Some(at) if *at <= std::time::Instant::now() => None,
+            _ => Some(user.clone()),
         }
-        self.tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .cloned()
     }
 }
 
@@ -339,7 +328,6 @@ impl Default for Reviews {
     fn default() -> Self {
         Self {
             tokens: Mutex::new(BTreeMap::new()),
-            expiry: Mutex::new(BTreeMap::new()),
             policy: Mutex::new(Arc::new(|_| {
                 (true, "allowed by the harness default policy".to_owned())
             })),

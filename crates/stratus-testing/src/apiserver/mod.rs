@@ -558,12 +558,7 @@ impl ApiServer {
 
     /// Make TokenReviews of `token` authenticate as `user`.
     pub fn add_token(&self, token: &str, user: ReviewUser) {
-        self.inner
-            .reviews
-            .tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token.to_owned(), user);
+        self.inner.reviews.issue(token, user, None);
     }
 
     /// Decide SubjectAccessReviews with `policy` (default: allow all).

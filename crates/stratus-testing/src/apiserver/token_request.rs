@@ -60,7 +60,7 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
         ],
     };
     let expires = Instant::now() + Duration::from_secs(seconds);
-    inner.reviews.issue(&token, user, expires);
+    inner.reviews.issue(&token, user, Some(expires));
     request["apiVersion"] = json!("authentication.k8s.io/v1");
     request["kind"] = json!("TokenRequest");
     request["metadata"]["name"] = json!(name);
