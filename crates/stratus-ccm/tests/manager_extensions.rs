@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use stratus_testing::http_status::{get, send};
+use stratus_testing::http_status::{get, insecure_client, send};
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -107,12 +107,6 @@ fn review(service_type: &str) -> String {
     .to_string()
 }
 
-fn https_client(addr: std::net::SocketAddr) -> kube::Client {
-    let mut config = kube::Config::new(format!("https://{addr}").parse().unwrap());
-    config.accept_invalid_certs = true;
-    kube::Client::try_from(config).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vendor_controllers_flags_and_webhooks_run_in_the_manager() {
     let cluster = TestCluster::start().await.unwrap();
@@ -150,13 +144,13 @@ async fn vendor_controllers_flags_and_webhooks_run_in_the_manager() {
         },
     )
     .await;
-    let admin = https_client(manager.admin_addr().unwrap());
+    let admin = insecure_client(manager.admin_addr().unwrap());
     let (code, body) = get(&admin, "/healthz?verbose").await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("[+]tagging-controller ok"), "{body}");
 
     // The webhook answers on its own port; its metrics are on /metrics.
-    let webhooks = https_client(manager.webhook_addr().expect("a webhook is enabled"));
+    let webhooks = insecure_client(manager.webhook_addr().expect("a webhook is enabled"));
     let post = |service_type: &str| {
         http::Request::post("/validate-lb-class")
             .header("content-type", "application/json")

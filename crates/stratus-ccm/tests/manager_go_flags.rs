@@ -3,16 +3,19 @@
 //! DaemonSet of the Kubernetes documentation starts it, each controller
 //! writing as its own ServiceAccount (`--use-service-account-credentials`).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use kube::api::{Api, ObjectMeta, PostParams};
+use common::{free_port, load_balancer_service};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, PostParams};
 use stratus_ccm::app::{Command, ManagerOptions, OptionsError, known_controllers};
 use stratus_cloud::CloudProvider;
 use stratus_testing::apiserver::Verb;
-use stratus_testing::http_status::get;
+use stratus_testing::http_status::{get, insecure_client};
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, eventually};
 use tokio::sync::watch;
 
@@ -238,14 +241,6 @@ fn bad_values_are_typed_errors() {
     assert!(parse(&["--min-resync-period=twelve".into()]).is_err());
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The example DaemonSet of "Cloud Controller Manager Administration"
 /// (kubernetes.io), plus where to reach the harness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,23 +279,8 @@ async fn the_documented_daemonset_arguments_run_each_controller_as_its_service_a
         .await
         .unwrap();
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    let service = Service {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     services
-        .create(&PostParams::default(), &service)
+        .create(&PostParams::default(), &load_balancer_service("web"))
         .await
         .unwrap();
     let nodes: Api<Node> = Api::all(cluster.client());
@@ -379,9 +359,7 @@ async fn the_documented_daemonset_arguments_run_each_controller_as_its_service_a
         );
     }
 
-    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
-    config.accept_invalid_certs = true;
-    let admin = kube::Client::try_from(config).unwrap();
+    let admin = insecure_client(([127, 0, 0, 1], port).into());
     let (code, body) = get(&admin, "/healthz").await;
     assert_eq!(code, 200, "{body}");
     let (_, metrics) = get(&admin, "/metrics").await;

@@ -5,16 +5,19 @@
 //! `/readyz` and `/configz`), the manager stays healthy, and the
 //! controllers that can run do their job.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use kube::api::{Api, ObjectMeta, PostParams};
+use common::{free_port, load_balancer_service};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, PostParams};
 use stratus_ccm::app::Command;
 use stratus_cloud::{CloudProvider, Instances, InstancesV2, LoadBalancer, Zones};
-use stratus_testing::http_status::get;
+use stratus_testing::http_status::{get, insecure_client};
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, eventually};
 use tokio::sync::watch;
 
@@ -78,20 +81,6 @@ impl CloudProvider for Minimal {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn https_client(port: u16) -> kube::Client {
-    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
-    config.accept_invalid_certs = true;
-    kube::Client::try_from(config).unwrap()
-}
-
 /// A running manager for one provider.
 struct Running {
     cluster: TestCluster,
@@ -131,7 +120,7 @@ async fn start(name: &str, has: Capabilities, extra: &[&str]) -> Running {
     let command = Command::new()
         .cloud_initializer(move |_options, _flags| Ok(provider as Arc<dyn CloudProvider>));
     let task = tokio::spawn(command.run_with_args(args, stopped));
-    let admin = https_client(port);
+    let admin = insecure_client(([127, 0, 0, 1], port).into());
     eventually(
         "the admin server answers",
         Duration::from_secs(15),
@@ -308,23 +297,8 @@ async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     )
     .await;
     let services: Api<Service> = Api::namespaced(run.cluster.client(), "default");
-    let service = Service {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            ..Default::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
     services
-        .create(&PostParams::default(), &service)
+        .create(&PostParams::default(), &load_balancer_service("web"))
         .await
         .unwrap();
     eventually(

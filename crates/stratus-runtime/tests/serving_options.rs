@@ -47,7 +47,10 @@ async fn connect(
     ))
 }
 
-async fn serve(options: ServingOptions) -> std::net::SocketAddr {
+/// A server under `options`; it stops when the returned sender is dropped.
+async fn serve(
+    options: ServingOptions,
+) -> (std::net::SocketAddr, tokio::sync::watch::Sender<bool>) {
     let tls = serving::acceptor_with(false, None, None, "policy-test", &options).unwrap();
     let listener = Listener::bind_with("127.0.0.1:0".parse().unwrap(), tls, &options)
         .await
@@ -56,9 +59,8 @@ async fn serve(options: ServingOptions) -> std::net::SocketAddr {
     let handler: Handler<Full<Bytes>> =
         Arc::new(|_| Box::pin(async { http::Response::new(Full::new(Bytes::new())) }));
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    std::mem::forget(stop);
     tokio::spawn(listener.serve(stopped, handler));
-    addr
+    (addr, stop)
 }
 
 fn policy(min: &str, suites: &[&str], sni: &[String]) -> TlsPolicy {
@@ -71,7 +73,7 @@ const TLS13: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
 
 #[tokio::test]
 async fn the_minimum_version_and_cipher_suites_are_enforced() {
-    let addr = serve(ServingOptions {
+    let (addr, _stop) = serve(ServingOptions {
         tls: policy("VersionTLS13", &[], &[]),
         ..Default::default()
     })
@@ -80,7 +82,7 @@ async fn the_minimum_version_and_cipher_suites_are_enforced() {
     let refused = connect(addr, TLS12, &[], "localhost").await.unwrap_err();
     assert!(refused.to_lowercase().contains("version"), "{refused}");
 
-    let addr = serve(ServingOptions {
+    let (addr, _stop) = serve(ServingOptions {
         tls: policy("", &["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"], &[]),
         ..Default::default()
     })
@@ -121,7 +123,7 @@ async fn sni_certificates_are_chosen_by_name_and_http2_can_be_off() {
     let sni_der = generated.cert.der().to_vec();
     let by_names = format!("{},{}", cert.display(), key.display());
     let by_pattern = format!("{},{}:*.wild.example", cert.display(), key.display());
-    let addr = serve(ServingOptions {
+    let (addr, _stop) = serve(ServingOptions {
         tls: policy("", &[], &[by_names, by_pattern]),
         disable_http2: true,
         ..Default::default()

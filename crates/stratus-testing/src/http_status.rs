@@ -29,3 +29,20 @@ pub async fn get(client: &kube::Client, path: &str) -> (u16, String) {
         .unwrap_or_else(|e| panic!("GET {path}: {e}"));
     send(client, request).await
 }
+
+/// A client of the HTTPS endpoint at `addr` that accepts any server
+/// certificate (self-signed admin and webhook servers in tests).
+///
+/// ```
+/// let client = stratus_testing::http_status::insecure_client("127.0.0.1:10258".parse().unwrap());
+/// # let _ = client;
+/// ```
+pub fn insecure_client(addr: std::net::SocketAddr) -> kube::Client {
+    let mut config = kube::Config::new(
+        format!("https://{addr}")
+            .parse()
+            .unwrap_or_else(|e| panic!("https://{addr}: {e}")),
+    );
+    config.accept_invalid_certs = true;
+    kube::Client::try_from(config).unwrap_or_else(|e| panic!("a client of {addr}: {e}"))
+}
