@@ -5,7 +5,9 @@
 //! of its lifetime has passed.
 
 use std::sync::{Arc, RwLock, Weak};
+
 use std::time::Duration;
+use tokio::sync::watch;
 
 use http::HeaderValue;
 use http::header::AUTHORIZATION;
@@ -19,8 +21,14 @@ use super::{ClientError, ClientOptions};
 /// Go's token lifetime for controller clients.
 pub const TOKEN_EXPIRATION: Duration = Duration::from_secs(3600);
 
-/// The current bearer header, shared with the refresh task.
-type Current = Arc<RwLock<HeaderValue>>;
+/// The current bearer header, shared with the refresh task, and a sender
+/// whose drop (with the last clone of the client) ends that task.
+struct Shared {
+    header: RwLock<HeaderValue>,
+    _alive: watch::Sender<()>,
+}
+
+type Current = Arc<Shared>;
 
 /// A client for `config`'s cluster authenticating as the ServiceAccount
 /// `namespace`/`name` instead of `config`'s own credentials; `admin`
@@ -69,11 +77,16 @@ pub async fn service_account_client(
         }
     }
     let (header, lifetime) = request_token(&accounts, name).await.map_err(failed)?;
-    let current: Current = Arc::new(RwLock::new(header));
+    let (alive, dropped) = watch::channel(());
+    let current: Current = Arc::new(Shared {
+        header: RwLock::new(header),
+        _alive: alive,
+    });
     tokio::spawn(refresh(
         accounts,
         name.to_owned(),
         Arc::downgrade(&current),
+        dropped,
         lifetime,
     ));
     // Only the token identifies the client (Go: an anonymous config plus
@@ -119,27 +132,36 @@ async fn request_token(
 async fn refresh(
     accounts: Api<ServiceAccount>,
     name: String,
-    current: Weak<RwLock<HeaderValue>>,
+    current: Weak<Shared>,
+    mut dropped: watch::Receiver<()>,
     mut lifetime: Duration,
 ) {
+    // Sleep, unless the client is dropped first.
+    let mut pause = async |d: Duration| {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => true,
+            _ = dropped.changed() => false,
+        }
+    };
     loop {
-        tokio::time::sleep(lifetime.mul_f64(0.8)).await;
+        if !pause(lifetime.mul_f64(0.8)).await {
+            return;
+        }
         loop {
-            if current.strong_count() == 0 {
-                return;
-            }
             match request_token(&accounts, &name).await {
                 Ok((header, fresh)) => {
                     let Some(shared) = current.upgrade() else {
                         return;
                     };
-                    *shared.write().unwrap_or_else(|e| e.into_inner()) = header;
+                    *shared.header.write().unwrap_or_else(|e| e.into_inner()) = header;
                     lifetime = fresh;
                     break;
                 }
                 Err(e) => {
                     tracing::warn!(account = %name, error = %e, "cannot renew the ServiceAccount token; retrying");
-                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    if !pause(Duration::from_secs(5)).await {
+                        return;
+                    }
                 }
             }
         }
@@ -147,7 +169,7 @@ async fn refresh(
 }
 
 /// Sets the current bearer token on every request.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct BearerLayer {
     current: Current,
 }
@@ -164,7 +186,6 @@ impl<S> Layer<S> for BearerLayer {
 }
 
 /// The service of [`BearerLayer`].
-#[derive(Debug)]
 pub(super) struct Bearer<S> {
     inner: S,
     current: Current,
@@ -188,6 +209,7 @@ where
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let header = self
             .current
+            .header
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
