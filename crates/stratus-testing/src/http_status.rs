@@ -31,11 +31,14 @@ pub async fn get(client: &kube::Client, path: &str) -> (u16, String) {
 }
 
 /// A client of the HTTPS endpoint at `addr` that accepts any server
-/// certificate (self-signed admin and webhook servers in tests).
+/// certificate (self-signed admin and webhook servers in tests). Call it
+/// within a Tokio runtime, as any `kube::Client` is made.
 ///
 /// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let client = stratus_testing::http_status::insecure_client("127.0.0.1:10258".parse().unwrap());
 /// # let _ = client;
+/// # });
 /// ```
 pub fn insecure_client(addr: std::net::SocketAddr) -> kube::Client {
     let mut config = kube::Config::new(
