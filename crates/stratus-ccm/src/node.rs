@@ -77,6 +77,11 @@ pub struct NodeControllerConfig {
     /// are changed or removed later, and a label set by someone else is
     /// never overwritten.
     pub refresh_labels: bool,
+    /// How often every cached Node is looked at again as if it had changed
+    /// (client-go's informer resync; the manager draws it between
+    /// `--min-resync-period` and twice it, as Go). An uninitialized node
+    /// whose retries were dropped is picked up again. `None`: no resync.
+    pub resync_period: Option<Duration>,
 }
 
 impl Default for NodeControllerConfig {
@@ -89,6 +94,7 @@ impl Default for NodeControllerConfig {
             status_update_frequency: Duration::from_secs(300),
             write_concurrency: 16,
             refresh_labels: false,
+            resync_period: None,
         }
     }
 }
@@ -200,7 +206,8 @@ impl NodeController {
                     feed_queue.add(name);
                 }
             },
-        );
+        )
+        .resync_every(self.config.resync_period.unwrap_or_default());
         let store = informer.store().clone();
         // The first list is published as a whole; wait for it so a burst of
         // nodes at start-up is batched from the store, not read one by one.

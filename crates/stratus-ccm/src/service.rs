@@ -71,6 +71,12 @@ pub struct ServiceControllerConfig {
     /// provider's [`LoadBalancer::classes`] (`--load-balancer-classes`; for
     /// example to split classes between two managers of one cloud).
     pub classes: Option<LoadBalancerClasses>,
+    /// How often every cached Service is queued again as if it had changed
+    /// (client-go's informer resync; the manager draws it between
+    /// `--min-resync-period` and twice it, as Go). A Service unchanged since
+    /// its last successful sync costs no cloud call; one still needing
+    /// cleanup is retried. `None`: no resync.
+    pub resync_period: Option<std::time::Duration>,
 }
 
 impl Default for ServiceControllerConfig {
@@ -80,6 +86,7 @@ impl Default for ServiceControllerConfig {
             cluster_name: "kubernetes".into(),
             drift_check_period: None,
             classes: None,
+            resync_period: None,
         }
     }
 }
@@ -230,7 +237,8 @@ impl ServiceController {
             Api::<Service>::all(self.client.clone()),
             &health,
             move |svc| q.add(key_of(svc)),
-        );
+        )
+        .resync_every(self.config.resync_period.unwrap_or_default());
         let node_changed = Arc::new(Notify::new());
         let notify = node_changed.clone();
         let node_generation = Arc::new(AtomicU64::new(0));

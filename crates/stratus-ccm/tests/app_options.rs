@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use stratus_ccm::app::{ManagerOptions, OptionsError, canonicalize, enabled, known_controllers};
+use stratus_cloud::helpers::Cidr;
 
 #[derive(Parser)]
 struct Command {
@@ -46,10 +47,8 @@ fn defaults_are_go_s_except_where_documented() {
         (10258, "0.0.0.0")
     );
     assert_eq!(o.cluster_name, "kubernetes");
-    assert_eq!(
-        (o.node_cidr_mask_size_ipv4, o.node_cidr_mask_size_ipv6),
-        (24, 64)
-    );
+    let v4 = stratus_ccm::app::parse_cidr_list("--cluster-cidr", "10.0.0.0/8").unwrap();
+    assert_eq!(o.node_cidr_mask_sizes(&v4).unwrap(), (24, 64));
     // Ours: concurrency above Go's 1, the two-pass deletion safeguard.
     assert_eq!(
         (o.concurrent_node_syncs, o.concurrent_service_syncs),
@@ -180,5 +179,79 @@ fn every_problem_is_reported_once() {
     assert!(
         text.iter()
             .any(|t| t.contains("--logging-format must be text or json"))
+    );
+}
+
+#[test]
+fn node_cidr_mask_flags_follow_gos_rules() {
+    use stratus_ccm::app::parse_cidr_list;
+    let v4 = parse_cidr_list("--cluster-cidr", "10.0.0.0/14").unwrap();
+    let v6 = parse_cidr_list("--cluster-cidr", "fd00::/48").unwrap();
+    let dual = parse_cidr_list("--cluster-cidr", "10.0.0.0/14,fd00::/48").unwrap();
+    let ok: &[(&[&str], &[Cidr], (u8, u8))] = &[
+        (&[], &v4, (24, 64)),
+        (&[], &dual, (24, 64)),
+        (&["--node-cidr-mask-size=26"], &v4, (26, 26)),
+        (&["--node-cidr-mask-size=120"], &v6, (120, 120)),
+        (&["--node-cidr-mask-size-ipv4=25"], &v4, (25, 64)),
+        (&["--node-cidr-mask-size-ipv6=80"], &v6, (24, 80)),
+        (
+            &[
+                "--node-cidr-mask-size-ipv4=25",
+                "--node-cidr-mask-size-ipv6=80",
+            ],
+            &dual,
+            (25, 80),
+        ),
+        // 0 is "not set" in Go.
+        (
+            &["--node-cidr-mask-size=0", "--node-cidr-mask-size-ipv4=22"],
+            &v4,
+            (22, 64),
+        ),
+    ];
+    for (flags, cidrs, want) in ok {
+        let o = parse(flags);
+        assert_eq!(o.node_cidr_mask_sizes(cidrs).unwrap(), *want, "{flags:?}");
+    }
+    let refused: &[(&[&str], &[Cidr], &str)] = &[
+        (
+            &["--node-cidr-mask-size=24"],
+            &dual,
+            "usage of --node-cidr-mask-size is not allowed with dual-stack clusters",
+        ),
+        (
+            &["--node-cidr-mask-size=24", "--node-cidr-mask-size-ipv4=25"],
+            &v4,
+            "usage of --node-cidr-mask-size-ipv4 and --node-cidr-mask-size-ipv6 is not allowed if --node-cidr-mask-size is set",
+        ),
+        (
+            &["--node-cidr-mask-size-ipv4=25"],
+            &v6,
+            "usage of --node-cidr-mask-size-ipv4 is not allowed for a single-stack IPv6 cluster",
+        ),
+        (
+            &["--node-cidr-mask-size-ipv6=80"],
+            &v4,
+            "usage of --node-cidr-mask-size-ipv6 is not allowed for a single-stack IPv4 cluster",
+        ),
+    ];
+    for (flags, cidrs, message) in refused {
+        let err = parse(flags).node_cidr_mask_sizes(cidrs).unwrap_err();
+        assert!(err.to_string().starts_with(message), "{flags:?}: {err}");
+    }
+    // The manager refuses such a command line before it starts anything.
+    let o = parse(&[
+        "--cloud-provider=fake",
+        "--allocate-node-cidrs",
+        "--cluster-cidr=10.0.0.0/14,fd00::/48",
+        "--node-cidr-mask-size=24",
+    ]);
+    let problems = o.validate(&known_controllers());
+    assert!(
+        problems
+            .iter()
+            .any(|p| matches!(p, OptionsError::NodeCidrMaskSize(_))),
+        "{problems:?}"
     );
 }

@@ -207,20 +207,67 @@ async fn the_command_line_loads_a_kubeconfig_and_a_registered_provider() {
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&path);
 
-    // --help is grouped like Go's and names Go's flags.
+    // --help is grouped like Go's, in Go's order, and names Go's flags.
     let (_s, never) = watch::channel(false);
     let err = run_with_args(["cloud-controller-manager", "--help"], never)
         .await
         .unwrap_err();
     assert!(matches!(err, CommandError::Args(_)));
     let help = err.to_string();
-    for text in [
-        "leader-election:",
-        "--leader-elect-lease-duration",
-        "--concurrent-service-syncs",
-        "--secure-port",
+    let groups: Vec<&str> = help
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(':') && !l.starts_with("Usage"))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            "debugging:",
+            "leader-migration:",
+            "generic:",
+            "cloud-node-controller:",
+            "service-lb-controller:",
+            "webhook:",
+            "webhook serving:",
+            "secure serving:",
+            "authentication:",
+            "authorization:",
+            "misc:",
+            "global:",
+            "nodeipam controller:",
+            "metrics:",
+        ],
+        "{help}"
+    );
+    // A flag's group: the text between its group's heading and the next.
+    let group_of = |flag: &str| {
+        let name = format!("--{flag}");
+        let at = help
+            .match_indices(&name)
+            .map(|(i, _)| i)
+            .find(|i| help[i + name.len()..].starts_with([' ', '\n']))
+            .unwrap_or_else(|| panic!("{name} in {help}"));
+        groups
+            .iter()
+            .filter(|g| help.find(&format!("\n{g}\n")).is_some_and(|i| i < at))
+            .last()
+            .copied()
+    };
+    for (flag, group) in [
+        ("profiling", "debugging:"),
+        ("leader-elect-lease-duration", "generic:"),
+        ("route-reconciliation-period", "generic:"),
+        ("kube-api-qps", "generic:"),
+        ("feature-gates", "generic:"),
+        ("concurrent-node-syncs", "cloud-node-controller:"),
+        ("concurrent-service-syncs", "service-lb-controller:"),
+        ("secure-port", "secure serving:"),
+        ("node-status-update-frequency", "misc:"),
+        ("kubeconfig", "misc:"),
+        ("vmodule", "global:"),
+        ("help", "global:"),
+        ("node-cidr-mask-size", "nodeipam controller:"),
     ] {
-        assert!(help.contains(text), "{text} in {help}");
+        assert_eq!(group_of(flag), Some(group), "--{flag}");
     }
 }
 

@@ -481,3 +481,95 @@ async fn garbage_input_gets_one_event_and_backed_off_retries() {
         "the taint stays"
     );
 }
+
+/// A cloud that does not list an instance yet: `instance_metadata` answers
+/// `Ok(None)` (the node is skipped, not retried) until `listed` is set.
+struct NotListedYet {
+    cloud: FakeCloud,
+    listed: std::sync::atomic::AtomicBool,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl stratus_cloud::InstancesV2 for NotListedYet {
+    async fn instance_exists(&self, node: &Node) -> stratus_cloud::Result<bool> {
+        self.cloud.instance_exists(node).await
+    }
+    async fn instance_shutdown(&self, node: &Node) -> stratus_cloud::Result<bool> {
+        self.cloud.instance_shutdown(node).await
+    }
+    async fn instance_metadata(
+        &self,
+        node: &Node,
+    ) -> stratus_cloud::Result<Option<stratus_cloud::InstanceMetadata>> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if !self.listed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
+        self.cloud.instance_metadata(node).await
+    }
+}
+
+impl stratus_cloud::CloudProvider for NotListedYet {
+    fn provider_name(&self) -> &str {
+        "fake"
+    }
+    fn instances_v2(&self) -> Option<&dyn stratus_cloud::InstancesV2> {
+        Some(self)
+    }
+}
+
+/// Starts a node controller for a cloud that lists `late` only once asked;
+/// answers whether the node got initialized after it was listed.
+async fn initialized_once_listed(resync_period: Option<Duration>) -> bool {
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("late").with_internal_ip("10.0.0.9"));
+    let provider = Arc::new(NotListedYet {
+        cloud: cloud.clone(),
+        listed: false.into(),
+        asked: 0.into(),
+    });
+    let _kubelet = cluster
+        .add_node(NodeSpec::new("late").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let config = NodeControllerConfig {
+        resync_period,
+        ..Default::default()
+    };
+    tokio::spawn(NodeController::new(cluster.client(), provider.clone(), config).run(stopped));
+    let nodes: Api<Node> = Api::all(cluster.client());
+    // Skipped: the cloud does not know the instance yet.
+    eventually("the node looked at", || async {
+        provider.asked.load(std::sync::atomic::Ordering::SeqCst) > 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(tainted(&nodes.get("late").await.unwrap()));
+    provider
+        .listed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // Nothing about the Node changes from here on.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < deadline {
+        if !tainted(&nodes.get("late").await.unwrap()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skipped_node_is_initialized_at_the_next_resync_only() {
+    assert!(
+        initialized_once_listed(Some(Duration::from_millis(300))).await,
+        "with a resync, the skipped node is looked at again"
+    );
+    assert!(
+        !initialized_once_listed(None).await,
+        "without one, a skipped node waits for a change (as Go)"
+    );
+}

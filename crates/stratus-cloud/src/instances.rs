@@ -81,7 +81,8 @@ pub trait InstancesV2: Send + Sync {
 
     /// The node's metadata. `Ok(None)` makes the node controller skip the
     /// node: the uninitialized taint stays and the node is not retried until
-    /// it changes, as in Go.
+    /// it changes or the next informer resync (`--min-resync-period`), as in
+    /// Go.
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>>;
 
     /// The instance state in one answer. The default calls

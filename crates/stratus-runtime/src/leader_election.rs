@@ -127,16 +127,6 @@ fn now_micro() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
-/// A small jitter without a random-number dependency: the retry period times
-/// 1 to 1 + `JITTER_FACTOR`, from the clock's sub-second bits.
-fn jittered(period: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let fraction = f64::from(nanos % 1_000_000) / 1_000_000.0;
-    period.mul_f64(1.0 + JITTER_FACTOR * fraction)
-}
-
 /// The election state of one candidate.
 struct Observer {
     /// The spec last seen, and when it was first seen (local clock).
@@ -303,7 +293,7 @@ impl LeaderElector {
                 return Ok(Some(self.lead(stop)));
             }
             tokio::select! {
-                _ = tokio::time::sleep(jittered(self.config.retry_period)) => {}
+                _ = tokio::time::sleep(crate::wait::jitter(self.config.retry_period, JITTER_FACTOR)) => {}
                 r = stop.changed() => if r.is_err() || *stop.borrow() { return Ok(None) },
             }
         }

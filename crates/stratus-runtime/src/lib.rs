@@ -46,6 +46,8 @@
 //!   servers (HTTP/1.1, HTTP/2, upgrades, verified client certificates).
 //! - [`tls`]: serving certificates, self-signed in memory or from PEM
 //!   files.
+//! - [`wait`]: randomized waits (apimachinery's `wait.Jitter`) for
+//!   resyncs, retries and start-up pauses.
 //! - [`workqueue`]: a work queue with client-go's dedup, backoff and
 //!   bounded-worker semantics (the overall bucket applies to retries only).
 
@@ -61,6 +63,7 @@ pub mod metrics;
 pub mod serving;
 pub mod tls;
 pub mod tls_policy;
+pub mod wait;
 pub mod workqueue;
 
 pub use leader_election::{

@@ -103,6 +103,7 @@ fn cloud_node(ctx: ControllerContext) -> Start {
         refresh_labels: o.refresh_node_labels,
         batch_window: o.node_batch_window,
         max_batch: o.node_max_batch,
+        resync_period: Some(ctx.resync_period),
     };
     let controller = NodeController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
@@ -139,6 +140,7 @@ fn service_lb(ctx: ControllerContext) -> Start {
         drift_check_period: (!o.load_balancer_drift_check_period.is_zero())
             .then_some(o.load_balancer_drift_check_period),
         classes: o.load_balancer_classes(),
+        resync_period: Some(ctx.resync_period),
     };
     let controller = ServiceController::new(ctx.client, ctx.provider, config)
         .with_metrics(ctx.metrics)
@@ -177,11 +179,13 @@ fn node_ipam(ctx: ControllerContext) -> Start {
     if !o.allocate_node_cidrs {
         return Ok(Started::not_enabled("--allocate-node-cidrs is false"));
     }
-    let mut config = NodeIpamConfig::new(parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?);
+    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?;
+    let (ipv4_mask, ipv6_mask) = o.node_cidr_mask_sizes(&cluster_cidrs)?;
+    let mut config = NodeIpamConfig::new(cluster_cidrs);
     config.service_cidrs =
         parse_cidr_list("--service-cluster-ip-range", &o.service_cluster_ip_range)?;
-    config.node_cidr_mask_size_ipv4 = o.node_cidr_mask_size_ipv4;
-    config.node_cidr_mask_size_ipv6 = o.node_cidr_mask_size_ipv6;
+    config.node_cidr_mask_size_ipv4 = ipv4_mask;
+    config.node_cidr_mask_size_ipv6 = ipv6_mask;
     let controller = NodeIpamController::new(ctx.client, config)?
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);

@@ -44,11 +44,19 @@ use super::{CloudControllerManager, ManagerError, ManagerOptions, default_contro
 #[command(
     name = "cloud-controller-manager",
     version,
-    about = "The Cloud controller manager: runs the cloud-specific control loops of a Kubernetes cluster."
+    about = "The Cloud controller manager: runs the cloud-specific control loops of a Kubernetes cluster.",
+    disable_help_flag = true,
+    disable_version_flag = true
 )]
 struct Cli<F: Args> {
     #[command(flatten)]
     options: ManagerOptions,
+    /// Print help.
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::Help, help_heading = "global")]
+    help: Option<bool>,
+    /// Print version information and quit.
+    #[arg(short = 'V', long = "version", action = clap::ArgAction::Version, help_heading = "global")]
+    version: Option<bool>,
     #[command(flatten)]
     flags: F,
 }

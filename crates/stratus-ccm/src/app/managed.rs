@@ -90,6 +90,11 @@ pub struct ControllerContext {
     /// The controller's `/healthz/<name>` check: report watch failures and
     /// completed passes to it.
     pub health: ControllerHealth,
+    /// The resync period for the controller's informers (see
+    /// [`Informer::resync_every`](stratus_runtime::informer::Informer::resync_every)):
+    /// drawn once per start between `--min-resync-period` and twice it, as
+    /// Go's `ResyncPeriod`, and the same for every controller.
+    pub resync_period: std::time::Duration,
     /// Becomes true when the controller must stop (shutdown or lost
     /// leadership).
     pub stop: watch::Receiver<bool>,

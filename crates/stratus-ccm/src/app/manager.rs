@@ -821,6 +821,8 @@ impl Manager {
         let (halt, halted) = watch::channel(false);
         let mut tasks = Tasks(Vec::new());
         let mut failed = None;
+        // Go draws one resync period for its shared informers per start.
+        let resync_period = stratus_runtime::wait::jitter(o.min_resync_period, 1.0);
         for controller in &self.controllers {
             let name = controller.names().canonical;
             let health = ControllerHealth::new();
@@ -837,6 +839,7 @@ impl Manager {
                 options: o.clone(),
                 metrics: self.metrics.clone(),
                 health: health.clone(),
+                resync_period,
                 stop: halted.clone(),
                 flags: self.flags.clone(),
             };
@@ -879,7 +882,9 @@ impl Manager {
             };
             tasks.0.push((name, tokio::spawn(watched)));
             if !o.controller_start_interval.is_zero() {
-                tokio::time::sleep(o.controller_start_interval).await;
+                // Jittered by up to 100 %, as Go's `wait.Jitter(interval, 1.0)`.
+                let pause = stratus_runtime::wait::jitter(o.controller_start_interval, 1.0);
+                tokio::time::sleep(pause).await;
             }
         }
         let end = match failed {

@@ -20,6 +20,28 @@ use stratus_runtime::tls_policy::TlsPolicy;
 #[derive(Debug, Clone, Args)]
 #[command(args_override_self = true)]
 pub struct ManagerOptions {
+    // ---- debugging ----
+    /// Profiling through /debug/pprof (Go's default: on). Not served by
+    /// this manager; asking for it logs a warning.
+    #[arg(long = "profiling", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = "debugging")]
+    pub profiling: Option<bool>,
+    /// Lock contention profiling (with --profiling). Not served; asking
+    /// for it logs a warning.
+    #[arg(long = "contention-profiling", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = "debugging")]
+    pub contention_profiling: Option<bool>,
+    // ---- leader-migration ----
+    /// Leader migration from kube-controller-manager (not supported: the
+    /// manager uses its own Lease; accepted with a warning).
+    #[arg(long = "enable-leader-migration", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "leader-migration")]
+    pub enable_leader_migration: bool,
+    /// The leader migration configuration file (see
+    /// --enable-leader-migration).
+    #[arg(
+        long = "leader-migration-config",
+        default_value = "",
+        help_heading = "leader-migration"
+    )]
+    pub leader_migration_config: String,
     // ---- generic ----
     /// The provider to use (its registered name).
     #[arg(long = "cloud-provider", default_value = "", help_heading = "generic")]
@@ -66,35 +88,13 @@ pub struct ManagerOptions {
         help_heading = "generic"
     )]
     pub cidr_allocator_type: String,
-    /// The service range(s), comma separated, never given to nodes.
-    #[arg(
-        long = "service-cluster-ip-range",
-        default_value = "",
-        help_heading = "generic"
-    )]
-    pub service_cluster_ip_range: String,
-    /// The IPv4 node CIDR mask size.
-    #[arg(
-        long = "node-cidr-mask-size-ipv4",
-        default_value_t = 24,
-        help_heading = "generic"
-    )]
-    pub node_cidr_mask_size_ipv4: u8,
-    /// The IPv6 node CIDR mask size.
-    #[arg(
-        long = "node-cidr-mask-size-ipv6",
-        default_value_t = 64,
-        help_heading = "generic"
-    )]
-    pub node_cidr_mask_size_ipv6: u8,
     /// Each controller's API client authenticates as its own ServiceAccount
     /// in kube-system (tokens from TokenRequest, refreshed before they
     /// expire).
     #[arg(long = "use-service-account-credentials", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "generic")]
     pub use_service_account_credentials: bool,
-    /// The resync period of informers is random between this and twice it
-    /// (accepted; Stratus controllers retry through rate-limited queues and
-    /// periodic passes instead of resyncs).
+    /// The resync period of the controllers' informers is random between
+    /// this and twice it, drawn once per start (0: no resync).
     #[arg(long = "min-resync-period", value_parser = parse_go_duration, default_value = "12h", help_heading = "generic")]
     pub min_resync_period: Duration,
     /// Deprecated in Go, where it has no effect; accepted with a warning.
@@ -116,7 +116,66 @@ pub struct ManagerOptions {
         help_heading = "generic"
     )]
     pub feature_gates: Vec<String>,
+    /// How often the lifecycle controller checks nodes.
+    #[arg(long = "node-monitor-period", value_parser = parse_go_duration, default_value = "5s", help_heading = "generic")]
+    pub node_monitor_period: Duration,
 
+    /// The periodic route reconcile (node changes trigger one at once).
+    #[arg(long = "route-reconciliation-period", value_parser = parse_go_duration, default_value = "10s", help_heading = "generic")]
+    pub route_reconciliation_period: Duration,
+
+    /// Elect a leader before running the controllers.
+    #[arg(long = "leader-elect", action = ArgAction::Set, num_args = 0..=1, default_value_t = true, default_missing_value = "true", help_heading = "generic")]
+    pub leader_elect: bool,
+    /// How long a lease is valid without renewal.
+    #[arg(long = "leader-elect-lease-duration", value_parser = parse_go_duration, default_value = "15s", help_heading = "generic")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it steps down.
+    #[arg(long = "leader-elect-renew-deadline", value_parser = parse_go_duration, default_value = "10s", help_heading = "generic")]
+    pub leader_elect_renew_deadline: Duration,
+    /// Time between attempts.
+    #[arg(long = "leader-elect-retry-period", value_parser = parse_go_duration, default_value = "2s", help_heading = "generic")]
+    pub leader_elect_retry_period: Duration,
+    /// The lock type; only `leases`.
+    #[arg(
+        long = "leader-elect-resource-lock",
+        default_value = "leases",
+        help_heading = "generic"
+    )]
+    pub leader_elect_resource_lock: String,
+    /// The Lease name.
+    #[arg(
+        long = "leader-elect-resource-name",
+        default_value = "cloud-controller-manager",
+        help_heading = "generic"
+    )]
+    pub leader_elect_resource_name: String,
+    /// The Lease namespace.
+    #[arg(
+        long = "leader-elect-resource-namespace",
+        default_value = "kube-system",
+        help_heading = "generic"
+    )]
+    pub leader_elect_resource_namespace: String,
+
+    /// After losing the Lease, stop the controllers and campaign again
+    /// instead of exiting (Stratus; Go exits).
+    #[arg(long = "leader-elect-recampaign", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "generic")]
+    pub leader_elect_recampaign: bool,
+    /// Requests per second to the API server.
+    #[arg(
+        long = "kube-api-qps",
+        default_value_t = 20.0,
+        help_heading = "generic"
+    )]
+    pub kube_api_qps: f32,
+    /// Requests allowed in a burst above the QPS.
+    #[arg(
+        long = "kube-api-burst",
+        default_value_t = 30,
+        help_heading = "generic"
+    )]
+    pub kube_api_burst: u32,
     // ---- cloud-node-controller ----
     /// Nodes initialized at once (batches in flight). Go's default is 1.
     #[arg(
@@ -132,12 +191,6 @@ pub struct ManagerOptions {
         help_heading = "cloud-node-controller"
     )]
     pub concurrent_node_status_updates: usize,
-    /// How often initialized nodes' addresses are refreshed.
-    #[arg(long = "node-status-update-frequency", value_parser = parse_go_duration, default_value = "5m", help_heading = "cloud-node-controller")]
-    pub node_status_update_frequency: Duration,
-    /// How often the lifecycle controller checks nodes.
-    #[arg(long = "node-monitor-period", value_parser = parse_go_duration, default_value = "5s", help_heading = "cloud-node-controller")]
-    pub node_monitor_period: Duration,
     /// Also refresh instance type, zone, region and additional labels of
     /// initialized nodes (Stratus; off as in Go).
     #[arg(long = "refresh-node-labels", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "cloud-node-controller")]
@@ -165,7 +218,6 @@ pub struct ManagerOptions {
     /// Nodes younger than this are never deleted (Stratus; Go: 0).
     #[arg(long = "node-min-age-before-deletion", value_parser = parse_go_duration, default_value = "0", help_heading = "cloud-node-controller")]
     pub node_min_age_before_deletion: Duration,
-
     // ---- service-lb-controller ----
     /// Services synced at once. Go's default is 1.
     #[arg(
@@ -188,58 +240,11 @@ pub struct ManagerOptions {
         help_heading = "service-lb-controller"
     )]
     pub load_balancer_classes: Vec<String>,
-
-    // ---- route controller ----
-    /// The periodic route reconcile (node changes trigger one at once).
-    #[arg(long = "route-reconciliation-period", value_parser = parse_go_duration, default_value = "10s", help_heading = "route-controller")]
-    pub route_reconciliation_period: Duration,
-
-    // ---- leader election ----
-    /// Elect a leader before running the controllers.
-    #[arg(long = "leader-elect", action = ArgAction::Set, num_args = 0..=1, default_value_t = true, default_missing_value = "true", help_heading = "leader-election")]
-    pub leader_elect: bool,
-    /// How long a lease is valid without renewal.
-    #[arg(long = "leader-elect-lease-duration", value_parser = parse_go_duration, default_value = "15s", help_heading = "leader-election")]
-    pub leader_elect_lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it steps down.
-    #[arg(long = "leader-elect-renew-deadline", value_parser = parse_go_duration, default_value = "10s", help_heading = "leader-election")]
-    pub leader_elect_renew_deadline: Duration,
-    /// Time between attempts.
-    #[arg(long = "leader-elect-retry-period", value_parser = parse_go_duration, default_value = "2s", help_heading = "leader-election")]
-    pub leader_elect_retry_period: Duration,
-    /// The lock type; only `leases`.
-    #[arg(
-        long = "leader-elect-resource-lock",
-        default_value = "leases",
-        help_heading = "leader-election"
-    )]
-    pub leader_elect_resource_lock: String,
-    /// The Lease name.
-    #[arg(
-        long = "leader-elect-resource-name",
-        default_value = "cloud-controller-manager",
-        help_heading = "leader-election"
-    )]
-    pub leader_elect_resource_name: String,
-    /// The Lease namespace.
-    #[arg(
-        long = "leader-elect-resource-namespace",
-        default_value = "kube-system",
-        help_heading = "leader-election"
-    )]
-    pub leader_elect_resource_namespace: String,
-
-    /// After losing the Lease, stop the controllers and campaign again
-    /// instead of exiting (Stratus; Go exits).
-    #[arg(long = "leader-elect-recampaign", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "leader-election")]
-    pub leader_elect_recampaign: bool,
-
     // ---- webhook ----
     /// Admission webhooks to serve: `*` for all registered, `name` to add
     /// one, `-name` to leave one out. None by default.
     #[arg(long = "webhooks", value_delimiter = ',', help_heading = "webhook")]
     pub webhooks: Vec<String>,
-
     // ---- webhook serving ----
     /// The HTTPS port of the admission webhooks, bound only when a webhook
     /// is enabled; 0 turns them off.
@@ -302,7 +307,6 @@ pub struct ManagerOptions {
     /// Serve the webhooks over HTTP/1.1 only.
     #[arg(long = "webhook-disable-http2-serving", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "webhook serving")]
     pub webhook_disable_http2_serving: bool,
-
     // ---- secure serving ----
     /// The HTTPS port of /healthz, /metrics and /configz; 0 turns serving
     /// off.
@@ -369,8 +373,7 @@ pub struct ManagerOptions {
     /// Bind with SO_REUSEADDR (rebind while old connections linger).
     #[arg(long = "permit-address-sharing", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "secure serving")]
     pub permit_address_sharing: bool,
-
-    // ---- authentication / authorization ----
+    // ---- authentication ----
     /// The kubeconfig for TokenReviews; the manager's client if empty.
     #[arg(
         long = "authentication-kubeconfig",
@@ -437,6 +440,7 @@ pub struct ManagerOptions {
         help_heading = "authentication"
     )]
     pub requestheader_extra_headers_prefix: Vec<String>,
+    // ---- authorization ----
     /// The kubeconfig for SubjectAccessReviews; the manager's client if
     /// empty.
     #[arg(
@@ -460,31 +464,61 @@ pub struct ManagerOptions {
     /// How long denying access reviews are reused.
     #[arg(long = "authorization-webhook-cache-unauthorized-ttl", value_parser = parse_go_duration, default_value = "10s", help_heading = "authorization")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
+    // ---- misc ----
+    /// How often initialized nodes' addresses are refreshed.
+    #[arg(long = "node-status-update-frequency", value_parser = parse_go_duration, default_value = "5m", help_heading = "misc")]
+    pub node_status_update_frequency: Duration,
 
-    // ---- debugging ----
-    /// Profiling through /debug/pprof (Go's default: on). Not served by
-    /// this manager; asking for it logs a warning.
-    #[arg(long = "profiling", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = "debugging")]
-    pub profiling: Option<bool>,
-    /// Lock contention profiling (with --profiling). Not served; asking
-    /// for it logs a warning.
-    #[arg(long = "contention-profiling", action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", help_heading = "debugging")]
-    pub contention_profiling: Option<bool>,
-
-    // ---- leader migration ----
-    /// Leader migration from kube-controller-manager (not supported: the
-    /// manager uses its own Lease; accepted with a warning).
-    #[arg(long = "enable-leader-migration", action = ArgAction::Set, num_args = 0..=1, default_value_t = false, default_missing_value = "true", help_heading = "leader-migration")]
-    pub enable_leader_migration: bool,
-    /// The leader migration configuration file (see
-    /// --enable-leader-migration).
+    /// The kubeconfig; in-cluster configuration if empty.
+    #[arg(long = "kubeconfig", default_value = "", help_heading = "misc")]
+    pub kubeconfig: String,
+    /// The API server address, overriding the kubeconfig's.
+    #[arg(long = "master", default_value = "", help_heading = "misc")]
+    pub master: String,
+    // ---- global ----
+    /// Log verbosity (0: info, 4 and above: debug, 6 and above: trace).
+    #[arg(short = 'v', long = "v", default_value_t = 0, help_heading = "global")]
+    pub verbosity: u8,
+    /// Log format: text or json.
     #[arg(
-        long = "leader-migration-config",
-        default_value = "",
-        help_heading = "leader-migration"
+        long = "logging-format",
+        default_value = "text",
+        help_heading = "global"
     )]
-    pub leader_migration_config: String,
-
+    pub logging_format: String,
+    /// Per-module verbosity, `pattern=N` pairs: a pattern matches a module
+    /// (a `::` segment of the log target, `*` globs), e.g.
+    /// `service=4,node*=6`.
+    #[arg(long = "vmodule", value_delimiter = ',', help_heading = "global")]
+    pub vmodule: Vec<String>,
+    /// The longest time between log flushes (logs are written unbuffered,
+    /// so every line is flushed at once).
+    #[arg(long = "log-flush-frequency", value_parser = parse_go_duration, default_value = "5s", help_heading = "global")]
+    pub log_flush_frequency: Duration,
+    // ---- nodeipam controller ----
+    /// The service range(s), comma separated, never given to nodes.
+    #[arg(
+        long = "service-cluster-ip-range",
+        default_value = "",
+        help_heading = "nodeipam controller"
+    )]
+    pub service_cluster_ip_range: String,
+    /// The node CIDR mask size of a single-stack cluster (not allowed with
+    /// dual-stack, nor with the per-family flags).
+    #[arg(long = "node-cidr-mask-size", help_heading = "nodeipam controller")]
+    pub node_cidr_mask_size: Option<u8>,
+    /// The IPv4 node CIDR mask size. Default is 24.
+    #[arg(
+        long = "node-cidr-mask-size-ipv4",
+        help_heading = "nodeipam controller"
+    )]
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    /// The IPv6 node CIDR mask size. Default is 64.
+    #[arg(
+        long = "node-cidr-mask-size-ipv6",
+        help_heading = "nodeipam controller"
+    )]
+    pub node_cidr_mask_size_ipv6: Option<u8>,
     // ---- metrics ----
     /// Metrics left out of /metrics.
     #[arg(
@@ -505,41 +539,6 @@ pub struct ManagerOptions {
     /// `unexpected` (repeatable).
     #[arg(long = "allow-metric-labels", help_heading = "metrics")]
     pub allow_metric_labels: Vec<String>,
-
-    // ---- client ----
-    /// The kubeconfig; in-cluster configuration if empty.
-    #[arg(long = "kubeconfig", default_value = "", help_heading = "misc")]
-    pub kubeconfig: String,
-    /// The API server address, overriding the kubeconfig's.
-    #[arg(long = "master", default_value = "", help_heading = "misc")]
-    pub master: String,
-    /// Requests per second to the API server.
-    #[arg(long = "kube-api-qps", default_value_t = 20.0, help_heading = "misc")]
-    pub kube_api_qps: f32,
-    /// Requests allowed in a burst above the QPS.
-    #[arg(long = "kube-api-burst", default_value_t = 30, help_heading = "misc")]
-    pub kube_api_burst: u32,
-
-    // ---- logging ----
-    /// Log verbosity (0: info, 4 and above: debug, 6 and above: trace).
-    #[arg(short = 'v', long = "v", default_value_t = 0, help_heading = "logging")]
-    pub verbosity: u8,
-    /// Log format: text or json.
-    #[arg(
-        long = "logging-format",
-        default_value = "text",
-        help_heading = "logging"
-    )]
-    pub logging_format: String,
-    /// Per-module verbosity, `pattern=N` pairs: a pattern matches a module
-    /// (a `::` segment of the log target, `*` globs), e.g.
-    /// `service=4,node*=6`.
-    #[arg(long = "vmodule", value_delimiter = ',', help_heading = "logging")]
-    pub vmodule: Vec<String>,
-    /// The longest time between log flushes (logs are written unbuffered,
-    /// so every line is flushed at once).
-    #[arg(long = "log-flush-frequency", value_parser = parse_go_duration, default_value = "5s", help_heading = "logging")]
-    pub log_flush_frequency: Duration,
 }
 
 /// One problem with the flags.
@@ -583,6 +582,10 @@ pub enum OptionsError {
         "--load-balancer-classes: {0:?} is not a class (domain-prefixed, like example.com/internal) or none"
     )]
     LoadBalancerClass(String),
+    /// The node CIDR mask flags do not fit the cluster CIDRs (Go's rules
+    /// and messages).
+    #[error("{0}")]
+    NodeCidrMaskSize(&'static str),
     /// `--cidr-allocator-type` is not supported.
     #[error("--cidr-allocator-type {0:?} is not supported (RangeAllocator)")]
     AllocatorType(String),
@@ -869,6 +872,63 @@ impl ManagerOptions {
         )
     }
 
+    /// The node CIDR mask sizes (IPv4, IPv6) for `cluster_cidrs`, from
+    /// `--node-cidr-mask-size` and the per-family flags, by the rules of
+    /// Go's node-ipam controller: the single flag only for a single-stack
+    /// cluster and never with the per-family ones; a family's flag only when
+    /// the cluster has that family (or is dual-stack); 24 and 64 otherwise.
+    ///
+    /// ```
+    /// # use clap::Parser;
+    /// # #[derive(Parser)] struct Cli { #[command(flatten)] options: stratus_ccm::app::ManagerOptions }
+    /// use stratus_ccm::app::parse_cidr_list;
+    ///
+    /// let cli = Cli::parse_from(["ccm", "--node-cidr-mask-size=26"]);
+    /// let v4 = parse_cidr_list("--cluster-cidr", "10.0.0.0/16").unwrap();
+    /// assert_eq!(cli.options.node_cidr_mask_sizes(&v4).unwrap(), (26, 26));
+    /// let dual = parse_cidr_list("--cluster-cidr", "10.0.0.0/16,fd00::/48").unwrap();
+    /// assert!(cli.options.node_cidr_mask_sizes(&dual).is_err());
+    /// ```
+    pub fn node_cidr_mask_sizes(&self, cluster_cidrs: &[Cidr]) -> Result<(u8, u8), OptionsError> {
+        const IPV4: u8 = 24;
+        const IPV6: u8 = 64;
+        // Go treats 0 as "not set".
+        let set = |v: Option<u8>| v.filter(|m| *m != 0);
+        let (single, v4, v6) = (
+            set(self.node_cidr_mask_size),
+            set(self.node_cidr_mask_size_ipv4),
+            set(self.node_cidr_mask_size_ipv6),
+        );
+        if cluster_cidrs.len() > 1 {
+            if single.is_some() {
+                return Err(OptionsError::NodeCidrMaskSize(
+                    "usage of --node-cidr-mask-size is not allowed with dual-stack clusters",
+                ));
+            }
+            return Ok((v4.unwrap_or(IPV4), v6.unwrap_or(IPV6)));
+        }
+        if let Some(mask) = single {
+            if v4.is_some() || v6.is_some() {
+                return Err(OptionsError::NodeCidrMaskSize(
+                    "usage of --node-cidr-mask-size-ipv4 and --node-cidr-mask-size-ipv6 is not allowed if --node-cidr-mask-size is set. For dual-stack clusters please unset it and use IPFamily specific flags",
+                ));
+            }
+            return Ok((mask, mask));
+        }
+        let single_stack_ipv6 = cluster_cidrs.first().is_some_and(Cidr::is_ipv6);
+        if v4.is_some() && single_stack_ipv6 {
+            return Err(OptionsError::NodeCidrMaskSize(
+                "usage of --node-cidr-mask-size-ipv4 is not allowed for a single-stack IPv6 cluster",
+            ));
+        }
+        if v6.is_some() && !single_stack_ipv6 {
+            return Err(OptionsError::NodeCidrMaskSize(
+                "usage of --node-cidr-mask-size-ipv6 is not allowed for a single-stack IPv4 cluster",
+            ));
+        }
+        Ok((v4.unwrap_or(IPV4), v6.unwrap_or(IPV6)))
+    }
+
     /// Every problem with the flags (empty when they are valid), given the
     /// controllers the manager knows.
     pub fn validate(&self, known: &[KnownController]) -> Vec<OptionsError> {
@@ -937,6 +997,10 @@ impl ManagerOptions {
                     flag: "--cluster-cidr",
                     message: "required with --allocate-node-cidrs".into(),
                 });
+            } else if let Ok(cidrs) = parse_cidr_list("--cluster-cidr", &self.cluster_cidr)
+                && let Err(e) = self.node_cidr_mask_sizes(&cidrs)
+            {
+                problems.push(e);
             }
         }
         if self.tls_cert_file.is_some() != self.tls_private_key_file.is_some() {
