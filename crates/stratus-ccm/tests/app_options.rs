@@ -188,7 +188,9 @@ fn node_cidr_mask_flags_follow_gos_rules() {
     let v4 = parse_cidr_list("--cluster-cidr", "10.0.0.0/14").unwrap();
     let v6 = parse_cidr_list("--cluster-cidr", "fd00::/48").unwrap();
     let dual = parse_cidr_list("--cluster-cidr", "10.0.0.0/14,fd00::/48").unwrap();
-    let ok: &[(&[&str], &[Cidr], (u8, u8))] = &[
+    /// Flags, cluster CIDRs, and the (IPv4, IPv6) masks they give.
+    type Case<'a> = (&'a [&'a str], &'a [Cidr], (u8, u8));
+    let ok: &[Case] = &[
         (&[], &v4, (24, 64)),
         (&[], &dual, (24, 64)),
         (&["--node-cidr-mask-size=26"], &v4, (26, 26)),

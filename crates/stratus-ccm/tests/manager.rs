@@ -248,8 +248,8 @@ async fn the_command_line_loads_a_kubeconfig_and_a_registered_provider() {
             .unwrap_or_else(|| panic!("{name} in {help}"));
         groups
             .iter()
-            .filter(|g| help.find(&format!("\n{g}\n")).is_some_and(|i| i < at))
-            .last()
+            .rev()
+            .find(|g| help.find(&format!("\n{g}\n")).is_some_and(|i| i < at))
             .copied()
     };
     for (flag, group) in [

@@ -373,3 +373,131 @@ async fn the_documented_daemonset_arguments_run_each_controller_as_its_service_a
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);
 }
+
+/// A client of the manager's admin port (self-signed) presenting `identity`.
+fn admin_client(port: u16, identity: (String, String)) -> kube::Client {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse().unwrap());
+    config.accept_invalid_certs = true;
+    config.auth_info.client_certificate_data = Some(b64(&identity.0));
+    config.auth_info.client_key_data = Some(b64(&identity.1).into());
+    kube::Client::try_from(config).unwrap()
+}
+
+/// GET `path` with request headers.
+async fn get_as(client: &kube::Client, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut request = http::Request::get(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    stratus_testing::http_status::send(client, request.body(Vec::new()).unwrap()).await
+}
+
+/// `--requestheader-*`: a front proxy's certificate makes the admin port
+/// believe the user named in its headers; nobody else's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_proxy_names_the_user_in_headers() {
+    use stratus_runtime::tls::CertificateAuthority;
+    let cluster = TestCluster::start().await.unwrap();
+    // Only alice may read /metrics; the reviews the manager asks for are kept.
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    cluster.server().set_access_policy(move |r| {
+        seen.lock()
+            .unwrap()
+            .push((r.user.clone(), r.groups.clone()));
+        let allowed = r.path == "/metrics" && r.user == "alice";
+        (allowed, if allowed { "allowed" } else { "no rule" }.into())
+    });
+    let dir = std::env::temp_dir().join(format!("stratus-front-proxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let proxy_ca = CertificateAuthority::new("front-proxy-ca").unwrap();
+    let client_ca = CertificateAuthority::new("client-ca").unwrap();
+    std::fs::write(dir.join("front-proxy-ca.crt"), &proxy_ca.ca_pem).unwrap();
+    std::fs::write(dir.join("client-ca.crt"), &client_ca.ca_pem).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let port = free_port();
+    let args = vec![
+        "cloud-controller-manager".to_string(),
+        "--cloud-provider=fake".into(),
+        "--leader-elect=false".into(),
+        "--controllers=cloud-node".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--secure-port={port}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--client-ca-file={}", dir.join("client-ca.crt").display()),
+        format!(
+            "--requestheader-client-ca-file={}",
+            dir.join("front-proxy-ca.crt").display()
+        ),
+        "--requestheader-allowed-names=front-proxy-client".into(),
+        "--requestheader-username-headers=X-Remote-User".into(),
+        "--requestheader-group-headers=X-Remote-Group".into(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+    ];
+    let cloud = FakeCloud::new();
+    let command = Command::new()
+        .cloud_initializer(move |_options, _flags| Ok(Arc::new(cloud) as Arc<dyn CloudProvider>));
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(command.run_with_args(args, stopped));
+    let proxy = admin_client(
+        port,
+        proxy_ca.issue_client("front-proxy-client", &[]).unwrap(),
+    );
+    eventually(
+        "the admin port listens",
+        Duration::from_secs(20),
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        },
+    )
+    .await;
+    assert_eq!(get_as(&proxy, "/healthz", &[]).await.0, 200);
+
+    // The proxy speaks for alice, and for an admin of system:masters.
+    let alice = [("X-Remote-User", "alice"), ("X-Remote-Group", "dev")];
+    assert_eq!(get_as(&proxy, "/metrics", &alice).await.0, 200);
+    let (code, body) = get_as(&proxy, "/configz", &alice).await;
+    assert_eq!(code, 403);
+    assert!(
+        body.contains(r#"User "alice" cannot get path "/configz""#),
+        "{body}"
+    );
+    assert!(
+        asked
+            .lock()
+            .unwrap()
+            .contains(&("alice".to_string(), vec!["dev".to_string()]))
+    );
+    let root = [
+        ("X-Remote-User", "root"),
+        ("X-Remote-Group", "system:masters"),
+    ];
+    assert_eq!(get_as(&proxy, "/configz", &root).await.0, 200);
+    // Without a user header the proxy itself is nobody: anonymous.
+    let (code, body) = get_as(&proxy, "/metrics", &[]).await;
+    assert_eq!(code, 403);
+    assert!(body.contains(r#"User "system:anonymous""#), "{body}");
+
+    // A certificate of the proxy CA with another name is refused.
+    let intruder = admin_client(port, proxy_ca.issue_client("intruder", &[]).unwrap());
+    let (code, body) = get_as(&intruder, "/metrics", &alice).await;
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("--requestheader-allowed-names"), "{body}");
+
+    // An ordinary client's headers count for nothing: its certificate names it.
+    let bob = admin_client(port, client_ca.issue_client("bob", &[]).unwrap());
+    let (code, body) = get_as(&bob, "/metrics", &alice).await;
+    assert_eq!(code, 403);
+    assert!(body.contains(r#"User "bob""#), "{body}");
+    let alice_cert = admin_client(port, client_ca.issue_client("alice", &[]).unwrap());
+    assert_eq!(get_as(&alice_cert, "/metrics", &[]).await.0, 200);
+
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

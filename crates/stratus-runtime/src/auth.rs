@@ -37,6 +37,7 @@
 
 mod request_header;
 
+use request_header::ProxyAnswer;
 pub use request_header::RequestHeader;
 
 use std::collections::HashMap;
@@ -319,12 +320,15 @@ impl DelegatedAuth {
     /// `Err` is the 401 message.
     pub async fn authenticate<B>(&self, request: &http::Request<B>) -> Result<UserInfo, String> {
         if let Some(ClientCertificate(der)) = request.extensions().get::<ClientCertificate>() {
-            if let Some(proxy) = &self.request_header
-                && let Some(user) = proxy.authenticate(der, request.headers())?
-            {
-                return Ok(user);
+            let proxy = self.request_header.as_ref();
+            match proxy.map(|proxy| proxy.authenticate(der, request.headers())) {
+                Some(Err(e)) => return Err(e),
+                Some(Ok(ProxyAnswer::User(user))) => return Ok(user),
+                // The TLS layer accepts certificates of the client CA and of
+                // the proxy CA; the proxy itself is no user: on to tokens.
+                Some(Ok(ProxyAnswer::NoUser)) => {}
+                Some(Ok(ProxyAnswer::NotTheProxy)) | None => return user_of_certificate(der),
             }
-            return user_of_certificate(der);
         }
         let bearer = request
             .headers()

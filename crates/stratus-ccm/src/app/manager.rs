@@ -615,6 +615,11 @@ async fn delegated_auth(
         header.group_headers = group_headers;
         header.extra_headers_prefix = extra_prefixes;
         header.uid_headers = uid_headers;
+        if let Some(clients) = &client_ca {
+            header = header
+                .with_client_ca(clients)
+                .map_err(|e| ManagerError::ClientCa(format!("the client CA: {e}")))?;
+        }
         auth = auth.with_request_header(header);
         // The TLS layer asks for and verifies certificates of both CAs.
         client_ca = Some(match client_ca {

@@ -27,6 +27,7 @@ use crate::tls::TlsError;
 #[derive(Debug)]
 pub struct RequestHeader {
     verifier: Arc<dyn ClientCertVerifier>,
+    client_ca: Option<Arc<dyn ClientCertVerifier>>,
     /// Common names the proxy's certificate may have (any when empty).
     pub allowed_names: Vec<String>,
     /// Headers holding the user name, first present wins (Go's default
@@ -50,6 +51,7 @@ impl RequestHeader {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         Ok(Self {
             verifier: crate::tls::client_verifier(ca_pem, provider)?,
+            client_ca: None,
             allowed_names,
             username_headers: vec!["X-Remote-User".into()],
             uid_headers: vec!["X-Remote-Uid".into()],
@@ -58,28 +60,57 @@ impl RequestHeader {
         })
     }
 
-    /// The user the proxy names, if the certificate `der` is a trusted
-    /// proxy's and a user header is present; `Ok(None)` to go on with other
-    /// authenticators; `Err` (401) for a trusted CA's certificate with a
+    /// The CA of ordinary client certificates (Go's `--client-ca-file`),
+    /// when the TLS layer trusts both it and the proxy's: a certificate of
+    /// the proxy's CA is then still a user of its own when this CA issued it
+    /// too (Go tries both authenticators). Without it, a proxy certificate
+    /// that names no user is nobody, as in Go with separate CAs.
+    ///
+    /// ```
+    /// use stratus_runtime::auth::RequestHeader;
+    /// use stratus_runtime::tls::CertificateAuthority;
+    ///
+    /// let proxy = CertificateAuthority::new("front-proxy-ca").unwrap();
+    /// let clients = CertificateAuthority::new("client-ca").unwrap();
+    /// let header = RequestHeader::new(&proxy.ca_pem, vec![]).unwrap().with_client_ca(&clients.ca_pem).unwrap();
+    /// # let _ = header;
+    /// ```
+    pub fn with_client_ca(mut self, ca_pem: &str) -> Result<Self, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        self.client_ca = Some(crate::tls::client_verifier(ca_pem, provider)?);
+        Ok(self)
+    }
+
+    /// What the certificate `der` and the headers say: not the proxy's
+    /// certificate, the proxy's without a user header, or the user the
+    /// proxy names; `Err` (401) for a certificate of the proxy's CA with a
     /// name not allowed.
     pub(crate) fn authenticate(
         &self,
         der: &[u8],
         headers: &http::HeaderMap,
-    ) -> Result<Option<UserInfo>, String> {
+    ) -> Result<ProxyAnswer, String> {
         let cert = CertificateDer::from(der.to_vec());
         if self
             .verifier
             .verify_client_cert(&cert, &[], UnixTime::now())
             .is_err()
         {
-            return Ok(None);
+            return Ok(ProxyAnswer::NotTheProxy);
         }
+        let client_ca_issued = self.client_ca.as_ref().is_some_and(|client_ca| {
+            client_ca
+                .verify_client_cert(&cert, &[], UnixTime::now())
+                .is_ok()
+        });
         if !self.allowed_names.is_empty() {
             let cn = super::user_of_certificate(der)
                 .map(|u| u.username)
                 .unwrap_or_default();
             if !self.allowed_names.contains(&cn) {
+                if client_ca_issued {
+                    return Ok(ProxyAnswer::NotTheProxy);
+                }
                 return Err(format!(
                     "the front proxy's certificate {cn:?} is not one of --requestheader-allowed-names"
                 ));
@@ -96,7 +127,11 @@ impl RequestHeader {
         };
         let first = |names: &[String]| names.iter().flat_map(|n| values(n)).next();
         let Some(username) = first(&self.username_headers) else {
-            return Ok(None);
+            return Ok(if client_ca_issued {
+                ProxyAnswer::NotTheProxy
+            } else {
+                ProxyAnswer::NoUser
+            });
         };
         let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (name, value) in headers {
@@ -108,13 +143,25 @@ impl RequestHeader {
                 }
             }
         }
-        Ok(Some(UserInfo {
+        Ok(ProxyAnswer::User(UserInfo {
             username,
             uid: first(&self.uid_headers).unwrap_or_default(),
             groups: self.group_headers.iter().flat_map(|n| values(n)).collect(),
             extra,
         }))
     }
+}
+
+/// What a front proxy's certificate and headers say.
+#[derive(Debug)]
+pub(crate) enum ProxyAnswer {
+    /// The certificate is not one the proxy CA issued.
+    NotTheProxy,
+    /// The proxy's certificate (not also the client CA's), without a user
+    /// header: as in Go, the proxy itself is not a user.
+    NoUser,
+    /// The user the proxy names.
+    User(UserInfo),
 }
 
 /// Extra keys are percent-encoded in header names (Go's rule), and lower
