@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
-//! formatting, clippy, the workspace tests, the docs, the kubectl scripts
+//! formatting, clippy, the workspace tests, the docs, packaging every
+//! library crate as crates.io would build it, the kubectl scripts
 //! against the standalone harness API server (the installed kubectl, and
 //! every kubectl from 1.27 to 1.33), sessions of the official Python and
 //! JavaScript clients, and the protobuf table's freshness.
@@ -47,6 +48,24 @@ const STEPS: &[Step] = &[
         program: "cargo",
         args: &["doc", "--workspace", "--no-deps", "--all-features"],
         env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+    Step {
+        // Every library crate packed and built from its packed sources
+        // against the other packed crates, as crates.io would see them.
+        name: "package",
+        program: "cargo",
+        args: &[
+            "package",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--exclude",
+            "sample-cloud-controller-manager",
+            "--exclude",
+            "sample-virtual-kubelet",
+            "--allow-dirty",
+        ],
+        env: &[],
     },
     Step {
         name: "kubectl",
