@@ -1,0 +1,101 @@
+//! The operator's settings of a process node.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a process node runs pods.
+///
+/// ```
+/// use stratus_provider_process::ProcessConfig;
+///
+/// let mut config = ProcessConfig::new(std::env::temp_dir().join("stratus-process-doc"));
+/// // A container of image `busybox` without a command runs `sh`.
+/// config.images.insert("busybox".into(), vec!["sh".into()]);
+/// assert_eq!(config.entrypoint("busybox:1.36"), Some(&["sh".to_string()][..]));
+/// assert_eq!(config.entrypoint("nginx"), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ProcessConfig {
+    /// Where pods live: one directory per pod (its volumes, each
+    /// container's root and logs), removed when the pod is deleted.
+    pub root_dir: PathBuf,
+    /// The program (and leading arguments) an image stands for, for
+    /// containers without a `command`: an image reference matches its exact
+    /// key first, then its name without tag or digest (`python:3.12` →
+    /// `python`). A container's `args` follow the mapped program, as they
+    /// follow an image's entrypoint. An image without an entry needs a
+    /// `command`.
+    pub images: BTreeMap<String, Vec<String>>,
+    /// The IP reported for every pod: pods share the host's network.
+    pub pod_ip: String,
+    /// The first restart delay of a crashed container (kubelet: 10 s),
+    /// doubled on each crash.
+    pub backoff_initial: Duration,
+    /// The longest restart delay (kubelet: 5 min).
+    pub backoff_max: Duration,
+    /// A container that ran this long without crashing starts its back-off
+    /// over (kubelet: 10 min).
+    pub backoff_reset: Duration,
+    /// The log of one container instance is cut at this size; output past
+    /// it is dropped and a marker line written (kubelet's rotation keeps
+    /// the newest bytes; here the oldest are kept).
+    pub log_limit_bytes: u64,
+}
+
+impl ProcessConfig {
+    /// Pods under `root_dir`, no image mapping, the kubelet's back-off,
+    /// pod IP 127.0.0.1, 10 MiB of log per container instance.
+    pub fn new(root_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            root_dir: root_dir.into(),
+            images: BTreeMap::new(),
+            pod_ip: "127.0.0.1".into(),
+            backoff_initial: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            backoff_reset: Duration::from_secs(600),
+            log_limit_bytes: 10 * 1024 * 1024,
+        }
+    }
+
+    /// The program an image stands for (see [`ProcessConfig::images`]).
+    pub fn entrypoint(&self, image: &str) -> Option<&[String]> {
+        if let Some(found) = self.images.get(image) {
+            return Some(found);
+        }
+        let without_digest = image.split('@').next().unwrap_or(image);
+        // A tag follows the last ':' after the last '/' (a registry port
+        // is not a tag).
+        let name = match without_digest.rfind(':') {
+            Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
+            _ => without_digest,
+        };
+        self.images.get(name).map(Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_match_exactly_then_by_name() {
+        let mut config = ProcessConfig::new("/tmp/x");
+        config
+            .images
+            .insert("python".into(), vec!["python3".into()]);
+        config
+            .images
+            .insert("python:2".into(), vec!["python2".into()]);
+        config
+            .images
+            .insert("registry:5000/tools".into(), vec!["tool".into()]);
+        let first = |image: &str| config.entrypoint(image).map(|e| e[0].clone());
+        assert_eq!(first("python:2").as_deref(), Some("python2"));
+        assert_eq!(first("python:3.12").as_deref(), Some("python3"));
+        assert_eq!(first("python@sha256:abc").as_deref(), Some("python3"));
+        assert_eq!(first("registry:5000/tools:1").as_deref(), Some("tool"));
+        assert_eq!(first("registry:5000/tools").as_deref(), Some("tool"));
+        assert_eq!(first("ruby"), None);
+    }
+}

@@ -1,0 +1,316 @@
+//! What a pod becomes on the host: for each container the program, its
+//! arguments, environment and directories; or why the node refuses it.
+//!
+//! Volume mounts: every container has a root directory of its own; each
+//! `volumeMount` appears inside it at its `mountPath` (a symbolic link to
+//! the pod's volume directory), the process starts in that root (or in
+//! `workingDir` under it), and `STRATUS_CONTAINER_ROOT` holds the root's
+//! absolute path: a program reads `$STRATUS_CONTAINER_ROOT/data` for a
+//! volume mounted at `/data`, or `data` relative to its start directory.
+
+use std::path::{Component, Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use stratus_pod::PodError;
+
+use crate::ProcessConfig;
+
+/// The environment variable holding a container's root directory.
+pub const CONTAINER_ROOT_ENV: &str = "STRATUS_CONTAINER_ROOT";
+
+/// The largest environment a container may have (names and values), as a
+/// guard against specs the host's `execve` would refuse or that would
+/// exhaust memory (Linux allows 2 MiB of arguments and environment).
+pub const MAX_ENVIRONMENT_BYTES: usize = 1024 * 1024;
+
+/// One container, ready to start.
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
+    pub(crate) name: String,
+    pub(crate) image: String,
+    pub(crate) argv: Vec<String>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) root: PathBuf,
+    pub(crate) cwd: PathBuf,
+    /// Mount path (relative to the root) → the pod's volume directory.
+    pub(crate) mounts: Vec<(PathBuf, PathBuf)>,
+}
+
+/// A pod's plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) dir: PathBuf,
+    pub(crate) volumes: Vec<PathBuf>,
+    pub(crate) init: Vec<Launch>,
+    pub(crate) app: Vec<Launch>,
+}
+
+/// The plan of `pod`, or an `InvalidInput` error saying what the node
+/// cannot do (the node then reports `ProviderFailed` with that message).
+pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> {
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| PodError::invalid_input("the pod has no spec"))?;
+    let meta = &pod.metadata;
+    let (namespace, name) = (
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+    );
+    let uid = meta.uid.as_deref().unwrap_or("no-uid");
+    if spec.host_pid == Some(true) || spec.host_ipc == Some(true) {
+        return Err(PodError::invalid_input(
+            "hostPID and hostIPC are not supported by the process provider (pods are host processes already; nothing is isolated)",
+        ));
+    }
+    let dir = config
+        .root_dir
+        .join(format!("{}_{}_{}", safe(namespace), safe(name), safe(uid)));
+    let mut volumes = Vec::new();
+    let mut volume_dirs = std::collections::BTreeMap::new();
+    for volume in spec.volumes.iter().flatten() {
+        if volume.empty_dir.is_none() {
+            let kind = serde_kind(volume);
+            return Err(PodError::invalid_input(format!(
+                "volume {:?}: {kind} volumes are not supported by the process provider (supported: emptyDir)",
+                volume.name
+            )));
+        }
+        let path = dir.join("volumes").join(safe(&volume.name));
+        volume_dirs.insert(volume.name.clone(), path.clone());
+        volumes.push(path);
+    }
+    let launch = |c: &Container| -> Result<Launch, PodError> {
+        launch_of(config, &dir, &volume_dirs, c, name)
+    };
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(launch)
+        .collect::<Result<_, _>>()?;
+    let app = spec
+        .containers
+        .iter()
+        .map(launch)
+        .collect::<Result<_, _>>()?;
+    Ok(Plan {
+        dir,
+        volumes,
+        init,
+        app,
+    })
+}
+
+fn launch_of(
+    config: &ProcessConfig,
+    dir: &Path,
+    volumes: &std::collections::BTreeMap<String, PathBuf>,
+    c: &Container,
+    pod_name: &str,
+) -> Result<Launch, PodError> {
+    let refuse = |what: String| PodError::invalid_input(format!("container {:?}: {what}", c.name));
+    if c.security_context
+        .as_ref()
+        .is_some_and(|s| s.privileged == Some(true))
+    {
+        return Err(refuse(
+            "privileged containers are not supported by the process provider".into(),
+        ));
+    }
+    let image = c.image.clone().unwrap_or_default();
+    let mut argv: Vec<String> = match c.command.as_deref() {
+        Some(command) if !command.is_empty() => command.to_vec(),
+        _ => match config.entrypoint(&image) {
+            Some(entry) if !entry.is_empty() => entry.to_vec(),
+            _ => {
+                return Err(refuse(format!(
+                    "image {image:?} is not mapped to a program on this node and the container has no command"
+                )));
+            }
+        },
+    };
+    argv.extend(c.args.iter().flatten().cloned());
+    let root = dir.join("containers").join(safe(&c.name));
+    let mut env: Vec<(String, String)> = vec![
+        (
+            "PATH".into(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+        ),
+        ("HOSTNAME".into(), pod_name.into()),
+        ("HOME".into(), root.display().to_string()),
+    ];
+    for var in c.env.iter().flatten() {
+        env.retain(|(k, _)| *k != var.name);
+        env.push((var.name.clone(), var.value.clone().unwrap_or_default()));
+    }
+    env.push((CONTAINER_ROOT_ENV.into(), root.display().to_string()));
+    let size: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    if size > MAX_ENVIRONMENT_BYTES {
+        return Err(refuse(format!(
+            "the environment is {size} bytes; the process provider allows {MAX_ENVIRONMENT_BYTES}"
+        )));
+    }
+    if argv
+        .iter()
+        .chain(env.iter().map(|(k, _)| k))
+        .any(|s| s.contains('\0'))
+    {
+        return Err(refuse(
+            "a command, argument or variable name holds a NUL byte".into(),
+        ));
+    }
+    let mut mounts = Vec::new();
+    for mount in c.volume_mounts.iter().flatten() {
+        let source = volumes.get(&mount.name).ok_or_else(|| {
+            refuse(format!(
+                "volume mount {:?} names no volume of the pod",
+                mount.name
+            ))
+        })?;
+        let at = relative(&mount.mount_path)
+            .ok_or_else(|| refuse(format!("mount path {:?} is not usable", mount.mount_path)))?;
+        mounts.push((at, source.clone()));
+    }
+    let cwd = match c.working_dir.as_deref() {
+        Some(w) if !w.is_empty() => root.join(
+            relative(w).ok_or_else(|| refuse(format!("working directory {w:?} is not usable")))?,
+        ),
+        _ => root.clone(),
+    };
+    Ok(Launch {
+        name: c.name.clone(),
+        image,
+        argv,
+        env,
+        root,
+        cwd,
+        mounts,
+    })
+}
+
+/// An absolute container path as a path under the container's root: no
+/// `..`, not empty.
+fn relative(path: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in Path::new(path).components() {
+        match part {
+            Component::Normal(p) => out.push(p),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+/// A name usable as one path component.
+fn safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_owned()
+}
+
+/// The volume source's name, for messages.
+fn serde_kind(volume: &k8s_openapi::api::core::v1::Volume) -> &'static str {
+    let kinds: [(&'static str, bool); 8] = [
+        ("configMap", volume.config_map.is_some()),
+        ("secret", volume.secret.is_some()),
+        ("downwardAPI", volume.downward_api.is_some()),
+        ("projected", volume.projected.is_some()),
+        ("hostPath", volume.host_path.is_some()),
+        (
+            "persistentVolumeClaim",
+            volume.persistent_volume_claim.is_some(),
+        ),
+        ("csi", volume.csi.is_some()),
+        ("nfs", volume.nfs.is_some()),
+    ];
+    kinds
+        .into_iter()
+        .find(|(_, set)| *set)
+        .map_or("this kind of", |(k, _)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn commands_images_mounts_and_refusals() {
+        let mut config = ProcessConfig::new("/srv/pods");
+        config
+            .images
+            .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
+        let ok = plan(
+            &config,
+            &pod(serde_json::json!({
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "initContainers": [{"name": "init", "image": "busybox", "args": ["true"]}],
+                "containers": [{
+                    "name": "app", "image": "whatever", "command": ["python3"], "args": ["-m", "http.server"],
+                    "workingDir": "/work", "env": [{"name": "A", "value": "1"}],
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/data"}],
+                }],
+            })),
+        )
+        .unwrap();
+        assert_eq!(ok.dir, Path::new("/srv/pods/ns_p_u1"));
+        assert_eq!(ok.init[0].argv, ["sh", "-c", "true"]);
+        let app = &ok.app[0];
+        assert_eq!(app.argv, ["python3", "-m", "http.server"]);
+        assert_eq!(app.cwd, Path::new("/srv/pods/ns_p_u1/containers/app/work"));
+        assert_eq!(
+            app.mounts,
+            [(
+                PathBuf::from("data"),
+                PathBuf::from("/srv/pods/ns_p_u1/volumes/scratch")
+            )]
+        );
+        assert!(app.env.contains(&("A".into(), "1".into())));
+        assert!(app.env.iter().any(|(k, _)| k == CONTAINER_ROOT_ENV));
+
+        let refused = |spec: serde_json::Value| plan(&config, &pod(spec)).unwrap_err().to_string();
+        assert!(
+            refused(serde_json::json!({"containers": [{"name": "a", "image": "nginx"}]}))
+                .contains("image \"nginx\" is not mapped")
+        );
+        assert!(
+            refused(serde_json::json!({
+                "volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
+                "containers": [{"name": "a", "image": "busybox"}],
+            }))
+            .contains("configMap volumes are not supported")
+        );
+        assert!(refused(serde_json::json!({"hostPID": true, "containers": [{"name": "a", "image": "busybox"}]}))
+            .contains("hostPID"));
+        assert!(
+            refused(serde_json::json!({"containers": [{
+            "name": "a", "image": "busybox", "securityContext": {"privileged": true}}]}))
+            .contains("privileged")
+        );
+        assert!(refused(serde_json::json!({"containers": [{
+            "name": "a", "image": "busybox", "env": [{"name": "BIG", "value": "x".repeat(10 * 1024 * 1024)}]}]}))
+        .contains("the environment is"));
+        assert!(
+            refused(serde_json::json!({"containers": [{
+            "name": "a", "image": "busybox", "workingDir": "/../etc"}]}))
+            .contains("working directory")
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! The provider: the pods it runs, their statuses, and the kubelet-API
+//! capabilities.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use stratus_pod::{
+    ByteStream, ContainerLogOptions, ContainerLogs, ContainerRef, PodError, PodLifecycleHandler,
+    PodNotifier, PodStatusCallback, Result,
+};
+use tokio::sync::watch;
+
+use crate::ProcessConfig;
+use crate::plan::plan;
+use crate::status::{Run, conditions, phase, run_of};
+use crate::supervisor::supervise;
+
+/// The grace period when neither the deletion nor the spec gives one.
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs pods as local processes (see the crate docs).
+#[derive(Clone)]
+pub struct ProcessProvider {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ProcessProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessProvider")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One pod.
+struct Entry {
+    pod: Pod,
+    dir: PathBuf,
+    start: Time,
+    /// Init containers first, then the app containers.
+    statuses: Vec<ContainerStatus>,
+    init_count: usize,
+    stop: watch::Sender<Option<Duration>>,
+}
+
+/// The provider's state, shared with the supervisors.
+pub(crate) struct Inner {
+    config: ProcessConfig,
+    pods: Mutex<HashMap<String, Entry>>,
+    callback: Mutex<Option<PodStatusCallback>>,
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn key_of(pod: &Pod) -> String {
+    key(
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl ProcessProvider {
+    /// A provider running pods under `config.root_dir`.
+    ///
+    /// ```
+    /// use stratus_provider_process::{ProcessConfig, ProcessProvider};
+    /// use stratus_pod::PodLifecycleHandler;
+    ///
+    /// let provider = ProcessProvider::new(ProcessConfig::new(std::env::temp_dir().join("stratus-pods")));
+    /// assert!(provider.notifier().is_some() && provider.container_logs().is_some());
+    /// ```
+    pub fn new(config: ProcessConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                pods: Mutex::new(HashMap::new()),
+                callback: Mutex::new(None),
+            }),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Inner {
+    pub(crate) fn config(&self) -> &ProcessConfig {
+        &self.config
+    }
+
+    pub(crate) fn pod_dir(&self, key: &str) -> Option<PathBuf> {
+        lock(&self.pods).get(key).map(|e| e.dir.clone())
+    }
+
+    pub(crate) fn restart_count(&self, key: &str, index: usize) -> i32 {
+        lock(&self.pods)
+            .get(key)
+            .and_then(|e| e.statuses.get(index))
+            .map_or(0, |s| s.restart_count)
+    }
+
+    /// Set a container's state (and, with `last`, its last state and one
+    /// more restart), then report the pod.
+    pub(crate) fn set_state(
+        &self,
+        key: &str,
+        index: usize,
+        state: ContainerState,
+        last: Option<ContainerState>,
+    ) {
+        let pod = {
+            let mut pods = lock(&self.pods);
+            let Some(entry) = pods.get_mut(key) else {
+                return;
+            };
+            let Some(status) = entry.statuses.get_mut(index) else {
+                return;
+            };
+            status.started = Some(state.running.is_some());
+            status.ready = state.running.is_some();
+            status.state = Some(state);
+            if let Some(last) = last {
+                status.last_state = Some(last);
+                status.restart_count += 1;
+            }
+            with_status(entry, &self.config)
+        };
+        self.notify(pod);
+    }
+
+    /// A container deleted while backing off: its last termination becomes
+    /// its state again.
+    pub(crate) fn restore_terminated(&self, key: &str, index: usize) {
+        let pod = {
+            let mut pods = lock(&self.pods);
+            let Some(entry) = pods.get_mut(key) else {
+                return;
+            };
+            if let Some(status) = entry.statuses.get_mut(index)
+                && let Some(last) = status.last_state.clone()
+            {
+                status.state = Some(last);
+            }
+            with_status(entry, &self.config)
+        };
+        self.notify(pod);
+    }
+
+    fn notify(&self, pod: Pod) {
+        let callback = lock(&self.callback).clone();
+        if let Some(callback) = callback {
+            callback.notify(pod);
+        }
+    }
+
+    /// Whether instance `instance` of the container may still write output.
+    fn instance_running(&self, key: &str, container: &str, instance: i32) -> bool {
+        lock(&self.pods).get(key).is_some_and(|e| {
+            e.statuses.iter().any(|s| {
+                s.name == container
+                    && s.restart_count == instance
+                    && s.state.as_ref().is_some_and(|st| st.terminated.is_none())
+            })
+        })
+    }
+}
+
+/// The pod with its status as the kubelet would compute it.
+fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
+    let runs: Vec<Run> = entry.statuses.iter().map(run_of).collect();
+    let (init, app) = runs.split_at(entry.init_count);
+    let policy = entry
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.clone())
+        .unwrap_or_else(|| "Always".into());
+    let phase = phase(&policy, init, app);
+    let mut pod = entry.pod.clone();
+    pod.status = Some(PodStatus {
+        phase: Some(phase.into()),
+        conditions: Some(conditions(phase, init, app, &entry.start)),
+        host_ip: Some(config.pod_ip.clone()),
+        pod_ip: Some(config.pod_ip.clone()),
+        pod_ips: Some(vec![PodIP {
+            ip: config.pod_ip.clone(),
+        }]),
+        start_time: Some(entry.start.clone()),
+        init_container_statuses: (entry.init_count > 0)
+            .then(|| entry.statuses[..entry.init_count].to_vec()),
+        container_statuses: Some(entry.statuses[entry.init_count..].to_vec()),
+        ..Default::default()
+    });
+    pod
+}
+
+fn waiting(name: &str, image: &str, reason: &str) -> ContainerStatus {
+    ContainerStatus {
+        name: name.into(),
+        image: image.into(),
+        image_id: String::new(),
+        state: Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(reason.into()),
+                message: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[async_trait]
+impl PodLifecycleHandler for ProcessProvider {
+    async fn create_pod(&self, pod: &Pod) -> Result<()> {
+        let key = key_of(pod);
+        let plan = plan(&self.inner.config, pod)?;
+        for volume in &plan.volumes {
+            tokio::fs::create_dir_all(volume).await.map_err(|e| {
+                PodError::unavailable(None, format!("cannot create {}: {e}", volume.display()))
+            })?;
+        }
+        let policy = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into());
+        let mut statuses: Vec<ContainerStatus> = plan
+            .init
+            .iter()
+            .map(|l| waiting(&l.name, &l.image, "PodInitializing"))
+            .collect();
+        statuses.extend(
+            plan.app
+                .iter()
+                .map(|l| waiting(&l.name, &l.image, "ContainerCreating")),
+        );
+        let (stop, stopped) = watch::channel(None);
+        let reported = {
+            let mut pods = lock(&self.inner.pods);
+            if pods.contains_key(&key) {
+                return Err(PodError::already_exists(format!("pod {key} already runs")));
+            }
+            let entry = Entry {
+                pod: pod.clone(),
+                dir: plan.dir.clone(),
+                start: Time(k8s_openapi::jiff::Timestamp::now()),
+                statuses,
+                init_count: plan.init.len(),
+                stop,
+            };
+            let reported = with_status(&entry, &self.inner.config);
+            pods.insert(key.clone(), entry);
+            reported
+        };
+        self.inner.notify(reported);
+        tokio::spawn(supervise(
+            self.inner.clone(),
+            key,
+            policy,
+            plan.init,
+            plan.app,
+            stopped,
+        ));
+        Ok(())
+    }
+
+    async fn update_pod(&self, pod: &Pod) -> Result<()> {
+        // Labels and annotations change; a process cannot change image.
+        let mut pods = lock(&self.inner.pods);
+        let entry = pods
+            .get_mut(&key_of(pod))
+            .ok_or_else(|| PodError::not_found(format!("pod {} is not running", key_of(pod))))?;
+        entry.pod.metadata.labels = pod.metadata.labels.clone();
+        entry.pod.metadata.annotations = pod.metadata.annotations.clone();
+        Ok(())
+    }
+
+    async fn delete_pod(&self, pod: &Pod) -> Result<()> {
+        let key = key_of(pod);
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+            .map_or(DEFAULT_GRACE, |s| {
+                Duration::from_secs(s.max(0).unsigned_abs())
+            });
+        let mut done = {
+            let pods = lock(&self.inner.pods);
+            let Some(entry) = pods.get(&key) else {
+                return Ok(());
+            };
+            entry.stop.send_replace(Some(grace));
+            entry.stop.subscribe()
+        };
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            // Every container's supervisor reports its end; wait until none
+            // runs, then report the pod terminated and forget it.
+            loop {
+                let all_ended = lock(&inner.pods).get(&key).is_none_or(|e| {
+                    e.statuses
+                        .iter()
+                        .all(|s| s.state.as_ref().is_none_or(|st| st.running.is_none()))
+                });
+                if all_ended {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let _ = done.borrow_and_update();
+            let removed = lock(&inner.pods).remove(&key);
+            if let Some(mut entry) = removed {
+                for status in &mut entry.statuses {
+                    let ended = status
+                        .state
+                        .as_ref()
+                        .is_some_and(|s| s.terminated.is_some());
+                    if !ended {
+                        status.state = Some(ContainerState {
+                            terminated: Some(
+                                k8s_openapi::api::core::v1::ContainerStateTerminated {
+                                    exit_code: 137,
+                                    reason: Some("ContainerStatusUnknown".into()),
+                                    message: Some(
+                                        "the pod was deleted before the container ran".into(),
+                                    ),
+                                    ..Default::default()
+                                },
+                            ),
+                            ..Default::default()
+                        });
+                    }
+                }
+                let last = with_status(&entry, &inner.config);
+                let _ = tokio::fs::remove_dir_all(&entry.dir).await;
+                inner.notify(last);
+            }
+        });
+        Ok(())
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
+        let pods = lock(&self.inner.pods);
+        Ok(pods
+            .get(&key(namespace, name))
+            .map(|e| with_status(e, &self.inner.config)))
+    }
+
+    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
+        Ok(self.get_pod(namespace, name).await?.and_then(|p| p.status))
+    }
+
+    async fn get_pods(&self) -> Result<Vec<Pod>> {
+        let pods = lock(&self.inner.pods);
+        Ok(pods
+            .values()
+            .map(|e| with_status(e, &self.inner.config))
+            .collect())
+    }
+
+    fn notifier(&self) -> Option<&dyn PodNotifier> {
+        Some(self)
+    }
+
+    fn container_logs(&self) -> Option<&dyn ContainerLogs> {
+        Some(self)
+    }
+}
+
+impl PodNotifier for ProcessProvider {
+    fn notify_pods(&self, callback: PodStatusCallback) {
+        *lock(&self.inner.callback) = Some(callback);
+    }
+}
+
+#[async_trait]
+impl ContainerLogs for ProcessProvider {
+    async fn container_logs(
+        &self,
+        container: &ContainerRef,
+        options: &ContainerLogOptions,
+    ) -> Result<ByteStream> {
+        options.validate()?;
+        let key = key(&container.namespace, &container.pod);
+        let (dir, instance) = {
+            let pods = lock(&self.inner.pods);
+            let entry = pods
+                .get(&key)
+                .ok_or_else(|| PodError::not_found(format!("pod {key} is not running")))?;
+            let status = entry
+                .statuses
+                .iter()
+                .find(|s| s.name == container.container)
+                .ok_or_else(|| {
+                    PodError::not_found(format!(
+                        "container {:?} is not in pod {key}",
+                        container.container
+                    ))
+                })?;
+            let instance = if options.previous {
+                if status.restart_count == 0 {
+                    return Err(PodError::invalid_input(format!(
+                        "previous terminated container {:?} in pod {key:?} not found",
+                        container.container
+                    )));
+                }
+                status.restart_count - 1
+            } else {
+                status.restart_count
+            };
+            (entry.dir.clone(), instance)
+        };
+        let path = crate::logs::log_path(&dir, &container.container, instance);
+        let inner = self.inner.clone();
+        let name = container.container.clone();
+        let still_running: crate::logs::StillRunning =
+            Arc::new(move || inner.instance_running(&key, &name, instance));
+        crate::logs::read(path, options, still_running)
+            .await
+            .map_err(|e| PodError::unavailable(None, format!("cannot read the log: {e}")))
+    }
+}

@@ -1,0 +1,156 @@
+//! Pod phase and conditions from the containers' states, by the kubelet's
+//! rules (`getPhase` and the status manager's conditions). Pure: no IO.
+
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// What the phase depends on, per container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Run {
+    /// Not started yet, never terminated.
+    Waiting,
+    /// Waiting to restart after a termination.
+    Restarting,
+    /// Running now.
+    Running,
+    /// Terminated with this exit code, not restarting.
+    Exited(i32),
+}
+
+/// How one container stands.
+pub(crate) fn run_of(status: &ContainerStatus) -> Run {
+    let state = status.state.clone().unwrap_or_default();
+    if state.running.is_some() {
+        return Run::Running;
+    }
+    if let Some(t) = state.terminated {
+        return Run::Exited(t.exit_code);
+    }
+    let terminated_before = status
+        .last_state
+        .as_ref()
+        .is_some_and(|s: &ContainerState| s.terminated.is_some());
+    if terminated_before {
+        Run::Restarting
+    } else {
+        Run::Waiting
+    }
+}
+
+/// The pod phase, as the kubelet computes it: init containers first, then
+/// the app containers under the restart policy.
+pub(crate) fn phase(restart_policy: &str, init: &[Run], app: &[Run]) -> &'static str {
+    for run in init {
+        match run {
+            Run::Exited(0) => {}
+            Run::Exited(_) if restart_policy == "Never" => return "Failed",
+            _ => return "Pending",
+        }
+    }
+    let (mut waiting, mut running, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for run in app {
+        match run {
+            Run::Waiting => waiting += 1,
+            Run::Running => running += 1,
+            Run::Restarting => stopped += 1,
+            Run::Exited(code) => {
+                stopped += 1;
+                if *code == 0 {
+                    succeeded += 1;
+                }
+            }
+        }
+    }
+    if waiting > 0 {
+        return "Pending";
+    }
+    if running > 0 {
+        return "Running";
+    }
+    if stopped > 0 {
+        if restart_policy == "Always" {
+            return "Running";
+        }
+        if stopped == succeeded {
+            return "Succeeded";
+        }
+        if restart_policy == "Never" {
+            return "Failed";
+        }
+        return "Running";
+    }
+    "Pending"
+}
+
+/// PodScheduled, Initialized, ContainersReady and Ready.
+pub(crate) fn conditions(
+    phase: &str,
+    init: &[Run],
+    app: &[Run],
+    since: &Time,
+) -> Vec<PodCondition> {
+    let condition = |type_: &str, ok: bool, reason: Option<&str>| PodCondition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: (!ok).then(|| reason.map(str::to_owned)).flatten(),
+        last_transition_time: Some(since.clone()),
+        ..Default::default()
+    };
+    let initialized = init.iter().all(|r| *r == Run::Exited(0));
+    let terminal = matches!(phase, "Succeeded" | "Failed");
+    let ready = !terminal && app.iter().all(|r| *r == Run::Running);
+    let not_ready = if terminal {
+        "PodCompleted"
+    } else {
+        "ContainersNotReady"
+    };
+    vec![
+        condition("PodScheduled", true, None),
+        condition("Initialized", initialized, Some("ContainersNotInitialized")),
+        condition("ContainersReady", ready, Some(not_ready)),
+        condition("Ready", ready, Some(not_ready)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Run::*;
+    use super::*;
+
+    #[test]
+    fn phases_follow_the_kubelet() {
+        let cases: &[(&str, &[Run], &[Run], &str)] = &[
+            ("Always", &[Running], &[Waiting], "Pending"),
+            ("Never", &[Exited(1)], &[Waiting], "Failed"),
+            ("OnFailure", &[Restarting], &[Waiting], "Pending"),
+            ("Always", &[Exited(0)], &[Running, Waiting], "Pending"),
+            ("Always", &[Exited(0)], &[Running, Running], "Running"),
+            ("Always", &[], &[Exited(0)], "Running"),
+            ("OnFailure", &[], &[Exited(0), Exited(0)], "Succeeded"),
+            ("Never", &[], &[Exited(0), Exited(3)], "Failed"),
+            ("OnFailure", &[], &[Exited(0), Restarting], "Running"),
+            ("Never", &[], &[Running, Exited(3)], "Running"),
+            ("Never", &[], &[], "Pending"),
+        ];
+        for (policy, init, app, want) in cases {
+            assert_eq!(phase(policy, init, app), *want, "{policy} {init:?} {app:?}");
+        }
+    }
+
+    #[test]
+    fn ready_only_while_every_container_runs() {
+        let since = Time(k8s_openapi::jiff::Timestamp::now());
+        let status =
+            |c: &[PodCondition], t: &str| c.iter().find(|c| c.type_ == t).unwrap().status.clone();
+        let up = conditions("Running", &[Exited(0)], &[Running, Running], &since);
+        assert_eq!(status(&up, "Ready"), "True");
+        assert_eq!(status(&up, "Initialized"), "True");
+        let half = conditions("Running", &[Exited(0)], &[Running, Restarting], &since);
+        assert_eq!(status(&half, "ContainersReady"), "False");
+        let done = conditions("Succeeded", &[], &[Exited(0)], &since);
+        let ready = done.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.reason.as_deref(), Some("PodCompleted"));
+        let init = conditions("Pending", &[Running], &[Waiting], &since);
+        assert_eq!(status(&init, "Initialized"), "False");
+    }
+}

@@ -1,0 +1,294 @@
+//! Running one pod: init containers in order, then the app containers,
+//! each restarted under the pod's policy with the kubelet's back-off, and
+//! stopped with SIGTERM, the grace period and SIGKILL to its process group.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::sync::watch;
+
+use crate::logs;
+use crate::plan::Launch;
+use crate::provider::Inner;
+
+/// A stop request: the grace period, once the pod is being deleted.
+pub(crate) type StopSignal = watch::Receiver<Option<Duration>>;
+
+/// How one container instance ended.
+struct Exit {
+    code: i32,
+    reason: &'static str,
+    message: Option<String>,
+    started: Option<Time>,
+    finished: Time,
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Run the pod described by `init` and `app` until it is done or stopped.
+pub(crate) async fn supervise(
+    inner: Arc<Inner>,
+    key: String,
+    policy: String,
+    init: Vec<Launch>,
+    app: Vec<Launch>,
+    stop: StopSignal,
+) {
+    let offset = init.len();
+    for (index, launch) in init.into_iter().enumerate() {
+        let succeeded =
+            run_container(&inner, &key, &policy, index, &launch, stop.clone(), true).await;
+        if !succeeded {
+            return;
+        }
+    }
+    let runs = app.into_iter().enumerate().map(|(i, launch)| {
+        let (inner, key, policy, stop) = (inner.clone(), key.clone(), policy.clone(), stop.clone());
+        async move {
+            run_container(&inner, &key, &policy, offset + i, &launch, stop, false).await;
+        }
+    });
+    futures_util::future::join_all(runs).await;
+}
+
+/// Run one container (status index `index`) until it is done for good or
+/// the pod stops; true when its last instance exited 0.
+async fn run_container(
+    inner: &Arc<Inner>,
+    key: &str,
+    policy: &str,
+    index: usize,
+    launch: &Launch,
+    mut stop: StopSignal,
+    init: bool,
+) -> bool {
+    let mut crashes: u32 = 0;
+    loop {
+        if stop.borrow().is_some() {
+            return false;
+        }
+        let instance = inner.restart_count(key, index);
+        let exit = run_instance(inner, key, index, launch, instance, &mut stop).await;
+        let succeeded = exit.code == 0;
+        let ran = exit
+            .started
+            .as_ref()
+            .map(|s| exit.finished.0.duration_since(s.0).unsigned_abs())
+            .unwrap_or_default();
+        let terminated = ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: exit.code,
+                reason: Some(exit.reason.into()),
+                message: exit.message.clone(),
+                started_at: exit.started.clone(),
+                finished_at: Some(exit.finished.clone()),
+                container_id: None,
+                signal: None,
+            }),
+            ..Default::default()
+        };
+        inner.set_state(key, index, terminated.clone(), None);
+        let stopping = stop.borrow().is_some();
+        let restart = !stopping
+            && match policy {
+                "Never" => false,
+                "OnFailure" => !succeeded,
+                // Always: app containers always; init containers on failure.
+                _ => !init || !succeeded,
+            };
+        if !restart {
+            return succeeded;
+        }
+        let config = inner.config();
+        if ran >= config.backoff_reset {
+            crashes = 0;
+        }
+        // The first restart is immediate; then 10 s, 20 s, ... up to 5 min.
+        let delay = match crashes {
+            0 => Duration::ZERO,
+            n => config
+                .backoff_initial
+                .saturating_mul(2u32.saturating_pow(n - 1))
+                .min(config.backoff_max),
+        };
+        crashes = crashes.saturating_add(1);
+        let waiting = ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some(
+                    if delay.is_zero() {
+                        "ContainerCreating"
+                    } else {
+                        "CrashLoopBackOff"
+                    }
+                    .into(),
+                ),
+                message: (!delay.is_zero()).then(|| {
+                    format!(
+                        "back-off {}s restarting failed container={} pod={}",
+                        delay.as_secs(),
+                        launch.name,
+                        key.rsplit('/').next().unwrap_or(key)
+                    )
+                }),
+            }),
+            ..Default::default()
+        };
+        inner.set_state(key, index, waiting, Some(terminated));
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|s| s.is_some()) => {
+                // Deleted while backing off: the last instance's end stands.
+                inner.restore_terminated(key, index);
+                return succeeded;
+            }
+        }
+    }
+}
+
+/// Start one instance, wait for it to end (or stop it), and say how it
+/// ended. Nothing of its process group outlives it.
+async fn run_instance(
+    inner: &Arc<Inner>,
+    key: &str,
+    index: usize,
+    launch: &Launch,
+    instance: i32,
+    stop: &mut StopSignal,
+) -> Exit {
+    let failed_start = |message: String| Exit {
+        code: 128,
+        reason: "StartError",
+        message: Some(message),
+        started: None,
+        finished: now(),
+    };
+    if let Err(e) = prepare_root(launch).await {
+        return failed_start(format!("cannot prepare the container's directory: {e}"));
+    }
+    let mut command = tokio::process::Command::new(&launch.argv[0]);
+    command
+        .args(&launch.argv[1..])
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: signals reach every process it starts.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return failed_start(format!("failed to start {:?}: {e}", launch.argv[0]));
+        }
+    };
+    let started = now();
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw);
+    let log = match (child.stdout.take(), child.stderr.take()) {
+        (Some(out), Some(err)) => {
+            let path = logs::log_path(
+                inner.pod_dir(key).as_deref().unwrap_or(&launch.root),
+                &launch.name,
+                instance,
+            );
+            Some(tokio::spawn(logs::capture(
+                path,
+                out,
+                err,
+                inner.config().log_limit_bytes,
+            )))
+        }
+        _ => None,
+    };
+    inner.set_state(
+        key,
+        index,
+        ContainerState {
+            running: Some(ContainerStateRunning {
+                started_at: Some(started.clone()),
+            }),
+            ..Default::default()
+        },
+        None,
+    );
+    let stop_requested = async {
+        match stop.wait_for(|s| s.is_some()).await {
+            Ok(grace) => grace.unwrap_or_default(),
+            // The pod's entry is gone: stop at once.
+            Err(_) => Duration::ZERO,
+        }
+    };
+    let ended = tokio::select! {
+        status = child.wait() => Ok(status),
+        grace = stop_requested => Err(grace),
+    };
+    let status = match ended {
+        Ok(status) => status,
+        Err(grace) => {
+            signal(group, Signal::TERM);
+            match tokio::time::timeout(grace, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    signal(group, Signal::KILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    // Whatever the main process left behind in its group goes with it.
+    signal(group, Signal::KILL);
+    if let Some(log) = log {
+        let _ = tokio::time::timeout(Duration::from_secs(2), log).await;
+    }
+    let (code, message) = match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => (code, None),
+            (None, Some(sig)) => (128 + sig, Some(format!("killed by signal {sig}"))),
+            (None, None) => (128, None),
+        },
+        Err(e) => (128, Some(format!("cannot wait for the process: {e}"))),
+    };
+    Exit {
+        code,
+        reason: if code == 0 { "Completed" } else { "Error" },
+        message,
+        started: Some(started),
+        finished: now(),
+    }
+}
+
+/// Send `sig` to the process group; a group already gone is fine.
+fn signal(group: Option<Pid>, sig: Signal) {
+    if let Some(group) = group {
+        let _ = kill_process_group(group, sig);
+    }
+}
+
+/// The container's root, its working directory and its mounts.
+async fn prepare_root(launch: &Launch) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(&launch.root).await?;
+    for (at, source) in &launch.mounts {
+        tokio::fs::create_dir_all(source).await?;
+        let link = launch.root.join(at);
+        if let Some(parent) = link.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        if tokio::fs::symlink_metadata(&link).await.is_err() {
+            tokio::fs::symlink(source, &link).await?;
+        }
+    }
+    tokio::fs::create_dir_all(&launch.cwd).await
+}

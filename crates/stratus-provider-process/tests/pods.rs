@@ -1,0 +1,349 @@
+//! Real processes on a virtual node, through the harness API server: the
+//! pod-provider conformance suite, restart policies with back-off, init
+//! containers, logs through the API server, graceful deletion, refusals.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use stratus_kubelet::node::NodeConfig;
+use stratus_pod::PodLifecycleHandler;
+use stratus_provider_process::{ProcessConfig, ProcessProvider};
+use stratus_testing::ApiServer;
+use stratus_testing::pod_conformance::run_pod_conformance;
+use tokio::sync::watch;
+
+const NODE: &str = "vk-process";
+
+fn root(test: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("stratus-process-{test}-{}", std::process::id()))
+}
+
+/// Fast back-off for tests; `nginx` stands for a long `sleep`.
+fn config(test: &str) -> ProcessConfig {
+    let mut config = ProcessConfig::new(root(test));
+    config.backoff_initial = Duration::from_millis(300);
+    config.backoff_max = Duration::from_secs(1);
+    config
+        .images
+        .insert("nginx".into(), vec!["sleep".into(), "600".into()]);
+    config
+        .images
+        .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pod_provider_conformance_suite_passes() {
+    let report =
+        run_pod_conformance(|| Arc::new(ProcessProvider::new(config("conformance"))) as _).await;
+    report.assert_passed();
+    let _ = std::fs::remove_dir_all(root("conformance"));
+}
+
+/// A virtual node running `provider` on a fresh API server.
+struct Node {
+    api: ApiServer,
+    pods: Api<Pod>,
+    _stop: watch::Sender<bool>,
+}
+
+async fn node(provider: ProcessProvider) -> Node {
+    let api = ApiServer::start().await.unwrap();
+    let node = stratus_testing::kubelet_api::virtual_node_with_api(
+        &api,
+        NodeConfig::new(NODE, "process"),
+        Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
+    )
+    .await
+    .unwrap();
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(node.run(stopped));
+    let pods = Api::namespaced(api.client(), "default");
+    Node {
+        api,
+        pods,
+        _stop: stop,
+    }
+}
+
+fn pod(name: &str, spec: serde_json::Value) -> Pod {
+    let mut spec = spec;
+    spec["nodeName"] = NODE.into();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+async fn until(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn container<'a>(pod: &'a Pod, name: &str) -> &'a k8s_openapi::api::core::v1::ContainerStatus {
+    let status = pod.status.as_ref().unwrap();
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no status of {name}: {status:?}"))
+}
+
+async fn logs(node: &Node, pod: &str, query: &str) -> String {
+    let request = http::Request::get(format!("/api/v1/namespaces/default/pods/{pod}/log?{query}"))
+        .body(Vec::new())
+        .unwrap();
+    node.api.client().request_text(request).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_restarts_with_back_off_and_logs() {
+    let node = node(ProcessProvider::new(config("restarts"))).await;
+    // An init container writes a file the app container reads from a
+    // shared emptyDir; a second container fails with 3 and is restarted.
+    let spec = serde_json::json!({
+        "restartPolicy": "OnFailure",
+        "terminationGracePeriodSeconds": 2,
+        "volumes": [{"name": "shared", "emptyDir": {}}],
+        "initContainers": [{
+            "name": "init", "image": "busybox",
+            "args": ["echo prepared > shared/ready"],
+            "volumeMounts": [{"name": "shared", "mountPath": "/shared"}],
+        }],
+        "containers": [
+            {
+                "name": "app", "image": "busybox",
+                "args": ["cat \"$STRATUS_CONTAINER_ROOT/data/ready\"; echo \"hello $GREETING\"; sleep 600"],
+                "env": [{"name": "GREETING", "value": "world"}],
+                "volumeMounts": [{"name": "shared", "mountPath": "/data"}],
+            },
+            {"name": "flaky", "image": "busybox", "args": ["echo attempt; exit 3"]},
+        ],
+    });
+    node.pods
+        .create(&PostParams::default(), &pod("web", spec))
+        .await
+        .unwrap();
+    until("web Running with flaky restarted twice", 30, async || {
+        let p = node.pods.get("web").await.unwrap();
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            && container(&p, "flaky").restart_count >= 2
+            && container(&p, "app")
+                .state
+                .as_ref()
+                .is_some_and(|s| s.running.is_some())
+    })
+    .await;
+    let p = node.pods.get("web").await.unwrap();
+    let init = container(&p, "init");
+    assert_eq!(
+        init.state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        0
+    );
+    let flaky = container(&p, "flaky");
+    let last = flaky
+        .last_state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .unwrap();
+    assert_eq!((last.exit_code, last.reason.as_deref()), (3, Some("Error")));
+    let conditions = p.status.as_ref().unwrap().conditions.clone().unwrap();
+    let initialized = conditions
+        .iter()
+        .find(|c| c.type_ == "Initialized")
+        .unwrap();
+    assert_eq!(initialized.status, "True");
+
+    // Logs through the API server, the kubelet API and the provider.
+    assert_eq!(
+        logs(&node, "web", "container=app").await,
+        "prepared\nhello world\n"
+    );
+    assert_eq!(
+        logs(&node, "web", "container=flaky&previous=true").await,
+        "attempt\n"
+    );
+    let stamped = logs(&node, "web", "container=app&timestamps=true&tailLines=1").await;
+    assert!(stamped.ends_with(" hello world\n"), "{stamped}");
+
+    // Graceful deletion: every process ends and the pod goes away.
+    node.pods
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("web deleted", 20, async || {
+        node.pods.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    assert!(!root("restarts").join("default_web").exists());
+    let _ = std::fs::remove_dir_all(root("restarts"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_fails_the_pod_with_the_exit_code() {
+    let node = node(ProcessProvider::new(config("never"))).await;
+    let spec = serde_json::json!({
+        "restartPolicy": "Never",
+        "containers": [
+            {"name": "ok", "image": "busybox", "args": ["exit 0"]},
+            {"name": "bad", "image": "busybox", "args": ["exit 3"]},
+            {"name": "missing", "image": "x", "command": ["/no/such/program"]},
+        ],
+    });
+    node.pods
+        .create(&PostParams::default(), &pod("job", spec))
+        .await
+        .unwrap();
+    until("job Failed", 20, async || {
+        let p = node.pods.get("job").await.unwrap();
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+    })
+    .await;
+    let p = node.pods.get("job").await.unwrap();
+    let code = |name: &str| {
+        let t = container(&p, name)
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap();
+        (t.exit_code, t.reason.unwrap())
+    };
+    assert_eq!(code("ok"), (0, "Completed".into()));
+    assert_eq!(code("bad"), (3, "Error".into()));
+    assert_eq!(code("missing"), (128, "StartError".into()));
+    assert_eq!(container(&p, "bad").restart_count, 0);
+    let _ = std::fs::remove_dir_all(root("never"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_ignoring_sigterm_is_killed_at_the_deadline_with_its_children() {
+    let node = node(ProcessProvider::new(config("grace"))).await;
+    // The shell ignores TERM and starts a child that does too; it writes
+    // both PIDs for the test to look for.
+    let spec = serde_json::json!({
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{
+            "name": "stubborn", "image": "busybox",
+            "args": ["trap '' TERM; (trap '' TERM; sleep 600) & echo \"$$ $!\"; wait"],
+        }],
+    });
+    node.pods
+        .create(&PostParams::default(), &pod("stubborn", spec))
+        .await
+        .unwrap();
+    let mut pids = Vec::new();
+    until("the PIDs logged", 20, async || {
+        let text = logs(&node, "stubborn", "container=stubborn").await;
+        pids = text
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .collect();
+        pids.len() == 2
+    })
+    .await;
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    assert!(pids.iter().all(|p| alive(*p)));
+    let started = std::time::Instant::now();
+    node.pods
+        .delete("stubborn", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("no process of the pod is left", 20, async || {
+        !pids.iter().any(|p| alive(*p))
+    })
+    .await;
+    // Not before the grace period: TERM was ignored, KILL came at 1 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    until("the pod is gone", 20, async || {
+        node.pods.get_opt("stubborn").await.unwrap().is_none()
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("grace"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
+    let node = node(ProcessProvider::new(config("refused"))).await;
+    // A 10 MB variable never reaches a node: the API server refuses the
+    // request (413, its 3 MiB limit). One of 2 MiB does, and the node
+    // refuses it (its limit is 1 MiB of environment).
+    let huge = pod(
+        "too-big",
+        serde_json::json!({"containers": [{"name": "a", "image": "busybox",
+        "env": [{"name": "BIG", "value": "x".repeat(10 * 1024 * 1024)}]}]}),
+    );
+    let err = node
+        .pods
+        .create(&PostParams::default(), &huge)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 413),
+        "{err}"
+    );
+    let cases = [
+        (
+            "unmapped",
+            serde_json::json!({"restartPolicy": "Never", "containers": [{"name": "a", "image": "ruby"}]}),
+            "image \"ruby\" is not mapped",
+        ),
+        (
+            "configmap",
+            serde_json::json!({"restartPolicy": "Never",
+            "volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
+            "containers": [{"name": "a", "image": "busybox", "args": ["true"]}]}),
+            "configMap volumes are not supported",
+        ),
+        (
+            "huge-env",
+            serde_json::json!({"restartPolicy": "Never", "containers": [{"name": "a", "image": "busybox",
+            "args": ["true"], "env": [{"name": "BIG", "value": "x".repeat(2 * 1024 * 1024)}]}]}),
+            "the environment is",
+        ),
+    ];
+    for (name, spec, message) in &cases {
+        node.pods
+            .create(&PostParams::default(), &pod(name, spec.clone()))
+            .await
+            .unwrap();
+        until(&format!("{name} Failed"), 20, async || {
+            let p = node.pods.get(name).await.unwrap();
+            let s = p.status.unwrap_or_default();
+            s.phase.as_deref() == Some("Failed")
+                && s.reason.as_deref() == Some("ProviderFailed")
+                && s.message.as_deref().is_some_and(|m| m.contains(message))
+        })
+        .await;
+        let events: Api<Event> = Api::namespaced(node.api.client(), "default");
+        let listed = events.list(&ListParams::default()).await.unwrap().items;
+        assert!(
+            listed
+                .iter()
+                .any(|e| e.involved_object.name.as_deref() == Some(name)
+                    && e.message.as_deref().is_some_and(|m| m.contains(message))),
+            "an event for {name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(root("refused"));
+}
