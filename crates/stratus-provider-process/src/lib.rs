@@ -32,6 +32,10 @@
 //! - **Logs**: stdout and stderr captured per container instance (CRI
 //!   format), served with `follow`, `tailLines`, `sinceSeconds` /
 //!   `sinceTime`, `timestamps`, `limitBytes` and `previous`.
+//! - **Exec and port-forward**: `kubectl exec` runs the command beside
+//!   the container's process, with its environment and directory (stdin,
+//!   stdout, stderr, exit code; no TTY yet); `kubectl port-forward`
+//!   connects to the port on the host's loopback.
 //! - **Volumes**: `emptyDir` (see [`CONTAINER_ROOT_ENV`] for how mounts
 //!   appear to a process); other kinds are refused with a clear reason.
 //! - **Refused**: `hostPID`, `hostIPC`, privileged containers, images with
@@ -45,6 +49,7 @@
 //! `virtual-kubelet.io/provider=process:NoSchedule` taint).
 
 mod config;
+mod exec;
 mod logs;
 mod plan;
 mod provider;

@@ -18,7 +18,7 @@ use stratus_pod::{
 use tokio::sync::watch;
 
 use crate::ProcessConfig;
-use crate::plan::plan;
+use crate::plan::{Launch, plan};
 use crate::status::{Run, conditions, phase, run_of};
 use crate::supervisor::supervise;
 
@@ -47,6 +47,8 @@ struct Entry {
     /// Init containers first, then the app containers.
     statuses: Vec<ContainerStatus>,
     init_count: usize,
+    /// How each container starts (the same order as `statuses`), for exec.
+    launches: Vec<Launch>,
     stop: watch::Sender<Option<Duration>>,
 }
 
@@ -57,7 +59,7 @@ pub(crate) struct Inner {
     callback: Mutex<Option<PodStatusCallback>>,
 }
 
-fn key(namespace: &str, name: &str) -> String {
+pub(crate) fn key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
@@ -96,6 +98,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Inner {
     pub(crate) fn config(&self) -> &ProcessConfig {
         &self.config
+    }
+
+    /// How container `container` of pod `key` starts, if it runs now.
+    pub(crate) fn running_launch(&self, key: &str, container: &str) -> Option<Launch> {
+        let pods = lock(&self.pods);
+        let entry = pods.get(key)?;
+        let index = entry.statuses.iter().position(|s| s.name == container)?;
+        let running = entry.statuses[index]
+            .state
+            .as_ref()
+            .is_some_and(|s| s.running.is_some());
+        running.then(|| entry.launches[index].clone())
+    }
+
+    /// Whether pod `key` is here.
+    pub(crate) fn has_pod(&self, key: &str) -> bool {
+        lock(&self.pods).contains_key(key)
     }
 
     pub(crate) fn pod_dir(&self, key: &str) -> Option<PathBuf> {
@@ -257,6 +276,7 @@ impl PodLifecycleHandler for ProcessProvider {
                 start: Time(k8s_openapi::jiff::Timestamp::now()),
                 statuses,
                 init_count: plan.init.len(),
+                launches: plan.init.iter().chain(&plan.app).cloned().collect(),
                 stop,
             };
             let reported = with_status(&entry, &self.inner.config);
@@ -375,6 +395,20 @@ impl PodLifecycleHandler for ProcessProvider {
 
     fn container_logs(&self) -> Option<&dyn ContainerLogs> {
         Some(self)
+    }
+
+    fn exec(&self) -> Option<&dyn stratus_pod::ContainerExec> {
+        Some(self)
+    }
+
+    fn port_forward(&self) -> Option<&dyn stratus_pod::PortForward> {
+        Some(self)
+    }
+}
+
+impl ProcessProvider {
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 }
 

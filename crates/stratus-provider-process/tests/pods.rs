@@ -347,3 +347,113 @@ async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
     }
     let _ = std::fs::remove_dir_all(root("refused"));
 }
+
+async fn read_all(mut from: impl tokio::io::AsyncRead + Unpin) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = String::new();
+    from.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_and_port_forward_reach_the_real_processes() {
+    use kube::api::AttachParams;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let node = node(ProcessProvider::new(config("exec"))).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let spec = serde_json::json!({
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{
+            "name": "web", "image": "python:3", "command": ["python3", "-u", "-m", "http.server"],
+            "args": [port.to_string(), "--bind", "127.0.0.1"],
+            "env": [{"name": "GREETING", "value": "from the pod"}],
+        }],
+    });
+    node.pods
+        .create(&PostParams::default(), &pod("web", spec))
+        .await
+        .unwrap();
+    until("the server listens", 30, async || {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+
+    // Exec: the container's environment and directory, stdin, exit codes.
+    let mut session = node
+        .pods
+        .exec(
+            "web",
+            ["sh", "-c", "echo \"$GREETING\"; pwd; cat"],
+            &AttachParams::default().stdin(true).stderr(false),
+        )
+        .await
+        .unwrap();
+    let mut stdin = session.stdin().unwrap();
+    let stdout = session.stdout().unwrap();
+    stdin.write_all(b"typed in\n").await.unwrap();
+    stdin.shutdown().await.unwrap();
+    let out = read_all(stdout).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "from the pod");
+    assert!(lines[1].ends_with("/containers/web"), "{out}");
+    assert_eq!(lines[2], "typed in");
+    let mut failing = node
+        .pods
+        .exec("web", ["sh", "-c", "exit 3"], &AttachParams::default())
+        .await
+        .unwrap();
+    let status = failing.take_status().unwrap().await.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"));
+    assert_eq!(
+        status.details.unwrap().causes.unwrap()[0]
+            .message
+            .as_deref(),
+        Some("3")
+    );
+
+    // Port-forward to the real server.
+    let mut forwarder = node.pods.portforward("web", &[port]).await.unwrap();
+    let mut stream = forwarder.take_stream(port).unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("</html>") {
+            match stream.read(&mut chunk).await.unwrap() {
+                0 => break,
+                n => answer.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("an answer in time");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+    forwarder.abort();
+    // The server logged the request.
+    until("the request in the log", 10, async || {
+        logs(&node, "web", "container=web")
+            .await
+            .contains("\"GET / HTTP/1.0\" 200")
+    })
+    .await;
+    node.pods
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("web deleted", 20, async || {
+        node.pods.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("exec"));
+}

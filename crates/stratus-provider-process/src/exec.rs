@@ -1,0 +1,179 @@
+//! `kubectl exec` and `kubectl port-forward` on a process node: a command
+//! started beside the container's process, with its environment and
+//! directory; a connection to the port on the host's loopback (pods share
+//! the host's network).
+
+use std::process::Stdio;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use rustix::process::{Pid, Signal, kill_process_group};
+use stratus_pod::{
+    AttachIo, ContainerExec, ContainerRef, ExitCode, OutputStream, PodError, PortForward,
+    PortForwardStream, Result,
+};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use crate::ProcessProvider;
+use crate::provider::key;
+
+/// Kills the exec'd command's process group when the session ends or the
+/// client goes away (the session's future is dropped).
+struct GroupGuard(Option<Pid>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+    }
+}
+
+/// Copy `from` into `to` until either ends; then close `to`.
+async fn pump(mut from: impl AsyncRead + Unpin, mut to: OutputStream) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write(&buffer[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.close().await;
+}
+
+#[async_trait]
+impl ContainerExec for ProcessProvider {
+    async fn exec(
+        &self,
+        container: &ContainerRef,
+        command: &[String],
+        io: AttachIo,
+    ) -> Result<ExitCode> {
+        let key = key(&container.namespace, &container.pod);
+        let launch = self
+            .inner()
+            .running_launch(&key, &container.container)
+            .ok_or_else(|| {
+                PodError::not_found(format!(
+                    "container {:?} of pod {key} is not running",
+                    container.container
+                ))
+            })?;
+        let Some((program, args)) = command.split_first() else {
+            return Err(PodError::invalid_input("exec needs a command"));
+        };
+        if io.tty {
+            return Err(PodError::not_implemented(
+                "a TTY for exec is not supported by the process provider yet; run without -t",
+            ));
+        }
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .env_clear()
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&launch.cwd)
+            .stdin(if io.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
+        let _guard = GroupGuard(
+            child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(Pid::from_raw),
+        );
+        let feeding = match (io.stdin, child.stdin.take()) {
+            (Some(mut input), Some(mut stdin)) => Some(tokio::spawn(async move {
+                while let Some(Ok(chunk)) = input.next().await {
+                    if stdin.write_all(&chunk).await.is_err() {
+                        break;
+                    }
+                }
+                // End of the client's input closes the command's.
+                drop(stdin);
+            })),
+            _ => None,
+        };
+        let mut outputs = Vec::new();
+        if let (Some(out), Some(sink)) = (child.stdout.take(), io.stdout) {
+            outputs.push(tokio::spawn(pump(out, sink)));
+        }
+        if let (Some(err), Some(sink)) = (child.stderr.take(), io.stderr) {
+            outputs.push(tokio::spawn(pump(err, sink)));
+        }
+        let status = child.wait().await.map_err(|e| {
+            PodError::unavailable(None, format!("cannot wait for {program:?}: {e}"))
+        })?;
+        for output in outputs {
+            let _ = output.await;
+        }
+        if let Some(feeding) = feeding {
+            feeding.abort();
+        }
+        use std::os::unix::process::ExitStatusExt;
+        Ok(ExitCode(
+            status
+                .code()
+                .or_else(|| status.signal().map(|s| 128 + s))
+                .unwrap_or(128),
+        ))
+    }
+}
+
+#[async_trait]
+impl PortForward for ProcessProvider {
+    async fn port_forward(
+        &self,
+        namespace: &str,
+        pod: &str,
+        port: u16,
+        stream: PortForwardStream,
+    ) -> Result<()> {
+        let key = key(namespace, pod);
+        if !self.inner().has_pod(&key) {
+            return Err(PodError::not_found(format!("pod {key} is not running")));
+        }
+        let socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| {
+                PodError::unavailable(
+                    None,
+                    format!("cannot connect to port {port} of pod {key}: {e}"),
+                )
+            })?;
+        let (reader, mut writer) = socket.into_split();
+        let PortForwardStream {
+            mut incoming,
+            outgoing,
+        } = stream;
+        let mut back = tokio::spawn(pump(reader, outgoing));
+        let forth = async {
+            while let Some(Ok(chunk)) = incoming.next().await {
+                if writer.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+            let _ = writer.shutdown().await;
+        };
+        // The connection ends when the server closes it, or when the
+        // client does and the server has answered what it sent.
+        tokio::select! {
+            _ = &mut back => {}
+            _ = forth => {
+                let _ = back.await;
+            }
+        }
+        Ok(())
+    }
+}
