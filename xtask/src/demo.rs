@@ -258,6 +258,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     // Lease, the admin server, every controller (routes and pod CIDRs too).
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
     let controllers_stopped_vk = controllers_stopped.clone();
+    let controllers_stopped_process = controllers_stopped.clone();
     let flags = match ManagerFlags::try_parse_from([
         "cloud-controller-manager",
         "--cloud-provider=fake",
@@ -315,12 +316,23 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
     };
     let virtual_node = tokio::spawn(virtual_node.run(controllers_stopped_vk));
+    // A second virtual node whose pods are real processes.
+    let process_demo =
+        match crate::demo_process::start(cluster.server(), "demo", controllers_stopped_process)
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
     for i in 0..args.pods {
         let pod = json!({
             "metadata": {"name": format!("app-{i}"), "labels": {"app": "demo"}},
             "spec": {
-                "nodeSelector": {"type": "virtual-kubelet"},
+                "nodeSelector": {"type": "virtual-kubelet", "kubernetes.io/hostname": VIRTUAL_NODE},
                 "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
                 "containers": [{"name": "app", "image": "nginx"}]
             }
@@ -472,8 +484,26 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             ),
         }
     }
+    let process_ok = match process_demo.check(&pods, Duration::from_secs(30)).await {
+        Ok(line) => {
+            println!(
+                "  a real process on {}: demo/{}, {line}",
+                crate::demo_process::PROCESS_NODE,
+                crate::demo_process::PROCESS_POD
+            );
+            true
+        }
+        Err(e) => {
+            eprintln!(
+                "error: the process node {}: {e}",
+                crate::demo_process::PROCESS_NODE
+            );
+            false
+        }
+    };
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
-    if !converged || !kubelet_api_ok {
+    if !converged || !kubelet_api_ok || !process_ok {
+        process_demo.delete_pod(&pods).await;
         eprintln!(
             "error: the demo cluster did not converge within {}s",
             args.timeout
@@ -484,11 +514,15 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         println!(
             "serving until Ctrl-C; try: kubectl --kubeconfig {0} get nodes,svc -A, \
              kubectl --kubeconfig {0} -n demo logs app-0, \
-             kubectl --kubeconfig {0} -n demo exec -it app-0 -- size",
-            args.kubeconfig.display()
+             kubectl --kubeconfig {0} -n demo exec -it app-0 -- size, \
+             kubectl --kubeconfig {0} -n demo logs -f hello-process, \
+             kubectl --kubeconfig {0} -n demo port-forward hello-process {1}",
+            args.kubeconfig.display(),
+            process_demo.port
         );
         crate::wait_for_signal().await;
     }
+    process_demo.delete_pod(&pods).await;
     let _ = stop_controllers.send(true);
     if let Err(e) = manager.wait().await {
         eprintln!("error: the manager stopped with an error: {e}");
@@ -504,6 +538,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             eprintln!("error: the virtual node task failed: {e}");
             return ExitCode::FAILURE;
         }
+    }
+    if let Ok(Err(e)) = process_demo.task.await {
+        eprintln!("error: the process node stopped with an error: {e}");
+        return ExitCode::FAILURE;
     }
     drop(kubelets);
     ExitCode::SUCCESS

@@ -13,6 +13,7 @@ mod bench_kubelet;
 mod bench_kubelet_api;
 mod ci;
 mod demo;
+mod demo_process;
 mod generated;
 mod heap_meter;
 mod manifests;
