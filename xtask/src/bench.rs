@@ -9,6 +9,8 @@
 //! - `kubelet`: one virtual node with 10,000 pods (`bench_kubelet.rs`).
 //! - `kubelet-api`: exec round trips and log streaming through the kubelet
 //!   API (`bench_kubelet_api.rs`).
+//! - `process`: 500 pods of `sleep` on a process node
+//!   (`bench_process.rs`).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -44,11 +46,13 @@ pub(crate) fn write_results(
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
-        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api>");
+        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api|process>");
         return ExitCode::from(2);
     };
-    if !["apiserver", "ccm", "kubelet", "kubelet-api"].contains(&target.as_str()) {
-        eprintln!("unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api");
+    if !["apiserver", "ccm", "kubelet", "kubelet-api", "process"].contains(&target.as_str()) {
+        eprintln!(
+            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api, process"
+        );
         return ExitCode::from(2);
     }
     if cfg!(debug_assertions) {
@@ -91,6 +95,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_kubelet::run())
     } else if target == "kubelet-api" {
         rt.block_on(crate::bench_kubelet_api::run())
+    } else if target == "process" {
+        rt.block_on(crate::bench_process::run())
     } else {
         rt.block_on(apiserver())
     };

@@ -34,7 +34,7 @@ pub(crate) async fn capture(
         .append(true)
         .open(&path)
         .await?;
-    let (lines, mut received) = mpsc::channel::<(&'static str, Vec<u8>)>(64);
+    let (lines, mut received) = mpsc::channel::<(&'static str, Vec<u8>)>(16);
     for (stream, reader) in [
         (
             "stdout",
@@ -44,7 +44,9 @@ pub(crate) async fn capture(
     ] {
         let lines = lines.clone();
         tokio::spawn(async move {
-            let mut reader = BufReader::new(reader);
+            // Small buffers: a node holds two per running container; longer
+            // lines still arrive whole (`read_until` grows the line).
+            let mut reader = BufReader::with_capacity(1024, reader);
             loop {
                 let mut line = Vec::new();
                 match reader.read_until(b'\n', &mut line).await {

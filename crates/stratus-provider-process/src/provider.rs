@@ -50,6 +50,9 @@ struct Entry {
     /// How each container starts (the same order as `statuses`), for exec.
     launches: Vec<Launch>,
     stop: watch::Sender<Option<Duration>>,
+    /// Becomes true when the supervisor returned: no process of the pod
+    /// runs any more.
+    ended: watch::Receiver<bool>,
 }
 
 /// The provider's state, shared with the supervisors.
@@ -265,6 +268,7 @@ impl PodLifecycleHandler for ProcessProvider {
                 .map(|l| waiting(&l.name, &l.image, "ContainerCreating")),
         );
         let (stop, stopped) = watch::channel(None);
+        let (end, ended) = watch::channel(false);
         let reported = {
             let mut pods = lock(&self.inner.pods);
             if pods.contains_key(&key) {
@@ -278,20 +282,25 @@ impl PodLifecycleHandler for ProcessProvider {
                 init_count: plan.init.len(),
                 launches: plan.init.iter().chain(&plan.app).cloned().collect(),
                 stop,
+                ended,
             };
             let reported = with_status(&entry, &self.inner.config);
             pods.insert(key.clone(), entry);
             reported
         };
         self.inner.notify(reported);
-        tokio::spawn(supervise(
+        let supervisor = supervise(
             self.inner.clone(),
             key,
             policy,
             plan.init,
             plan.app,
             stopped,
-        ));
+        );
+        tokio::spawn(async move {
+            supervisor.await;
+            let _ = end.send(true);
+        });
         Ok(())
     }
 
@@ -315,30 +324,19 @@ impl PodLifecycleHandler for ProcessProvider {
             .map_or(DEFAULT_GRACE, |s| {
                 Duration::from_secs(s.max(0).unsigned_abs())
             });
-        let mut done = {
+        let mut ended = {
             let pods = lock(&self.inner.pods);
             let Some(entry) = pods.get(&key) else {
                 return Ok(());
             };
             entry.stop.send_replace(Some(grace));
-            entry.stop.subscribe()
+            entry.ended.clone()
         };
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            // Every container's supervisor reports its end; wait until none
-            // runs, then report the pod terminated and forget it.
-            loop {
-                let all_ended = lock(&inner.pods).get(&key).is_none_or(|e| {
-                    e.statuses
-                        .iter()
-                        .all(|s| s.state.as_ref().is_none_or(|st| st.running.is_none()))
-                });
-                if all_ended {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            let _ = done.borrow_and_update();
+            // The supervisor returns once every container's process ended;
+            // then report the pod terminated and forget it.
+            let _ = ended.wait_for(|ended| *ended).await;
             let removed = lock(&inner.pods).remove(&key);
             if let Some(mut entry) = removed {
                 for status in &mut entry.statuses {
