@@ -49,6 +49,21 @@ struct Node {
     _stop: watch::Sender<bool>,
 }
 
+impl Node {
+    /// Create pod `name` with `spec`, bound to the node.
+    async fn create(&self, name: &str, spec: serde_json::Value) {
+        self.pods
+            .create(&PostParams::default(), &pod(name, spec))
+            .await
+            .unwrap();
+    }
+
+    /// Pod `name`'s phase.
+    async fn phase(&self, name: &str) -> Option<String> {
+        self.pods.get(name).await.unwrap().status?.phase
+    }
+}
+
 async fn node(provider: ProcessProvider) -> Node {
     let api = ApiServer::start().await.unwrap();
     let node = stratus_testing::kubelet_api::virtual_node_with_api(
@@ -128,10 +143,7 @@ async fn init_containers_restarts_with_back_off_and_logs() {
             {"name": "flaky", "image": "busybox", "args": ["echo attempt; exit 3"]},
         ],
     });
-    node.pods
-        .create(&PostParams::default(), &pod("web", spec))
-        .await
-        .unwrap();
+    node.create("web", spec).await;
     until("web Running with flaky restarted twice", 30, async || {
         let p = node.pods.get("web").await.unwrap();
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
@@ -206,13 +218,9 @@ async fn never_fails_the_pod_with_the_exit_code() {
             {"name": "missing", "image": "x", "command": ["/no/such/program"]},
         ],
     });
-    node.pods
-        .create(&PostParams::default(), &pod("job", spec))
-        .await
-        .unwrap();
+    node.create("job", spec).await;
     until("job Failed", 20, async || {
-        let p = node.pods.get("job").await.unwrap();
-        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+        node.phase("job").await.as_deref() == Some("Failed")
     })
     .await;
     let p = node.pods.get("job").await.unwrap();
@@ -244,10 +252,7 @@ async fn a_process_ignoring_sigterm_is_killed_at_the_deadline_with_its_children(
             "args": ["trap '' TERM; (trap '' TERM; sleep 600) & echo \"$$ $!\"; wait"],
         }],
     });
-    node.pods
-        .create(&PostParams::default(), &pod("stubborn", spec))
-        .await
-        .unwrap();
+    node.create("stubborn", spec).await;
     let mut pids = Vec::new();
     until("the PIDs logged", 20, async || {
         let text = logs(&node, "stubborn", "container=stubborn").await;
@@ -327,10 +332,7 @@ async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
         ),
     ];
     for (name, spec, message) in &cases {
-        node.pods
-            .create(&PostParams::default(), &pod(name, spec.clone()))
-            .await
-            .unwrap();
+        node.create(name, spec.clone()).await;
         until(&format!("{name} Failed"), 20, async || {
             let p = node.pods.get(name).await.unwrap();
             let s = p.status.unwrap_or_default();
@@ -377,10 +379,7 @@ async fn exec_and_port_forward_reach_the_real_processes() {
             "env": [{"name": "GREETING", "value": "from the pod"}],
         }],
     });
-    node.pods
-        .create(&PostParams::default(), &pod("web", spec))
-        .await
-        .unwrap();
+    node.create("web", spec).await;
     until("the server listens", 30, async || {
         tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
