@@ -19,7 +19,19 @@ use crate::provider::key;
 
 /// Kills the exec'd command's process group when the session ends or the
 /// client goes away (the session's future is dropped).
-struct GroupGuard(Option<Pid>);
+pub(crate) struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    /// The group `child` leads.
+    pub(crate) fn of(child: &tokio::process::Child) -> Self {
+        Self(
+            child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(Pid::from_raw),
+        )
+    }
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
@@ -67,9 +79,8 @@ impl ContainerExec for ProcessProvider {
             return Err(PodError::invalid_input("exec needs a command"));
         };
         if io.tty {
-            return Err(PodError::not_implemented(
-                "a TTY for exec is not supported by the process provider yet; run without -t",
-            ));
+            let code = crate::terminal::exec_on_terminal(&launch, program, args, io).await?;
+            return Ok(ExitCode(code));
         }
         let mut child = tokio::process::Command::new(program)
             .args(args)
@@ -87,12 +98,7 @@ impl ContainerExec for ProcessProvider {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
-        let _guard = GroupGuard(
-            child
-                .id()
-                .and_then(|id| i32::try_from(id).ok())
-                .and_then(Pid::from_raw),
-        );
+        let _guard = GroupGuard::of(&child);
         let feeding = match (io.stdin, child.stdin.take()) {
             (Some(mut input), Some(mut stdin)) => Some(tokio::spawn(async move {
                 while let Some(Ok(chunk)) = input.next().await {

@@ -34,7 +34,8 @@
 //!   `sinceTime`, `timestamps`, `limitBytes` and `previous`.
 //! - **Exec and port-forward**: `kubectl exec` runs the command beside
 //!   the container's process, with its environment and directory (stdin,
-//!   stdout, stderr, exit code; no TTY yet); `kubectl port-forward`
+//!   stdout, stderr, exit code; with `-t` on a pseudo-terminal whose
+//!   window size follows the client's); `kubectl port-forward`
 //!   connects to the port on the host's loopback.
 //! - **Volumes**: `emptyDir` (see [`CONTAINER_ROOT_ENV`] for how mounts
 //!   appear to a process); other kinds are refused with a clear reason.
@@ -55,6 +56,7 @@ mod plan;
 mod provider;
 mod status;
 mod supervisor;
+mod terminal;
 
 pub use config::ProcessConfig;
 pub use plan::{CONTAINER_ROOT_ENV, MAX_ENVIRONMENT_BYTES};

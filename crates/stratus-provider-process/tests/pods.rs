@@ -420,6 +420,34 @@ async fn exec_and_port_forward_reach_the_real_processes() {
         Some("3")
     );
 
+    // A terminal: the command sees a TTY, whose size follows the client's.
+    let mut tty = node
+        .pods
+        .exec(
+            "web",
+            ["sh", "-c", "sleep 1; tty; stty size"],
+            &AttachParams::interactive_tty(),
+        )
+        .await
+        .unwrap();
+    let mut resize = tty.terminal_size().unwrap();
+    futures_util::SinkExt::send(
+        &mut resize,
+        kube::api::TerminalSize {
+            width: 132,
+            height: 43,
+        },
+    )
+    .await
+    .unwrap();
+    let out = read_all(tty.stdout().unwrap()).await;
+    assert!(out.contains("/dev/pts/"), "{out:?}");
+    assert!(out.contains("43 132"), "{out:?}");
+    assert!(
+        out.contains("\r\n"),
+        "a terminal ends lines with CR LF: {out:?}"
+    );
+
     // Port-forward to the real server.
     let mut forwarder = node.pods.portforward("web", &[port]).await.unwrap();
     let mut stream = forwarder.take_stream(port).unwrap();
