@@ -37,8 +37,11 @@
 //!   stdout, stderr, exit code; with `-t` on a pseudo-terminal whose
 //!   window size follows the client's); `kubectl port-forward`
 //!   connects to the port on the host's loopback.
-//! - **Volumes**: `emptyDir` (see [`CONTAINER_ROOT_ENV`] for how mounts
-//!   appear to a process); other kinds are refused with a clear reason.
+//! - **Volumes**: `emptyDir`; `configMap`, `secret`, `downwardAPI` and
+//!   `projected` as files rewritten when their source changes (with
+//!   [`ProcessProvider::with_resources`]); see [`CONTAINER_ROOT_ENV`] for
+//!   how mounts appear to a process. Other kinds are refused with a clear
+//!   reason.
 //! - **Refused**: `hostPID`, `hostIPC`, privileged containers, images with
 //!   no mapping and no command, environments over
 //!   [`MAX_ENVIRONMENT_BYTES`]: `create_pod` fails with `InvalidInput` and
@@ -57,6 +60,7 @@ mod provider;
 mod status;
 mod supervisor;
 mod terminal;
+mod volumes;
 
 pub use config::ProcessConfig;
 pub use plan::{CONTAINER_ROOT_ENV, MAX_ENVIRONMENT_BYTES};

@@ -40,7 +40,8 @@ pub(crate) struct Launch {
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub(crate) dir: PathBuf,
-    pub(crate) volumes: Vec<PathBuf>,
+    /// Each volume and its directory.
+    pub(crate) volumes: Vec<(k8s_openapi::api::core::v1::Volume, PathBuf)>,
     pub(crate) init: Vec<Launch>,
     pub(crate) app: Vec<Launch>,
 }
@@ -69,16 +70,20 @@ pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> 
     let mut volumes = Vec::new();
     let mut volume_dirs = std::collections::BTreeMap::new();
     for volume in spec.volumes.iter().flatten() {
-        if volume.empty_dir.is_none() {
-            let kind = serde_kind(volume);
+        if let Err(what) = crate::volumes::supported(volume) {
+            let what = if what.is_empty() {
+                format!("{} volumes", serde_kind(volume))
+            } else {
+                what
+            };
             return Err(PodError::invalid_input(format!(
-                "volume {:?}: {kind} volumes are not supported by the process provider (supported: emptyDir)",
+                "volume {:?}: {what} are not supported by the process provider (supported: emptyDir, configMap, secret, downwardAPI, projected)",
                 volume.name
             )));
         }
-        let path = dir.join("volumes").join(safe(&volume.name));
+        let path = volume_dir(&dir, &volume.name);
         volume_dirs.insert(volume.name.clone(), path.clone());
-        volumes.push(path);
+        volumes.push((volume.clone(), path));
     }
     let launch = |c: &Container| -> Result<Launch, PodError> {
         launch_of(config, &dir, &volume_dirs, c, name)
@@ -189,6 +194,11 @@ fn launch_of(
     })
 }
 
+/// The directory of volume `name` of the pod living in `pod_dir`.
+pub(crate) fn volume_dir(pod_dir: &Path, name: &str) -> PathBuf {
+    pod_dir.join("volumes").join(safe(name))
+}
+
 /// An absolute container path as a path under the container's root: no
 /// `..`, not empty.
 fn relative(path: &str) -> Option<PathBuf> {
@@ -292,10 +302,10 @@ mod tests {
         );
         assert!(
             refused(serde_json::json!({
-                "volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
+                "volumes": [{"name": "host", "hostPath": {"path": "/etc"}}],
                 "containers": [{"name": "a", "image": "busybox"}],
             }))
-            .contains("configMap volumes are not supported")
+            .contains("hostPath volumes are not supported")
         );
         assert!(refused(serde_json::json!({"hostPID": true, "containers": [{"name": "a", "image": "busybox"}]}))
             .contains("hostPID"));

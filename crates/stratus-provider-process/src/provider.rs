@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use stratus_pod::{
     ByteStream, ContainerLogOptions, ContainerLogs, ContainerRef, PodError, PodLifecycleHandler,
-    PodNotifier, PodStatusCallback, Result,
+    PodNotifier, PodResources, PodStatusCallback, ResourceChange, ResourceChanges, Result,
 };
 use tokio::sync::watch;
 
@@ -58,6 +58,8 @@ struct Entry {
 /// The provider's state, shared with the supervisors.
 pub(crate) struct Inner {
     config: ProcessConfig,
+    /// Where ConfigMaps and Secrets of volumes are read.
+    resources: Option<Arc<dyn PodResources>>,
     pods: Mutex<HashMap<String, Entry>>,
     callback: Mutex<Option<PodStatusCallback>>,
 }
@@ -87,10 +89,34 @@ impl ProcessProvider {
         Self {
             inner: Arc::new(Inner {
                 config,
+                resources: None,
                 pods: Mutex::new(HashMap::new()),
                 callback: Mutex::new(None),
             }),
         }
+    }
+}
+
+impl ProcessProvider {
+    /// Read the ConfigMaps and Secrets of `configMap`, `secret` and
+    /// `projected` volumes through `resources` (give it the node's, see
+    /// `VirtualNodeBuilder::resources`); without it such volumes are
+    /// refused. Call before the provider is shared.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stratus_pod::InMemoryResources;
+    /// use stratus_provider_process::{ProcessConfig, ProcessProvider};
+    ///
+    /// let provider = ProcessProvider::new(ProcessConfig::new("/tmp/pods"))
+    ///     .with_resources(Arc::new(InMemoryResources::new()));
+    /// # let _ = provider;
+    /// ```
+    pub fn with_resources(mut self, resources: Arc<dyn PodResources>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.resources = Some(resources);
+        }
+        self
     }
 }
 
@@ -247,10 +273,9 @@ impl PodLifecycleHandler for ProcessProvider {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let key = key_of(pod);
         let plan = plan(&self.inner.config, pod)?;
-        for volume in &plan.volumes {
-            tokio::fs::create_dir_all(volume).await.map_err(|e| {
-                PodError::unavailable(None, format!("cannot create {}: {e}", volume.display()))
-            })?;
+        let resources = self.inner.resources.as_deref();
+        for (volume, dir) in &plan.volumes {
+            crate::volumes::write(volume, dir, pod, resources).await?;
         }
         let policy = pod
             .spec
@@ -401,6 +426,44 @@ impl PodLifecycleHandler for ProcessProvider {
 
     fn port_forward(&self) -> Option<&dyn stratus_pod::PortForward> {
         Some(self)
+    }
+
+    fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ResourceChanges for ProcessProvider {
+    /// Rewrite the volumes that show the changed ConfigMap or Secret in
+    /// the pods that use it (a deleted one keeps its last files, as the
+    /// kubelet does).
+    async fn resource_changed(&self, change: &ResourceChange) -> Result<()> {
+        if change.deleted {
+            return Ok(());
+        }
+        let Some(resources) = self.inner.resources.clone() else {
+            return Ok(());
+        };
+        // A cache of its own must not hand back the old contents.
+        resources.forget(change.kind, &change.namespace, &change.name);
+        for name in &change.pods {
+            let found = {
+                let pods = lock(&self.inner.pods);
+                pods.get(&key(&change.namespace, name))
+                    .map(|e| (e.pod.clone(), e.dir.clone()))
+            };
+            let Some((pod, dir)) = found else {
+                continue;
+            };
+            for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+                if crate::volumes::uses(volume, change.kind, &change.name) {
+                    let path = crate::plan::volume_dir(&dir, &volume.name);
+                    crate::volumes::write(volume, &path, &pod, Some(resources.as_ref())).await?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

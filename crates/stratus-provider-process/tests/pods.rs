@@ -318,11 +318,11 @@ async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
             "image \"ruby\" is not mapped",
         ),
         (
-            "configmap",
+            "hostpath",
             serde_json::json!({"restartPolicy": "Never",
-            "volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
+            "volumes": [{"name": "host", "hostPath": {"path": "/etc"}}],
             "containers": [{"name": "a", "image": "busybox", "args": ["true"]}]}),
-            "configMap volumes are not supported",
+            "hostPath volumes are not supported",
         ),
         (
             "huge-env",
@@ -487,4 +487,115 @@ async fn exec_and_port_forward_reach_the_real_processes() {
     })
     .await;
     let _ = std::fs::remove_dir_all(root("exec"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_volumes_are_files_and_follow_their_sources() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::AttachParams;
+    let api = ApiServer::start().await.unwrap();
+    let client = api.client();
+    let resources = Arc::new(stratus_kubelet::resources::ApiResources::new(
+        client.clone(),
+        Duration::from_secs(60),
+    ));
+    let provider = ProcessProvider::new(config("volumes")).with_resources(resources);
+    let vk = stratus_testing::kubelet_api::virtual_node_with_api(
+        &api,
+        NodeConfig::new(NODE, "process"),
+        Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
+    )
+    .await
+    .unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(vk.run(stopped));
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let settings: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "settings"}, "data": {"greeting": "hello", "other": "x"},
+    }))
+    .unwrap();
+    maps.create(&PostParams::default(), &settings)
+        .await
+        .unwrap();
+    let token: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "token"}, "stringData": {"value": "s3cret"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    let node = Node {
+        pods: Api::namespaced(client.clone(), "default"),
+        api,
+        _stop: watch::channel(false).0,
+    };
+    let spec = serde_json::json!({
+        "terminationGracePeriodSeconds": 1,
+        "volumes": [
+            {"name": "config", "configMap": {"name": "settings", "items": [{"key": "greeting", "path": "greeting.txt"}]}},
+            {"name": "secret", "secret": {"secretName": "token", "defaultMode": 0o400}},
+            {"name": "info", "downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+        ],
+        "containers": [{
+            "name": "app", "image": "busybox", "args": ["sleep 600"],
+            "volumeMounts": [
+                {"name": "config", "mountPath": "/etc/config"},
+                {"name": "secret", "mountPath": "/etc/secret"},
+                {"name": "info", "mountPath": "/etc/info"},
+            ],
+        }],
+    });
+    node.create("reader", spec).await;
+    until("reader Running", 30, async || {
+        node.phase("reader").await.as_deref() == Some("Running")
+    })
+    .await;
+    let read = async |script: &str| {
+        let mut session = node
+            .pods
+            .exec(
+                "reader",
+                ["sh", "-c", script],
+                &AttachParams::default().stderr(false),
+            )
+            .await
+            .unwrap();
+        read_all(session.stdout().unwrap()).await
+    };
+    let files = "cd \"$STRATUS_CONTAINER_ROOT/etc\"; cat config/greeting.txt; echo; ls config; cat secret/value; echo; stat -L -c %a secret/value; cat info/name";
+    assert_eq!(
+        read(files).await,
+        "hello\ngreeting.txt\ns3cret\n400\nreader"
+    );
+
+    // The ConfigMap changes (once the node watches the namespace's
+    // ConfigMaps, which it starts within its 5 s rescan): the file follows,
+    // all at once.
+    until("the node watches ConfigMaps", 20, async || {
+        node.api
+            .requests()
+            .iter()
+            .any(|r| r.verb == stratus_testing::Verb::Watch && r.resource == "configmaps")
+    })
+    .await;
+    let mut changed = settings.clone();
+    changed.data = Some([("greeting".to_string(), "bonjour".to_string())].into());
+    maps.replace("settings", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    until("the new greeting in the file", 20, async || {
+        read("cat \"$STRATUS_CONTAINER_ROOT/etc/config/greeting.txt\"").await == "bonjour"
+    })
+    .await;
+    node.pods
+        .delete("reader", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("reader deleted", 20, async || {
+        node.pods.get_opt("reader").await.unwrap().is_none()
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("volumes"));
 }
