@@ -26,6 +26,10 @@
 //! - **Status**: Waiting / Running / Terminated with exit codes and times;
 //!   the phase and the PodScheduled, Initialized, ContainersReady and Ready
 //!   conditions by the kubelet's rules; pushed through the notifier.
+//! - **Probes**: `exec`, `httpGet` and `tcpSocket` startup, liveness and
+//!   readiness probes with the kubelet's timings; readiness drives
+//!   `ready` and the Ready condition, a failing liveness or startup probe
+//!   restarts the container.
 //! - **Deletion**: SIGTERM to the container's process group, the grace
 //!   period, then SIGKILL; whatever the process left in its group is killed
 //!   when it ends. The pod's directory is removed.
@@ -56,6 +60,7 @@ mod config;
 mod exec;
 mod logs;
 mod plan;
+mod probe;
 mod provider;
 mod status;
 mod supervisor;

@@ -34,6 +34,12 @@ pub(crate) struct Launch {
     pub(crate) cwd: PathBuf,
     /// Mount path (relative to the root) → the pod's volume directory.
     pub(crate) mounts: Vec<(PathBuf, PathBuf)>,
+    /// The container's ports (named ports of probes).
+    pub(crate) ports: Vec<k8s_openapi::api::core::v1::ContainerPort>,
+    /// The startup, liveness and readiness probes.
+    pub(crate) startup: Option<k8s_openapi::api::core::v1::Probe>,
+    pub(crate) liveness: Option<k8s_openapi::api::core::v1::Probe>,
+    pub(crate) readiness: Option<k8s_openapi::api::core::v1::Probe>,
 }
 
 /// A pod's plan.
@@ -183,6 +189,12 @@ fn launch_of(
         ),
         _ => root.clone(),
     };
+    for probe in [&c.startup_probe, &c.liveness_probe, &c.readiness_probe]
+        .into_iter()
+        .flatten()
+    {
+        crate::probe::supported(probe).map_err(|e| refuse(e.into()))?;
+    }
     Ok(Launch {
         name: c.name.clone(),
         image,
@@ -191,6 +203,10 @@ fn launch_of(
         root,
         cwd,
         mounts,
+        ports: c.ports.clone().unwrap_or_default(),
+        startup: c.startup_probe.clone(),
+        liveness: c.liveness_probe.clone(),
+        readiness: c.readiness_probe.clone(),
     })
 }
 

@@ -174,8 +174,10 @@ impl Inner {
             let Some(status) = entry.statuses.get_mut(index) else {
                 return;
             };
-            status.started = Some(state.running.is_some());
-            status.ready = state.running.is_some();
+            let running = state.running.is_some();
+            status.started = Some(running && entry.launches[index].startup.is_none());
+            // With a readiness probe, ready only once it passes.
+            status.ready = running && entry.launches[index].readiness.is_none();
             status.state = Some(state);
             if let Some(last) = last {
                 status.last_state = Some(last);
@@ -184,6 +186,49 @@ impl Inner {
             with_status(entry, &self.config)
         };
         self.notify(pod);
+    }
+
+    /// Set what a probe found: `started` (the startup probe passed) or
+    /// `ready` (the readiness probe passes), while the container runs.
+    pub(crate) fn set_probed(
+        &self,
+        key: &str,
+        index: usize,
+        started: Option<bool>,
+        ready: Option<bool>,
+    ) {
+        let pod = {
+            let mut pods = lock(&self.pods);
+            let Some(entry) = pods.get_mut(key) else {
+                return;
+            };
+            let Some(status) = entry.statuses.get_mut(index) else {
+                return;
+            };
+            let running = status.state.as_ref().is_some_and(|s| s.running.is_some());
+            let before = (status.started, status.ready);
+            if let Some(started) = started {
+                status.started = Some(running && started);
+            }
+            if let Some(ready) = ready {
+                status.ready = running && ready;
+            }
+            if before == (status.started, status.ready) {
+                return;
+            }
+            with_status(entry, &self.config)
+        };
+        self.notify(pod);
+    }
+
+    /// The pod's grace period (`terminationGracePeriodSeconds`, 30 s).
+    pub(crate) fn grace(&self, key: &str) -> Duration {
+        lock(&self.pods)
+            .get(key)
+            .and_then(|e| e.pod.spec.as_ref()?.termination_grace_period_seconds)
+            .map_or(DEFAULT_GRACE, |s| {
+                Duration::from_secs(s.max(0).unsigned_abs())
+            })
     }
 
     /// A container deleted while backing off: its last termination becomes
@@ -237,7 +282,15 @@ fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
     let mut pod = entry.pod.clone();
     pod.status = Some(PodStatus {
         phase: Some(phase.into()),
-        conditions: Some(conditions(phase, init, app, &entry.start)),
+        conditions: Some(conditions(
+            phase,
+            init,
+            &entry.statuses[entry.init_count..]
+                .iter()
+                .map(|s| s.ready)
+                .collect::<Vec<_>>(),
+            &entry.start,
+        )),
         host_ip: Some(config.pod_ip.clone()),
         pod_ip: Some(config.pod_ip.clone()),
         pod_ips: Some(vec![PodIP {

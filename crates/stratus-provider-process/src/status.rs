@@ -82,11 +82,13 @@ pub(crate) fn phase(restart_policy: &str, init: &[Run], app: &[Run]) -> &'static
     "Pending"
 }
 
-/// PodScheduled, Initialized, ContainersReady and Ready.
+/// PodScheduled, Initialized, ContainersReady and Ready; `app_ready` says
+/// which app containers are ready (running, and passing their readiness
+/// probe if they have one).
 pub(crate) fn conditions(
     phase: &str,
     init: &[Run],
-    app: &[Run],
+    app_ready: &[bool],
     since: &Time,
 ) -> Vec<PodCondition> {
     let condition = |type_: &str, ok: bool, reason: Option<&str>| PodCondition {
@@ -98,7 +100,7 @@ pub(crate) fn conditions(
     };
     let initialized = init.iter().all(|r| *r == Run::Exited(0));
     let terminal = matches!(phase, "Succeeded" | "Failed");
-    let ready = !terminal && app.iter().all(|r| *r == Run::Running);
+    let ready = !terminal && app_ready.iter().all(|r| *r);
     let not_ready = if terminal {
         "PodCompleted"
     } else {
@@ -142,15 +144,15 @@ mod tests {
         let since = Time(k8s_openapi::jiff::Timestamp::now());
         let status =
             |c: &[PodCondition], t: &str| c.iter().find(|c| c.type_ == t).unwrap().status.clone();
-        let up = conditions("Running", &[Exited(0)], &[Running, Running], &since);
+        let up = conditions("Running", &[Exited(0)], &[true, true], &since);
         assert_eq!(status(&up, "Ready"), "True");
         assert_eq!(status(&up, "Initialized"), "True");
-        let half = conditions("Running", &[Exited(0)], &[Running, Restarting], &since);
+        let half = conditions("Running", &[Exited(0)], &[true, false], &since);
         assert_eq!(status(&half, "ContainersReady"), "False");
-        let done = conditions("Succeeded", &[], &[Exited(0)], &since);
+        let done = conditions("Succeeded", &[], &[false], &since);
         let ready = done.iter().find(|c| c.type_ == "Ready").unwrap();
         assert_eq!(ready.reason.as_deref(), Some("PodCompleted"));
-        let init = conditions("Pending", &[Running], &[Waiting], &since);
+        let init = conditions("Pending", &[Running], &[false], &since);
         assert_eq!(status(&init, "Initialized"), "False");
     }
 }

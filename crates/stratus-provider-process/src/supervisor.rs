@@ -231,13 +231,20 @@ async fn run_instance(
             Err(_) => Duration::ZERO,
         }
     };
+    let probes = probe_container(inner, key, index, launch);
     let ended = tokio::select! {
         status = child.wait() => Ok(status),
-        grace = stop_requested => Err(grace),
+        grace = stop_requested => Err((grace, None)),
+        failed = probes => Err((inner.grace(key), Some(failed))),
     };
+    let mut killed_because = None;
     let status = match ended {
         Ok(status) => status,
-        Err(grace) => {
+        Err((grace, because)) => {
+            if let Some(because) = &because {
+                tracing::info!(pod = key, container = launch.name, %because, "killing the container");
+            }
+            killed_because = because;
             signal(group, Signal::TERM);
             match tokio::time::timeout(grace, child.wait()).await {
                 Ok(status) => status,
@@ -253,7 +260,7 @@ async fn run_instance(
     if let Some(log) = log {
         let _ = tokio::time::timeout(Duration::from_secs(2), log).await;
     }
-    let (code, message) = match status {
+    let (code, mut message) = match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(code), _) => (code, None),
             (None, Some(sig)) => (128 + sig, Some(format!("killed by signal {sig}"))),
@@ -261,6 +268,9 @@ async fn run_instance(
         },
         Err(e) => (128, Some(format!("cannot wait for the process: {e}"))),
     };
+    if let Some(because) = killed_because {
+        message = Some(because);
+    }
     Exit {
         code,
         reason: if code == 0 { "Completed" } else { "Error" },
@@ -268,6 +278,93 @@ async fn run_instance(
         started: Some(started),
         finished: now(),
     }
+}
+
+/// Run the container's probes while it runs: the startup probe first
+/// (liveness and readiness wait for it), then readiness (reported as the
+/// container's `ready`) and liveness together. Resolves, with the reason,
+/// when the startup or liveness probe failed `failureThreshold` times in a
+/// row: the container is then killed and restarted under the pod's policy.
+async fn probe_container(inner: &Arc<Inner>, key: &str, index: usize, launch: &Launch) -> String {
+    use crate::probe::{check, timing};
+    if let Some(probe) = &launch.startup {
+        let t = timing(probe);
+        tokio::time::sleep(t.initial_delay).await;
+        let mut failures = 0;
+        loop {
+            match check(probe, launch, t.timeout).await {
+                Ok(()) => break,
+                Err(e) => {
+                    failures += 1;
+                    if failures >= t.failure_threshold {
+                        return format!(
+                            "Container {} failed startup probe, will be restarted: {e}",
+                            launch.name
+                        );
+                    }
+                }
+            }
+            tokio::time::sleep(t.period).await;
+        }
+        inner.set_probed(key, index, Some(true), None);
+    }
+    let readiness = async {
+        let Some(probe) = &launch.readiness else {
+            return std::future::pending::<()>().await;
+        };
+        let t = timing(probe);
+        tokio::time::sleep(t.initial_delay).await;
+        let (mut successes, mut failures) = (0, 0);
+        loop {
+            match check(probe, launch, t.timeout).await {
+                Ok(()) => {
+                    (successes, failures) = (successes + 1, 0);
+                    if successes >= t.success_threshold {
+                        inner.set_probed(key, index, None, Some(true));
+                    }
+                }
+                Err(_) => {
+                    (successes, failures) = (0, failures + 1);
+                    if failures >= t.failure_threshold {
+                        inner.set_probed(key, index, None, Some(false));
+                    }
+                }
+            }
+            tokio::time::sleep(t.period).await;
+        }
+    };
+    let liveness = async {
+        let Some(probe) = &launch.liveness else {
+            return std::future::pending::<String>().await;
+        };
+        let t = timing(probe);
+        tokio::time::sleep(t.initial_delay).await;
+        let mut failures = 0;
+        loop {
+            match check(probe, launch, t.timeout).await {
+                Ok(()) => failures = 0,
+                Err(e) => {
+                    failures += 1;
+                    if failures >= t.failure_threshold {
+                        return format!(
+                            "Container {} failed liveness probe, will be restarted: {e}",
+                            launch.name
+                        );
+                    }
+                }
+            }
+            tokio::time::sleep(t.period).await;
+        }
+    };
+    tokio::select! {
+        failed = liveness => failed,
+        () = readiness => unreachable_ready(),
+    }
+}
+
+/// The readiness loop never ends; this keeps the types honest.
+fn unreachable_ready() -> String {
+    String::from("readiness probing ended")
 }
 
 /// Send `sig` to the process group; a group already gone is fine.

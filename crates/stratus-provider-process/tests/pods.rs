@@ -599,3 +599,91 @@ async fn config_volumes_are_files_and_follow_their_sources() {
     .await;
     let _ = std::fs::remove_dir_all(root("volumes"));
 }
+
+fn condition(pod: &Pod, type_: &str) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_restart_the_unhealthy_and_gate_readiness() {
+    let node = node(ProcessProvider::new(config("probes"))).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Liveness on a port nobody listens on: killed and restarted.
+    node.create(
+        "unhealthy",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "app", "image": "busybox", "args": ["sleep 600"],
+                "livenessProbe": {"tcpSocket": {"port": closed}, "periodSeconds": 1, "failureThreshold": 2},
+            }],
+        }),
+    )
+    .await;
+    // Readiness on a file the container writes after two seconds.
+    node.create(
+        "gated",
+        serde_json::json!({
+            "containers": [{
+                "name": "app", "image": "busybox", "args": ["sleep 2; touch ready; sleep 600"],
+                "readinessProbe": {"exec": {"command": ["test", "-f", "ready"]}, "periodSeconds": 1},
+            }],
+        }),
+    )
+    .await;
+    until("gated Running but not Ready", 20, async || {
+        let p = node.pods.get("gated").await.unwrap();
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            && condition(&p, "Ready").as_deref() == Some("False")
+            && !container(&p, "app").ready
+    })
+    .await;
+    until("gated Ready once its probe passes", 20, async || {
+        let p = node.pods.get("gated").await.unwrap();
+        condition(&p, "Ready").as_deref() == Some("True") && container(&p, "app").ready
+    })
+    .await;
+    until(
+        "unhealthy restarted by its liveness probe",
+        30,
+        async || {
+            let p = node.pods.get("unhealthy").await.unwrap();
+            let app = container(&p, "app");
+            app.restart_count >= 1
+                && app
+                    .last_state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .and_then(|t| t.message.as_deref())
+                    .is_some_and(|m| m.contains("failed liveness probe"))
+        },
+    )
+    .await;
+    // Nothing outlives the test: the shells' children go with their groups.
+    for name in ["unhealthy", "gated"] {
+        node.pods
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    until("both deleted", 40, async || {
+        node.pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("probes"));
+}
