@@ -40,6 +40,8 @@ pub(crate) struct Launch {
     pub(crate) startup: Option<k8s_openapi::api::core::v1::Probe>,
     pub(crate) liveness: Option<k8s_openapi::api::core::v1::Probe>,
     pub(crate) readiness: Option<k8s_openapi::api::core::v1::Probe>,
+    /// The `preStop` hook.
+    pub(crate) pre_stop: Option<k8s_openapi::api::core::v1::LifecycleHandler>,
 }
 
 /// A pod's plan.
@@ -207,6 +209,7 @@ fn launch_of(
         startup: c.startup_probe.clone(),
         liveness: c.liveness_probe.clone(),
         readiness: c.readiness_probe.clone(),
+        pre_stop: c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone()),
     })
 }
 

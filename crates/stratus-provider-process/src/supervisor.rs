@@ -245,8 +245,24 @@ async fn run_instance(
                 tracing::info!(pod = key, container = launch.name, %because, "killing the container");
             }
             killed_because = because;
+            // The kubelet's order: the preStop hook within the grace
+            // period, then SIGTERM with what is left of it (at least 2 s),
+            // then SIGKILL.
+            let deadline = tokio::time::Instant::now() + grace;
+            if let Some(hook) = &launch.pre_stop {
+                if let Err(e) = pre_stop(hook, launch, grace).await {
+                    tracing::warn!(pod = key, container = launch.name, error = %e, "the preStop hook failed");
+                }
+            }
+            let left = deadline
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(if launch.pre_stop.is_some() {
+                    MINIMUM_GRACE_AFTER_HOOK
+                } else {
+                    Duration::ZERO
+                });
             signal(group, Signal::TERM);
-            match tokio::time::timeout(grace, child.wait()).await {
+            match tokio::time::timeout(left, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
                     signal(group, Signal::KILL);
@@ -365,6 +381,31 @@ async fn probe_container(inner: &Arc<Inner>, key: &str, index: usize, launch: &L
 /// The readiness loop never ends; this keeps the types honest.
 fn unreachable_ready() -> String {
     String::from("readiness probing ended")
+}
+
+/// The least time a process gets between SIGTERM and SIGKILL after its
+/// preStop hook used up the grace period (the kubelet's 2 s).
+const MINIMUM_GRACE_AFTER_HOOK: Duration = Duration::from_secs(2);
+
+/// Run a `preStop` hook (`exec`, `httpGet` or `sleep`) within `grace`.
+async fn pre_stop(
+    hook: &k8s_openapi::api::core::v1::LifecycleHandler,
+    launch: &Launch,
+    grace: Duration,
+) -> Result<(), String> {
+    if let Some(sleep) = &hook.sleep {
+        let seconds = u64::try_from(sleep.seconds.max(0)).unwrap_or(0);
+        tokio::time::sleep(Duration::from_secs(seconds).min(grace)).await;
+        return Ok(());
+    }
+    // exec and httpGet run as the probes of the same kinds do.
+    let as_probe = k8s_openapi::api::core::v1::Probe {
+        exec: hook.exec.clone(),
+        http_get: hook.http_get.clone(),
+        tcp_socket: hook.tcp_socket.clone(),
+        ..Default::default()
+    };
+    crate::probe::check(&as_probe, launch, grace).await
 }
 
 /// Send `sig` to the process group; a group already gone is fine.

@@ -687,3 +687,71 @@ async fn probes_restart_the_unhealthy_and_gate_readiness() {
     .await;
     let _ = std::fs::remove_dir_all(root("probes"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pre_stop_hook_runs_before_sigterm_and_logs_follow() {
+    let node = node(ProcessProvider::new(config("prestop"))).await;
+    let marker = root("prestop-marker");
+    let _ = std::fs::remove_file(&marker);
+    node.create(
+        "hooked",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "app", "image": "busybox",
+                "args": ["trap 'echo TERM >> \"$MARKER\"; exit 0' TERM; i=0; while true; do i=$((i+1)); echo \"line $i\"; sleep 0.2; done"],
+                "env": [{"name": "MARKER", "value": marker.display().to_string()}],
+                "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo pre-stop >> \"$MARKER\""]}}},
+            }],
+        }),
+    )
+    .await;
+    until("hooked Running", 20, async || {
+        node.phase("hooked").await.as_deref() == Some("Running")
+    })
+    .await;
+    // Follow: lines keep arriving while the process writes them.
+    let mut lines = node
+        .pods
+        .log_stream(
+            "hooked",
+            &kube::api::LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    use futures_util::AsyncBufReadExt;
+    let mut seen = Vec::new();
+    let mut buffer = String::new();
+    while seen.len() < 8 {
+        buffer.clear();
+        let n = tokio::time::timeout(Duration::from_secs(5), lines.read_line(&mut buffer))
+            .await
+            .expect("a new line in time")
+            .unwrap();
+        assert!(n > 0, "the followed log ended early");
+        seen.push(buffer.trim_end().to_owned());
+    }
+    let numbers: Vec<u32> = seen
+        .iter()
+        .filter_map(|l| l.strip_prefix("line ")?.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 8, "{seen:?}");
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{seen:?}");
+    node.pods
+        .delete("hooked", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("hooked deleted", 20, async || {
+        node.pods.get_opt("hooked").await.unwrap().is_none()
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "pre-stop\nTERM\n"
+    );
+    let _ = std::fs::remove_file(&marker);
+    let _ = std::fs::remove_dir_all(root("prestop"));
+}
