@@ -249,10 +249,10 @@ async fn run_instance(
             // period, then SIGTERM with what is left of it (at least 2 s),
             // then SIGKILL.
             let deadline = tokio::time::Instant::now() + grace;
-            if let Some(hook) = &launch.pre_stop {
-                if let Err(e) = pre_stop(hook, launch, grace).await {
-                    tracing::warn!(pod = key, container = launch.name, error = %e, "the preStop hook failed");
-                }
+            if let Some(hook) = &launch.pre_stop
+                && let Err(e) = pre_stop(hook, launch, grace).await
+            {
+                tracing::warn!(pod = key, container = launch.name, error = %e, "the preStop hook failed");
             }
             let left = deadline
                 .saturating_duration_since(tokio::time::Instant::now())
