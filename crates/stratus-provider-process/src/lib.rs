@@ -41,6 +41,9 @@
 //!   stdout, stderr, exit code; with `-t` on a pseudo-terminal whose
 //!   window size follows the client's); `kubectl port-forward`
 //!   connects to the port on the host's loopback.
+//! - **Stats**: the kubelet's stats summary and `/metrics/resource` from
+//!   `/proc` (CPU time and resident memory of each container's process
+//!   group, the host's CPU and memory for the node).
 //! - **Volumes**: `emptyDir`; `configMap`, `secret`, `downwardAPI` and
 //!   `projected` as files rewritten when their source changes (with
 //!   [`ProcessProvider::with_resources`]); see [`CONTAINER_ROOT_ENV`] for
@@ -62,6 +65,7 @@ mod logs;
 mod plan;
 mod probe;
 mod provider;
+mod stats;
 mod status;
 mod supervisor;
 mod terminal;

@@ -49,6 +49,8 @@ struct Entry {
     init_count: usize,
     /// How each container starts (the same order as `statuses`), for exec.
     launches: Vec<Launch>,
+    /// Each container's running process group, for stats.
+    groups: Vec<Option<i32>>,
     stop: watch::Sender<Option<Duration>>,
     /// Becomes true when the supervisor returned: no process of the pod
     /// runs any more.
@@ -60,6 +62,10 @@ pub(crate) struct Inner {
     config: ProcessConfig,
     /// Where ConfigMaps and Secrets of volumes are read.
     resources: Option<Arc<dyn PodResources>>,
+    /// The node's name, for the stats summary.
+    node_name: String,
+    /// CPU rates between stats summaries.
+    rates: Mutex<crate::stats::Rates>,
     pods: Mutex<HashMap<String, Entry>>,
     callback: Mutex<Option<PodStatusCallback>>,
 }
@@ -90,6 +96,8 @@ impl ProcessProvider {
             inner: Arc::new(Inner {
                 config,
                 resources: None,
+                node_name: String::new(),
+                rates: Mutex::new(crate::stats::Rates::default()),
                 pods: Mutex::new(HashMap::new()),
                 callback: Mutex::new(None),
             }),
@@ -115,6 +123,15 @@ impl ProcessProvider {
     pub fn with_resources(mut self, resources: Arc<dyn PodResources>) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.resources = Some(resources);
+        }
+        self
+    }
+
+    /// The node name the stats summary reports. Call before the provider is
+    /// shared.
+    pub fn with_node_name(mut self, name: impl Into<String>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.node_name = name.into();
         }
         self
     }
@@ -219,6 +236,17 @@ impl Inner {
             with_status(entry, &self.config)
         };
         self.notify(pod);
+    }
+
+    /// Record the process group container `index` runs in (`None` once it
+    /// ended).
+    pub(crate) fn set_group(&self, key: &str, index: usize, group: Option<i32>) {
+        if let Some(slot) = lock(&self.pods)
+            .get_mut(key)
+            .and_then(|e| e.groups.get_mut(index))
+        {
+            *slot = group;
+        }
     }
 
     /// The pod's grace period (`terminationGracePeriodSeconds`, 30 s).
@@ -359,6 +387,7 @@ impl PodLifecycleHandler for ProcessProvider {
                 statuses,
                 init_count: plan.init.len(),
                 launches: plan.init.iter().chain(&plan.app).cloned().collect(),
+                groups: vec![None; plan.init.len() + plan.app.len()],
                 stop,
                 ended,
             };
@@ -483,6 +512,62 @@ impl PodLifecycleHandler for ProcessProvider {
 
     fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
         Some(self)
+    }
+
+    fn stats_summary(&self) -> Option<&dyn stratus_pod::StatsSummary> {
+        Some(self)
+    }
+
+    fn resource_metrics(&self) -> Option<&dyn stratus_pod::ResourceMetrics> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl stratus_pod::StatsSummary for ProcessProvider {
+    async fn stats_summary(&self) -> Result<stratus_pod::Summary> {
+        let samples: Vec<crate::stats::PodSample> = {
+            let pods = lock(&self.inner.pods);
+            pods.values()
+                .map(|e| crate::stats::PodSample {
+                    reference: stratus_pod::PodReference {
+                        name: e.pod.metadata.name.clone().unwrap_or_default(),
+                        namespace: e.pod.metadata.namespace.clone().unwrap_or_default(),
+                        uid: e.pod.metadata.uid.clone().unwrap_or_default(),
+                    },
+                    started: Some(e.start.clone()),
+                    containers: e
+                        .statuses
+                        .iter()
+                        .zip(&e.groups)
+                        .filter_map(|(s, g)| {
+                            Some(crate::stats::Running {
+                                name: s.name.clone(),
+                                started: s.state.as_ref()?.running.as_ref()?.started_at.clone(),
+                                group: (*g)?,
+                            })
+                        })
+                        .collect(),
+                })
+                .collect()
+        };
+        let node = self.inner.node_name.clone();
+        let inner = self.inner.clone();
+        // /proc is read synchronously: off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let mut rates = lock(&inner.rates);
+            crate::stats::summary(&node, samples, &mut rates)
+        })
+        .await
+        .map_err(|e| PodError::unavailable(None, format!("the stats scan failed: {e}")))
+    }
+}
+
+#[async_trait]
+impl stratus_pod::ResourceMetrics for ProcessProvider {
+    async fn resource_metrics(&self) -> Result<String> {
+        let summary = stratus_pod::StatsSummary::stats_summary(self).await?;
+        Ok(stratus_pod::render_resource_metrics(&summary))
     }
 }
 

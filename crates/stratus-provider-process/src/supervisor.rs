@@ -213,6 +213,7 @@ async fn run_instance(
         }
         _ => None,
     };
+    inner.set_group(key, index, group.map(|g| g.as_raw_nonzero().get()));
     inner.set_state(
         key,
         index,
@@ -273,6 +274,7 @@ async fn run_instance(
     };
     // Whatever the main process left behind in its group goes with it.
     signal(group, Signal::KILL);
+    inner.set_group(key, index, None);
     if let Some(log) = log {
         let _ = tokio::time::timeout(Duration::from_secs(2), log).await;
     }

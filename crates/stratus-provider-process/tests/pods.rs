@@ -755,3 +755,61 @@ async fn the_pre_stop_hook_runs_before_sigterm_and_logs_follow() {
     let _ = std::fs::remove_file(&marker);
     let _ = std::fs::remove_dir_all(root("prestop"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_come_from_the_processes() {
+    let provider = ProcessProvider::new(config("stats")).with_node_name(NODE);
+    let node = node(provider).await;
+    node.create(
+        "busy",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "spin", "image": "busybox", "args": ["while true; do :; done"]}],
+        }),
+    )
+    .await;
+    until("busy Running", 20, async || {
+        node.phase("busy").await.as_deref() == Some("Running")
+    })
+    .await;
+    let summary = async || -> serde_json::Value {
+        let request = http::Request::get(format!("/api/v1/nodes/{NODE}/proxy/stats/summary"))
+            .body(Vec::new())
+            .unwrap();
+        serde_json::from_str(&node.api.client().request_text(request).await.unwrap()).unwrap()
+    };
+    // Two summaries a second apart: the spinning shell uses about a core.
+    let _ = summary().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let s = summary().await;
+    assert_eq!(s["node"]["nodeName"], NODE);
+    assert!(s["node"]["memory"]["workingSetBytes"].as_u64().unwrap() > 0);
+    let pod = &s["pods"][0];
+    assert_eq!(pod["podRef"]["name"], "busy");
+    let spin = &pod["containers"][0];
+    assert_eq!(spin["name"], "spin");
+    let cores = spin["cpu"]["usageNanoCores"].as_u64().unwrap();
+    assert!(
+        cores > 200_000_000,
+        "a busy loop uses a good part of a core: {cores}"
+    );
+    assert!(spin["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0);
+    assert!(spin["memory"]["workingSetBytes"].as_u64().unwrap() > 0);
+    let request = http::Request::get(format!("/api/v1/nodes/{NODE}/proxy/metrics/resource"))
+        .body(Vec::new())
+        .unwrap();
+    let metrics = node.api.client().request_text(request).await.unwrap();
+    assert!(
+        metrics.contains("container_cpu_usage_seconds_total{container=\"spin\""),
+        "{metrics}"
+    );
+    node.pods
+        .delete("busy", &DeleteParams::default())
+        .await
+        .unwrap();
+    until("busy deleted", 20, async || {
+        node.pods.get_opt("busy").await.unwrap().is_none()
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("stats"));
+}
