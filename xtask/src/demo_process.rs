@@ -40,8 +40,10 @@ pub(crate) async fn start(
     config
         .images
         .insert("python".into(), vec!["python3".into()]);
-    let provider = Arc::new(ProcessProvider::new(config));
+    let capacity = config.host_capacity();
+    let provider = Arc::new(ProcessProvider::new(config).with_node_name(PROCESS_NODE));
     let mut node_config = NodeConfig::new(PROCESS_NODE, stratus_provider_process::PROVIDER_NAME);
+    node_config.capacity = capacity;
     node_config.labels.insert(
         "node.kubernetes.io/exclude-from-external-load-balancers".into(),
         "true".into(),

@@ -37,6 +37,14 @@ pub struct ProcessConfig {
     /// A container that ran this long without crashing starts its back-off
     /// over (kubelet: 10 min).
     pub backoff_reset: Duration,
+    /// Host directories pods may mount as `hostPath` volumes: a path is
+    /// allowed when it lies under one of these (none by default, so every
+    /// `hostPath` is refused).
+    pub host_path_prefixes: Vec<PathBuf>,
+    /// Pods this node admits (its `pods` capacity; the kubelet's 110).
+    pub max_pods: u32,
+    /// Memory kept back from the node's capacity for the host itself.
+    pub memory_reserve_bytes: u64,
     /// The log of one container instance is cut at this size; output past
     /// it is dropped and a marker line written (kubelet's rotation keeps
     /// the newest bytes; here the oldest are kept).
@@ -55,7 +63,39 @@ impl ProcessConfig {
             backoff_max: Duration::from_secs(300),
             backoff_reset: Duration::from_secs(600),
             log_limit_bytes: 10 * 1024 * 1024,
+            host_path_prefixes: Vec::new(),
+            max_pods: 110,
+            memory_reserve_bytes: 512 * 1024 * 1024,
         }
+    }
+
+    /// The node's capacity from the host: `cpu` (the cores this process may
+    /// use), `memory` (the host's total minus
+    /// [`ProcessConfig::memory_reserve_bytes`]) and `pods`, for
+    /// `NodeConfig::capacity`.
+    ///
+    /// ```
+    /// let config = stratus_provider_process::ProcessConfig::new("/tmp/pods");
+    /// let capacity = config.host_capacity();
+    /// assert!(capacity["cpu"].parse::<u32>().unwrap() >= 1);
+    /// assert_eq!(capacity["pods"], "110");
+    /// ```
+    pub fn host_capacity(&self) -> BTreeMap<String, String> {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let total = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .map_or(0, |kb| kb * 1024);
+        let memory = total.saturating_sub(self.memory_reserve_bytes);
+        [
+            ("cpu".to_owned(), cores.to_string()),
+            ("memory".to_owned(), format!("{}Ki", memory / 1024)),
+            ("pods".to_owned(), self.max_pods.to_string()),
+        ]
+        .into()
     }
 
     /// The program an image stands for (see [`ProcessConfig::images`]).

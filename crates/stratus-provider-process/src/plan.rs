@@ -78,6 +78,28 @@ pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> 
     let mut volumes = Vec::new();
     let mut volume_dirs = std::collections::BTreeMap::new();
     for volume in spec.volumes.iter().flatten() {
+        if let Some(host) = &volume.host_path {
+            let path = allowed_host_path(config, &host.path).ok_or_else(|| {
+                PodError::invalid_input(format!(
+                    "volume {:?}: hostPath {:?} is not under a prefix this node allows ({})",
+                    volume.name,
+                    host.path,
+                    if config.host_path_prefixes.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        config
+                            .host_path_prefixes
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ))
+            })?;
+            volume_dirs.insert(volume.name.clone(), path.clone());
+            volumes.push((volume.clone(), path));
+            continue;
+        }
         if let Err(what) = crate::volumes::supported(volume) {
             let what = if what.is_empty() {
                 format!("{} volumes", serde_kind(volume))
@@ -85,7 +107,7 @@ pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> 
                 what
             };
             return Err(PodError::invalid_input(format!(
-                "volume {:?}: {what} are not supported by the process provider (supported: emptyDir, configMap, secret, downwardAPI, projected)",
+                "volume {:?}: {what} are not supported by the process provider (supported: emptyDir, configMap, secret, downwardAPI, projected, and hostPath under the node's allowed prefixes)",
                 volume.name
             )));
         }
@@ -213,6 +235,22 @@ fn launch_of(
     })
 }
 
+/// `path` if it is absolute, climbs nowhere (`..`) and lies under one of
+/// the node's allowed hostPath prefixes.
+fn allowed_host_path(config: &ProcessConfig, path: &str) -> Option<PathBuf> {
+    let path = Path::new(path);
+    let clean = path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    (clean
+        && config
+            .host_path_prefixes
+            .iter()
+            .any(|p| path.starts_with(p)))
+    .then(|| path.to_path_buf())
+}
+
 /// The directory of volume `name` of the pod living in `pod_dir`.
 pub(crate) fn volume_dir(pod_dir: &Path, name: &str) -> PathBuf {
     pod_dir.join("volumes").join(safe(name))
@@ -324,7 +362,7 @@ mod tests {
                 "volumes": [{"name": "host", "hostPath": {"path": "/etc"}}],
                 "containers": [{"name": "a", "image": "busybox"}],
             }))
-            .contains("hostPath volumes are not supported")
+            .contains("hostPath \"/etc\" is not under a prefix this node allows (none)")
         );
         assert!(refused(serde_json::json!({"hostPID": true, "containers": [{"name": "a", "image": "busybox"}]}))
             .contains("hostPID"));

@@ -69,6 +69,15 @@ pub(crate) async fn write(
 ) -> Result<(), PodError> {
     let io =
         |e: std::io::Error| PodError::unavailable(None, format!("volume {:?}: {e}", volume.name));
+    if let Some(host) = &volume.host_path {
+        // The host's own directory (allowed by the plan); created only
+        // when the pod asks for it.
+        let create = matches!(host.type_.as_deref(), Some("DirectoryOrCreate"));
+        if create {
+            tokio::fs::create_dir_all(dir).await.map_err(io)?;
+        }
+        return Ok(());
+    }
     tokio::fs::create_dir_all(dir).await.map_err(io)?;
     if volume.empty_dir.is_some() {
         return Ok(());

@@ -322,7 +322,7 @@ async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
             serde_json::json!({"restartPolicy": "Never",
             "volumes": [{"name": "host", "hostPath": {"path": "/etc"}}],
             "containers": [{"name": "a", "image": "busybox", "args": ["true"]}]}),
-            "hostPath volumes are not supported",
+            "is not under a prefix this node allows",
         ),
         (
             "huge-env",
@@ -812,4 +812,57 @@ async fn stats_come_from_the_processes() {
     })
     .await;
     let _ = std::fs::remove_dir_all(root("stats"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_paths_under_an_allowed_prefix_are_mounted() {
+    let shared = root("hostpath-shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let mut config = config("hostpath");
+    config.host_path_prefixes.push(shared.clone());
+    let node = node(ProcessProvider::new(config)).await;
+    node.create(
+        "writer",
+        serde_json::json!({
+            "restartPolicy": "Never",
+            "volumes": [{"name": "out", "hostPath": {"path": shared.join("out").display().to_string(), "type": "DirectoryOrCreate"}}],
+            "containers": [{
+                "name": "app", "image": "busybox", "args": ["echo written > host/result"],
+                "volumeMounts": [{"name": "out", "mountPath": "/host"}],
+            }],
+        }),
+    )
+    .await;
+    until("writer Succeeded", 20, async || {
+        node.phase("writer").await.as_deref() == Some("Succeeded")
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(shared.join("out/result")).unwrap(),
+        "written\n"
+    );
+    // A path outside the prefixes, or climbing out of one, is refused.
+    for (name, path) in [
+        ("outside", "/etc".to_string()),
+        ("climbing", format!("{}/../..", shared.display())),
+    ] {
+        node.create(
+            name,
+            serde_json::json!({
+                "restartPolicy": "Never",
+                "volumes": [{"name": "h", "hostPath": {"path": path}}],
+                "containers": [{"name": "app", "image": "busybox", "args": ["true"]}],
+            }),
+        )
+        .await;
+        until(&format!("{name} refused"), 20, async || {
+            let p = node.pods.get(name).await.unwrap();
+            p.status
+                .and_then(|s| s.message)
+                .is_some_and(|m| m.contains("is not under a prefix this node allows"))
+        })
+        .await;
+    }
+    let _ = std::fs::remove_dir_all(&shared);
+    let _ = std::fs::remove_dir_all(root("hostpath"));
 }
