@@ -23,7 +23,6 @@ mod builtin;
 mod command;
 mod controllers;
 pub mod deploy;
-mod duration;
 mod logging;
 mod managed;
 mod manager;
@@ -32,12 +31,12 @@ mod options;
 pub use builtin::{default_controllers, rule};
 pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
-pub use duration::{DurationError, parse_go_duration};
 pub use logging::vmodule_level;
 pub use managed::{ControllerContext, ControllerTask, ManagedController, StartError, Started};
 pub use manager::{CloudControllerManager, ManagerError, ProviderFactory, RunningManager};
 pub use options::{FEATURE_GATES, ManagerOptions, OptionsError, VmoduleRule, parse_cidr_list};
 pub use stratus_runtime::admission::{HandlerError, Webhook};
+pub use stratus_runtime::duration::{DurationError, parse_go_duration};
 
 /// What `--controllers` knows of [`default_controllers`], in start order.
 pub fn known_controllers() -> Vec<KnownController> {

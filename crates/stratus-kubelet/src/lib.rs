@@ -34,6 +34,7 @@
 //!   (metadata-only watches of the namespaces that need it).
 
 pub mod api;
+pub mod app;
 pub mod metrics;
 pub mod node;
 pub mod pods;

@@ -60,6 +60,7 @@
 //! `virtual-kubelet.io/provider=process:NoSchedule` taint).
 
 mod config;
+mod config_file;
 mod exec;
 mod logs;
 mod plan;
@@ -72,6 +73,7 @@ mod terminal;
 mod volumes;
 
 pub use config::ProcessConfig;
+pub use config_file::ConfigFileError;
 pub use plan::{CONTAINER_ROOT_ENV, MAX_ENVIRONMENT_BYTES};
 pub use provider::ProcessProvider;
 

@@ -33,6 +33,7 @@
 //!   and authorization (SubjectAccessReview) with caches, as Kubernetes
 //!   components protect their HTTPS endpoints.
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
+//! - [`duration`]: Go's duration syntax for command-line flags.
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as
 //!   `/healthz` answers.
@@ -55,6 +56,7 @@ pub mod admin;
 pub mod admission;
 pub mod auth;
 pub mod client;
+pub mod duration;
 pub mod events;
 pub mod health;
 pub mod informer;

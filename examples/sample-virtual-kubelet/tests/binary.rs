@@ -20,6 +20,7 @@ async fn runs_pods_and_stops_on_sigterm() {
     let mut child = Command::new(BINARY)
         .args([
             &format!("--kubeconfig={}", kubeconfig.display()),
+            "--provider=mock",
             "--nodename=vk-sample",
             "--listen-address=127.0.0.1",
             "--kubelet-port=0",

@@ -10,7 +10,7 @@ use clap::{ArgAction, Args};
 use stratus_cloud::helpers::Cidr;
 
 use super::controllers::{KnownController, UnknownController, canonicalize};
-use super::duration::parse_go_duration;
+use stratus_runtime::duration::parse_go_duration;
 use stratus_runtime::metrics::MetricsFilter;
 use stratus_runtime::serving::ServingOptions;
 use stratus_runtime::tls_policy::TlsPolicy;

@@ -1,5 +1,5 @@
-//! Go's duration syntax (`time.ParseDuration`), which the manager's flags
-//! use: `5m`, `10s`, `1m30s`, `1.5h`, `500ms`, `0`.
+//! Go's duration syntax (`time.ParseDuration`), which the managers' and
+//! the virtual kubelet's flags use: `5m`, `10s`, `1m30s`, `1.5h`, `500ms`, `0`.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ pub struct DurationError(pub String);
 ///
 /// ```
 /// use std::time::Duration;
-/// use stratus_ccm::app::parse_go_duration;
+/// use stratus_runtime::duration::parse_go_duration;
 ///
 /// assert_eq!(parse_go_duration("1m30s").unwrap(), Duration::from_secs(90));
 /// assert_eq!(parse_go_duration("1.5h").unwrap(), Duration::from_secs(5400));

@@ -1,0 +1,299 @@
+//! Running the virtual kubelet from its flags.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{CommandFactory, FromArgMatches, Parser};
+use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
+use stratus_runtime::tls::reloading_pem_files;
+use tokio::sync::watch;
+
+use super::options::KubeletOptions;
+use super::registry::{ProviderInit, factory, registered_providers};
+use crate::api::serving_certificate::{CsrConfig, ServingCertificateRotation};
+use crate::api::{ApiAuth, KubeletApi, KubeletServer};
+use crate::node::NodeConfig;
+use crate::pods::PodControllerConfig;
+use crate::resources::ApiResources;
+use crate::{VirtualNode, VirtualNodeError};
+
+/// `virtual-kubelet [flags]`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "virtual-kubelet",
+    version,
+    about = "A virtual kubelet: a Kubernetes node whose pods a provider runs."
+)]
+struct Cli {
+    #[command(flatten)]
+    options: KubeletOptions,
+}
+
+/// Why the command stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The arguments do not parse (also `--help` and `--version`).
+    #[error(transparent)]
+    Args(#[from] clap::Error),
+    /// `--provider` names no registered provider.
+    #[error("unknown provider {name:?} (registered: {registered})")]
+    UnknownProvider {
+        /// `--provider`.
+        name: String,
+        /// The registered names, comma separated.
+        registered: String,
+    },
+    /// The API client could not be built.
+    #[error("cannot build the API client: {0}")]
+    Client(String),
+    /// The provider's factory failed.
+    #[error("the provider {name:?} did not start: {message}")]
+    Provider {
+        /// `--provider`.
+        name: String,
+        /// The factory's error.
+        message: String,
+    },
+    /// The kubelet API could not start.
+    #[error("the kubelet API: {0}")]
+    KubeletApi(String),
+    /// The node did not become ready within `--startup-timeout`.
+    #[error("the node was not ready within --startup-timeout {0:?}")]
+    StartupTimeout(std::time::Duration),
+    /// The virtual node failed.
+    #[error(transparent)]
+    Node(#[from] VirtualNodeError),
+}
+
+/// The command: parse, build, run (Go: `cmd/virtual-kubelet`'s root
+/// command).
+#[derive(Debug, Default)]
+pub struct Command {}
+
+impl Command {
+    /// The command with Go virtual-kubelet's flags.
+    pub fn new() -> Self {
+        Self {}
+    }
+
+    fn parse<I, T>(args: I) -> Result<KubeletOptions, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        Ok(Cli::from_arg_matches(&matches)?.options)
+    }
+
+    /// Parse `args` (the first is the program name) and run until `stop`.
+    pub async fn run_with_args<I, T>(
+        self,
+        args: I,
+        stop: watch::Receiver<bool>,
+    ) -> Result<(), CommandError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        run(Self::parse(args)?, stop).await
+    }
+
+    /// The whole `main`: parse the process arguments, log to standard
+    /// error, run until SIGTERM or Ctrl-C, and exit 0, or 1 with the reason
+    /// (2 for bad arguments, 0 after `--help` / `--version`).
+    pub fn run_main(self) -> ExitCode {
+        self.run_main_with_args(std::env::args_os())
+    }
+
+    /// [`Command::run_main`] with these arguments instead of the process's
+    /// (the first is the program name), for a binary that adds defaults.
+    pub fn run_main_with_args<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let options = match Self::parse(args) {
+            Ok(o) => o,
+            Err(e) => e.exit(),
+        };
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .try_init();
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        runtime.block_on(async move {
+            let (stop, stopped) = watch::channel(false);
+            tokio::spawn(async move {
+                terminated().await;
+                tracing::info!("stopping the virtual node");
+                let _ = stop.send(true);
+            });
+            match run(options, stopped).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        })
+    }
+}
+
+/// `Command::new().run_main()`.
+pub fn run_main() -> ExitCode {
+    Command::new().run_main()
+}
+
+/// `Command::new().run_with_args(args, stop)`.
+pub async fn run_with_args<I, T>(args: I, stop: watch::Receiver<bool>) -> Result<(), CommandError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    Command::new().run_with_args(args, stop).await
+}
+
+async fn client(kubeconfig: &str) -> Result<kube::Client, CommandError> {
+    let config = if kubeconfig.is_empty() {
+        kube::Config::infer()
+            .await
+            .map_err(|e| CommandError::Client(e.to_string()))?
+    } else {
+        let file = kube::config::Kubeconfig::read_from(kubeconfig)
+            .map_err(|e| CommandError::Client(format!("{kubeconfig}: {e}")))?;
+        kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .map_err(|e| CommandError::Client(e.to_string()))?
+    };
+    kube::Client::try_from(config).map_err(|e| CommandError::Client(e.to_string()))
+}
+
+/// The kubelet API server, and the certificate rotation to run beside it.
+async fn kubelet_server(
+    o: &KubeletOptions,
+    client: &kube::Client,
+    provider: Arc<dyn stratus_pod::PodLifecycleHandler>,
+) -> Result<(KubeletServer, Option<ServingCertificateRotation>), String> {
+    let auth = if o.authorization_mode == "AlwaysAllow" {
+        ApiAuth::AllowAll
+    } else {
+        ApiAuth::delegated(DelegatedAuth::new(
+            client.clone(),
+            DelegatedAuthConfig::kubelet(),
+        ))
+    };
+    let api = KubeletApi::new(&o.nodename, provider, client.clone(), auth)
+        .with_stream_idle_timeout(o.stream_idle_timeout)
+        .with_stream_creation_timeout(o.stream_creation_timeout);
+    let mut builder = KubeletServer::builder(api).bind((o.listen_address, o.kubelet_port).into());
+    let mut rotation = None;
+    if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
+        builder = builder.certificate(reloading_pem_files(cert, key).map_err(|e| e.to_string())?);
+    } else if o.rotate_server_certificates {
+        let mut csr = CsrConfig::new(&o.nodename);
+        csr.ip_addresses.push(o.node_ip);
+        csr.dns_names.push(o.nodename.clone());
+        let (certificate, rotating) = ServingCertificateRotation::bootstrap(client.clone(), csr)
+            .await
+            .map_err(|e| e.to_string())?;
+        builder = builder.certificate(certificate);
+        rotation = Some(rotating);
+    }
+    if let Some(path) = &o.client_ca_file {
+        let pem = std::fs::read_to_string(path)
+            .map_err(|e| format!("--client-ca-file {}: {e}", path.display()))?;
+        builder = builder.client_ca(pem);
+    }
+    let server = builder.start().await.map_err(|e| e.to_string())?;
+    Ok((server, rotation))
+}
+
+async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), CommandError> {
+    let make = factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
+        name: o.provider.clone(),
+        registered: registered_providers().join(", "),
+    })?;
+    let client = client(&o.kubeconfig).await?;
+    let resources = Arc::new(ApiResources::new(
+        client.clone(),
+        std::time::Duration::from_secs(60),
+    ));
+    let provider = make(ProviderInit {
+        config_file: o.provider_config.clone(),
+        node_name: o.nodename.clone(),
+        operating_system: o.operating_system.clone(),
+        internal_ip: o.node_ip.to_string(),
+        daemon_port: o.kubelet_port,
+        client: client.clone(),
+        resources: resources.clone(),
+    })
+    .map_err(|message| CommandError::Provider {
+        name: o.provider.clone(),
+        message,
+    })?;
+    let (server, rotation) = kubelet_server(&o, &client, provider.clone())
+        .await
+        .map_err(CommandError::KubeletApi)?;
+    let mut node = NodeConfig::new(&o.nodename, &o.provider);
+    node.taint = !o.disable_taint;
+    node.internal_ip = Some(o.node_ip.to_string());
+    node.daemon_port = i32::from(server.local_addr().port());
+    node.operating_system = o.operating_system.to_lowercase();
+    let pods = PodControllerConfig {
+        sync_workers: o.pod_sync_workers.max(1),
+        ..Default::default()
+    };
+    let virtual_node = VirtualNode::builder(client, node)
+        .provider(provider)
+        .resources(resources)
+        .pods(pods)
+        .kubelet_server(server)
+        .build()?;
+    if let Some(rotation) = rotation {
+        tokio::spawn(rotation.run(stop.clone()));
+    }
+    let mut ready = virtual_node.ready();
+    let mut stopping = stop.clone();
+    let running = tokio::spawn(virtual_node.run(stop));
+    if !o.startup_timeout.is_zero() {
+        // Ready in time, or stopped while starting (not a failure).
+        let became_ready = tokio::select! {
+            r = tokio::time::timeout(o.startup_timeout, ready.wait_for(|r| *r)) => matches!(r, Ok(Ok(_))),
+            () = stratus_runtime::stopped(&mut stopping) => true,
+        };
+        if !became_ready {
+            running.abort();
+            return Err(CommandError::StartupTimeout(o.startup_timeout));
+        }
+    }
+    match running.await {
+        Ok(result) => Ok(result?),
+        Err(e) => Err(CommandError::KubeletApi(format!(
+            "the node task failed: {e}"
+        ))),
+    }
+}
+
+/// Wait for SIGTERM or Ctrl-C.
+async fn terminated() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,83 @@
+//! The flags of Go virtual-kubelet's command (`cmd/virtual-kubelet/root`)
+//! with their environment variables and defaults, plus the kubelet API's
+//! TLS and authorization flags.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use stratus_runtime::duration::parse_go_duration;
+
+/// The virtual kubelet's flags.
+#[derive(Debug, Clone, Args)]
+pub struct KubeletOptions {
+    /// The kubeconfig; in-cluster configuration if empty.
+    #[arg(long, env = "KUBECONFIG", default_value = "")]
+    pub kubeconfig: String,
+    /// The Node name.
+    #[arg(long, env = "DEFAULT_NODE_NAME", default_value = "virtual-kubelet")]
+    pub nodename: String,
+    /// The registered provider to run (see `register_pod_provider`).
+    #[arg(long, default_value = "")]
+    pub provider: String,
+    /// The provider's configuration file, handed to its factory.
+    #[arg(long = "provider-config")]
+    pub provider_config: Option<PathBuf>,
+    /// The operating system the node reports: Linux or Windows.
+    #[arg(long = "os", default_value = "Linux", value_parser = ["Linux", "Windows", "linux", "windows"])]
+    pub operating_system: String,
+    /// Pods synced with the provider at once.
+    #[arg(long, default_value_t = 10)]
+    pub pod_sync_workers: usize,
+    /// The pod informer's resync in Go, which re-drives no provider there
+    /// (status sync skips identical objects); accepted for compatibility.
+    #[arg(long, value_parser = parse_go_duration, default_value = "1m")]
+    pub full_resync_period: Duration,
+    /// How long to wait for the node to become ready before giving up (0:
+    /// wait for ever).
+    #[arg(long, value_parser = parse_go_duration, default_value = "0")]
+    pub startup_timeout: Duration,
+    /// Do not add the `virtual-kubelet.io/provider` taint.
+    #[arg(long)]
+    pub disable_taint: bool,
+    /// The cluster's DNS domain (accepted as Go's command does; pods of a
+    /// virtual node get their DNS from the provider).
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// The node's InternalIP: where the API server reaches the kubelet API.
+    #[arg(long, env = "VKUBELET_POD_IP", default_value = "127.0.0.1")]
+    pub node_ip: IpAddr,
+    /// The address the kubelet API listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub listen_address: IpAddr,
+    /// The kubelet API port (0 picks a free one).
+    #[arg(long, env = "KUBELET_PORT", default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// The serving certificate (PEM), reloaded when it changes.
+    #[arg(
+        long,
+        env = "APISERVER_CERT_LOCATION",
+        requires = "tls_private_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's key (PEM).
+    #[arg(long, env = "APISERVER_KEY_LOCATION", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Get the serving certificate from the cluster (a
+    /// kubernetes.io/kubelet-serving CSR) and renew it before it expires.
+    #[arg(long, conflicts_with = "tls_cert_file")]
+    pub rotate_server_certificates: bool,
+    /// Accept client certificates signed by this CA (PEM).
+    #[arg(long, env = "APISERVER_CA_CERT_LOCATION")]
+    pub client_ca_file: Option<PathBuf>,
+    /// `Webhook` (TokenReview and SubjectAccessReview) or `AlwaysAllow`.
+    #[arg(long, default_value = "Webhook", value_parser = ["Webhook", "AlwaysAllow"])]
+    pub authorization_mode: String,
+    /// Close exec, attach and port-forward streams idle this long.
+    #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
+    pub stream_idle_timeout: Duration,
+    /// Give SPDY clients this long to open their streams.
+    #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
+    pub stream_creation_timeout: Duration,
+}

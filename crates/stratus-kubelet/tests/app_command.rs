@@ -1,0 +1,79 @@
+//! The virtual-kubelet command: a registered provider runs as a node from
+//! Go virtual-kubelet's flags; an unknown one is a clear error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use stratus_kubelet::app::{CommandError, ProviderInit, register_pod_provider, run_with_args};
+use stratus_testing::{ApiServer, MockPodProvider};
+use tokio::sync::watch;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_provider_runs_from_gos_flags() {
+    let api = ApiServer::start().await.unwrap();
+    let kubeconfig =
+        std::env::temp_dir().join(format!("vk-command-{}.kubeconfig", std::process::id()));
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let record = seen.clone();
+    register_pod_provider("command-test", move |init: ProviderInit| {
+        *record.lock().unwrap() = Some((
+            init.node_name.clone(),
+            init.config_file.clone(),
+            init.operating_system.clone(),
+        ));
+        Ok(Arc::new(MockPodProvider::new().with_node_name(&init.node_name)) as _)
+    })
+    .unwrap();
+
+    // Unknown providers are named with the registered ones.
+    let (_s, never) = watch::channel(false);
+    let err = run_with_args(["virtual-kubelet", "--provider=nope"], never)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CommandError::UnknownProvider { .. }));
+    assert!(err.to_string().contains("command-test"), "{err}");
+
+    let (stop, stopped) = watch::channel(false);
+    let args = vec![
+        "virtual-kubelet".to_string(),
+        "--provider=command-test".into(),
+        "--provider-config=/etc/vk/config.yaml".into(),
+        "--nodename=vk-command".into(),
+        "--os=Linux".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--listen-address=127.0.0.1".into(),
+        "--kubelet-port=0".into(),
+        "--authorization-mode=AlwaysAllow".into(),
+        "--startup-timeout=20s".into(),
+        "--full-resync-period=1m".into(),
+        "--stream-idle-timeout=15s".into(),
+    ];
+    let task = tokio::spawn(run_with_args(args, stopped));
+    let nodes: kube::Api<Node> = kube::Api::all(api.client());
+    stratus_testing::eventually("vk-command Ready", Duration::from_secs(20), || async {
+        nodes
+            .get_opt("vk-command")
+            .await
+            .unwrap()
+            .and_then(|n| n.status?.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
+    .await;
+    let node = nodes.get("vk-command").await.unwrap();
+    let taints = node.spec.unwrap().taints.unwrap();
+    assert_eq!(taints[0].key, "virtual-kubelet.io/provider");
+    assert_eq!(taints[0].value.as_deref(), Some("command-test"));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some((
+            "vk-command".into(),
+            Some("/etc/vk/config.yaml".into()),
+            "Linux".into()
+        ))
+    );
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_file(&kubeconfig);
+}

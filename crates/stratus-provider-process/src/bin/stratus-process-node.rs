@@ -1,0 +1,43 @@
+//! A virtual node whose pods run as local processes: Go virtual-kubelet's
+//! flags (`--nodename`, `--kubeconfig`, `--provider-config FILE`,
+//! `KUBELET_PORT`, ...) with the `process` provider registered and chosen.
+//!
+//! ```text
+//! stratus-process-node --nodename vk-process --kubeconfig ~/.kube/config \
+//!     --provider-config process.yaml --kubelet-port 10250
+//! ```
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use stratus_kubelet::app::{ProviderInit, register_pod_provider};
+use stratus_provider_process::{PROVIDER_NAME, ProcessConfig, ProcessProvider};
+
+fn main() -> ExitCode {
+    let registered = register_pod_provider(PROVIDER_NAME, |init: ProviderInit| {
+        let default_root = std::env::temp_dir().join(format!("stratus-process-{}", init.node_name));
+        let config = match &init.config_file {
+            Some(path) => ProcessConfig::from_file(path, default_root),
+            None => ProcessConfig::from_yaml("", default_root),
+        }
+        .map_err(|e| e.to_string())?;
+        let provider = ProcessProvider::new(config)
+            .with_resources(init.resources.clone())
+            .with_node_name(&init.node_name);
+        Ok(Arc::new(provider) as _)
+    });
+    if let Err(e) = registered {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    // `--provider process` unless the command line names one.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let names_provider = |a: &std::ffi::OsString| {
+        let a = a.to_string_lossy();
+        a == "--provider" || a.starts_with("--provider=")
+    };
+    if !args.iter().any(names_provider) {
+        args.insert(1, format!("--provider={PROVIDER_NAME}").into());
+    }
+    stratus_kubelet::app::Command::new().run_main_with_args(args)
+}
