@@ -100,6 +100,38 @@ const STEPS: &[Step] = &[
 ];
 
 /// Run every step (all of them, even after a failure) and print a summary.
+/// `cargo package` verifies each crate against the others through a
+/// temporary local registry, and Cargo unpacks a registry crate once per
+/// version: after a change, the unpacked copies of an earlier run (same
+/// version 0.1.0) would be built instead of the new ones. They are removed
+/// first (a fresh machine has none).
+fn forget_packed_workspace_crates() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")));
+    let Some(sources) = home.map(|h| h.join("registry").join("src")) else {
+        return;
+    };
+    let Ok(registries) = std::fs::read_dir(&sources) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        // Local registries are the ones whose directory name has no host
+        // (`-<hash>`); crates.io's (`index.crates.io-…`) is left alone.
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for unpacked in crates.flatten() {
+            if unpacked.file_name().to_string_lossy().starts_with("stratus") {
+                let _ = std::fs::remove_dir_all(unpacked.path());
+            }
+        }
+    }
+}
+
 pub(crate) fn run(args: &[String]) -> ExitCode {
     if let Some(arg) = args.first() {
         eprintln!("cargo xtask ci takes no arguments (got {arg:?})");
@@ -120,6 +152,9 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             step.args.join(" ")
         );
         let started = Instant::now();
+        if step.name == "package" {
+            forget_packed_workspace_crates();
+        }
         let status = Command::new(program)
             .args(step.args)
             .envs(step.env.iter().copied())
