@@ -65,7 +65,12 @@ const STEPS: &[Step] = &[
             "sample-virtual-kubelet",
             "--allow-dirty",
         ],
-        env: &[],
+        // A target directory of its own: the packed crates are registry
+        // crates to Cargo, whose builds are not checked against their
+        // sources, so the ones of an earlier run are removed before each
+        // run (see `forget_packed_workspace_crates`) without touching the
+        // workspace's builds.
+        env: &[("CARGO_TARGET_DIR", PACKAGE_TARGET_DIR)],
     },
     Step {
         name: "kubectl",
@@ -100,12 +105,33 @@ const STEPS: &[Step] = &[
 ];
 
 /// Run every step (all of them, even after a failure) and print a summary.
+/// Where the package step builds.
+const PACKAGE_TARGET_DIR: &str = "target/package-build";
+
 /// `cargo package` verifies each crate against the others through a
-/// temporary local registry, and Cargo unpacks a registry crate once per
-/// version: after a change, the unpacked copies of an earlier run (same
-/// version 0.1.0) would be built instead of the new ones. They are removed
-/// first (a fresh machine has none).
+/// temporary local registry. Cargo unpacks a registry crate once per
+/// version and never rebuilds a registry crate it built: after a change,
+/// the unpacked sources and builds of an earlier run (same version 0.1.0)
+/// would be used instead of the new ones. Both are removed first (a fresh
+/// machine has neither).
 fn forget_packed_workspace_crates() {
+    for dir in [".fingerprint", "deps", "build"] {
+        let Ok(entries) = std::fs::read_dir(format!("{PACKAGE_TARGET_DIR}/debug/{dir}")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("stratus") || name.starts_with("libstratus") {
+                let path = entry.path();
+                let _ = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+            }
+        }
+    }
     let home = std::env::var_os("CARGO_HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")));
@@ -125,7 +151,11 @@ fn forget_packed_workspace_crates() {
             continue;
         };
         for unpacked in crates.flatten() {
-            if unpacked.file_name().to_string_lossy().starts_with("stratus") {
+            if unpacked
+                .file_name()
+                .to_string_lossy()
+                .starts_with("stratus")
+            {
                 let _ = std::fs::remove_dir_all(unpacked.path());
             }
         }
