@@ -87,54 +87,44 @@ pub(crate) async fn write(
     let mut default_mode = DEFAULT_MODE;
     if let Some(source) = &volume.config_map {
         default_mode = source.default_mode.unwrap_or(DEFAULT_MODE);
-        config_map_files(
-            source.name.as_str(),
-            source.items.as_deref(),
-            source.optional,
-            namespace,
-            resources,
-            &mut files,
-        )
-        .await?;
+        let source = Source {
+            kind: ResourceKind::ConfigMap,
+            name: &source.name,
+            items: source.items.as_deref(),
+            optional: source.optional,
+        };
+        object_files(source, namespace, resources, &mut files).await?;
     } else if let Some(source) = &volume.secret {
         default_mode = source.default_mode.unwrap_or(DEFAULT_MODE);
-        let name = source.secret_name.as_deref().unwrap_or_default();
-        secret_files(
-            name,
-            source.items.as_deref(),
-            source.optional,
-            namespace,
-            resources,
-            &mut files,
-        )
-        .await?;
+        let source = Source {
+            kind: ResourceKind::Secret,
+            name: source.secret_name.as_deref().unwrap_or_default(),
+            items: source.items.as_deref(),
+            optional: source.optional,
+        };
+        object_files(source, namespace, resources, &mut files).await?;
     } else if let Some(source) = &volume.downward_api {
         default_mode = source.default_mode.unwrap_or(DEFAULT_MODE);
         downward_files(source.items.as_deref().unwrap_or_default(), pod, &mut files)?;
     } else if let Some(projected) = &volume.projected {
         default_mode = projected.default_mode.unwrap_or(DEFAULT_MODE);
         for source in projected.sources.iter().flatten() {
-            if let Some(c) = &source.config_map {
-                config_map_files(
-                    &c.name,
-                    c.items.as_deref(),
-                    c.optional,
-                    namespace,
-                    resources,
-                    &mut files,
-                )
-                .await?;
-            }
-            if let Some(s) = &source.secret {
-                secret_files(
-                    &s.name,
-                    s.items.as_deref(),
-                    s.optional,
-                    namespace,
-                    resources,
-                    &mut files,
-                )
-                .await?;
+            let objects = [
+                source.config_map.as_ref().map(|c| Source {
+                    kind: ResourceKind::ConfigMap,
+                    name: &c.name,
+                    items: c.items.as_deref(),
+                    optional: c.optional,
+                }),
+                source.secret.as_ref().map(|c| Source {
+                    kind: ResourceKind::Secret,
+                    name: &c.name,
+                    items: c.items.as_deref(),
+                    optional: c.optional,
+                }),
+            ];
+            for object in objects.into_iter().flatten() {
+                object_files(object, namespace, resources, &mut files).await?;
             }
             if let Some(d) = &source.downward_api {
                 downward_files(d.items.as_deref().unwrap_or_default(), pod, &mut files)?;
@@ -153,13 +143,6 @@ pub(crate) async fn write(
         }
     }
     publish(dir, &files).await.map_err(io)
-}
-
-fn missing(kind: &str, name: &str) -> PodError {
-    PodError::unavailable(
-        Some(std::time::Duration::from_secs(5)),
-        format!("{kind} {name:?} not found"),
-    )
 }
 
 /// The files of `items` (or of every key) with their modes; -1 stands for
@@ -191,60 +174,69 @@ fn select(
     Ok(())
 }
 
-async fn config_map_files(
-    name: &str,
-    items: Option<&[KeyToPath]>,
+/// A ConfigMap or Secret a volume shows: its name, the keys it maps and
+/// whether it may be missing.
+struct Source<'a> {
+    kind: ResourceKind,
+    name: &'a str,
+    items: Option<&'a [KeyToPath]>,
     optional: Option<bool>,
-    namespace: &str,
-    resources: Option<&dyn PodResources>,
-    files: &mut Files,
-) -> Result<(), PodError> {
-    let resources = resources.ok_or_else(no_resources)?;
-    let Some(map) = resources.get_config_map(namespace, name).await? else {
-        return if optional == Some(true) {
-            Ok(())
-        } else {
-            Err(missing("configmap", name))
-        };
-    };
-    let mut data: BTreeMap<String, Vec<u8>> = map
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.into_bytes()))
-        .collect();
-    for (k, v) in map.binary_data.unwrap_or_default() {
-        data.insert(k, v.0);
-    }
-    select(data, items, &format!("configmap {name:?}"), files)
 }
 
-async fn secret_files(
-    name: &str,
-    items: Option<&[KeyToPath]>,
-    optional: Option<bool>,
+/// The keys of the ConfigMap or Secret `source` names, as bytes; `None`
+/// when it does not exist.
+async fn object_data(
+    source: &Source<'_>,
+    namespace: &str,
+    resources: &dyn PodResources,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, PodError> {
+    Ok(match source.kind {
+        ResourceKind::ConfigMap => {
+            resources
+                .get_config_map(namespace, source.name)
+                .await?
+                .map(|map| {
+                    let text = map.data.unwrap_or_default().into_iter();
+                    let binary = map.binary_data.unwrap_or_default().into_iter();
+                    text.map(|(k, v)| (k, v.into_bytes()))
+                        .chain(binary.map(|(k, v)| (k, v.0)))
+                        .collect()
+                })
+        }
+        ResourceKind::Secret => resources
+            .get_secret(namespace, source.name)
+            .await?
+            .map(|secret| {
+                let data = secret.data.unwrap_or_default().into_iter();
+                let text = secret.string_data.unwrap_or_default().into_iter();
+                data.map(|(k, v)| (k, v.0))
+                    .chain(text.map(|(k, v)| (k, v.into_bytes())))
+                    .collect()
+            }),
+    })
+}
+
+/// Add the files of `source` (every key, or its `items`).
+async fn object_files(
+    source: Source<'_>,
     namespace: &str,
     resources: Option<&dyn PodResources>,
     files: &mut Files,
 ) -> Result<(), PodError> {
     let resources = resources.ok_or_else(no_resources)?;
-    let Some(secret) = resources.get_secret(namespace, name).await? else {
-        return if optional == Some(true) {
-            Ok(())
-        } else {
-            Err(missing("secret", name))
-        };
-    };
-    let mut data: BTreeMap<String, Vec<u8>> = secret
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    for (k, v) in secret.string_data.unwrap_or_default() {
-        data.insert(k, v.into_bytes());
+    let what = format!(
+        "{} {:?}",
+        source.kind.to_string().to_lowercase(),
+        source.name
+    );
+    match object_data(&source, namespace, resources).await? {
+        Some(data) => select(data, source.items, &what, files),
+        None if source.optional == Some(true) => Ok(()),
+        None => Err(PodError::unavailable(
+            Some(std::time::Duration::from_secs(5)),
+            format!("{what} not found"),
+        )),
     }
-    select(data, items, &format!("secret {name:?}"), files)
 }
 
 fn no_resources() -> PodError {

@@ -58,6 +58,18 @@ impl Node {
             .unwrap();
     }
 
+    /// Delete pod `name` and wait until it is gone (its processes ended).
+    async fn delete(&self, name: &str) {
+        self.pods
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+        until(&format!("{name} deleted"), 20, async || {
+            self.pods.get_opt(name).await.unwrap().is_none()
+        })
+        .await;
+    }
+
     /// Pod `name`'s phase.
     async fn phase(&self, name: &str) -> Option<String> {
         self.pods.get(name).await.unwrap().status?.phase
@@ -195,14 +207,7 @@ async fn init_containers_restarts_with_back_off_and_logs() {
     assert!(stamped.ends_with(" hello world\n"), "{stamped}");
 
     // Graceful deletion: every process ends and the pod goes away.
-    node.pods
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
-    until("web deleted", 20, async || {
-        node.pods.get_opt("web").await.unwrap().is_none()
-    })
-    .await;
+    node.delete("web").await;
     assert!(!root("restarts").join("default_web").exists());
     let _ = std::fs::remove_dir_all(root("restarts"));
 }
@@ -478,14 +483,7 @@ async fn exec_and_port_forward_reach_the_real_processes() {
             .contains("\"GET / HTTP/1.0\" 200")
     })
     .await;
-    node.pods
-        .delete("web", &DeleteParams::default())
-        .await
-        .unwrap();
-    until("web deleted", 20, async || {
-        node.pods.get_opt("web").await.unwrap().is_none()
-    })
-    .await;
+    node.delete("web").await;
     let _ = std::fs::remove_dir_all(root("exec"));
 }
 
@@ -589,14 +587,7 @@ async fn config_volumes_are_files_and_follow_their_sources() {
         read("cat \"$STRATUS_CONTAINER_ROOT/etc/config/greeting.txt\"").await == "bonjour"
     })
     .await;
-    node.pods
-        .delete("reader", &DeleteParams::default())
-        .await
-        .unwrap();
-    until("reader deleted", 20, async || {
-        node.pods.get_opt("reader").await.unwrap().is_none()
-    })
-    .await;
+    node.delete("reader").await;
     let _ = std::fs::remove_dir_all(root("volumes"));
 }
 
@@ -740,14 +731,7 @@ async fn the_pre_stop_hook_runs_before_sigterm_and_logs_follow() {
         .collect();
     assert_eq!(numbers.len(), 8, "{seen:?}");
     assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "{seen:?}");
-    node.pods
-        .delete("hooked", &DeleteParams::default())
-        .await
-        .unwrap();
-    until("hooked deleted", 20, async || {
-        node.pods.get_opt("hooked").await.unwrap().is_none()
-    })
-    .await;
+    node.delete("hooked").await;
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
         "pre-stop\nTERM\n"
@@ -803,14 +787,7 @@ async fn stats_come_from_the_processes() {
         metrics.contains("container_cpu_usage_seconds_total{container=\"spin\""),
         "{metrics}"
     );
-    node.pods
-        .delete("busy", &DeleteParams::default())
-        .await
-        .unwrap();
-    until("busy deleted", 20, async || {
-        node.pods.get_opt("busy").await.unwrap().is_none()
-    })
-    .await;
+    node.delete("busy").await;
     let _ = std::fs::remove_dir_all(root("stats"));
 }
 
