@@ -35,32 +35,13 @@ tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
-  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api)
+  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares";
 
 /// Wait for SIGINT or SIGTERM.
 pub(crate) async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
+    stratus_runtime::terminated().await;
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {

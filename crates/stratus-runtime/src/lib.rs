@@ -86,3 +86,34 @@ pub use leader_election::{
 pub async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT): the end of a manager's or a
+/// node's `main`. Without signal support, Ctrl-C only.
+///
+/// ```no_run
+/// # async fn run() {
+/// stratus_runtime::terminated().await;
+/// println!("stopping");
+/// # }
+/// ```
+pub async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

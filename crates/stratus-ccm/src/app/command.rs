@@ -288,7 +288,7 @@ where
         runtime.block_on(async move {
             let (stop, stopped) = watch::channel(false);
             tokio::spawn(async move {
-                terminated().await;
+                stratus_runtime::terminated().await;
                 tracing::info!("stopping: releasing the lease and stopping the controllers");
                 let _ = stop.send(true);
             });
@@ -312,29 +312,6 @@ where
     T: Into<OsString> + Clone,
 {
     Command::new().run_with_args(args, stop).await
-}
-
-/// Wait for SIGTERM or Ctrl-C.
-async fn terminated() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 /// The whole `main` of a manager with the built-in controllers and the

@@ -133,7 +133,7 @@ impl Command {
         runtime.block_on(async move {
             let (stop, stopped) = watch::channel(false);
             tokio::spawn(async move {
-                terminated().await;
+                stratus_runtime::terminated().await;
                 tracing::info!("stopping the virtual node");
                 let _ = stop.send(true);
             });
@@ -280,20 +280,5 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         Err(e) => Err(CommandError::KubeletApi(format!(
             "the node task failed: {e}"
         ))),
-    }
-}
-
-/// Wait for SIGTERM or Ctrl-C.
-async fn terminated() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(t) => t,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }
