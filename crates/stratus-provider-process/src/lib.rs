@@ -39,7 +39,8 @@
 //! - **Exec and port-forward**: `kubectl exec` runs the command beside
 //!   the container's process, with its environment and directory (stdin,
 //!   stdout, stderr, exit code; with `-t` on a pseudo-terminal whose
-//!   window size follows the client's); `kubectl port-forward`
+//!   window size follows the client's); `kubectl attach` to the running
+//!   process's output and (with `stdin: true`) its stdin; `kubectl port-forward`
 //!   connects to the port on the host's loopback.
 //! - **Stats**: the kubelet's stats summary and `/metrics/resource` from
 //!   `/proc` (CPU time and resident memory of each container's process

@@ -95,6 +95,8 @@ fn rfc3339(t: Timestamp) -> String {
 /// One parsed log line.
 struct Line {
     time: Timestamp,
+    /// Written to stderr (else stdout).
+    stderr: bool,
     content: Vec<u8>,
 }
 
@@ -109,14 +111,16 @@ fn parse(data: &[u8]) -> Vec<Line> {
                 .next()
                 .and_then(|t| std::str::from_utf8(t).ok())
                 .and_then(|t| t.parse::<Timestamp>().ok());
-            let (_stream, _tag, content) = (parts.next(), parts.next(), parts.next());
+            let (stream, _tag, content) = (parts.next(), parts.next(), parts.next());
             match (time, content) {
                 (Some(time), Some(content)) => Line {
                     time,
+                    stderr: stream == Some(b"stderr".as_slice()),
                     content: content.to_vec(),
                 },
                 _ => Line {
                     time: Timestamp::UNIX_EPOCH,
+                    stderr: false,
                     content: raw.to_vec(),
                 },
             }
@@ -226,6 +230,43 @@ async fn follow(mut state: Follow) -> Option<(std::io::Result<Vec<u8>>, Follow)>
             return None;
         }
         tokio::time::sleep(FOLLOW_POLL).await;
+    }
+}
+
+/// Copy what the instance writes from now on to `stdout` and `stderr`
+/// (its stderr to `stdout` when there is no `stderr`), until it ends or
+/// the client goes away (a write fails): `kubectl attach`'s output.
+pub(crate) async fn attach_output(
+    path: PathBuf,
+    still_running: StillRunning,
+    mut stdout: Option<stratus_pod::OutputStream>,
+    mut stderr: Option<stratus_pod::OutputStream>,
+) {
+    let mut offset = read_all(&path).await.map_or(0, |d| complete_len(&d));
+    loop {
+        let running = still_running();
+        let data = read_all(&path).await.unwrap_or_default();
+        let fresh = data.get(offset..).unwrap_or_default();
+        let complete = complete_len(fresh);
+        for line in parse(&fresh[..complete]) {
+            let sink = match (line.stderr, stderr.as_mut()) {
+                (true, Some(err)) => Some(err),
+                _ => stdout.as_mut(),
+            };
+            if let Some(sink) = sink
+                && sink.write(&line.content).await.is_err()
+            {
+                return;
+            }
+        }
+        offset += complete;
+        if !running {
+            break;
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
+    }
+    for sink in [stdout.as_mut(), stderr.as_mut()].into_iter().flatten() {
+        let _ = sink.close().await;
     }
 }
 

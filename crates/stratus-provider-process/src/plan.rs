@@ -42,6 +42,8 @@ pub(crate) struct Launch {
     pub(crate) readiness: Option<k8s_openapi::api::core::v1::Probe>,
     /// The `preStop` hook.
     pub(crate) pre_stop: Option<k8s_openapi::api::core::v1::LifecycleHandler>,
+    /// `stdin: true`: the process reads a pipe that `kubectl attach` writes.
+    pub(crate) stdin: bool,
 }
 
 /// A pod's plan.
@@ -232,6 +234,7 @@ fn launch_of(
         liveness: c.liveness_probe.clone(),
         readiness: c.readiness_probe.clone(),
         pre_stop: c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone()),
+        stdin: c.stdin == Some(true),
     })
 }
 

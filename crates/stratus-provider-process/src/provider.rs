@@ -51,6 +51,8 @@ struct Entry {
     launches: Vec<Launch>,
     /// Each container's running process group, for stats.
     groups: Vec<Option<i32>>,
+    /// Each running container's stdin (with `stdin: true`), for attach.
+    stdins: Vec<Option<tokio::sync::mpsc::Sender<Vec<u8>>>>,
     stop: watch::Sender<Option<Duration>>,
     /// Becomes true when the supervisor returned: no process of the pod
     /// runs any more.
@@ -249,6 +251,39 @@ impl Inner {
         }
     }
 
+    /// Record where container `index`'s stdin is written (`None` once it
+    /// ended).
+    pub(crate) fn set_stdin(
+        &self,
+        key: &str,
+        index: usize,
+        stdin: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+    ) {
+        if let Some(slot) = lock(&self.pods)
+            .get_mut(key)
+            .and_then(|e| e.stdins.get_mut(index))
+        {
+            *slot = stdin;
+        }
+    }
+
+    /// For attach: the running container's log, its instance, and its
+    /// stdin if it has one.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn attach_point(
+        &self,
+        key: &str,
+        container: &str,
+    ) -> Option<(PathBuf, i32, Option<tokio::sync::mpsc::Sender<Vec<u8>>>)> {
+        let pods = lock(&self.pods);
+        let entry = pods.get(key)?;
+        let index = entry.statuses.iter().position(|s| s.name == container)?;
+        let status = &entry.statuses[index];
+        status.state.as_ref()?.running.as_ref()?;
+        let path = crate::logs::log_path(&entry.dir, container, status.restart_count);
+        Some((path, status.restart_count, entry.stdins[index].clone()))
+    }
+
     /// The pod's grace period (`terminationGracePeriodSeconds`, 30 s).
     pub(crate) fn grace(&self, key: &str) -> Duration {
         lock(&self.pods)
@@ -388,6 +423,7 @@ impl PodLifecycleHandler for ProcessProvider {
                 init_count: plan.init.len(),
                 launches: plan.init.iter().chain(&plan.app).cloned().collect(),
                 groups: vec![None; plan.init.len() + plan.app.len()],
+                stdins: vec![None; plan.init.len() + plan.app.len()],
                 stop,
                 ended,
             };
@@ -510,6 +546,10 @@ impl PodLifecycleHandler for ProcessProvider {
         Some(self)
     }
 
+    fn attach(&self) -> Option<&dyn stratus_pod::ContainerAttach> {
+        Some(self)
+    }
+
     fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
         Some(self)
     }
@@ -568,6 +608,56 @@ impl stratus_pod::ResourceMetrics for ProcessProvider {
     async fn resource_metrics(&self) -> Result<String> {
         let summary = stratus_pod::StatsSummary::stats_summary(self).await?;
         Ok(stratus_pod::render_resource_metrics(&summary))
+    }
+}
+
+#[async_trait]
+impl stratus_pod::ContainerAttach for ProcessProvider {
+    /// The running process's output from now on (from its captured
+    /// stdout and stderr) and, with `stdin: true` in the container's spec,
+    /// the client's input to its stdin; until it ends or the client leaves.
+    async fn attach(&self, container: &ContainerRef, mut io: stratus_pod::AttachIo) -> Result<()> {
+        let key = key(&container.namespace, &container.pod);
+        let (path, instance, stdin) = self
+            .inner
+            .attach_point(&key, &container.container)
+            .ok_or_else(|| {
+                PodError::not_found(format!(
+                    "container {:?} of pod {key} is not running",
+                    container.container
+                ))
+            })?;
+        if io.tty {
+            return Err(PodError::invalid_input(
+                "the process provider's containers have no terminal to attach to; attach without -t",
+            ));
+        }
+        let feeding = match (io.stdin.take(), stdin) {
+            (Some(mut input), Some(stdin)) => Some(tokio::spawn(async move {
+                use futures_util::StreamExt;
+                while let Some(Ok(chunk)) = input.next().await {
+                    if stdin.send(chunk).await.is_err() {
+                        break;
+                    }
+                }
+            })),
+            (Some(_), None) => {
+                return Err(PodError::invalid_input(format!(
+                    "container {:?} does not read stdin (set stdin: true in its spec)",
+                    container.container
+                )));
+            }
+            _ => None,
+        };
+        let inner = self.inner.clone();
+        let name = container.container.clone();
+        let still_running: crate::logs::StillRunning =
+            Arc::new(move || inner.instance_running(&key, &name, instance));
+        crate::logs::attach_output(path, still_running, io.stdout.take(), io.stderr.take()).await;
+        if let Some(feeding) = feeding {
+            feeding.abort();
+        }
+        Ok(())
     }
 }
 

@@ -180,7 +180,11 @@ async fn run_instance(
         .env_clear()
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&launch.cwd)
-        .stdin(Stdio::null())
+        .stdin(if launch.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group: signals reach every process it starts.
@@ -197,6 +201,19 @@ async fn run_instance(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .and_then(Pid::from_raw);
+    if let Some(mut input) = child.stdin.take() {
+        // What attach sessions send goes to the process's stdin.
+        let (sender, mut received) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
+        inner.set_stdin(key, index, Some(sender));
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            while let Some(chunk) = received.recv().await {
+                if input.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
     let log = match (child.stdout.take(), child.stderr.take()) {
         (Some(out), Some(err)) => {
             let path = logs::log_path(
@@ -275,6 +292,7 @@ async fn run_instance(
     // Whatever the main process left behind in its group goes with it.
     signal(group, Signal::KILL);
     inner.set_group(key, index, None);
+    inner.set_stdin(key, index, None);
     if let Some(log) = log {
         let _ = tokio::time::timeout(Duration::from_secs(2), log).await;
     }

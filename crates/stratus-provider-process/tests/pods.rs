@@ -843,3 +843,76 @@ async fn host_paths_under_an_allowed_prefix_are_mounted() {
     let _ = std::fs::remove_dir_all(&shared);
     let _ = std::fs::remove_dir_all(root("hostpath"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_reaches_the_processs_stdin_and_output() {
+    use kube::api::AttachParams;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let node = node(ProcessProvider::new(config("attach"))).await;
+    node.create(
+        "echoer",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "app", "image": "busybox", "stdin": true,
+                "args": ["while read line; do echo \"got $line\"; echo \"err $line\" >&2; done"],
+            }],
+        }),
+    )
+    .await;
+    until("echoer Running", 20, async || {
+        node.phase("echoer").await.as_deref() == Some("Running")
+    })
+    .await;
+    let mut attached = node
+        .pods
+        .attach("echoer", &AttachParams::default().stdin(true))
+        .await
+        .unwrap();
+    let mut stdin = attached.stdin().unwrap();
+    let mut stdout = tokio::io::BufReader::new(attached.stdout().unwrap());
+    let mut stderr = tokio::io::BufReader::new(attached.stderr().unwrap());
+    stdin.write_all(b"ping\n").await.unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stdout.read_line(&mut line))
+        .await
+        .expect("output in time")
+        .unwrap();
+    assert_eq!(line, "got ping\n");
+    line.clear();
+    tokio::time::timeout(Duration::from_secs(10), stderr.read_line(&mut line))
+        .await
+        .expect("error output in time")
+        .unwrap();
+    assert_eq!(line, "err ping\n");
+    drop(stdin);
+    drop(attached);
+    // A container without stdin refuses input.
+    node.create(
+        "deaf",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": "busybox", "args": ["sleep 600"]}],
+        }),
+    )
+    .await;
+    until("deaf Running", 20, async || {
+        node.phase("deaf").await.as_deref() == Some("Running")
+    })
+    .await;
+    let mut refused = node
+        .pods
+        .attach("deaf", &AttachParams::default().stdin(true))
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), refused.take_status().unwrap())
+        .await
+        .expect("a status in time");
+    assert!(
+        format!("{status:?}").contains("does not read stdin"),
+        "{status:?}"
+    );
+    node.delete("echoer").await;
+    node.delete("deaf").await;
+    let _ = std::fs::remove_dir_all(root("attach"));
+}
