@@ -117,3 +117,52 @@ pub async fn terminated() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// The body of a component's `main`: start a multi-threaded Tokio
+/// runtime, run `component` with a stop signal that becomes true on
+/// SIGTERM or Ctrl-C (logging `stopping`), and exit 0, or 1 with its error
+/// on standard error.
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     stratus_runtime::run_until_terminated("stopping the controllers", |mut stop| async move {
+///         stratus_runtime::stopped(&mut stop).await;
+///         Ok::<(), std::io::Error>(())
+///     })
+/// }
+/// ```
+pub fn run_until_terminated<F, Fut, E>(
+    stopping: &'static str,
+    component: F,
+) -> std::process::ExitCode
+where
+    F: FnOnce(tokio::sync::watch::Receiver<bool>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            terminated().await;
+            tracing::info!("{stopping}");
+            let _ = stop.send(true);
+        });
+        match component(stopped).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -274,32 +274,11 @@ where
             Err(e) => e.exit(),
         };
         super::logging::init_logging(&cli.options);
-        let runtime = match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
         let manager = self.manager(cli);
-        runtime.block_on(async move {
-            let (stop, stopped) = watch::channel(false);
-            tokio::spawn(async move {
-                stratus_runtime::terminated().await;
-                tracing::info!("stopping: releasing the lease and stopping the controllers");
-                let _ = stop.send(true);
-            });
-            match manager.run(stopped).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        })
+        stratus_runtime::run_until_terminated(
+            "stopping: releasing the lease and stopping the controllers",
+            |stopped| manager.run(stopped),
+        )
     }
 }
 

@@ -69,21 +69,40 @@ pub enum CommandError {
 /// The command: parse, build, run (Go: `cmd/virtual-kubelet`'s root
 /// command).
 #[derive(Debug, Default)]
-pub struct Command {}
+pub struct Command {
+    default_provider: Option<String>,
+}
 
 impl Command {
     /// The command with Go virtual-kubelet's flags.
     pub fn new() -> Self {
-        Self {}
+        Self::default()
     }
 
-    fn parse<I, T>(args: I) -> Result<KubeletOptions, clap::Error>
+    /// Run `name` when `--provider` is not given (a binary built for one
+    /// provider).
+    ///
+    /// ```no_run
+    /// stratus_kubelet::app::Command::new().default_provider("process").run_main();
+    /// ```
+    pub fn default_provider(mut self, name: impl Into<String>) -> Self {
+        self.default_provider = Some(name.into());
+        self
+    }
+
+    fn parse<I, T>(&self, args: I) -> Result<KubeletOptions, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
         let matches = Cli::command().try_get_matches_from(args)?;
-        Ok(Cli::from_arg_matches(&matches)?.options)
+        let mut options = Cli::from_arg_matches(&matches)?.options;
+        if options.provider.is_empty()
+            && let Some(name) = &self.default_provider
+        {
+            options.provider = name.clone();
+        }
+        Ok(options)
     }
 
     /// Parse `args` (the first is the program name) and run until `stop`.
@@ -96,54 +115,22 @@ impl Command {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        run(Self::parse(args)?, stop).await
+        run(self.parse(args)?, stop).await
     }
 
     /// The whole `main`: parse the process arguments, log to standard
     /// error, run until SIGTERM or Ctrl-C, and exit 0, or 1 with the reason
     /// (2 for bad arguments, 0 after `--help` / `--version`).
     pub fn run_main(self) -> ExitCode {
-        self.run_main_with_args(std::env::args_os())
-    }
-
-    /// [`Command::run_main`] with these arguments instead of the process's
-    /// (the first is the program name), for a binary that adds defaults.
-    pub fn run_main_with_args<I, T>(self, args: I) -> ExitCode
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<OsString> + Clone,
-    {
-        let options = match Self::parse(args) {
+        let options = match self.parse(std::env::args_os()) {
             Ok(o) => o,
             Err(e) => e.exit(),
         };
         let _ = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .try_init();
-        let runtime = match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        runtime.block_on(async move {
-            let (stop, stopped) = watch::channel(false);
-            tokio::spawn(async move {
-                stratus_runtime::terminated().await;
-                tracing::info!("stopping the virtual node");
-                let _ = stop.send(true);
-            });
-            match run(options, stopped).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+        stratus_runtime::run_until_terminated("stopping the virtual node", |stopped| {
+            run(options, stopped)
         })
     }
 }

@@ -30,14 +30,7 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    // `--provider process` unless the command line names one.
-    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let names_provider = |a: &std::ffi::OsString| {
-        let a = a.to_string_lossy();
-        a == "--provider" || a.starts_with("--provider=")
-    };
-    if !args.iter().any(names_provider) {
-        args.insert(1, format!("--provider={PROVIDER_NAME}").into());
-    }
-    stratus_kubelet::app::Command::new().run_main_with_args(args)
+    stratus_kubelet::app::Command::new()
+        .default_provider(PROVIDER_NAME)
+        .run_main()
 }
