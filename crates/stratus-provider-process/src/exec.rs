@@ -24,13 +24,17 @@ pub(crate) struct GroupGuard(Option<Pid>);
 impl GroupGuard {
     /// The group `child` leads.
     pub(crate) fn of(child: &tokio::process::Child) -> Self {
-        Self(
-            child
-                .id()
-                .and_then(|id| i32::try_from(id).ok())
-                .and_then(Pid::from_raw),
-        )
+        Self(process_group(child))
     }
+}
+
+/// The process group `child` leads (it was started in a group of its own,
+/// see `Launch::command`), while it has not been reaped.
+pub(crate) fn process_group(child: &tokio::process::Child) -> Option<Pid> {
+    child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
 }
 
 impl Drop for GroupGuard {
@@ -82,11 +86,8 @@ impl ContainerExec for ProcessProvider {
             let code = crate::terminal::exec_on_terminal(&launch, program, args, io).await?;
             return Ok(ExitCode(code));
         }
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .env_clear()
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&launch.cwd)
+        let mut child = launch
+            .command(program, args)
             .stdin(if io.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -94,8 +95,6 @@ impl ContainerExec for ProcessProvider {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
         let _guard = GroupGuard::of(&child);
@@ -127,13 +126,7 @@ impl ContainerExec for ProcessProvider {
         if let Some(feeding) = feeding {
             feeding.abort();
         }
-        use std::os::unix::process::ExitStatusExt;
-        Ok(ExitCode(
-            status
-                .code()
-                .or_else(|| status.signal().map(|s| 128 + s))
-                .unwrap_or(128),
-        ))
+        Ok(ExitCode(crate::plan::exit_code(status)))
     }
 }
 

@@ -46,6 +46,34 @@ pub(crate) struct Launch {
     pub(crate) stdin: bool,
 }
 
+impl Launch {
+    /// `program` with `args` as this container runs things: its
+    /// environment only, its directory, a process group of its own (signals
+    /// reach everything it starts) and killed if the handle is dropped.
+    /// Standard streams are the caller's to set.
+    pub(crate) fn command(&self, program: &str, args: &[String]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.cwd)
+            .process_group(0)
+            .kill_on_drop(true);
+        command
+    }
+}
+
+/// The exit code of a process as the kubelet reports it: its code, or 128
+/// plus the signal that ended it.
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(128)
+}
+
 /// A pod's plan.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {

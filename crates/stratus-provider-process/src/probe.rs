@@ -94,16 +94,11 @@ async fn exec_check(command: &[String], launch: &Launch) -> Result<(), String> {
     let (program, args) = command
         .split_first()
         .ok_or("the exec probe has no command")?;
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&launch.cwd)
+    let mut child = launch
+        .command(program, args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot run {program:?}: {e}"))?;
     let _guard = crate::exec::GroupGuard::of(&child);

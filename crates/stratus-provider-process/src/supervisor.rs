@@ -2,7 +2,6 @@
 //! each restarted under the pod's policy with the kubelet's back-off, and
 //! stopped with SIGTERM, the grace period and SIGKILL to its process group.
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -174,22 +173,15 @@ async fn run_instance(
     if let Err(e) = prepare_root(launch).await {
         return failed_start(format!("cannot prepare the container's directory: {e}"));
     }
-    let mut command = tokio::process::Command::new(&launch.argv[0]);
+    let mut command = launch.command(&launch.argv[0], &launch.argv[1..]);
     command
-        .args(&launch.argv[1..])
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&launch.cwd)
         .stdin(if launch.stdin {
             Stdio::piped()
         } else {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group: signals reach every process it starts.
-        .process_group(0)
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -197,10 +189,7 @@ async fn run_instance(
         }
     };
     let started = now();
-    let group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .and_then(Pid::from_raw);
+    let group = crate::exec::process_group(&child);
     if let Some(mut input) = child.stdin.take() {
         // What attach sessions send goes to the process's stdin.
         let (sender, mut received) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
@@ -294,14 +283,34 @@ async fn run_instance(
     inner.set_group(key, index, None);
     inner.set_stdin(key, index, None);
     if let Some(log) = log {
-        let _ = tokio::time::timeout(Duration::from_secs(2), log).await;
+        // The output is on disk once both pipes are drained; a log that
+        // could not be written is said, not dropped silently.
+        match tokio::time::timeout(Duration::from_secs(2), log).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(pod = key, container = launch.name, error = %e, "the container's output could not be written to its log")
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(pod = key, container = launch.name, error = %e, "the log writer failed")
+            }
+            Err(_) => {
+                tracing::warn!(
+                    pod = key,
+                    container = launch.name,
+                    "the container's log was still open 2 s after it ended (a process outside its group holds its output)"
+                )
+            }
+        }
     }
     let (code, mut message) = match status {
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => (code, None),
-            (None, Some(sig)) => (128 + sig, Some(format!("killed by signal {sig}"))),
-            (None, None) => (128, None),
-        },
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            let code = crate::plan::exit_code(s);
+            (
+                code,
+                s.signal().map(|sig| format!("killed by signal {sig}")),
+            )
+        }
         Err(e) => (128, Some(format!("cannot wait for the process: {e}"))),
     };
     if let Some(because) = killed_because {

@@ -42,17 +42,12 @@ pub(crate) async fn exec_on_terminal(
         .open(&path)
         .map_err(unavailable)?;
     let stdio = |f: &std::fs::File| f.try_clone().map(Stdio::from).map_err(unavailable);
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+    let mut child = launch
+        .command(program, args)
         .env("TERM", "xterm")
-        .current_dir(&launch.cwd)
         .stdin(stdio(&secondary)?)
         .stdout(stdio(&secondary)?)
         .stderr(stdio(&secondary)?)
-        .process_group(0)
-        .kill_on_drop(true)
         .spawn()
         .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
     // Only the child holds the secondary side now: when it (and what it
@@ -112,9 +107,5 @@ pub(crate) async fn exec_on_terminal(
         task.abort();
     }
     drop(guard);
-    use std::os::unix::process::ExitStatusExt;
-    Ok(status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(128))
+    Ok(crate::plan::exit_code(status))
 }
