@@ -29,6 +29,10 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct ProcessProvider {
     inner: Arc<Inner>,
+    /// Where ConfigMaps and Secrets of volumes are read.
+    resources: Option<Arc<dyn PodResources>>,
+    /// The node's name, for the stats summary.
+    node_name: String,
 }
 
 impl std::fmt::Debug for ProcessProvider {
@@ -62,10 +66,6 @@ struct Entry {
 /// The provider's state, shared with the supervisors.
 pub(crate) struct Inner {
     config: ProcessConfig,
-    /// Where ConfigMaps and Secrets of volumes are read.
-    resources: Option<Arc<dyn PodResources>>,
-    /// The node's name, for the stats summary.
-    node_name: String,
     /// CPU rates between stats summaries.
     rates: Mutex<crate::stats::Rates>,
     pods: Mutex<HashMap<String, Entry>>,
@@ -97,12 +97,12 @@ impl ProcessProvider {
         Self {
             inner: Arc::new(Inner {
                 config,
-                resources: None,
-                node_name: String::new(),
                 rates: Mutex::new(crate::stats::Rates::default()),
                 pods: Mutex::new(HashMap::new()),
                 callback: Mutex::new(None),
             }),
+            resources: None,
+            node_name: String::new(),
         }
     }
 }
@@ -111,7 +111,7 @@ impl ProcessProvider {
     /// Read the ConfigMaps and Secrets of `configMap`, `secret` and
     /// `projected` volumes through `resources` (give it the node's, see
     /// `VirtualNodeBuilder::resources`); without it such volumes are
-    /// refused. Call before the provider is shared.
+    /// refused.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -123,18 +123,13 @@ impl ProcessProvider {
     /// # let _ = provider;
     /// ```
     pub fn with_resources(mut self, resources: Arc<dyn PodResources>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.resources = Some(resources);
-        }
+        self.resources = Some(resources);
         self
     }
 
-    /// The node name the stats summary reports. Call before the provider is
-    /// shared.
+    /// The node name the stats summary reports.
     pub fn with_node_name(mut self, name: impl Into<String>) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.node_name = name.into();
-        }
+        self.node_name = name.into();
         self
     }
 }
@@ -389,7 +384,7 @@ impl PodLifecycleHandler for ProcessProvider {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let key = key_of(pod);
         let plan = plan(&self.inner.config, pod)?;
-        let resources = self.inner.resources.as_deref();
+        let resources = self.resources.as_deref();
         for (volume, dir) in &plan.volumes {
             crate::volumes::write(volume, dir, pod, resources).await?;
         }
@@ -591,7 +586,7 @@ impl stratus_pod::StatsSummary for ProcessProvider {
                 })
                 .collect()
         };
-        let node = self.inner.node_name.clone();
+        let node = self.node_name.clone();
         let inner = self.inner.clone();
         // /proc is read synchronously: off the async workers.
         tokio::task::spawn_blocking(move || {
@@ -670,7 +665,7 @@ impl ResourceChanges for ProcessProvider {
         if change.deleted {
             return Ok(());
         }
-        let Some(resources) = self.inner.resources.clone() else {
+        let Some(resources) = self.resources.clone() else {
             return Ok(());
         };
         // A cache of its own must not hand back the old contents.
