@@ -212,12 +212,11 @@ async fn follow(mut state: Follow) -> Option<(std::io::Result<Vec<u8>>, Follow)>
         // Asked before reading: whatever the instance wrote before it ended
         // is in the file by the time it is seen ended.
         let running = (state.still_running)();
-        let data = match read_all(&state.path).await {
+        let fresh = match read_from(&state.path, state.offset).await {
             Ok(d) => d,
             Err(e) => return Some((Err(e), state)),
         };
-        let fresh = data.get(state.offset..).unwrap_or_default();
-        let complete = complete_len(fresh);
+        let complete = complete_len(&fresh);
         if complete > 0 {
             state.offset += complete;
             let chunk = take(
@@ -245,9 +244,8 @@ pub(crate) async fn attach_output(
     let mut offset = read_all(&path).await.map_or(0, |d| complete_len(&d));
     loop {
         let running = still_running();
-        let data = read_all(&path).await.unwrap_or_default();
-        let fresh = data.get(offset..).unwrap_or_default();
-        let complete = complete_len(fresh);
+        let fresh = read_from(&path, offset).await.unwrap_or_default();
+        let complete = complete_len(&fresh);
         for line in parse(&fresh[..complete]) {
             let sink = match (line.stderr, stderr.as_mut()) {
                 (true, Some(err)) => Some(err),
@@ -274,11 +272,22 @@ pub(crate) async fn attach_output(
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
 async fn read_all(path: &Path) -> std::io::Result<Vec<u8>> {
-    match tokio::fs::read(path).await {
-        Ok(d) => Ok(d),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
+    read_from(path, 0).await
+}
+
+/// What `path` holds past byte `offset` (nothing if it does not exist
+/// yet): a followed log reads only what is new, not the whole file again.
+async fn read_from(path: &Path, offset: usize) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut file = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    file.seek(std::io::SeekFrom::Start(offset as u64)).await?;
+    let mut rest = Vec::new();
+    file.read_to_end(&mut rest).await?;
+    Ok(rest)
 }
 
 /// The length of the complete lines at the start of `data`.
