@@ -25,6 +25,11 @@ pub(crate) struct Args {
     /// pods bound to it.
     #[arg(long, value_name = "NAME")]
     virtual_node: Option<String>,
+    /// Also run a process node of this name (`stratus-provider-process`):
+    /// its pods are real processes on this machine. Images `busybox` (run
+    /// through `sh -c`) and `python` (`python3`) are mapped.
+    #[arg(long, value_name = "NAME")]
+    process_node: Option<String>,
 }
 
 pub(crate) async fn run(args: Args) -> ExitCode {
@@ -64,11 +69,55 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         .await
         {
             Ok(node) => {
-                tokio::spawn(node.run(stopped));
+                tokio::spawn(node.run(stopped.clone()));
                 println!("virtual node {name} with its kubelet API (MockPodProvider)");
             }
             Err(e) => {
                 eprintln!("error: virtual node {name}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let mut process_root = None;
+    if let Some(name) = &args.process_node {
+        let root =
+            std::env::temp_dir().join(format!("stratus-apiserver-{name}-{}", std::process::id()));
+        let mut config = stratus_provider_process::ProcessConfig::new(&root);
+        config
+            .images
+            .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
+        config
+            .images
+            .insert("python".into(), vec!["python3".into()]);
+        let mut node = stratus_kubelet::node::NodeConfig::new(
+            name.clone(),
+            stratus_provider_process::PROVIDER_NAME,
+        );
+        node.capacity = config.host_capacity();
+        let resources = std::sync::Arc::new(stratus_kubelet::resources::ApiResources::new(
+            server.client(),
+            std::time::Duration::from_secs(60),
+        ));
+        let provider = stratus_provider_process::ProcessProvider::new(config)
+            .with_resources(resources)
+            .with_node_name(name);
+        match stratus_testing::kubelet_api::virtual_node_with_api(
+            &server,
+            node,
+            std::sync::Arc::new(provider),
+        )
+        .await
+        {
+            Ok(node) => {
+                tokio::spawn(node.run(stopped.clone()));
+                println!(
+                    "process node {name}: its pods run as processes under {}",
+                    root.display()
+                );
+                process_root = Some(root);
+            }
+            Err(e) => {
+                eprintln!("error: process node {name}: {e}");
                 return ExitCode::FAILURE;
             }
         }
@@ -83,5 +132,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     println!("shutting down");
     let _ = stop.send(true);
     server.shutdown().await;
+    if let Some(root) = process_root {
+        let _ = std::fs::remove_dir_all(root);
+    }
     ExitCode::SUCCESS
 }

@@ -1,6 +1,8 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
 //! formatting, clippy, the workspace tests, the docs, packaging every
-//! library crate as crates.io would build it, the kubectl scripts
+//! library crate as crates.io would build it, the kubectl scripts (one
+//! with the newest kubectl against a process node, whose pods are real
+//! processes)
 //! against the standalone harness API server (the installed kubectl, and
 //! every kubectl from 1.27 to 1.33), sessions of the official Python and
 //! JavaScript clients, and the protobuf table's freshness.
@@ -82,6 +84,12 @@ const STEPS: &[Step] = &[
         name: "kubectl-versions",
         program: "bash",
         args: &["scripts/kubectl-versions.sh"],
+        env: &[],
+    },
+    Step {
+        name: "kubectl-process-node",
+        program: "bash",
+        args: &["scripts/kubectl-process-node.sh"],
         env: &[],
     },
     Step {
