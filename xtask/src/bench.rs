@@ -111,7 +111,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-fn rss_bytes() -> u64 {
+/// Resident memory of this process, in bytes (`/proc/self/statm`).
+pub(crate) fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {

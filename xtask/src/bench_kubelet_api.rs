@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bench_ccm::percentile;
 use async_trait::async_trait;
 use futures_util::{SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -87,13 +88,6 @@ impl ContainerLogs for Firehose {
             (0..LOG_BYTES / CHUNK).map(move |_| Ok(chunk.clone())),
         )))
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// Round-trip times of `ROUND_TRIPS` runs of `$body` (after 50 warm-up

@@ -16,6 +16,12 @@ use stratus_pod::{PodLifecycleHandler, PodNotifier, PodStatusCallback};
 use stratus_provider_process::{ProcessConfig, ProcessProvider};
 
 use crate::bench::{BoxError, write_results};
+use crate::bench_ccm::percentile;
+
+/// Resident memory of this process, in bytes.
+fn rss_bytes() -> f64 {
+    crate::bench::rss_bytes() as f64
+}
 
 const PODS: usize = 500;
 
@@ -33,21 +39,6 @@ fn cpu_seconds() -> f64 {
             .unwrap_or(0.0)
     };
     (ticks(11) + ticks(12)) / 100.0
-}
-
-fn rss_bytes() -> f64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(0.0, |pages| pages * 4096.0)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 /// What one side measured.
@@ -212,18 +203,18 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         ),
         (
             "create_to_running_p50_ms",
-            percentile(&measured.latencies_ms, 50.0),
+            percentile(&measured.latencies_ms, 0.5),
         ),
         (
             "create_to_running_p99_ms",
-            percentile(&measured.latencies_ms, 99.0),
+            percentile(&measured.latencies_ms, 0.99),
         ),
-        ("floor_spawn_p99_ms", percentile(&floor.latencies_ms, 99.0)),
+        ("floor_spawn_p99_ms", percentile(&floor.latencies_ms, 0.99)),
         (
             "create_to_running_p99_ratio_measured_over_floor",
             ratio(
-                percentile(&measured.latencies_ms, 99.0),
-                percentile(&floor.latencies_ms, 99.0),
+                percentile(&measured.latencies_ms, 0.99),
+                percentile(&floor.latencies_ms, 0.99),
             ),
         ),
         ("delete_all_seconds", measured.stop_seconds),

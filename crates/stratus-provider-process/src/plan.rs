@@ -132,7 +132,7 @@ pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> 
         }
         if let Err(what) = crate::volumes::supported(volume) {
             let what = if what.is_empty() {
-                format!("{} volumes", serde_kind(volume))
+                format!("{} volumes", volume_kind(volume))
             } else {
                 what
             };
@@ -317,7 +317,7 @@ fn safe(name: &str) -> String {
 }
 
 /// The volume source's name, for messages.
-fn serde_kind(volume: &k8s_openapi::api::core::v1::Volume) -> &'static str {
+fn volume_kind(volume: &k8s_openapi::api::core::v1::Volume) -> &'static str {
     let kinds: [(&'static str, bool); 8] = [
         ("configMap", volume.config_map.is_some()),
         ("secret", volume.secret.is_some()),

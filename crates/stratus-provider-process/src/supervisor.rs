@@ -403,13 +403,9 @@ async fn probe_container(inner: &Arc<Inner>, key: &str, index: usize, launch: &L
     };
     tokio::select! {
         failed = liveness => failed,
-        () = readiness => unreachable_ready(),
+        // Readiness probes for as long as the container runs.
+        () = readiness => unreachable!("the readiness loop does not end"),
     }
-}
-
-/// The readiness loop never ends; this keeps the types honest.
-fn unreachable_ready() -> String {
-    String::from("readiness probing ended")
 }
 
 /// The least time a process gets between SIGTERM and SIGKILL after its
