@@ -499,7 +499,11 @@ impl PodLifecycleHandler for ProcessProvider {
                     }
                 }
                 let last = with_status(&entry, &inner.config);
-                let _ = tokio::fs::remove_dir_all(&entry.dir).await;
+                if let Err(e) = tokio::fs::remove_dir_all(&entry.dir).await
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(pod = key, dir = %entry.dir.display(), error = %e, "the pod's directory could not be removed");
+                }
                 inner.notify(last);
             }
         });
