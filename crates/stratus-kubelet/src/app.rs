@@ -35,5 +35,6 @@ mod registry;
 pub use command::{Command, CommandError, run_main, run_with_args};
 pub use options::KubeletOptions;
 pub use registry::{
-    ProviderFactory, ProviderInit, RegistryError, register_pod_provider, registered_providers,
+    ProviderFactory, ProviderInit, Providers, ProvidersFuture, RegistryError,
+    register_pod_provider, register_provider, registered_providers,
 };

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use stratus_kubelet::VirtualNode;
 use stratus_kubelet::api::{ApiAuth, KubeletApi, KubeletServer};
 use stratus_kubelet::node::NodeConfig;
+use stratus_kubelet::virtual_node::VirtualNodeBuilder;
 use stratus_pod::PodLifecycleHandler;
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 
@@ -35,9 +36,22 @@ use crate::ApiServer;
 /// [`VirtualNode::run`].
 pub async fn virtual_node_with_api(
     server: &ApiServer,
-    mut config: NodeConfig,
+    config: NodeConfig,
     provider: Arc<dyn PodLifecycleHandler>,
 ) -> Result<VirtualNode, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(virtual_node_builder_with_api(server, config, provider)
+        .await?
+        .build()?)
+}
+
+/// The same, as a builder with the provider and the kubelet API set, to
+/// add a node provider, shared resources or metrics before
+/// [`VirtualNodeBuilder::build`].
+pub async fn virtual_node_builder_with_api(
+    server: &ApiServer,
+    mut config: NodeConfig,
+    provider: Arc<dyn PodLifecycleHandler>,
+) -> Result<VirtualNodeBuilder, Box<dyn std::error::Error + Send + Sync>> {
     let client = server.client();
     let auth = DelegatedAuth::new(client.clone(), DelegatedAuthConfig::kubelet());
     let api = KubeletApi::new(
@@ -54,6 +68,5 @@ pub async fn virtual_node_with_api(
     config.internal_ip = Some("127.0.0.1".into());
     Ok(VirtualNode::builder(client, config)
         .provider(provider)
-        .kubelet_server(kubelet)
-        .build()?)
+        .kubelet_server(kubelet))
 }

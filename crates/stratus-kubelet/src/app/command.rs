@@ -214,7 +214,7 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         client.clone(),
         std::time::Duration::from_secs(60),
     ));
-    let provider = make(ProviderInit {
+    let providers = make(ProviderInit {
         config_file: o.provider_config.clone(),
         node_name: o.nodename.clone(),
         operating_system: o.operating_system.clone(),
@@ -223,10 +223,12 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         client: client.clone(),
         resources: resources.clone(),
     })
+    .await
     .map_err(|message| CommandError::Provider {
         name: o.provider.clone(),
         message,
     })?;
+    let provider = providers.pods;
     let (server, rotation) = kubelet_server(&o, &client, provider.clone())
         .await
         .map_err(CommandError::KubeletApi)?;
@@ -239,7 +241,11 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         sync_workers: o.pod_sync_workers.max(1),
         ..Default::default()
     };
-    let virtual_node = VirtualNode::builder(client, node)
+    let mut builder = VirtualNode::builder(client, node);
+    if let Some(node_provider) = providers.node {
+        builder = builder.node_provider(node_provider);
+    }
+    let virtual_node = builder
         .provider(provider)
         .resources(resources)
         .pods(pods)

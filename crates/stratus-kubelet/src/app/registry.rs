@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use stratus_pod::{PodLifecycleHandler, PodResources};
+use std::future::Future;
+use std::pin::Pin;
+
+use stratus_pod::{NodeProvider, PodLifecycleHandler, PodResources};
 
 /// What a provider's factory gets (Go: `provider.InitConfig`).
 #[derive(Clone)]
@@ -40,6 +43,44 @@ impl std::fmt::Debug for ProviderInit {
 pub type ProviderFactory =
     Arc<dyn Fn(ProviderInit) -> Result<Arc<dyn PodLifecycleHandler>, String> + Send + Sync>;
 
+/// What an asynchronous factory ([`register_provider`]) returns: the pod
+/// provider and, optionally, the node provider (ping, capacity, node
+/// status updates; default: always healthy, the command's capacity).
+#[derive(Clone)]
+pub struct Providers {
+    /// The pod provider.
+    pub pods: Arc<dyn PodLifecycleHandler>,
+    /// The node provider, if the provider has one.
+    pub node: Option<Arc<dyn NodeProvider>>,
+}
+
+impl std::fmt::Debug for Providers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Providers")
+            .field("node", &self.node.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Providers {
+    /// A pod provider alone.
+    pub fn pods(pods: Arc<dyn PodLifecycleHandler>) -> Self {
+        Self { pods, node: None }
+    }
+
+    /// With a node provider.
+    pub fn with_node(mut self, node: Arc<dyn NodeProvider>) -> Self {
+        self.node = Some(node);
+        self
+    }
+}
+
+/// The future an asynchronous factory returns.
+pub type ProvidersFuture = Pin<Box<dyn Future<Output = Result<Providers, String>> + Send>>;
+
+/// How the registry keeps every factory.
+pub(crate) type AsyncFactory = Arc<dyn Fn(ProviderInit) -> ProvidersFuture + Send + Sync>;
+
 /// A registration that could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
@@ -51,8 +92,8 @@ pub enum RegistryError {
     EmptyName,
 }
 
-fn registry() -> &'static Mutex<BTreeMap<String, ProviderFactory>> {
-    static REGISTRY: OnceLock<Mutex<BTreeMap<String, ProviderFactory>>> = OnceLock::new();
+fn registry() -> &'static Mutex<BTreeMap<String, AsyncFactory>> {
+    static REGISTRY: OnceLock<Mutex<BTreeMap<String, AsyncFactory>>> = OnceLock::new();
     REGISTRY.get_or_init(Default::default)
 }
 
@@ -77,6 +118,45 @@ pub fn register_pod_provider(
     + Sync
     + 'static,
 ) -> Result<(), RegistryError> {
+    register_provider(name, move |init| {
+        let made = factory(init).map(Providers::pods);
+        async move { made }
+    })
+}
+
+/// Register an asynchronous `factory` under `name` for `--provider=name`:
+/// it may await (connect to the backend, read Secrets through
+/// `init.client`) and return a node provider too.
+///
+/// ```
+/// use std::sync::Arc;
+/// use stratus_kubelet::app::{Providers, register_provider, registered_providers};
+/// use stratus_pod::NaiveNodeProvider;
+/// # struct MyProvider;
+/// # #[async_trait::async_trait]
+/// # impl stratus_pod::PodLifecycleHandler for MyProvider {
+/// #     async fn create_pod(&self, _: &k8s_openapi::api::core::v1::Pod) -> stratus_pod::Result<()> { Ok(()) }
+/// #     async fn update_pod(&self, _: &k8s_openapi::api::core::v1::Pod) -> stratus_pod::Result<()> { Ok(()) }
+/// #     async fn delete_pod(&self, _: &k8s_openapi::api::core::v1::Pod) -> stratus_pod::Result<()> { Ok(()) }
+/// #     async fn get_pod(&self, _: &str, _: &str) -> stratus_pod::Result<Option<k8s_openapi::api::core::v1::Pod>> { Ok(None) }
+/// #     async fn get_pod_status(&self, _: &str, _: &str) -> stratus_pod::Result<Option<k8s_openapi::api::core::v1::PodStatus>> { Ok(None) }
+/// #     async fn get_pods(&self) -> stratus_pod::Result<Vec<k8s_openapi::api::core::v1::Pod>> { Ok(vec![]) }
+/// # }
+///
+/// register_provider("doc-async", |init| async move {
+///     let _remote = init.client; // e.g. read a Secret with the backend's credentials
+///     Ok(Providers::pods(Arc::new(MyProvider)).with_node(Arc::new(NaiveNodeProvider)))
+/// })
+/// .unwrap();
+/// assert!(registered_providers().contains(&"doc-async".to_string()));
+/// ```
+pub fn register_provider<F>(
+    name: &str,
+    factory: impl Fn(ProviderInit) -> F + Send + Sync + 'static,
+) -> Result<(), RegistryError>
+where
+    F: Future<Output = Result<Providers, String>> + Send + 'static,
+{
     if name.trim().is_empty() {
         return Err(RegistryError::EmptyName);
     }
@@ -84,7 +164,8 @@ pub fn register_pod_provider(
     if providers.contains_key(name) {
         return Err(RegistryError::Duplicate(name.to_owned()));
     }
-    providers.insert(name.to_owned(), Arc::new(factory));
+    let factory: AsyncFactory = Arc::new(move |init| Box::pin(factory(init)));
+    providers.insert(name.to_owned(), factory);
     Ok(())
 }
 
@@ -99,7 +180,7 @@ pub fn registered_providers() -> Vec<String> {
 }
 
 /// The factory registered as `name`.
-pub(crate) fn factory(name: &str) -> Option<ProviderFactory> {
+pub(crate) fn factory(name: &str) -> Option<AsyncFactory> {
     registry()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

@@ -7,6 +7,9 @@
 //! [`ResourceChanges`](stratus_pod::ResourceChanges) hook gets the change
 //! with the pods that use it. A watch gap is closed by the relist: objects
 //! whose resourceVersion moved, and objects that disappeared, are told then.
+//! A namespace's watch starts at the first rescan after its first
+//! referencing pod; its first listing is told whole, so a change made
+//! between the pod's start and the watch's start is not lost.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -84,6 +87,15 @@ where
                     tell(&name, true);
                 }
                 Event::InitDone => {
+                    if !listed_once {
+                        // The watch starts after the namespace's first
+                        // referencing pod (at the next rescan): an object
+                        // changed in between is in this listing only. Tell
+                        // them all once; the hook is told of objects the
+                        // node's pods use, and a provider that finds the
+                        // contents unchanged does nothing.
+                        known.keys().for_each(|name| tell(name, false));
+                    }
                     if let Some(seen) = listing.take() {
                         let gone: Vec<String> = known
                             .keys()

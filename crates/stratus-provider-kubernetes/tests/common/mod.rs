@@ -1,0 +1,172 @@
+//! Two harness clusters: a remote one with a scheduler and a node running
+//! pods on `MockPodProvider` (its kubelet API reachable, for logs, exec and
+//! port-forward), and a home one with the offload node.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use stratus_kubelet::node::NodeConfig;
+use stratus_kubelet::resources::ApiResources;
+use stratus_pod::{NodeProvider, PodLifecycleHandler, PodResources};
+use stratus_provider_kubernetes::{KubernetesProvider, OffloadConfig, PROVIDER_NAME};
+use stratus_testing::kubelet_api::{virtual_node_builder_with_api, virtual_node_with_api};
+use stratus_testing::{ApiServer, MockPodProvider, TestCluster};
+use tokio::sync::watch;
+
+pub const NODE: &str = "vk-offload";
+pub const REMOTE_NODE: &str = "remote-0";
+
+/// The remote cluster.
+pub struct Remote {
+    pub cluster: TestCluster,
+    pub mock: Arc<MockPodProvider>,
+    _stop: watch::Sender<bool>,
+}
+
+impl Remote {
+    pub async fn start() -> Self {
+        let mut cluster = TestCluster::start().await.unwrap();
+        cluster.start_scheduler();
+        let mock = Arc::new(MockPodProvider::new().with_node_name(REMOTE_NODE));
+        let mut config = NodeConfig::new(REMOTE_NODE, "mock");
+        config.taint = false;
+        let node = virtual_node_with_api(
+            cluster.server(),
+            config,
+            mock.clone() as Arc<dyn PodLifecycleHandler>,
+        )
+        .await
+        .unwrap();
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(node.run(stopped));
+        Self {
+            cluster,
+            mock,
+            _stop: stop,
+        }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.cluster.client()
+    }
+
+    pub fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client(), namespace)
+    }
+
+    /// Every remote pod the offload node made.
+    pub async fn offloaded(&self) -> Vec<Pod> {
+        let all: Api<Pod> = Api::all(self.client());
+        all.list(&kube::api::ListParams::default().labels(&format!(
+            "{}={NODE}",
+            stratus_provider_kubernetes::naming::NODE_LABEL
+        )))
+        .await
+        .unwrap()
+        .items
+    }
+}
+
+/// The home cluster's offload node.
+pub struct Home {
+    pub provider: KubernetesProvider,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Home {
+    /// Start an offload node on `api` for `remote`, with a node provider
+    /// if given.
+    pub async fn start(
+        api: &ApiServer,
+        remote: kube::Client,
+        config: OffloadConfig,
+        node: Option<Arc<dyn NodeProvider>>,
+        tune: impl FnOnce(&mut NodeConfig),
+    ) -> Self {
+        let resources: Arc<dyn PodResources> =
+            Arc::new(ApiResources::new(api.client(), Duration::from_secs(60)));
+        let provider = KubernetesProvider::builder(remote, NODE)
+            .config(config)
+            .host_ip("127.0.0.1")
+            .resources(resources.clone())
+            .start();
+        let mut node_config = NodeConfig::new(NODE, PROVIDER_NAME);
+        tune(&mut node_config);
+        let mut builder = virtual_node_builder_with_api(
+            api,
+            node_config,
+            Arc::new(provider.clone()) as Arc<dyn PodLifecycleHandler>,
+        )
+        .await
+        .unwrap()
+        .resources(resources);
+        if let Some(node) = node {
+            builder = builder.node_provider(node);
+        }
+        let vk = builder.build().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let _ = vk.run(stopped).await;
+        });
+        Self {
+            provider,
+            stop,
+            task,
+        }
+    }
+
+    /// Stop the node and wait for it (the provider goes with it once
+    /// dropped).
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        let _ = self.task.await;
+    }
+}
+
+pub fn pod(name: &str, spec: serde_json::Value) -> Pod {
+    let mut spec = spec;
+    spec["nodeName"] = NODE.into();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+pub fn simple(name: &str) -> Pod {
+    pod(
+        name,
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": "nginx"}],
+        }),
+    )
+}
+
+pub async fn create(pods: &Api<Pod>, pod: Pod) {
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+pub async fn until(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn phase(pods: &Api<Pod>, name: &str) -> Option<String> {
+    pods.get_opt(name).await.ok()??.status?.phase
+}
+
+pub async fn running(pods: &Api<Pod>, name: &str) {
+    until(&format!("{name} Running"), 30, async || {
+        phase(pods, name).await.as_deref() == Some("Running")
+    })
+    .await;
+}
