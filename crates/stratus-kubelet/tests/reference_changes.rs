@@ -1,6 +1,7 @@
 //! A provider with the `resource_changes` hook is told when a ConfigMap or
 //! Secret its pods use changes (and not for others), with the pods that use
-//! it; the next environment resolution sees the new value.
+//! it, and once when a namespace's watch first lists them; the next
+//! environment resolution sees the new value.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,9 +89,32 @@ async fn referenced_config_maps_and_secrets_are_told() {
         env_of(&provider.pods()["default/web-1"]).as_deref(),
         Some("blue")
     );
-    // Let the watches list before changing anything.
+    // The watches' first listing is told once (a change made before the
+    // watch started is not lost): what the pods use, not the rest.
+    let first = |kind, name: &str| ResourceChange {
+        kind,
+        namespace: "default".into(),
+        name: name.into(),
+        deleted: false,
+        pods: vec!["web-1".into(), "web-2".into()],
+    };
+    eventually(
+        "the first listing is told",
+        Duration::from_secs(10),
+        || async { provider.resource_changes_told().len() >= 2 },
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(provider.resource_changes_told().is_empty());
+    let mut listed = provider.resource_changes_told();
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        listed,
+        [
+            first(ResourceKind::ConfigMap, "settings"),
+            first(ResourceKind::Secret, "tls")
+        ]
+    );
+    let told_before = listed.len();
 
     let patch = |color: &str| Patch::Merge(serde_json::json!({"data": {"color": color}}));
     config_maps
@@ -104,11 +128,11 @@ async fn referenced_config_maps_and_secrets_are_told() {
     eventually(
         "the ConfigMap change is told",
         Duration::from_secs(10),
-        || async { !provider.resource_changes_told().is_empty() },
+        || async { provider.resource_changes_told().len() > told_before },
     )
     .await;
     assert_eq!(
-        provider.resource_changes_told(),
+        provider.resource_changes_told()[told_before..],
         [ResourceChange {
             kind: ResourceKind::ConfigMap,
             namespace: "default".into(),

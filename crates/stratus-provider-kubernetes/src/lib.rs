@@ -63,6 +63,7 @@ mod dependencies;
 pub mod naming;
 mod node;
 mod provider;
+pub mod rbac;
 mod remote_client;
 mod remote_watch;
 mod stats;
