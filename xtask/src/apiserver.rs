@@ -1,11 +1,18 @@
 //! `cargo xtask apiserver`: the harness API server in the foreground.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
-use stratus_testing::ApiServer;
+use stratus_kubelet::resources::ApiResources;
+use stratus_pod::{PodLifecycleHandler, PodResources};
+use stratus_provider_kubernetes::{
+    KubernetesProvider, NamespaceMapping, OffloadConfig, RemoteNode,
+};
+use stratus_testing::{ApiServer, TestCluster};
 
 /// Run the in-memory API server until SIGINT or SIGTERM.
 #[derive(Debug, Parser)]
@@ -30,7 +37,21 @@ pub(crate) struct Args {
     /// through `sh -c`) and `python` (`python3`) are mapped.
     #[arg(long, value_name = "NAME")]
     process_node: Option<String>,
+    /// Also run an offload node of this name (`stratus-provider-kubernetes`)
+    /// whose pods run in a second in-process API server, the "remote
+    /// cluster": there a scheduler binds them to the process node
+    /// `remote-0`, so they are real processes too. Remote namespaces are
+    /// the home ones prefixed `remote-`.
+    #[arg(long, value_name = "NAME")]
+    offload_node: Option<String>,
+    /// Where to write the remote cluster's kubeconfig (with
+    /// `--offload-node`).
+    #[arg(long, default_value = "target/stratus-remote.kubeconfig")]
+    remote_kubeconfig: PathBuf,
 }
+
+/// The remote cluster's process node, with `--offload-node`.
+const REMOTE_NODE: &str = "remote-0";
 
 pub(crate) async fn run(args: Args) -> ExitCode {
     let mut builder = ApiServer::builder().bind(args.addr);
@@ -78,46 +99,26 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             }
         }
     }
-    let mut process_root = None;
+    let mut process_roots = Vec::new();
     if let Some(name) = &args.process_node {
-        let root =
-            std::env::temp_dir().join(format!("stratus-apiserver-{name}-{}", std::process::id()));
-        let mut config = stratus_provider_process::ProcessConfig::new(&root);
-        config
-            .images
-            .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
-        config
-            .images
-            .insert("python".into(), vec!["python3".into()]);
-        let mut node = stratus_kubelet::node::NodeConfig::new(
-            name.clone(),
-            stratus_provider_process::PROVIDER_NAME,
-        );
-        node.capacity = config.host_capacity();
-        let resources = std::sync::Arc::new(stratus_kubelet::resources::ApiResources::new(
-            server.client(),
-            std::time::Duration::from_secs(60),
-        ));
-        let provider = stratus_provider_process::ProcessProvider::new(config)
-            .with_resources(resources)
-            .with_node_name(name);
-        match stratus_testing::kubelet_api::virtual_node_with_api(
-            &server,
-            node,
-            std::sync::Arc::new(provider),
-        )
-        .await
-        {
-            Ok(node) => {
-                tokio::spawn(node.run(stopped.clone()));
-                println!(
-                    "process node {name}: its pods run as processes under {}",
-                    root.display()
-                );
-                process_root = Some(root);
+        match start_process_node(&server, name, true, stopped.clone()).await {
+            Ok(root) => process_roots.push(root),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    // Kept to the end: the remote cluster lives as long as the home one.
+    let mut _remote = None;
+    if let Some(name) = &args.offload_node {
+        match start_offload_node(&server, name, &args.remote_kubeconfig, stopped.clone()).await {
+            Ok((remote, root)) => {
+                _remote = Some(remote);
+                process_roots.push(root);
             }
             Err(e) => {
-                eprintln!("error: process node {name}: {e}");
+                eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         }
@@ -132,8 +133,99 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     println!("shutting down");
     let _ = stop.send(true);
     server.shutdown().await;
-    if let Some(root) = process_root {
+    for root in process_roots {
         let _ = std::fs::remove_dir_all(root);
     }
     ExitCode::SUCCESS
+}
+
+/// Start process node `name` on `server` (tainted as virtual nodes are, or
+/// not): the directory its pods run under.
+async fn start_process_node(
+    server: &ApiServer,
+    name: &str,
+    taint: bool,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<PathBuf, String> {
+    let root =
+        std::env::temp_dir().join(format!("stratus-apiserver-{name}-{}", std::process::id()));
+    let mut config = stratus_provider_process::ProcessConfig::new(&root);
+    config
+        .images
+        .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
+    config
+        .images
+        .insert("python".into(), vec!["python3".into()]);
+    let mut node =
+        stratus_kubelet::node::NodeConfig::new(name, stratus_provider_process::PROVIDER_NAME);
+    node.capacity = config.host_capacity();
+    node.taint = taint;
+    let resources = Arc::new(ApiResources::new(server.client(), Duration::from_secs(60)));
+    let provider = stratus_provider_process::ProcessProvider::new(config)
+        .with_resources(resources)
+        .with_node_name(name);
+    let node =
+        stratus_testing::kubelet_api::virtual_node_with_api(server, node, Arc::new(provider))
+            .await
+            .map_err(|e| format!("process node {name}: {e}"))?;
+    tokio::spawn(node.run(stopped));
+    println!(
+        "process node {name}: its pods run as processes under {}",
+        root.display()
+    );
+    Ok(root)
+}
+
+/// Start the remote cluster (a second API server with a scheduler and the
+/// untainted process node `remote-0`, its kubeconfig written to
+/// `kubeconfig`) and offload node `name` on `server`: the remote cluster
+/// and its process node's directory.
+async fn start_offload_node(
+    server: &ApiServer,
+    name: &str,
+    kubeconfig: &Path,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<(TestCluster, PathBuf), String> {
+    let mut remote = TestCluster::start()
+        .await
+        .map_err(|e| format!("the remote cluster: {e}"))?;
+    remote.start_scheduler();
+    remote
+        .server()
+        .write_kubeconfig(kubeconfig)
+        .map_err(|e| format!("the remote kubeconfig: {e}"))?;
+    let root = start_process_node(remote.server(), REMOTE_NODE, false, stopped.clone()).await?;
+    let config = OffloadConfig {
+        namespaces: NamespaceMapping::Prefix("remote-".into()),
+        capacity_refresh_seconds: 5,
+        ..OffloadConfig::default()
+    };
+    let resources: Arc<dyn PodResources> =
+        Arc::new(ApiResources::new(server.client(), Duration::from_secs(60)));
+    let provider = KubernetesProvider::builder(remote.client(), name)
+        .config(config.clone())
+        .host_ip("127.0.0.1")
+        .resources(resources.clone())
+        .start();
+    let capacity = RemoteNode::connect(remote.client(), name, &config)
+        .await
+        .map_err(|e| format!("offload node {name}: {e}"))?;
+    let node = stratus_testing::kubelet_api::virtual_node_builder_with_api(
+        server,
+        stratus_kubelet::node::NodeConfig::new(name, stratus_provider_kubernetes::PROVIDER_NAME),
+        Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
+    )
+    .await
+    .map_err(|e| format!("offload node {name}: {e}"))?
+    .resources(resources)
+    .node_provider(Arc::new(capacity))
+    .build()
+    .map_err(|e| format!("offload node {name}: {e}"))?;
+    tokio::spawn(node.run(stopped));
+    println!(
+        "offload node {name}: its pods run in the remote cluster at {} (kubeconfig {}) on {REMOTE_NODE}",
+        remote.server().url(),
+        kubeconfig.display()
+    );
+    Ok((remote, root))
 }

@@ -2,7 +2,8 @@
 //! formatting, clippy, the workspace tests, the docs, packaging every
 //! library crate as crates.io would build it, the kubectl scripts (one
 //! with the newest kubectl against a process node, whose pods are real
-//! processes)
+//! processes, one against an offload node, whose pods run in a second API
+//! server)
 //! against the standalone harness API server (the installed kubectl, and
 //! every kubectl from 1.27 to 1.33), sessions of the official Python and
 //! JavaScript clients, and the protobuf table's freshness.
@@ -90,6 +91,12 @@ const STEPS: &[Step] = &[
         name: "kubectl-process-node",
         program: "bash",
         args: &["scripts/kubectl-process-node.sh"],
+        env: &[],
+    },
+    Step {
+        name: "kubectl-offload-node",
+        program: "bash",
+        args: &["scripts/kubectl-offload-node.sh"],
         env: &[],
     },
     Step {

@@ -43,6 +43,10 @@ pub(crate) struct Args {
     /// Pods to run on the virtual node `vk-demo`.
     #[arg(long, default_value_t = 10)]
     pods: usize,
+    /// Pods to offload through `vk-offload` to the second, "remote"
+    /// API server.
+    #[arg(long, default_value_t = 3)]
+    offloaded: usize,
     /// Where to write a kubeconfig for kubectl.
     #[arg(long, default_value = "target/stratus-demo.kubeconfig")]
     kubeconfig: PathBuf,
@@ -259,6 +263,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
     let controllers_stopped_vk = controllers_stopped.clone();
     let controllers_stopped_process = controllers_stopped.clone();
+    let controllers_stopped_offload = controllers_stopped.clone();
     let flags = match ManagerFlags::try_parse_from([
         "cloud-controller-manager",
         "--cloud-provider=fake",
@@ -327,6 +332,21 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+    // A third, whose pods run in another cluster (a second API server).
+    let offload_demo = match crate::demo_offload::start(
+        cluster.server(),
+        "demo",
+        args.offloaded,
+        controllers_stopped_offload,
+    )
+    .await
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let pods: Api<Pod> = Api::namespaced(client.clone(), "demo");
     for i in 0..args.pods {
         let pod = json!({
@@ -501,9 +521,26 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             false
         }
     };
+    let offload_ok = match offload_demo.check(&pods, Duration::from_secs(30)).await {
+        Ok(line) => {
+            println!(
+                "  pods offloaded by {} to a second API server: {line}",
+                crate::demo_offload::OFFLOAD_NODE
+            );
+            true
+        }
+        Err(e) => {
+            eprintln!(
+                "error: the offload node {}: {e}",
+                crate::demo_offload::OFFLOAD_NODE
+            );
+            false
+        }
+    };
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
-    if !converged || !kubelet_api_ok || !process_ok {
+    if !converged || !kubelet_api_ok || !process_ok || !offload_ok {
         process_demo.delete_pod(&pods).await;
+        offload_demo.delete_pods(&pods).await;
         eprintln!(
             "error: the demo cluster did not converge within {}s",
             args.timeout
@@ -516,13 +553,15 @@ pub(crate) async fn run(args: Args) -> ExitCode {
              kubectl --kubeconfig {0} -n demo logs app-0, \
              kubectl --kubeconfig {0} -n demo exec -it app-0 -- size, \
              kubectl --kubeconfig {0} -n demo logs -f hello-process, \
-             kubectl --kubeconfig {0} -n demo port-forward hello-process {1}",
+             kubectl --kubeconfig {0} -n demo port-forward hello-process {1}, \
+             kubectl --kubeconfig {0} -n demo logs burst-0",
             args.kubeconfig.display(),
             process_demo.port
         );
         crate::wait_for_signal().await;
     }
     process_demo.delete_pod(&pods).await;
+    offload_demo.delete_pods(&pods).await;
     let _ = stop_controllers.send(true);
     if let Err(e) = manager.wait().await {
         eprintln!("error: the manager stopped with an error: {e}");
@@ -541,6 +580,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     }
     if let Ok(Err(e)) = process_demo.task.await {
         eprintln!("error: the process node stopped with an error: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Err(e) = offload_demo.stop().await {
+        eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
     drop(kubelets);

@@ -14,6 +14,7 @@ mod bench_kubelet_api;
 mod bench_process;
 mod ci;
 mod demo;
+mod demo_offload;
 mod demo_process;
 mod generated;
 mod heap_meter;
