@@ -11,6 +11,8 @@
 //!   API (`bench_kubelet_api.rs`).
 //! - `process`: 500 pods of `sleep` on a process node
 //!   (`bench_process.rs`).
+//! - `offload`: 2,000 pods offloaded to a second API server
+//!   (`bench_offload.rs`).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -46,12 +48,21 @@ pub(crate) fn write_results(
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
-        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api|process>");
+        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api|process|offload>");
         return ExitCode::from(2);
     };
-    if !["apiserver", "ccm", "kubelet", "kubelet-api", "process"].contains(&target.as_str()) {
+    if ![
+        "apiserver",
+        "ccm",
+        "kubelet",
+        "kubelet-api",
+        "process",
+        "offload",
+    ]
+    .contains(&target.as_str())
+    {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api, process"
+            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api, process, offload"
         );
         return ExitCode::from(2);
     }
@@ -97,6 +108,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_kubelet_api::run())
     } else if target == "process" {
         rt.block_on(crate::bench_process::run())
+    } else if target == "offload" {
+        rt.block_on(crate::bench_offload::run())
     } else {
         rt.block_on(apiserver())
     };

@@ -53,7 +53,7 @@ const FLOOR_NODE: &str = "vk-floor";
 /// Binds per second in the sustained phase: the admission target.
 const PACED_RATE: u32 = 1_000;
 
-fn pod(name: &str, node: &str) -> serde_json::Value {
+pub(crate) fn pod(name: &str, node: &str) -> serde_json::Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "uid": uuid(name), "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -158,14 +158,14 @@ async fn node_status_patches() -> Result<(serde_json::Value, serde_json::Value),
 
 /// A watch on the pods bound to one node: when each turned Running, and how
 /// many are gone.
-struct Observer {
+pub(crate) struct Observer {
     running_at: Arc<Mutex<HashMap<String, Instant>>>,
     gone: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Observer {
-    async fn start(client: kube::Client, node: &str) -> Result<Self, BoxError> {
+    pub(crate) async fn start(client: kube::Client, node: &str) -> Result<Self, BoxError> {
         let pods: Api<Pod> = Api::namespaced(client, "default");
         let rv = pods
             .list(&ListParams::default().limit(1))
@@ -215,7 +215,7 @@ impl Observer {
     }
 
     /// Wait until `count` pods were seen Running.
-    async fn running(&self, count: usize) -> Result<(), BoxError> {
+    pub(crate) async fn running(&self, count: usize) -> Result<(), BoxError> {
         wait_until("every pod Running", Duration::from_secs(600), || async {
             Ok(self
                 .running_at
@@ -228,7 +228,7 @@ impl Observer {
     }
 
     /// Wait until `count` pods were seen gone.
-    async fn gone(&self, count: usize) -> Result<(), BoxError> {
+    pub(crate) async fn gone(&self, count: usize) -> Result<(), BoxError> {
         wait_until("every pod gone", Duration::from_secs(600), || async {
             Ok(self.gone.load(Ordering::Relaxed) >= count)
         })
@@ -236,7 +236,7 @@ impl Observer {
     }
 
     /// Each pod's bind → Running latency, sorted.
-    fn latencies(&self, bound_at: &HashMap<String, Instant>) -> Vec<f64> {
+    pub(crate) fn latencies(&self, bound_at: &HashMap<String, Instant>) -> Vec<f64> {
         let running = self.running_at.lock().unwrap_or_else(|e| e.into_inner());
         let mut latencies: Vec<f64> = bound_at
             .iter()
@@ -258,7 +258,11 @@ impl Drop for Observer {
 }
 
 /// Push the median and the 99th percentile of `sorted` under `names`.
-fn push_p50_p99(metrics: &mut Vec<(&'static str, f64)>, names: [&'static str; 2], sorted: &[f64]) {
+pub(crate) fn push_p50_p99(
+    metrics: &mut Vec<(&'static str, f64)>,
+    names: [&'static str; 2],
+    sorted: &[f64],
+) {
     metrics.push((names[0], percentile(sorted, 0.5)));
     metrics.push((names[1], percentile(sorted, 0.99)));
 }

@@ -11,6 +11,7 @@ mod bench;
 mod bench_ccm;
 mod bench_kubelet;
 mod bench_kubelet_api;
+mod bench_offload;
 mod bench_process;
 mod ci;
 mod demo;
