@@ -32,6 +32,8 @@
 //! - [`references`]: which ConfigMaps and Secrets a pod uses; a provider
 //!   with the `resource_changes` hook is told when one of them changes
 //!   (metadata-only watches of the namespaces that need it).
+//! - [`streams`]: copying between a provider's Tokio I/O and the kubelet
+//!   API's exec, attach and port-forward streams.
 
 pub mod api;
 pub mod app;
@@ -40,6 +42,7 @@ pub mod node;
 pub mod pods;
 pub mod references;
 pub mod resources;
+pub mod streams;
 pub mod virtual_node;
 
 pub use virtual_node::{VirtualNode, VirtualNodeBuilder, VirtualNodeError};

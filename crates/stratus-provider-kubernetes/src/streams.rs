@@ -10,7 +10,9 @@ use stratus_pod::{
     AttachIo, ByteStream, ContainerAttach, ContainerExec, ContainerLogOptions, ContainerLogs,
     ContainerRef, ExitCode, OutputStream, PodError, PortForward, PortForwardStream, Result,
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use stratus_kubelet::streams::{copy_from_stream, copy_to_sink};
 
 use crate::KubernetesProvider;
 use crate::dependencies::remote_error;
@@ -83,36 +85,18 @@ fn attach_params(container: &ContainerRef, io: &AttachIo) -> AttachParams {
     }
 }
 
-/// Copy `reader` to `sink` until either ends.
-async fn pump_out(mut reader: impl AsyncRead + Unpin, sink: Option<OutputStream>) {
-    let Some(mut sink) = sink else {
-        return;
-    };
-    let mut buf = vec![0; CHUNK];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if sink.write(&buf[..n]).await.is_err() {
-                    break;
-                }
-            }
-        }
+/// Copy `reader` to the client's `sink`, if it asked for that stream.
+async fn pump_out(reader: impl AsyncRead + Unpin, sink: Option<OutputStream>) {
+    if let Some(sink) = sink {
+        copy_to_sink(reader, sink).await;
     }
-    let _ = sink.close().await;
 }
 
-/// Copy `stream` into `writer`, then close it.
+/// Copy the client's `stream` into `writer`, when both exist.
 async fn pump_in(stream: Option<ByteStream>, writer: Option<impl AsyncWrite + Unpin>) {
-    let (Some(mut stream), Some(mut writer)) = (stream, writer) else {
-        return;
-    };
-    while let Some(Ok(chunk)) = stream.next().await {
-        if writer.write_all(&chunk).await.is_err() {
-            return;
-        }
+    if let (Some(stream), Some(writer)) = (stream, writer) {
+        copy_from_stream(stream, writer).await;
     }
-    let _ = writer.shutdown().await;
 }
 
 /// Run the session's streams to their end; the remote status, if any.
@@ -243,8 +227,8 @@ impl PortForward for KubernetesProvider {
         let (reader, writer) = tokio::io::split(remote);
         let PortForwardStream { incoming, outgoing } = stream;
         tokio::join!(
-            pump_in(Some(incoming), Some(writer)),
-            pump_out(reader, Some(outgoing))
+            copy_from_stream(incoming, writer),
+            copy_to_sink(reader, outgoing)
         );
         forwarder.abort();
         Ok(())

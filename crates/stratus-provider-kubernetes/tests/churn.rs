@@ -167,7 +167,10 @@ async fn churn_with_faults_and_restarts_ends_with_both_clusters_in_agreement() {
     let hit = remote_server.answered(Some(Verb::Create), "pods", 500)
         + api.answered(Some(Verb::Patch), "pods/status", 500);
     assert!(hit > 0, "no injected fault was hit");
-    eprintln!("{hit} injected errors answered; {} pods live, {deleted} deleted", alive.len());
+    eprintln!(
+        "{hit} injected errors answered; {} pods live, {deleted} deleted",
+        alive.len()
+    );
     remote_server.clear_faults();
     api.clear_faults();
 

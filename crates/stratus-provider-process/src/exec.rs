@@ -6,13 +6,12 @@
 use std::process::Stdio;
 
 use async_trait::async_trait;
-use futures_util::StreamExt;
 use rustix::process::{Pid, Signal, kill_process_group};
+use stratus_kubelet::streams::{copy_from_stream, copy_to_sink};
 use stratus_pod::{
-    AttachIo, ContainerExec, ContainerRef, ExitCode, OutputStream, PodError, PortForward,
-    PortForwardStream, Result,
+    AttachIo, ContainerExec, ContainerRef, ExitCode, PodError, PortForward, PortForwardStream,
+    Result,
 };
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::ProcessProvider;
 use crate::provider::key;
@@ -43,22 +42,6 @@ impl Drop for GroupGuard {
             let _ = kill_process_group(group, Signal::KILL);
         }
     }
-}
-
-/// Copy `from` into `to` until either ends; then close `to`.
-async fn pump(mut from: impl AsyncRead + Unpin, mut to: OutputStream) {
-    let mut buffer = vec![0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.write(&buffer[..n]).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    let _ = to.close().await;
 }
 
 #[async_trait]
@@ -98,24 +81,17 @@ impl ContainerExec for ProcessProvider {
             .spawn()
             .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
         let _guard = GroupGuard::of(&child);
+        // End of the client's input closes the command's.
         let feeding = match (io.stdin, child.stdin.take()) {
-            (Some(mut input), Some(mut stdin)) => Some(tokio::spawn(async move {
-                while let Some(Ok(chunk)) = input.next().await {
-                    if stdin.write_all(&chunk).await.is_err() {
-                        break;
-                    }
-                }
-                // End of the client's input closes the command's.
-                drop(stdin);
-            })),
+            (Some(input), Some(stdin)) => Some(tokio::spawn(copy_from_stream(input, stdin))),
             _ => None,
         };
         let mut outputs = Vec::new();
         if let (Some(out), Some(sink)) = (child.stdout.take(), io.stdout) {
-            outputs.push(tokio::spawn(pump(out, sink)));
+            outputs.push(tokio::spawn(copy_to_sink(out, sink)));
         }
         if let (Some(err), Some(sink)) = (child.stderr.take(), io.stderr) {
-            outputs.push(tokio::spawn(pump(err, sink)));
+            outputs.push(tokio::spawn(copy_to_sink(err, sink)));
         }
         let status = child.wait().await.map_err(|e| {
             PodError::unavailable(None, format!("cannot wait for {program:?}: {e}"))
@@ -151,20 +127,10 @@ impl PortForward for ProcessProvider {
                     format!("cannot connect to port {port} of pod {key}: {e}"),
                 )
             })?;
-        let (reader, mut writer) = socket.into_split();
-        let PortForwardStream {
-            mut incoming,
-            outgoing,
-        } = stream;
-        let mut back = tokio::spawn(pump(reader, outgoing));
-        let forth = async {
-            while let Some(Ok(chunk)) = incoming.next().await {
-                if writer.write_all(&chunk).await.is_err() {
-                    break;
-                }
-            }
-            let _ = writer.shutdown().await;
-        };
+        let (reader, writer) = socket.into_split();
+        let PortForwardStream { incoming, outgoing } = stream;
+        let mut back = tokio::spawn(copy_to_sink(reader, outgoing));
+        let forth = copy_from_stream(incoming, writer);
         // The connection ends when the server closes it, or when the
         // client does and the server has answered what it sent.
         tokio::select! {

@@ -8,8 +8,8 @@ use std::process::Stdio;
 use futures_util::StreamExt;
 use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
 use rustix::termios::{Winsize, tcsetwinsize};
+use stratus_kubelet::streams::{copy_from_stream, copy_to_sink};
 use stratus_pod::{AttachIo, PodError, Result};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::plan::Launch;
 
@@ -73,31 +73,13 @@ pub(crate) async fn exec_on_terminal(
     });
     let primary = std::fs::File::from(primary);
     let writer = primary.try_clone().map_err(unavailable)?;
-    let feeding = io.stdin.take().map(|mut input| {
-        let mut writer = tokio::fs::File::from_std(writer);
-        tokio::spawn(async move {
-            while let Some(Ok(chunk)) = input.next().await {
-                if writer.write_all(&chunk).await.is_err() || writer.flush().await.is_err() {
-                    break;
-                }
-            }
-        })
-    });
-    let mut reader = tokio::fs::File::from_std(primary);
-    if let Some(mut out) = io.stdout.take() {
-        let mut buffer = vec![0u8; 16 * 1024];
-        loop {
-            match reader.read(&mut buffer).await {
-                // EIO once the secondary side is closed everywhere.
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if out.write(&buffer[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = out.close().await;
+    let feeding = io
+        .stdin
+        .take()
+        .map(|input| tokio::spawn(copy_from_stream(input, tokio::fs::File::from_std(writer))));
+    if let Some(out) = io.stdout.take() {
+        // The read fails (EIO) once the secondary side is closed everywhere.
+        copy_to_sink(tokio::fs::File::from_std(primary), out).await;
     }
     let status = child
         .wait()
