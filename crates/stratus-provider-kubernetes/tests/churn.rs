@@ -13,7 +13,6 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
-use stratus_provider_kubernetes::OffloadConfig;
 use stratus_provider_kubernetes::naming::HOME_UID_LABEL;
 use stratus_testing::{ApiServer, Fault, FaultAction, Verb};
 
@@ -84,16 +83,7 @@ async fn churn_with_faults_and_restarts_ends_with_both_clusters_in_agreement() {
     let remote = Remote::start().await;
     let api = ApiServer::start().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
-    let start_home = async || {
-        Home::start(
-            &api,
-            remote.client(),
-            OffloadConfig::default(),
-            None,
-            |_| {},
-        )
-        .await
-    };
+    let start_home = async || Home::default_for(&api, &remote).await;
     let mut home = Some(start_home().await);
     // Faults on both sides for the whole churn: remote pod creates and
     // deletes, home status writes and pod deletions by the node.

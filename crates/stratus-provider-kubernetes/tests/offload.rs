@@ -44,14 +44,7 @@ async fn text_log(api: &ApiServer, pod: &str, query: &str) -> String {
 async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
     let remote = Remote::start().await;
     let api = ApiServer::start().await.unwrap();
-    let home = Home::start(
-        &api,
-        remote.client(),
-        OffloadConfig::default(),
-        None,
-        |_| {},
-    )
-    .await;
+    let home = Home::default_for(&api, &remote).await;
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let maps: Api<ConfigMap> = Api::namespaced(api.client(), "default");
     let secrets: Api<Secret> = Api::namespaced(api.client(), "default");
@@ -305,14 +298,7 @@ async fn a_restarted_node_adopts_its_remote_pods() {
     let remote = Remote::start().await;
     let api = ApiServer::start().await.unwrap();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
-    let home = Home::start(
-        &api,
-        remote.client(),
-        OffloadConfig::default(),
-        None,
-        |_| {},
-    )
-    .await;
+    let home = Home::default_for(&api, &remote).await;
     for i in 0..3 {
         create(&pods, simple(&format!("p{i}"))).await;
     }
@@ -337,14 +323,7 @@ async fn a_restarted_node_adopts_its_remote_pods() {
     })
     .await;
 
-    let home = Home::start(
-        &api,
-        remote.client(),
-        OffloadConfig::default(),
-        None,
-        |_| {},
-    )
-    .await;
+    let home = Home::default_for(&api, &remote).await;
     until("the provider synced", 20, async || home.provider.synced()).await;
     // p0 and p1 are adopted, not made again; p2's remote pod is deleted.
     until("p2's remote pod deleted", 30, async || {

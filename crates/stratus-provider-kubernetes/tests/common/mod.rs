@@ -60,9 +60,14 @@ impl Remote {
 
     /// Every remote pod the offload node made.
     pub async fn offloaded(&self) -> Vec<Pod> {
+        self.offloaded_by(NODE).await
+    }
+
+    /// Every remote pod offload node `node` made.
+    pub async fn offloaded_by(&self, node: &str) -> Vec<Pod> {
         let all: Api<Pod> = Api::all(self.client());
         all.list(&kube::api::ListParams::default().labels(&format!(
-            "{}={NODE}",
+            "{}={node}",
             stratus_provider_kubernetes::naming::NODE_LABEL
         )))
         .await
@@ -79,8 +84,14 @@ pub struct Home {
 }
 
 impl Home {
-    /// Start an offload node on `api` for `remote`, with a node provider
-    /// if given.
+    /// Start the offload node `vk-offload` on `api` for `remote` with the
+    /// default configuration.
+    pub async fn default_for(api: &ApiServer, remote: &Remote) -> Self {
+        Self::start(api, remote.client(), OffloadConfig::default(), None, |_| {}).await
+    }
+
+    /// Start the offload node `vk-offload` on `api` for `remote`, with a
+    /// node provider if given.
     pub async fn start(
         api: &ApiServer,
         remote: kube::Client,
@@ -88,14 +99,26 @@ impl Home {
         node: Option<Arc<dyn NodeProvider>>,
         tune: impl FnOnce(&mut NodeConfig),
     ) -> Self {
+        Self::start_named(api, NODE, remote, config, node, tune).await
+    }
+
+    /// Start offload node `name` on `api` for `remote`.
+    pub async fn start_named(
+        api: &ApiServer,
+        name: &str,
+        remote: kube::Client,
+        config: OffloadConfig,
+        node: Option<Arc<dyn NodeProvider>>,
+        tune: impl FnOnce(&mut NodeConfig),
+    ) -> Self {
         let resources: Arc<dyn PodResources> =
             Arc::new(ApiResources::new(api.client(), Duration::from_secs(60)));
-        let provider = KubernetesProvider::builder(remote, NODE)
+        let provider = KubernetesProvider::builder(remote, name)
             .config(config)
             .host_ip("127.0.0.1")
             .resources(resources.clone())
             .start();
-        let mut node_config = NodeConfig::new(NODE, PROVIDER_NAME);
+        let mut node_config = NodeConfig::new(name, PROVIDER_NAME);
         tune(&mut node_config);
         let mut builder = virtual_node_builder_with_api(
             api,
