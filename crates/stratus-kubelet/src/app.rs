@@ -2,7 +2,10 @@
 //! provider registry): a provider registers a factory under its name, and
 //! `run_main()` does the rest — Go virtual-kubelet's flags and environment
 //! variables, the API client, the kubelet API with its TLS and
-//! authentication, the `VirtualNode`, SIGTERM.
+//! authentication, the `VirtualNode`, SIGTERM. `--metrics-addr` (Go's
+//! flag and default `:10255`, unused in Go) serves the node's own
+//! `/metrics` ([`crate::metrics`]), `/healthz` and `/readyz` over plain
+//! HTTP; `--metrics-addr ""` turns it off.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -33,7 +36,7 @@ mod options;
 mod registry;
 
 pub use command::{Command, CommandError, run_main, run_with_args};
-pub use options::KubeletOptions;
+pub use options::{KubeletOptions, ListenAddr, parse_listen_addr};
 pub use registry::{
     ProviderFactory, ProviderInit, Providers, ProvidersFuture, RegistryError,
     register_pod_provider, register_provider, registered_providers,

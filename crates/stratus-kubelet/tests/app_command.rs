@@ -9,6 +9,21 @@ use stratus_kubelet::app::{CommandError, ProviderInit, register_pod_provider, ru
 use stratus_testing::{ApiServer, MockPodProvider};
 use tokio::sync::watch;
 
+/// A plain HTTP/1.0 GET on the loopback: the whole answer.
+async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registered_provider_runs_from_gos_flags() {
     let api = ApiServer::start().await.unwrap();
@@ -35,6 +50,11 @@ async fn a_registered_provider_runs_from_gos_flags() {
     assert!(matches!(err, CommandError::UnknownProvider { .. }));
     assert!(err.to_string().contains("command-test"), "{err}");
 
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let (stop, stopped) = watch::channel(false);
     let args = vec![
         "virtual-kubelet".to_string(),
@@ -49,6 +69,7 @@ async fn a_registered_provider_runs_from_gos_flags() {
         "--startup-timeout=20s".into(),
         "--full-resync-period=1m".into(),
         "--stream-idle-timeout=15s".into(),
+        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
     ];
     let task = tokio::spawn(run_with_args(args, stopped));
     let nodes: kube::Api<Node> = kube::Api::all(api.client());
@@ -73,6 +94,15 @@ async fn a_registered_provider_runs_from_gos_flags() {
             "Linux".into()
         ))
     );
+    // The node's own metrics and health on --metrics-addr.
+    let metrics = http_get(metrics_port, "/metrics").await;
+    assert!(
+        metrics.starts_with("HTTP/1.0 200") || metrics.starts_with("HTTP/1.1 200"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("stratus_kubelet_pods"), "{metrics}");
+    let health = http_get(metrics_port, "/healthz?verbose").await;
+    assert!(health.contains("node/vk-command"), "{health}");
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);

@@ -53,6 +53,7 @@ async fn the_command_offloads_from_its_flags() {
         "--kubelet-port=0".into(),
         "--authorization-mode=AlwaysAllow".into(),
         "--startup-timeout=20s".into(),
+        "--metrics-addr=127.0.0.1:0".into(),
     ];
     let task = tokio::spawn(
         Command::new()

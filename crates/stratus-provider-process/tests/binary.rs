@@ -34,6 +34,7 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
             "--listen-address=127.0.0.1",
             "--kubelet-port=0",
             "--authorization-mode=AlwaysAllow",
+            "--metrics-addr=127.0.0.1:0",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

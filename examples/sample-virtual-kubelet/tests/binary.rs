@@ -24,6 +24,7 @@ async fn runs_pods_and_stops_on_sigterm() {
             "--nodename=vk-sample",
             "--listen-address=127.0.0.1",
             "--kubelet-port=0",
+            "--metrics-addr=127.0.0.1:0",
             &format!("--client-ca-file={}", client_ca.display()),
         ])
         .stdout(Stdio::null())

@@ -9,10 +9,15 @@ use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 use stratus_runtime::tls::reloading_pem_files;
 use tokio::sync::watch;
 
-use super::options::KubeletOptions;
+use prometheus_client::registry::Registry;
+use stratus_runtime::admin::AdminServer;
+use stratus_runtime::health::HealthChecks;
+
+use super::options::{KubeletOptions, ListenAddr};
 use super::registry::{ProviderInit, factory, registered_providers};
 use crate::api::serving_certificate::{CsrConfig, ServingCertificateRotation};
 use crate::api::{ApiAuth, KubeletApi, KubeletServer};
+use crate::metrics::KubeletMetrics;
 use crate::node::NodeConfig;
 use crate::pods::PodControllerConfig;
 use crate::resources::ApiResources;
@@ -58,6 +63,9 @@ pub enum CommandError {
     /// The kubelet API could not start.
     #[error("the kubelet API: {0}")]
     KubeletApi(String),
+    /// The `--metrics-addr` server could not start.
+    #[error("--metrics-addr: {0}")]
+    Metrics(String),
     /// The node did not become ready within `--startup-timeout`.
     #[error("the node was not ready within --startup-timeout {0:?}")]
     StartupTimeout(std::time::Duration),
@@ -204,6 +212,24 @@ async fn kubelet_server(
     Ok((server, rotation))
 }
 
+/// The plain-HTTP server of `--metrics-addr`: the node's metric families
+/// and health checks, served as `/metrics`, `/healthz` and `/readyz`.
+async fn metrics_server(
+    addr: std::net::SocketAddr,
+) -> Result<(KubeletMetrics, HealthChecks, AdminServer), CommandError> {
+    let mut registry = Registry::default();
+    let metrics = KubeletMetrics::register(&mut registry);
+    let checks = HealthChecks::new();
+    let server = AdminServer::builder(addr)
+        .plain_http()
+        .health(checks.clone())
+        .registry(Arc::new(registry))
+        .bind()
+        .await
+        .map_err(|e| CommandError::Metrics(e.to_string()))?;
+    Ok((metrics, checks, server))
+}
+
 async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), CommandError> {
     let make = factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
         name: o.provider.clone(),
@@ -244,6 +270,12 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
     let mut builder = VirtualNode::builder(client, node);
     if let Some(node_provider) = providers.node {
         builder = builder.node_provider(node_provider);
+    }
+    if let ListenAddr(Some(addr)) = o.metrics_addr {
+        let (metrics, checks, server) = metrics_server(addr).await?;
+        tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+        tokio::spawn(server.serve(stop.clone()));
+        builder = builder.metrics(metrics).health_checks(checks);
     }
     let virtual_node = builder
         .provider(provider)

@@ -2,7 +2,7 @@
 //! with their environment variables and defaults, plus the kubelet API's
 //! TLS and authorization flags.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -80,4 +80,41 @@ pub struct KubeletOptions {
     /// Give SPDY clients this long to open their streams.
     #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
     pub stream_creation_timeout: Duration,
+    /// Where to serve the node's own `/metrics`, `/healthz` and `/readyz`
+    /// over plain HTTP (Go's flag and default, which Go parses and never
+    /// uses); `host:port` or `:port` (every address), empty to serve none.
+    #[arg(long, value_parser = parse_listen_addr, default_value = ":10255")]
+    pub metrics_addr: ListenAddr,
+}
+
+/// An address to listen on, or none (`--metrics-addr ""`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddr(pub Option<SocketAddr>);
+
+/// Parse Go's listen address: `host:port`, `:port` (every address), or
+/// empty for none.
+///
+/// ```
+/// use stratus_kubelet::app::parse_listen_addr;
+///
+/// assert_eq!(parse_listen_addr(":10255").unwrap().0, Some("0.0.0.0:10255".parse().unwrap()));
+/// assert_eq!(parse_listen_addr("127.0.0.1:0").unwrap().0, Some("127.0.0.1:0".parse().unwrap()));
+/// assert_eq!(parse_listen_addr("").unwrap().0, None);
+/// assert!(parse_listen_addr("10255").is_err());
+/// ```
+pub fn parse_listen_addr(text: &str) -> Result<ListenAddr, String> {
+    if text.is_empty() {
+        return Ok(ListenAddr(None));
+    }
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    full.parse::<SocketAddr>()
+        .map(|a| ListenAddr(Some(a)))
+        .map_err(|_| {
+            format!(
+                "{text:?} is not host:port, :port or empty (for example :10255 or 127.0.0.1:10255)"
+            )
+        })
 }
