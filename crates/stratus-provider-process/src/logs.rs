@@ -232,16 +232,24 @@ async fn follow(mut state: Follow) -> Option<(std::io::Result<Vec<u8>>, Follow)>
     }
 }
 
-/// Copy what the instance writes from now on to `stdout` and `stderr`
-/// (its stderr to `stdout` when there is no `stderr`), until it ends or
-/// the client goes away (a write fails): `kubectl attach`'s output.
+/// Where "from now on" begins in the log at `path`: the end of its last
+/// complete line. Taken before the client's input reaches the process, so
+/// the answer to that input is never missed.
+pub(crate) async fn attach_offset(path: &Path) -> usize {
+    read_all(path).await.map_or(0, |d| complete_len(&d))
+}
+
+/// Copy what the instance writes past `offset` (see [`attach_offset`]) to
+/// `stdout` and `stderr` (its stderr to `stdout` when there is no
+/// `stderr`), until it ends or the client goes away (a write fails):
+/// `kubectl attach`'s output.
 pub(crate) async fn attach_output(
     path: PathBuf,
+    mut offset: usize,
     still_running: StillRunning,
     mut stdout: Option<stratus_pod::OutputStream>,
     mut stderr: Option<stratus_pod::OutputStream>,
 ) {
-    let mut offset = read_all(&path).await.map_or(0, |d| complete_len(&d));
     loop {
         let running = still_running();
         let fresh = read_from(&path, offset).await.unwrap_or_default();
