@@ -80,6 +80,7 @@ impl ContainerExec for ProcessProvider {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
+        launch.limit(&child);
         let _guard = GroupGuard::of(&child);
         // End of the client's input closes the command's.
         let feeding = match (io.stdin, child.stdin.take()) {

@@ -63,6 +63,8 @@
 mod config;
 mod config_file;
 mod exec;
+mod host_node;
+mod limits;
 mod logs;
 mod plan;
 mod probe;
@@ -75,6 +77,7 @@ mod volumes;
 
 pub use config::ProcessConfig;
 pub use config_file::ConfigFileError;
+pub use host_node::{HostNode, LIMITS_ANNOTATION};
 pub use plan::{CONTAINER_ROOT_ENV, MAX_ENVIRONMENT_BYTES};
 pub use provider::ProcessProvider;
 

@@ -44,6 +44,8 @@ pub(crate) struct Launch {
     pub(crate) pre_stop: Option<k8s_openapi::api::core::v1::LifecycleHandler>,
     /// `stdin: true`: the process reads a pipe that `kubectl attach` writes.
     pub(crate) stdin: bool,
+    /// `resources.limits.memory` in bytes (see [`crate::limits`]).
+    pub(crate) memory_limit: Option<u64>,
 }
 
 impl Launch {
@@ -61,6 +63,20 @@ impl Launch {
             .process_group(0)
             .kill_on_drop(true);
         command
+    }
+
+    /// Bind `child`, just started by [`Launch::command`], to the
+    /// container's memory limit, if any. A process that already ended has
+    /// nothing to bind; any other failure is logged (the process runs).
+    pub(crate) fn limit(&self, child: &tokio::process::Child) {
+        let (Some(bytes), Some(pid)) = (self.memory_limit, child.id()) else {
+            return;
+        };
+        if let Err(e) = crate::limits::apply(pid, bytes)
+            && e.raw_os_error() != Some(rustix::io::Errno::SRCH.raw_os_error())
+        {
+            tracing::warn!(container = %self.name, %e, "cannot set the memory limit");
+        }
     }
 }
 
@@ -249,6 +265,7 @@ fn launch_of(
     {
         crate::probe::supported(probe).map_err(|e| refuse(e.into()))?;
     }
+    let memory_limit = crate::limits::memory_limit(c).map_err(refuse)?;
     Ok(Launch {
         name: c.name.clone(),
         image,
@@ -263,6 +280,7 @@ fn launch_of(
         readiness: c.readiness_probe.clone(),
         pre_stop: c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone()),
         stdin: c.stdin == Some(true),
+        memory_limit,
     })
 }
 

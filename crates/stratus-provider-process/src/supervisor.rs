@@ -188,6 +188,7 @@ async fn run_instance(
             return failed_start(format!("failed to start {:?}: {e}", launch.argv[0]));
         }
     };
+    launch.limit(&child);
     let started = now();
     let group = crate::exec::process_group(&child);
     if let Some(mut input) = child.stdin.take() {

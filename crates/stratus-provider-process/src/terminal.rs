@@ -50,6 +50,7 @@ pub(crate) async fn exec_on_terminal(
         .stderr(stdio(&secondary)?)
         .spawn()
         .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
+    launch.limit(&child);
     // Only the child holds the secondary side now: when it (and what it
     // started) ends, reading the primary side ends too.
     drop(secondary);

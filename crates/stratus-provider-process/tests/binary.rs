@@ -55,6 +55,15 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let node = nodes.get("vk-process-bin").await.unwrap();
+    // The host's capacity, the configured pod limit, and what it enforces.
+    let capacity = node.status.clone().unwrap().capacity.unwrap();
+    assert_eq!(capacity["pods"].0, "5");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(capacity["cpu"].0, cores.to_string());
+    assert_eq!(
+        node.metadata.annotations.clone().unwrap()[stratus_provider_process::LIMITS_ANNOTATION],
+        "memory=rlimit-data,cpu=none"
+    );
     let taint = &node.spec.unwrap().taints.unwrap()[0];
     assert_eq!(
         (taint.key.as_str(), taint.value.as_deref()),
@@ -82,6 +91,10 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
         pods.logs("hello", &Default::default()).await.unwrap(),
         "hello from hello\n"
     );
+    // Status updates since registration kept the host's capacity.
+    let status = nodes.get("vk-process-bin").await.unwrap().status.unwrap();
+    assert_eq!(status.capacity.unwrap()["pods"].0, "5");
+    assert_eq!(status.allocatable.unwrap()["pods"].0, "5");
     let (status, stderr) =
         stratus_testing::process::terminate(&mut child, Duration::from_secs(10)).await;
     assert!(status.success(), "{status}: {stderr}");

@@ -916,3 +916,100 @@ async fn attach_reaches_the_processs_stdin_and_output() {
     node.delete("deaf").await;
     let _ = std::fs::remove_dir_all(root("attach"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_limits_bind_the_process_and_what_exec_starts() {
+    use kube::api::AttachParams;
+    let node = node(ProcessProvider::new(config("memory"))).await;
+    // 256 MiB asked of a container limited to 64 MiB fails; 8 MiB does not.
+    // (The limit lands just after the process starts: the programs wait a
+    // moment first, as any real program's start-up does.)
+    let grab = |mib: u32| {
+        format!(
+            "import time; time.sleep(0.5); b = bytearray({mib} * 1024 * 1024); print('got {mib} MiB')"
+        )
+    };
+    let spec = serde_json::json!({
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {"name": "greedy", "image": "python:3", "command": ["python3", "-c", grab(256)],
+             "resources": {"limits": {"memory": "64Mi"}}},
+            {"name": "modest", "image": "python:3", "command": ["python3", "-c", grab(8)],
+             "resources": {"limits": {"memory": "64Mi"}}},
+            {"name": "unbound", "image": "python:3", "command": ["python3", "-c", grab(256)]},
+            {"name": "shell", "image": "nginx", "resources": {"limits": {"memory": "64Mi"}}},
+        ],
+    });
+    node.create("limited", spec).await;
+    until("the three programs ended", 30, async || {
+        let Ok(p) = node.pods.get("limited").await else {
+            return false;
+        };
+        p.status
+            .and_then(|s| s.container_statuses)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .filter(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+                    .count()
+                    == 3
+            })
+    })
+    .await;
+    let p = node.pods.get("limited").await.unwrap();
+    let exit = |name: &str| {
+        container(&p, name)
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap()
+            .exit_code
+    };
+    assert_ne!(exit("greedy"), 0);
+    assert!(
+        logs(&node, "limited", "container=greedy")
+            .await
+            .contains("MemoryError")
+    );
+    assert_eq!(exit("modest"), 0);
+    assert_eq!(exit("unbound"), 0);
+    assert!(
+        logs(&node, "limited", "container=unbound")
+            .await
+            .contains("got 256 MiB")
+    );
+    // A command exec'd in the container is bound too.
+    let mut session = node
+        .pods
+        .exec(
+            "limited",
+            [
+                "sh",
+                "-c",
+                "sleep 0.5; grep 'Max data size' /proc/self/limits",
+            ],
+            &AttachParams::default().container("shell").stderr(false),
+        )
+        .await
+        .unwrap();
+    let out = read_all(session.stdout().unwrap()).await;
+    assert!(out.contains(&(64u64 << 20).to_string()), "{out}");
+    // A limit that is not a size is refused with a clear status.
+    node.create(
+        "nonsense",
+        serde_json::json!({"restartPolicy": "Never", "containers": [
+            {"name": "a", "image": "nginx", "resources": {"limits": {"memory": "lots"}}}]}),
+    )
+    .await;
+    until("nonsense refused", 20, async || {
+        node.pods
+            .get("nonsense")
+            .await
+            .ok()
+            .and_then(|p| p.status?.message)
+            .is_some_and(|m| m.contains("memory limit \"lots\""))
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("memory"));
+}

@@ -10,21 +10,23 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stratus_kubelet::app::{ProviderInit, register_pod_provider};
-use stratus_provider_process::{PROVIDER_NAME, ProcessConfig, ProcessProvider};
+use stratus_kubelet::app::{ProviderInit, Providers, register_provider};
+use stratus_provider_process::{HostNode, PROVIDER_NAME, ProcessConfig, ProcessProvider};
 
 fn main() -> ExitCode {
-    let registered = register_pod_provider(PROVIDER_NAME, |init: ProviderInit| {
+    let registered = register_provider(PROVIDER_NAME, |init: ProviderInit| async move {
         let default_root = std::env::temp_dir().join(format!("stratus-process-{}", init.node_name));
         let config = match &init.config_file {
             Some(path) => ProcessConfig::from_file(path, default_root),
             None => ProcessConfig::from_yaml("", default_root),
         }
         .map_err(|e| e.to_string())?;
+        // The node reports the host's capacity (minus the reserve).
+        let node = HostNode::new(&config);
         let provider = ProcessProvider::new(config)
             .with_resources(init.resources.clone())
             .with_node_name(&init.node_name);
-        Ok(Arc::new(provider) as _)
+        Ok(Providers::pods(Arc::new(provider)).with_node(Arc::new(node)))
     });
     if let Err(e) = registered {
         eprintln!("error: {e}");

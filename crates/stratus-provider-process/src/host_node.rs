@@ -1,0 +1,66 @@
+//! The node side of a process node: the host's capacity (cores, memory
+//! minus the reserve, the pod limit) as the Node's capacity and
+//! allocatable, and an annotation saying which limits the node enforces.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use stratus_pod::NodeProvider;
+
+use crate::ProcessConfig;
+
+/// The annotation saying how the node enforces container limits:
+/// `memory=rlimit-data,cpu=none` (see `docs/providers/process.md`).
+pub const LIMITS_ANNOTATION: &str = "process.stratus.dev/limits";
+
+/// What [`LIMITS_ANNOTATION`] says on every process node.
+const ENFORCED: &str = "memory=rlimit-data,cpu=none";
+
+/// A [`NodeProvider`] reporting the host's capacity.
+///
+/// ```
+/// use stratus_pod::NodeProvider;
+/// use stratus_provider_process::{HostNode, LIMITS_ANNOTATION, ProcessConfig};
+///
+/// let mut config = ProcessConfig::new("/tmp/pods");
+/// config.max_pods = 20;
+/// let mut node = k8s_openapi::api::core::v1::Node::default();
+/// HostNode::new(&config).configure_node(&mut node);
+/// let status = node.status.unwrap();
+/// assert_eq!(status.capacity.unwrap()["pods"].0, "20");
+/// assert_eq!(status.allocatable.unwrap()["pods"].0, "20");
+/// assert!(node.metadata.annotations.unwrap().contains_key(LIMITS_ANNOTATION));
+/// ```
+#[derive(Debug, Clone)]
+pub struct HostNode {
+    capacity: BTreeMap<String, Quantity>,
+}
+
+impl HostNode {
+    /// The node of `config`'s host ([`ProcessConfig::host_capacity`]).
+    pub fn new(config: &ProcessConfig) -> Self {
+        Self {
+            capacity: config
+                .host_capacity()
+                .into_iter()
+                .map(|(k, v)| (k, Quantity(v)))
+                .collect(),
+        }
+    }
+}
+
+impl NodeProvider for HostNode {
+    fn configure_node(&self, node: &mut Node) {
+        let status = node.status.get_or_insert_with(Default::default);
+        for resources in [&mut status.capacity, &mut status.allocatable] {
+            resources
+                .get_or_insert_with(Default::default)
+                .extend(self.capacity.clone());
+        }
+        node.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(LIMITS_ANNOTATION.into(), ENFORCED.into());
+    }
+}
