@@ -45,10 +45,12 @@ pub struct ProcessConfig {
     pub max_pods: u32,
     /// Memory kept back from the node's capacity for the host itself.
     pub memory_reserve_bytes: u64,
-    /// The log of one container instance is cut at this size; output past
-    /// it is dropped and a marker line written (kubelet's rotation keeps
-    /// the newest bytes; here the oldest are kept).
+    /// The log file of a container instance is rotated before it passes
+    /// this size (the kubelet's `containerLogMaxSize`, 10 MiB).
     pub log_limit_bytes: u64,
+    /// Log files kept per container instance, the current one included
+    /// (the kubelet's `containerLogMaxFiles`, 5; at least 1).
+    pub log_max_files: u32,
 }
 
 impl ProcessConfig {
@@ -63,6 +65,7 @@ impl ProcessConfig {
             backoff_max: Duration::from_secs(300),
             backoff_reset: Duration::from_secs(600),
             log_limit_bytes: 10 * 1024 * 1024,
+            log_max_files: 5,
             host_path_prefixes: Vec::new(),
             max_pods: 110,
             memory_reserve_bytes: 512 * 1024 * 1024,

@@ -10,6 +10,7 @@
 //! maxPods: 50
 //! memoryReserveBytes: 1073741824
 //! logLimitBytes: 10485760
+//! logMaxFiles: 5
 //! backoffInitialSeconds: 10
 //! backoffMaxSeconds: 300
 //! ```
@@ -50,6 +51,7 @@ struct File {
     max_pods: Option<u32>,
     memory_reserve_bytes: Option<u64>,
     log_limit_bytes: Option<u64>,
+    log_max_files: Option<u32>,
     backoff_initial_seconds: Option<u64>,
     backoff_max_seconds: Option<u64>,
 }
@@ -113,6 +115,14 @@ impl ProcessConfig {
         }
         if let Some(n) = file.log_limit_bytes {
             config.log_limit_bytes = n;
+        }
+        if let Some(n) = file.log_max_files {
+            if n == 0 {
+                return Err(ConfigFileError::Invalid(
+                    "logMaxFiles: at least 1 (the current file)".into(),
+                ));
+            }
+            config.log_max_files = n;
         }
         if let Some(s) = file.backoff_initial_seconds {
             config.backoff_initial = Duration::from_secs(s);

@@ -631,7 +631,7 @@ impl stratus_pod::ContainerAttach for ProcessProvider {
                 "the process provider's containers have no terminal to attach to; attach without -t",
             ));
         }
-        let offset = crate::logs::attach_offset(&path).await;
+        let tail = crate::logs::Tail::from_now(path).await;
         let feeding = match (io.stdin.take(), stdin) {
             (Some(mut input), Some(stdin)) => Some(tokio::spawn(async move {
                 use futures_util::StreamExt;
@@ -653,14 +653,7 @@ impl stratus_pod::ContainerAttach for ProcessProvider {
         let name = container.container.clone();
         let still_running: crate::logs::StillRunning =
             Arc::new(move || inner.instance_running(&key, &name, instance));
-        crate::logs::attach_output(
-            path,
-            offset,
-            still_running,
-            io.stdout.take(),
-            io.stderr.take(),
-        )
-        .await;
+        crate::logs::attach_output(tail, still_running, io.stdout.take(), io.stderr.take()).await;
         if let Some(feeding) = feeding {
             feeding.abort();
         }

@@ -215,7 +215,10 @@ async fn run_instance(
                 path,
                 out,
                 err,
-                inner.config().log_limit_bytes,
+                logs::LogLimits {
+                    max_bytes: inner.config().log_limit_bytes,
+                    max_files: inner.config().log_max_files,
+                },
             )))
         }
         _ => None,
