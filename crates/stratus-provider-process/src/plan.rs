@@ -199,6 +199,27 @@ fn launch_of(
             "privileged containers are not supported by the process provider".into(),
         ));
     }
+    if let Some(added) = c
+        .security_context
+        .as_ref()
+        .and_then(|s| s.capabilities.as_ref())
+        .and_then(|caps| caps.add.as_ref())
+        .filter(|add| !add.is_empty())
+    {
+        return Err(refuse(format!(
+            "capabilities {added:?} cannot be granted: the process provider runs containers as its own unprivileged user"
+        )));
+    }
+    if c.volume_devices.as_ref().is_some_and(|d| !d.is_empty()) {
+        return Err(refuse(
+            "volumeDevices (raw block devices) are not supported by the process provider".into(),
+        ));
+    }
+    if let Some(device) = device_resource(c) {
+        return Err(refuse(format!(
+            "resource {device:?} (a device or extended resource) is not offered by the process provider"
+        )));
+    }
     let image = c.image.clone().unwrap_or_default();
     let mut argv: Vec<String> = match c.command.as_deref() {
         Some(command) if !command.is_empty() => command.to_vec(),
@@ -282,6 +303,19 @@ fn launch_of(
         stdin: c.stdin == Some(true),
         memory_limit,
     })
+}
+
+/// The first resource `c` requests or limits that the node does not have:
+/// anything but `cpu`, `memory` and `ephemeral-storage` (GPUs and other
+/// devices, hugepages, extended resources).
+fn device_resource(c: &Container) -> Option<String> {
+    let resources = c.resources.as_ref()?;
+    [&resources.limits, &resources.requests]
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r.keys())
+        .find(|k| !matches!(k.as_str(), "cpu" | "memory" | "ephemeral-storage"))
+        .cloned()
 }
 
 /// `path` if it is absolute, climbs nowhere (`..`) and lies under one of

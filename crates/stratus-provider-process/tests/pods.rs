@@ -335,6 +335,26 @@ async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
             "args": ["true"], "env": [{"name": "BIG", "value": "x".repeat(2 * 1024 * 1024)}]}]}),
             "the environment is",
         ),
+        (
+            "gpu",
+            serde_json::json!({"restartPolicy": "Never", "containers": [{"name": "a", "image": "busybox",
+            "args": ["true"], "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}),
+            "resource \"nvidia.com/gpu\" (a device or extended resource) is not offered",
+        ),
+        (
+            "block",
+            serde_json::json!({"restartPolicy": "Never",
+            "volumes": [{"name": "disk", "emptyDir": {}}],
+            "containers": [{"name": "a", "image": "busybox", "args": ["true"],
+            "volumeDevices": [{"name": "disk", "devicePath": "/dev/xvda"}]}]}),
+            "volumeDevices (raw block devices) are not supported",
+        ),
+        (
+            "capable",
+            serde_json::json!({"restartPolicy": "Never", "containers": [{"name": "a", "image": "busybox",
+            "args": ["true"], "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}),
+            "capabilities [\"NET_ADMIN\"] cannot be granted",
+        ),
     ];
     for (name, spec, message) in &cases {
         node.create(name, spec.clone()).await;
