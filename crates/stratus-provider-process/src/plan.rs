@@ -46,6 +46,8 @@ pub(crate) struct Launch {
     pub(crate) stdin: bool,
     /// `resources.limits.memory` in bytes (see [`crate::limits`]).
     pub(crate) memory_limit: Option<u64>,
+    /// A sidecar: an init container with `restartPolicy: Always`.
+    pub(crate) sidecar: bool,
 }
 
 impl Launch {
@@ -302,6 +304,7 @@ fn launch_of(
         pre_stop: c.lifecycle.as_ref().and_then(|l| l.pre_stop.clone()),
         stdin: c.stdin == Some(true),
         memory_limit,
+        sidecar: c.restart_policy.as_deref() == Some("Always"),
     })
 }
 

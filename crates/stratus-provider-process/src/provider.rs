@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::ProcessConfig;
 use crate::plan::{Launch, plan};
-use crate::status::{Run, conditions, phase, run_of};
+use crate::status::{Run, as_init, conditions, phase, run_of};
 use crate::supervisor::supervise;
 
 /// The grace period when neither the deletion nor the spec gives one.
@@ -162,6 +162,16 @@ impl Inner {
 
     pub(crate) fn pod_dir(&self, key: &str) -> Option<PathBuf> {
         lock(&self.pods).get(key).map(|e| e.dir.clone())
+    }
+
+    /// Whether container `index` started (running, its startup probe
+    /// passed); true when the pod is gone, so nobody waits for it.
+    pub(crate) fn started(&self, key: &str, index: usize) -> bool {
+        lock(&self.pods).get(key).is_none_or(|e| {
+            e.statuses
+                .get(index)
+                .is_none_or(|s| s.started == Some(true))
+        })
     }
 
     pub(crate) fn restart_count(&self, key: &str, index: usize) -> i32 {
@@ -328,7 +338,20 @@ impl Inner {
 
 /// The pod with its status as the kubelet would compute it.
 fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
-    let runs: Vec<Run> = entry.statuses.iter().map(run_of).collect();
+    let runs: Vec<Run> = entry
+        .statuses
+        .iter()
+        .zip(&entry.launches)
+        .enumerate()
+        .map(|(i, (s, l))| {
+            let run = run_of(s);
+            if i < entry.init_count {
+                as_init(run, l.sidecar)
+            } else {
+                run
+            }
+        })
+        .collect();
     let (init, app) = runs.split_at(entry.init_count);
     let policy = entry
         .pod
@@ -343,9 +366,15 @@ fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
         conditions: Some(conditions(
             phase,
             init,
-            &entry.statuses[entry.init_count..]
+            // The app containers and the sidecars, as the kubelet counts
+            // ContainersReady.
+            &entry
+                .statuses
                 .iter()
-                .map(|s| s.ready)
+                .zip(&entry.launches)
+                .enumerate()
+                .filter(|(i, (_, l))| *i >= entry.init_count || l.sidecar)
+                .map(|(_, (s, _))| s.ready)
                 .collect::<Vec<_>>(),
             &entry.start,
         )),

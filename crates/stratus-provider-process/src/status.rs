@@ -37,6 +37,17 @@ pub(crate) fn run_of(status: &ContainerStatus) -> Run {
     }
 }
 
+/// How init container `run` counts for the pod's initialization: a sidecar
+/// (`restartPolicy: Always`) is done with once it started, whatever it does
+/// after (it restarts on its own); an ordinary one as it stands.
+pub(crate) fn as_init(run: Run, sidecar: bool) -> Run {
+    match run {
+        Run::Waiting => Run::Waiting,
+        _ if sidecar => Run::Exited(0),
+        other => other,
+    }
+}
+
 /// The pod phase, as the kubelet computes it: init containers first, then
 /// the app containers under the restart policy.
 pub(crate) fn phase(restart_policy: &str, init: &[Run], app: &[Run]) -> &'static str {
@@ -137,6 +148,18 @@ mod tests {
         for (policy, init, app, want) in cases {
             assert_eq!(phase(policy, init, app), *want, "{policy} {init:?} {app:?}");
         }
+    }
+
+    #[test]
+    fn a_started_sidecar_lets_initialization_go_on() {
+        assert_eq!(as_init(Waiting, true), Waiting);
+        assert_eq!(as_init(Running, true), Exited(0));
+        assert_eq!(as_init(Restarting, true), Exited(0));
+        assert_eq!(as_init(Running, false), Running);
+        assert_eq!(as_init(Exited(1), false), Exited(1));
+        // Its own end does not fail a Never pod, and the app decides.
+        let init = [as_init(Exited(137), true)];
+        assert_eq!(phase("Never", &init, &[Exited(0)]), "Succeeded");
     }
 
     #[test]

@@ -34,6 +34,12 @@ fn now() -> Time {
 }
 
 /// Run the pod described by `init` and `app` until it is done or stopped.
+///
+/// Sidecars (init containers with `restartPolicy: Always`) start in their
+/// place among the init containers — the next one starts once the sidecar
+/// started — run beside the app containers, restarted whatever the pod's
+/// policy, and are stopped after the app containers ended (their work
+/// done, or the pod deleted), as the kubelet does.
 pub(crate) async fn supervise(
     inner: Arc<Inner>,
     key: String,
@@ -43,20 +49,67 @@ pub(crate) async fn supervise(
     stop: StopSignal,
 ) {
     let offset = init.len();
+    let (stop_sidecars, sidecars_stopped) = watch::channel(None);
+    let mut sidecars = Vec::new();
+    let mut initialized = true;
     for (index, launch) in init.into_iter().enumerate() {
+        if launch.sidecar {
+            let (task_inner, task_key, task_stop) =
+                (inner.clone(), key.clone(), sidecars_stopped.clone());
+            sidecars.push(tokio::spawn(async move {
+                run_container(
+                    &task_inner,
+                    &task_key,
+                    "Always",
+                    index,
+                    &launch,
+                    task_stop,
+                    false,
+                )
+                .await;
+            }));
+            if !sidecar_started(&inner, &key, index, stop.clone()).await {
+                initialized = false;
+                break;
+            }
+            continue;
+        }
         let succeeded =
             run_container(&inner, &key, &policy, index, &launch, stop.clone(), true).await;
         if !succeeded {
-            return;
+            initialized = false;
+            break;
         }
     }
-    let runs = app.into_iter().enumerate().map(|(i, launch)| {
-        let (inner, key, policy, stop) = (inner.clone(), key.clone(), policy.clone(), stop.clone());
-        async move {
-            run_container(&inner, &key, &policy, offset + i, &launch, stop, false).await;
+    if initialized {
+        let runs = app.into_iter().enumerate().map(|(i, launch)| {
+            let (inner, key, policy, stop) =
+                (inner.clone(), key.clone(), policy.clone(), stop.clone());
+            async move {
+                run_container(&inner, &key, &policy, offset + i, &launch, stop, false).await;
+            }
+        });
+        futures_util::future::join_all(runs).await;
+    }
+    if !sidecars.is_empty() {
+        // The pod's grace when it is being deleted, else its own.
+        let grace = (*stop.borrow()).unwrap_or_else(|| inner.grace(&key));
+        stop_sidecars.send_replace(Some(grace));
+        futures_util::future::join_all(sidecars).await;
+    }
+}
+
+/// Wait until sidecar `index` started (or the pod is stopped: false).
+async fn sidecar_started(inner: &Inner, key: &str, index: usize, mut stop: StopSignal) -> bool {
+    loop {
+        if inner.started(key, index) {
+            return true;
         }
-    });
-    futures_util::future::join_all(runs).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = stop.wait_for(|s| s.is_some()) => return false,
+        }
+    }
 }
 
 /// Run one container (status index `index`) until it is done for good or

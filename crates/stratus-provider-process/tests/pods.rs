@@ -1033,3 +1033,77 @@ async fn memory_limits_bind_the_process_and_what_exec_starts() {
     .await;
     let _ = std::fs::remove_dir_all(root("memory"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecars_start_in_order_restart_always_and_stop_after_the_app() {
+    let node = node(ProcessProvider::new(config("sidecar"))).await;
+    let shared = serde_json::json!([{"name": "shared", "mountPath": "/shared"}]);
+    let spec = serde_json::json!({
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 2,
+        "volumes": [{"name": "shared", "emptyDir": {}}],
+        "initContainers": [
+            // A sidecar that fails once, then serves (writes a heartbeat).
+            {"name": "proxy", "image": "busybox", "restartPolicy": "Always", "volumeMounts": shared,
+             "args": ["if [ ! -f shared/crashed ]; then touch shared/crashed; exit 1; fi; \
+                       touch shared/ready; while true; do date +%s%N > shared/beat; sleep 0.1; done"]},
+            // An ordinary init container after it: starts once the sidecar did.
+            {"name": "setup", "image": "busybox", "volumeMounts": shared,
+             "args": ["while [ ! -f shared/crashed ]; do sleep 0.05; done; echo set up > shared/setup"]},
+        ],
+        "containers": [{
+            "name": "job", "image": "busybox", "volumeMounts": shared,
+            "args": ["while [ ! -f shared/ready ]; do sleep 0.05; done; cat shared/setup; \
+                      a=$(cat shared/beat); sleep 0.5; b=$(cat shared/beat); [ \"$a\" != \"$b\" ]"],
+        }],
+    });
+    node.create("with-proxy", spec).await;
+    until("with-proxy Running and initialized", 30, async || {
+        let p = node.pods.get("with-proxy").await.unwrap();
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            && condition(&p, "Initialized").as_deref() == Some("True")
+    })
+    .await;
+    // The job ends well (the sidecar was beating beside it): the pod
+    // succeeds although the sidecar never exits on its own.
+    until("with-proxy Succeeded", 30, async || {
+        node.phase("with-proxy").await.as_deref() == Some("Succeeded")
+    })
+    .await;
+    let p = node.pods.get("with-proxy").await.unwrap();
+    let terminated = |name: &str| {
+        container(&p, name)
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap_or_else(|| panic!("{name} still runs"))
+    };
+    assert_eq!(terminated("job").exit_code, 0);
+    assert_eq!(terminated("setup").exit_code, 0);
+    // The sidecar restarted under its own Always (the pod's is Never) and
+    // was stopped once the job ended.
+    let proxy = container(&p, "proxy");
+    assert_eq!(proxy.restart_count, 1, "{proxy:?}");
+    terminated("proxy");
+    assert_eq!(logs(&node, "with-proxy", "container=job").await, "set up\n");
+
+    // Deleting a pod whose sidecar serves a long-running app ends both.
+    node.create(
+        "serving",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 2,
+            "initContainers": [{"name": "proxy", "image": "nginx", "restartPolicy": "Always"}],
+            "containers": [{"name": "app", "image": "nginx"}],
+        }),
+    )
+    .await;
+    until("serving Running", 30, async || {
+        node.phase("serving").await.as_deref() == Some("Running")
+    })
+    .await;
+    let begun = std::time::Instant::now();
+    node.delete("serving").await;
+    assert!(begun.elapsed() < Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(root("sidecar"));
+}
