@@ -51,6 +51,13 @@ pub struct ProcessConfig {
     /// Log files kept per container instance, the current one included
     /// (the kubelet's `containerLogMaxFiles`, 5; at least 1).
     pub log_max_files: u32,
+    /// `cpu` and `memory` to report instead of the host's (see
+    /// [`ProcessConfig::host_capacity`]).
+    pub capacity: BTreeMap<String, String>,
+    /// Labels the node carries besides the virtual kubelet's.
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints the node carries besides the provider's.
+    pub node_taints: Vec<k8s_openapi::api::core::v1::Taint>,
 }
 
 impl ProcessConfig {
@@ -66,6 +73,9 @@ impl ProcessConfig {
             backoff_reset: Duration::from_secs(600),
             log_limit_bytes: 10 * 1024 * 1024,
             log_max_files: 5,
+            capacity: BTreeMap::new(),
+            node_labels: BTreeMap::new(),
+            node_taints: Vec::new(),
             host_path_prefixes: Vec::new(),
             max_pods: 110,
             memory_reserve_bytes: 512 * 1024 * 1024,
@@ -75,13 +85,15 @@ impl ProcessConfig {
     /// The node's capacity from the host: `cpu` (the cores this process may
     /// use), `memory` (the host's total minus
     /// [`ProcessConfig::memory_reserve_bytes`]) and `pods`, for
-    /// `NodeConfig::capacity`.
+    /// `NodeConfig::capacity`; [`ProcessConfig::capacity`] overrides them.
     ///
     /// ```
-    /// let config = stratus_provider_process::ProcessConfig::new("/tmp/pods");
+    /// let mut config = stratus_provider_process::ProcessConfig::new("/tmp/pods");
     /// let capacity = config.host_capacity();
     /// assert!(capacity["cpu"].parse::<u32>().unwrap() >= 1);
     /// assert_eq!(capacity["pods"], "110");
+    /// config.capacity.insert("cpu".into(), "2".into());
+    /// assert_eq!(config.host_capacity()["cpu"], "2");
     /// ```
     pub fn host_capacity(&self) -> BTreeMap<String, String> {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
@@ -93,12 +105,14 @@ impl ProcessConfig {
             })
             .map_or(0, |kb| kb * 1024);
         let memory = total.saturating_sub(self.memory_reserve_bytes);
-        [
+        let mut capacity: BTreeMap<String, String> = [
             ("cpu".to_owned(), cores.to_string()),
             ("memory".to_owned(), format!("{}Ki", memory / 1024)),
             ("pods".to_owned(), self.max_pods.to_string()),
         ]
-        .into()
+        .into();
+        capacity.extend(self.capacity.clone());
+        capacity
     }
 
     /// The program an image stands for (see [`ProcessConfig::images`]).

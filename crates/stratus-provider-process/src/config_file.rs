@@ -11,6 +11,9 @@
 //! memoryReserveBytes: 1073741824
 //! logLimitBytes: 10485760
 //! logMaxFiles: 5
+//! capacity: {cpu: "4", memory: 8Gi}      # instead of the host's
+//! nodeLabels: {topology.kubernetes.io/zone: lab-1}
+//! nodeTaints: [{key: dedicated, value: batch, effect: NoSchedule}]
 //! backoffInitialSeconds: 10
 //! backoffMaxSeconds: 300
 //! ```
@@ -52,8 +55,21 @@ struct File {
     memory_reserve_bytes: Option<u64>,
     log_limit_bytes: Option<u64>,
     log_max_files: Option<u32>,
+    capacity: Option<BTreeMap<String, String>>,
+    node_labels: Option<BTreeMap<String, String>>,
+    node_taints: Option<Vec<FileTaint>>,
     backoff_initial_seconds: Option<u64>,
     backoff_max_seconds: Option<u64>,
+}
+
+/// A taint as the file writes it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTaint {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+    effect: String,
 }
 
 impl ProcessConfig {
@@ -124,6 +140,47 @@ impl ProcessConfig {
             }
             config.log_max_files = n;
         }
+        if let Some(capacity) = file.capacity {
+            for (name, value) in &capacity {
+                if !matches!(name.as_str(), "cpu" | "memory") {
+                    return Err(ConfigFileError::Invalid(format!(
+                        "capacity: {name:?} is not cpu or memory (pods: maxPods)"
+                    )));
+                }
+                stratus_pod::env::ParsedQuantity::parse(value).map_err(|e| {
+                    ConfigFileError::Invalid(format!("capacity.{name}: {value:?}: {e}"))
+                })?;
+            }
+            config.capacity = capacity;
+        }
+        if let Some(labels) = file.node_labels {
+            if labels.keys().any(String::is_empty) {
+                return Err(ConfigFileError::Invalid("nodeLabels: an empty key".into()));
+            }
+            config.node_labels = labels;
+        }
+        if let Some(taints) = file.node_taints {
+            config.node_taints = taints
+                .into_iter()
+                .map(|t| {
+                    if !matches!(t.effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                        return Err(ConfigFileError::Invalid(format!(
+                            "nodeTaints: effect {:?} of {:?} is not NoSchedule, PreferNoSchedule or NoExecute",
+                            t.effect, t.key
+                        )));
+                    }
+                    if t.key.is_empty() {
+                        return Err(ConfigFileError::Invalid("nodeTaints: an empty key".into()));
+                    }
+                    Ok(k8s_openapi::api::core::v1::Taint {
+                        key: t.key,
+                        value: t.value,
+                        effect: t.effect,
+                        time_added: None,
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        }
         if let Some(s) = file.backoff_initial_seconds {
             config.backoff_initial = Duration::from_secs(s);
         }
@@ -160,6 +217,15 @@ mod tests {
             ("hostPathPrefixes: [srv]", "must be an absolute path"),
             ("maxPods: -1", "invalid"),
             ("unknownKey: 1", "unknown"),
+            ("logMaxFiles: 0", "at least 1"),
+            ("capacity: {pods: \"3\"}", "is not cpu or memory"),
+            ("capacity: {cpu: lots}", "capacity.cpu"),
+            ("nodeLabels: {\"\": x}", "empty key"),
+            (
+                "nodeTaints: [{key: a, effect: Sometimes}]",
+                "is not noschedule",
+            ),
+            ("nodeTaints: [{key: a}]", "effect"),
         ] {
             let err = ProcessConfig::from_yaml(text, "/tmp/pods")
                 .unwrap_err()
@@ -168,5 +234,15 @@ mod tests {
         }
         let empty = ProcessConfig::from_yaml("", "/tmp/pods").unwrap();
         assert_eq!(empty.root_dir, PathBuf::from("/tmp/pods"));
+        let node = ProcessConfig::from_yaml(
+            "capacity: {cpu: \"3\", memory: 2Gi}\nnodeLabels: {zone: lab}\n\
+             nodeTaints: [{key: dedicated, value: batch, effect: NoSchedule}]\nlogMaxFiles: 2",
+            "/tmp/pods",
+        )
+        .unwrap();
+        assert_eq!(node.host_capacity()["memory"], "2Gi");
+        assert_eq!(node.node_labels["zone"], "lab");
+        assert_eq!(node.node_taints[0].value.as_deref(), Some("batch"));
+        assert_eq!(node.log_max_files, 2);
     }
 }

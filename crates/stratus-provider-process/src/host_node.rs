@@ -17,7 +17,8 @@ pub const LIMITS_ANNOTATION: &str = "process.stratus.dev/limits";
 /// What [`LIMITS_ANNOTATION`] says on every process node.
 const ENFORCED: &str = "memory=rlimit-data,cpu=none";
 
-/// A [`NodeProvider`] reporting the host's capacity.
+/// A [`NodeProvider`] reporting the host's capacity (or the configured
+/// one) and the operator's labels and taints.
 ///
 /// ```
 /// use stratus_pod::NodeProvider;
@@ -35,6 +36,8 @@ const ENFORCED: &str = "memory=rlimit-data,cpu=none";
 #[derive(Debug, Clone)]
 pub struct HostNode {
     capacity: BTreeMap<String, Quantity>,
+    labels: BTreeMap<String, String>,
+    taints: Vec<k8s_openapi::api::core::v1::Taint>,
 }
 
 impl HostNode {
@@ -46,6 +49,8 @@ impl HostNode {
                 .into_iter()
                 .map(|(k, v)| (k, Quantity(v)))
                 .collect(),
+            labels: config.node_labels.clone(),
+            taints: config.node_taints.clone(),
         }
     }
 }
@@ -62,5 +67,20 @@ impl NodeProvider for HostNode {
             .annotations
             .get_or_insert_with(Default::default)
             .insert(LIMITS_ANNOTATION.into(), ENFORCED.into());
+        node.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .extend(self.labels.clone());
+        if !self.taints.is_empty() {
+            let taints = node
+                .spec
+                .get_or_insert_with(Default::default)
+                .taints
+                .get_or_insert_with(Default::default);
+            for taint in &self.taints {
+                taints.retain(|t| t.key != taint.key || t.effect != taint.effect);
+                taints.push(taint.clone());
+            }
+        }
     }
 }

@@ -21,7 +21,8 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
     std::fs::write(
         &config,
         format!(
-            "rootDir: {}\nimages:\n  busybox: [sh, -c]\nmaxPods: 5\n",
+            "rootDir: {}\nimages:\n  busybox: [sh, -c]\nmaxPods: 5\ncapacity: {{cpu: \"3\"}}\n\
+             nodeLabels: {{zone: lab-1}}\nnodeTaints: [{{key: dedicated, value: batch, effect: NoSchedule}}]\n",
             dir.join("pods").display()
         ),
     )
@@ -58,8 +59,16 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
     // The host's capacity, the configured pod limit, and what it enforces.
     let capacity = node.status.clone().unwrap().capacity.unwrap();
     assert_eq!(capacity["pods"].0, "5");
-    let cores = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(capacity["cpu"].0, cores.to_string());
+    assert_eq!(capacity["cpu"].0, "3");
+    assert!(capacity.contains_key("memory"));
+    assert_eq!(node.metadata.labels.clone().unwrap()["zone"], "lab-1");
+    let taints = node.spec.clone().unwrap().taints.unwrap();
+    assert!(
+        taints
+            .iter()
+            .any(|t| t.key == "dedicated" && t.value.as_deref() == Some("batch")),
+        "{taints:?}"
+    );
     assert_eq!(
         node.metadata.annotations.clone().unwrap()[stratus_provider_process::LIMITS_ANNOTATION],
         "memory=rlimit-data,cpu=none"
