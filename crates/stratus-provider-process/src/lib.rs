@@ -64,6 +64,7 @@ mod config;
 mod config_file;
 mod exec;
 mod host_node;
+mod leftovers;
 mod limits;
 mod logs;
 mod plan;
@@ -78,6 +79,7 @@ mod volumes;
 pub use config::ProcessConfig;
 pub use config_file::ConfigFileError;
 pub use host_node::{HostNode, LIMITS_ANNOTATION};
+pub use leftovers::reap_leftovers;
 pub use plan::{CONTAINER_ROOT_ENV, MAX_ENVIRONMENT_BYTES};
 pub use provider::ProcessProvider;
 

@@ -244,6 +244,9 @@ async fn run_instance(
     launch.limit(&child);
     let started = now();
     let group = crate::exec::process_group(&child);
+    if let (Some(group), Some(dir)) = (group, inner.pod_dir(key)) {
+        crate::leftovers::record(&dir, &launch.name, group.as_raw_nonzero().get()).await;
+    }
     if let Some(mut input) = child.stdin.take() {
         // What attach sessions send goes to the process's stdin.
         let (sender, mut received) = tokio::sync::mpsc::channel::<Vec<u8>>(16);

@@ -11,7 +11,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use stratus_kubelet::app::{ProviderInit, Providers, register_provider};
-use stratus_provider_process::{HostNode, PROVIDER_NAME, ProcessConfig, ProcessProvider};
+use stratus_provider_process::{
+    HostNode, PROVIDER_NAME, ProcessConfig, ProcessProvider, reap_leftovers,
+};
 
 fn main() -> ExitCode {
     let registered = register_provider(PROVIDER_NAME, |init: ProviderInit| async move {
@@ -21,6 +23,12 @@ fn main() -> ExitCode {
             None => ProcessConfig::from_yaml("", default_root),
         }
         .map_err(|e| e.to_string())?;
+        // What an earlier run of this node left running (it was killed
+        // without deleting its pods) goes first.
+        let reaped = reap_leftovers(&config);
+        if reaped > 0 {
+            eprintln!("killed {reaped} process groups left by an earlier run");
+        }
         // The node reports the host's capacity (minus the reserve).
         let node = HostNode::new(&config);
         let provider = ProcessProvider::new(config)
