@@ -20,33 +20,16 @@ k() { "$newest" "$@"; }
 
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
-remote_kubeconfig=$(mktemp)
+# The remote kubeconfig lives in the server's work directory, removed at exit.
+work=$(mktemp -d)
+remote_kubeconfig="$work/remote.kubeconfig"
 start_harness_server --offload-node vk-offload --remote-kubeconfig "$remote_kubeconfig"
 remote() { "$newest" --kubeconfig "$remote_kubeconfig" -n remote-default "$@"; }
+# shellcheck source=lib/checks.sh
+source scripts/lib/checks.sh
+checks_begin kubectl-offload-node
 
-passed=0
-fail() { echo "FAIL: $1"; echo "$2"; echo "kubectl-offload-node: $passed passed, 1 failed"; rm -f "$remote_kubeconfig"; exit 1; }
-check() { # check <description> <expected substring> <command...>
-  local what=$1 want=$2; shift 2
-  local out
-  out=$("$@" 2>&1) || fail "$what: command failed: $*" "$out"
-  [[ "$out" == *"$want"* ]] || fail "$what: wanted '$want' in:" "$out"
-  passed=$((passed + 1)); echo "ok: $what"
-}
-eventually() { # eventually <description> <expected substring> <command...>: for 30 s
-  local what=$1 want=$2; shift 2
-  local out=""
-  for _ in $(seq 1 150); do
-    out=$("$@" 2>&1) || true
-    if [[ "$out" == *"$want"* ]]; then
-      passed=$((passed + 1)); echo "ok: $what"; return 0
-    fi
-    sleep 0.2
-  done
-  fail "$what: wanted '$want' in:" "$out"
-}
-
-server_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+server_port=$(free_port)
 k create configmap greeting --from-literal=GREETING=bonjour >/dev/null
 k create secret generic token --from-literal=value=s3cret >/dev/null
 cat >"$work/pods.yaml" <<YAML
@@ -102,18 +85,7 @@ check "a ConfigMap volume as a file" "bonjour" k exec hello -- cat etc/settings/
 check "a failed container's phase" "condition met" k wait --for=jsonpath='{.status.phase}'=Failed pod/failing --timeout=30s
 check "its exit code" "3" k get pod failing -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}'
 
-local_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-k port-forward pod/web "$local_port:$server_port" >"$work/forward.log" 2>&1 &
-forwarder=$!
-for _ in $(seq 1 100); do grep -q Forwarding "$work/forward.log" && break; sleep 0.1; done
-check "port-forward to a real HTTP server in the remote cluster" "HTTP/1.0 200" python3 - "$local_port" <<'PY'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
-print(s.recv(64).decode(errors="replace"))
-PY
-kill "$forwarder" 2>/dev/null || true
-wait "$forwarder" 2>/dev/null || true
+check "port-forward to a real HTTP server in the remote cluster" "HTTP/1.0 200" forward_get web "$server_port"
 eventually "the server logged the request" '"GET / HTTP/1.0" 200' k logs web
 
 k create configmap greeting --from-literal=GREETING=salut --dry-run=client -o yaml | k replace -f - >/dev/null
@@ -127,5 +99,4 @@ passed=$((passed + 1)); echo "ok: no pod left at home"
 eventually "no pod left remotely" "No resources found" remote get pods -l offload.stratus.dev/node=vk-offload
 eventually "the copies deleted remotely" "No resources found" remote get configmaps,secrets -l offload.stratus.dev/node=vk-offload
 
-rm -f "$remote_kubeconfig"
-echo "kubectl-offload-node: $passed passed, 0 failed"
+checks_end

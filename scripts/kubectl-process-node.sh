@@ -16,18 +16,11 @@ k() { "$newest" "$@"; }
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
 start_harness_server --process-node vk-process
+# shellcheck source=lib/checks.sh
+source scripts/lib/checks.sh
+checks_begin kubectl-process-node
 
-passed=0
-fail() { echo "FAIL: $1"; echo "$2"; echo "kubectl-process-node: $passed passed, 1 failed"; exit 1; }
-check() { # check <description> <expected substring> <command...>
-  local what=$1 want=$2; shift 2
-  local out
-  out=$("$@" 2>&1) || fail "$what: command failed: $*" "$out"
-  [[ "$out" == *"$want"* ]] || fail "$what: wanted '$want' in:" "$out"
-  passed=$((passed + 1)); echo "ok: $what"
-}
-
-server_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+server_port=$(free_port)
 k create configmap greeting --from-literal=text=bonjour >/dev/null
 cat >"$work/pods.yaml" <<YAML
 apiVersion: v1
@@ -73,18 +66,7 @@ check "a ConfigMap volume as a file" "bonjour" k exec hello -- cat etc/greeting/
 check "a failed container's phase" "condition met" k wait --for=jsonpath='{.status.phase}'=Failed pod/failing --timeout=30s
 check "its exit code" "3" k get pod failing -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}'
 
-local_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-k port-forward pod/web "$local_port:$server_port" >"$work/forward.log" 2>&1 &
-forwarder=$!
-for _ in $(seq 1 100); do grep -q Forwarding "$work/forward.log" && break; sleep 0.1; done
-check "port-forward to a real HTTP server" "HTTP/1.0 200" python3 - "$local_port" <<'PY'
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
-print(s.recv(64).decode(errors="replace"))
-PY
-kill "$forwarder" 2>/dev/null || true
-wait "$forwarder" 2>/dev/null || true
+check "port-forward to a real HTTP server" "HTTP/1.0 200" forward_get web "$server_port"
 check "the server logged the request" '"GET / HTTP/1.0" 200' k logs web
 
 check "delete waits for the processes" 'deleted' k delete pod hello web failing --timeout=60s
@@ -92,4 +74,4 @@ out=$(k get pods -o name 2>&1)
 [ -z "$out" ] || fail "no pod left" "$out"
 passed=$((passed + 1)); echo "ok: no pod left"
 
-echo "kubectl-process-node: $passed passed, 0 failed"
+checks_end

@@ -1,12 +1,13 @@
 # Sourced by the kubectl scripts. `start_harness_server [ARGS...]` builds the
 # xtask, starts the standalone harness API server (`xtask apiserver --tls`,
 # plus ARGS) on a free loopback port (`port`), exports KUBECONFIG for it, sets `work`
-# to a temporary directory removed at exit (the server is stopped then too),
-# and waits until the server answers /readyz; it exits with the server's log
-# if it never does.
+# to a temporary directory removed at exit (the server is stopped then too; a
+# `work` the caller made first is used), and waits until the server answers
+# /readyz; it exits with the server's log if it never does.
 
 start_harness_server() {
-  work=$(mktemp -d)
+  # A caller may make the directory first (to name files in it in ARGS).
+  work=${work:-$(mktemp -d)}
   # `port` stays set: scripts check the address with it.
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   export KUBECONFIG="$work/kubeconfig"

@@ -8,10 +8,6 @@ use std::time::Duration;
 
 use clap::Parser;
 use stratus_kubelet::resources::ApiResources;
-use stratus_pod::{PodLifecycleHandler, PodResources};
-use stratus_provider_kubernetes::{
-    KubernetesProvider, NamespaceMapping, OffloadConfig, RemoteNode,
-};
 use stratus_testing::{ApiServer, TestCluster};
 
 /// Run the in-memory API server until SIGINT or SIGTERM.
@@ -195,32 +191,7 @@ async fn start_offload_node(
         .write_kubeconfig(kubeconfig)
         .map_err(|e| format!("the remote kubeconfig: {e}"))?;
     let root = start_process_node(remote.server(), REMOTE_NODE, false, stopped.clone()).await?;
-    let config = OffloadConfig {
-        namespaces: NamespaceMapping::Prefix("remote-".into()),
-        capacity_refresh_seconds: 5,
-        ..OffloadConfig::default()
-    };
-    let resources: Arc<dyn PodResources> =
-        Arc::new(ApiResources::new(server.client(), Duration::from_secs(60)));
-    let provider = KubernetesProvider::builder(remote.client(), name)
-        .config(config.clone())
-        .host_ip("127.0.0.1")
-        .resources(resources.clone())
-        .start();
-    let capacity = RemoteNode::connect(remote.client(), name, &config)
-        .await
-        .map_err(|e| format!("offload node {name}: {e}"))?;
-    let node = stratus_testing::kubelet_api::virtual_node_builder_with_api(
-        server,
-        stratus_kubelet::node::NodeConfig::new(name, stratus_provider_kubernetes::PROVIDER_NAME),
-        Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
-    )
-    .await
-    .map_err(|e| format!("offload node {name}: {e}"))?
-    .resources(resources)
-    .node_provider(Arc::new(capacity))
-    .build()
-    .map_err(|e| format!("offload node {name}: {e}"))?;
+    let node = crate::demo_offload::offload_node(server, name, remote.client(), "remote-").await?;
     tokio::spawn(node.run(stopped));
     println!(
         "offload node {name}: its pods run in the remote cluster at {} (kubeconfig {}) on {REMOTE_NODE}",

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, PostParams};
+use stratus_kubelet::VirtualNode;
 use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::resources::ApiResources;
 use stratus_pod::{PodLifecycleHandler, PodResources};
@@ -42,6 +43,48 @@ pub(crate) struct OffloadDemo {
     pods: Vec<String>,
 }
 
+/// Offload node `name` on `home` (its kubelet API served) for the cluster
+/// `remote` talks to, remote namespaces prefixed `prefix`, the remote
+/// capacity as its node provider: built, not yet running.
+pub(crate) async fn offload_node(
+    home: &ApiServer,
+    name: &str,
+    remote: kube::Client,
+    prefix: &str,
+) -> Result<VirtualNode, String> {
+    let config = OffloadConfig {
+        namespaces: NamespaceMapping::Prefix(prefix.into()),
+        capacity_refresh_seconds: 5,
+        ..OffloadConfig::default()
+    };
+    let resources: Arc<dyn PodResources> =
+        Arc::new(ApiResources::new(home.client(), Duration::from_secs(60)));
+    let provider = KubernetesProvider::builder(remote.clone(), name)
+        .config(config.clone())
+        .host_ip("127.0.0.1")
+        .resources(resources.clone())
+        .start();
+    let capacity = RemoteNode::connect(remote, name, &config)
+        .await
+        .map_err(|e| format!("offload node {name}: the remote capacity: {e}"))?;
+    let mut node_config = NodeConfig::new(name, PROVIDER_NAME);
+    node_config.labels.insert(
+        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+        "true".into(),
+    );
+    stratus_testing::kubelet_api::virtual_node_builder_with_api(
+        home,
+        node_config,
+        Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
+    )
+    .await
+    .map_err(|e| format!("offload node {name}: {e}"))?
+    .resources(resources)
+    .node_provider(Arc::new(capacity))
+    .build()
+    .map_err(|e| format!("offload node {name}: {e}"))
+}
+
 /// Start the remote cluster, `vk-offload` on `home`, and `count` pods in
 /// `namespace` that the scheduler binds to it.
 pub(crate) async fn start(
@@ -67,37 +110,7 @@ pub(crate) async fn start(
     .map_err(|e| format!("the remote node: {e}"))?;
     let remote_node = tokio::spawn(remote_vk.run(stopped.clone()));
 
-    let config = OffloadConfig {
-        namespaces: NamespaceMapping::Prefix(PREFIX.into()),
-        capacity_refresh_seconds: 5,
-        ..OffloadConfig::default()
-    };
-    let resources: Arc<dyn PodResources> =
-        Arc::new(ApiResources::new(home.client(), Duration::from_secs(60)));
-    let provider = KubernetesProvider::builder(remote.client(), OFFLOAD_NODE)
-        .config(config.clone())
-        .host_ip("127.0.0.1")
-        .resources(resources.clone())
-        .start();
-    let node = RemoteNode::connect(remote.client(), OFFLOAD_NODE, &config)
-        .await
-        .map_err(|e| format!("the offload node's capacity: {e}"))?;
-    let mut node_config = NodeConfig::new(OFFLOAD_NODE, PROVIDER_NAME);
-    node_config.labels.insert(
-        "node.kubernetes.io/exclude-from-external-load-balancers".into(),
-        "true".into(),
-    );
-    let vk = stratus_testing::kubelet_api::virtual_node_builder_with_api(
-        home,
-        node_config,
-        Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
-    )
-    .await
-    .map_err(|e| format!("the offload node: {e}"))?
-    .resources(resources)
-    .node_provider(Arc::new(node))
-    .build()
-    .map_err(|e| format!("the offload node: {e}"))?;
+    let vk = offload_node(home, OFFLOAD_NODE, remote.client(), PREFIX).await?;
     let task = tokio::spawn(vk.run(stopped));
 
     let maps: Api<ConfigMap> = Api::namespaced(home.client(), namespace);

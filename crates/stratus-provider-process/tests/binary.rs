@@ -10,37 +10,69 @@ use stratus_testing::ApiServer;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_stratus-process-node");
 
+/// A harness API server, and a directory with its kubeconfig and a
+/// process-node configuration whose pods live in `pods/`.
+struct Setup {
+    api: ApiServer,
+    dir: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+    config: std::path::PathBuf,
+}
+
+impl Setup {
+    /// `config` is the configuration file after its `rootDir` line.
+    async fn new(test: &str, config: &str) -> Self {
+        let api = ApiServer::start().await.unwrap();
+        let dir = std::env::temp_dir().join(format!("stratus-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig).unwrap();
+        let file = dir.join("process.yaml");
+        let text = format!("rootDir: {}\n{config}", dir.join("pods").display());
+        std::fs::write(&file, text).unwrap();
+        Self {
+            api,
+            dir,
+            kubeconfig,
+            config: file,
+        }
+    }
+
+    /// The binary as node `node`, its kubelet API and metrics on free
+    /// loopback ports.
+    fn start(&self, node: &str) -> std::process::Child {
+        Command::new(BINARY)
+            .args([
+                &format!("--kubeconfig={}", self.kubeconfig.display()),
+                &format!("--nodename={node}"),
+                &format!("--provider-config={}", self.config.display()),
+                "--listen-address=127.0.0.1",
+                "--kubelet-port=0",
+                "--authorization-mode=AlwaysAllow",
+                "--metrics-addr=127.0.0.1:0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
-    let api = ApiServer::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("stratus-process-node-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    api.write_kubeconfig(&kubeconfig).unwrap();
-    let config = dir.join("process.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "rootDir: {}\nimages:\n  busybox: [sh, -c]\nmaxPods: 5\ncapacity: {{cpu: \"3\"}}\n\
-             nodeLabels: {{zone: lab-1}}\nnodeTaints: [{{key: dedicated, value: batch, effect: NoSchedule}}]\n",
-            dir.join("pods").display()
-        ),
+    let setup = Setup::new(
+        "process-node",
+        "images:\n  busybox: [sh, -c]\nmaxPods: 5\ncapacity: {cpu: \"3\"}\n\
+         nodeLabels: {zone: lab-1}\nnodeTaints: [{key: dedicated, value: batch, effect: NoSchedule}]\n",
     )
-    .unwrap();
-    let mut child = Command::new(BINARY)
-        .args([
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--nodename=vk-process-bin",
-            &format!("--provider-config={}", config.display()),
-            "--listen-address=127.0.0.1",
-            "--kubelet-port=0",
-            "--authorization-mode=AlwaysAllow",
-            "--metrics-addr=127.0.0.1:0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    .await;
+    let Setup {
+        api,
+        dir,
+        kubeconfig,
+        config,
+    } = &setup;
+    let mut child = setup.start("vk-process-bin");
     let nodes: Api<Node> = Api::all(api.client());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while nodes.get_opt("vk-process-bin").await.unwrap().is_none() {
@@ -109,7 +141,7 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
     assert!(status.success(), "{status}: {stderr}");
 
     // A configuration file with a typo stops the binary with the reason.
-    std::fs::write(&config, "maxPod: 5\n").unwrap();
+    std::fs::write(config, "maxPod: 5\n").unwrap();
     let out = Command::new(BINARY)
         .args([
             &format!("--kubeconfig={}", kubeconfig.display()),
@@ -124,7 +156,7 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
         stderr.contains("invalid process provider configuration"),
         "{stderr}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Whether process `pid` still runs (a zombie waiting for its reaper does
@@ -141,37 +173,9 @@ fn alive(pid: i32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_kills_what_its_killed_predecessor_left_running() {
-    let api = ApiServer::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("stratus-process-crash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    api.write_kubeconfig(&kubeconfig).unwrap();
-    let config = dir.join("process.yaml");
-    let root = dir.join("pods");
-    std::fs::write(
-        &config,
-        format!(
-            "rootDir: {}\nimages: {{busybox: [sh, -c]}}\n",
-            root.display()
-        ),
-    )
-    .unwrap();
-    let start = || {
-        Command::new(BINARY)
-            .args([
-                &format!("--kubeconfig={}", kubeconfig.display()),
-                "--nodename=vk-crash",
-                &format!("--provider-config={}", config.display()),
-                "--listen-address=127.0.0.1",
-                "--kubelet-port=0",
-                "--authorization-mode=AlwaysAllow",
-                "--metrics-addr=",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let setup = Setup::new("process-crash", "images: {busybox: [sh, -c]}\n").await;
+    let (api, dir, root) = (&setup.api, &setup.dir, setup.dir.join("pods"));
+    let start = || setup.start("vk-crash");
     let mut first = start();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let pod: Pod = serde_json::from_value(serde_json::json!({
@@ -225,7 +229,9 @@ async fn a_restarted_node_kills_what_its_killed_predecessor_left_running() {
     // The pod stays (a stopped node leaves its pods to its successor);
     // this test has none, so it ends the group itself.
     if let Some(g) = recorded() {
-        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{g}")]).status();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{g}")])
+            .status();
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
