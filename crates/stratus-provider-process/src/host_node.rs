@@ -11,11 +11,10 @@ use stratus_pod::NodeProvider;
 use crate::ProcessConfig;
 
 /// The annotation saying how the node enforces container limits:
-/// `memory=rlimit-data,cpu=none` (see `docs/providers/process.md`).
+/// `memory=rlimit-data,cpu=cgroup-v1` where this process may write the
+/// cgroup v1 `cpu` controller, `memory=rlimit-data,cpu=none` elsewhere (see
+/// `docs/providers/process.md`).
 pub const LIMITS_ANNOTATION: &str = "process.stratus.dev/limits";
-
-/// What [`LIMITS_ANNOTATION`] says on every process node.
-const ENFORCED: &str = "memory=rlimit-data,cpu=none";
 
 /// A [`NodeProvider`] reporting the host's capacity (or the configured
 /// one) and the operator's labels and taints.
@@ -35,6 +34,8 @@ const ENFORCED: &str = "memory=rlimit-data,cpu=none";
 /// ```
 #[derive(Debug, Clone)]
 pub struct HostNode {
+    /// What [`LIMITS_ANNOTATION`] says.
+    enforced: &'static str,
     capacity: BTreeMap<String, Quantity>,
     labels: BTreeMap<String, String>,
     taints: Vec<k8s_openapi::api::core::v1::Taint>,
@@ -44,6 +45,11 @@ impl HostNode {
     /// The node of `config`'s host ([`ProcessConfig::host_capacity`]).
     pub fn new(config: &ProcessConfig) -> Self {
         Self {
+            enforced: if crate::cgroups::CpuCgroups::detect().is_some() {
+                "memory=rlimit-data,cpu=cgroup-v1"
+            } else {
+                "memory=rlimit-data,cpu=none"
+            },
             capacity: config
                 .host_capacity()
                 .into_iter()
@@ -66,7 +72,7 @@ impl NodeProvider for HostNode {
         node.metadata
             .annotations
             .get_or_insert_with(Default::default)
-            .insert(LIMITS_ANNOTATION.into(), ENFORCED.into());
+            .insert(LIMITS_ANNOTATION.into(), self.enforced.into());
         node.metadata
             .labels
             .get_or_insert_with(Default::default)

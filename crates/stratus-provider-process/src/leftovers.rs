@@ -44,7 +44,8 @@ pub(crate) async fn record(pod_dir: &Path, container: &str, pid: i32) {
 
 /// Kill the process groups a previous run of a node left under
 /// `config.root_dir` whose leader still runs, and remove the pod
-/// directories holding their records; how many groups were killed. Call it
+/// directories holding their records and the pods' empty CPU cgroups; how
+/// many groups were killed. Call it
 /// once when the node starts, before the provider runs anything
 /// (`stratus-process-node` does); never while a provider runs pods there.
 ///
@@ -55,7 +56,12 @@ pub(crate) async fn record(pod_dir: &Path, container: &str, pid: i32) {
 /// assert_eq!(reap_leftovers(&config), 0);
 /// ```
 pub fn reap_leftovers(config: &crate::ProcessConfig) -> usize {
-    reap(&config.root_dir)
+    let killed = reap(&config.root_dir);
+    // Their CPU cgroups are empty now.
+    if let Some(cgroups) = crate::cgroups::CpuCgroups::detect() {
+        cgroups.remove_all();
+    }
+    killed
 }
 
 fn reap(root: &Path) -> usize {

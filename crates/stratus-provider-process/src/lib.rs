@@ -60,6 +60,7 @@
 //! user and see the host; restrict who can schedule onto the node (its
 //! `virtual-kubelet.io/provider=process:NoSchedule` taint).
 
+mod cgroups;
 mod config;
 mod config_file;
 mod exec;

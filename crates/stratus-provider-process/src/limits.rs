@@ -37,6 +37,33 @@ pub(crate) fn memory_limit(container: &Container) -> Result<Option<u64>, String>
         .ok_or_else(|| format!("memory limit {:?} is not a positive size", limit.0))
 }
 
+/// The CPU limit of `container` in millicores, if it has one; an error
+/// message when it is not a quantity or not positive.
+pub(crate) fn cpu_limit(container: &Container) -> Result<Option<u64>, stratus_pod::PodError> {
+    let Some(limit) = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("cpu"))
+    else {
+        return Ok(None);
+    };
+    let refuse = |why: String| {
+        stratus_pod::PodError::invalid_input(format!(
+            "container {:?}: cpu limit {:?}: {why}",
+            container.name, limit.0
+        ))
+    };
+    let millis = ParsedQuantity::parse(&limit.0)
+        .map_err(|e| refuse(e.to_string()))?
+        .milli_value();
+    u64::try_from(millis)
+        .ok()
+        .filter(|m| *m > 0)
+        .map(Some)
+        .ok_or_else(|| refuse("not a positive amount".into()))
+}
+
 /// Bind process `pid` (a container's or an exec'd command's) to `bytes`.
 pub(crate) fn apply(pid: u32, bytes: u64) -> std::io::Result<()> {
     let pid = i32::try_from(pid)

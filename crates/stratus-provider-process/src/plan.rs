@@ -48,6 +48,9 @@ pub(crate) struct Launch {
     pub(crate) memory_limit: Option<u64>,
     /// A sidecar: an init container with `restartPolicy: Always`.
     pub(crate) sidecar: bool,
+    /// The CPU cgroup of `resources.limits.cpu`, where the node can make
+    /// one (see [`crate::cgroups`]).
+    pub(crate) cpu: Option<crate::cgroups::CpuLimit>,
 }
 
 impl Launch {
@@ -68,9 +71,8 @@ impl Launch {
     }
 
     /// Bind `child`, just started by [`Launch::command`], to the
-    /// container's memory limit, if any. A process that already ended has
-    /// nothing to bind; any other failure is logged (the process runs).
-    pub(crate) fn limit(&self, child: &tokio::process::Child) {
+    /// container's memory limit, if any.
+    fn limit_memory(&self, child: &tokio::process::Child) {
         let (Some(bytes), Some(pid)) = (self.memory_limit, child.id()) else {
             return;
         };
@@ -78,6 +80,20 @@ impl Launch {
             && e.raw_os_error() != Some(rustix::io::Errno::SRCH.raw_os_error())
         {
             tracing::warn!(container = %self.name, %e, "cannot set the memory limit");
+        }
+    }
+
+    /// Bind `child` to the container's limits, if any: its memory limit
+    /// ([`crate::limits`]) and its CPU cgroup ([`crate::cgroups`]). A
+    /// process that already ended has nothing to bind; any other failure is
+    /// logged (the process runs).
+    pub(crate) fn limit(&self, child: &tokio::process::Child) {
+        self.limit_memory(child);
+        if let (Some(cpu), Some(pid)) = (&self.cpu, child.id())
+            && let Err(e) = cpu.enter(pid)
+            && e.raw_os_error() != Some(rustix::io::Errno::SRCH.raw_os_error())
+        {
+            tracing::warn!(container = %self.name, %e, "cannot set the CPU limit");
         }
     }
 }
@@ -104,7 +120,11 @@ pub(crate) struct Plan {
 
 /// The plan of `pod`, or an `InvalidInput` error saying what the node
 /// cannot do (the node then reports `ProviderFailed` with that message).
-pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> {
+pub(crate) fn plan(
+    config: &ProcessConfig,
+    cpu_cgroups: Option<&crate::cgroups::CpuCgroups>,
+    pod: &Pod,
+) -> Result<Plan, PodError> {
     let spec = pod
         .spec
         .as_ref()
@@ -164,7 +184,11 @@ pub(crate) fn plan(config: &ProcessConfig, pod: &Pod) -> Result<Plan, PodError> 
         volumes.push((volume.clone(), path));
     }
     let launch = |c: &Container| -> Result<Launch, PodError> {
-        launch_of(config, &dir, &volume_dirs, c, name)
+        let mut launch = launch_of(config, &dir, &volume_dirs, c, name)?;
+        if let (Some(cgroups), Some(millicores)) = (cpu_cgroups, crate::limits::cpu_limit(c)?) {
+            launch.cpu = Some(cgroups.limit(uid, &c.name, millicores));
+        }
+        Ok(launch)
     };
     let init = spec
         .init_containers
@@ -305,6 +329,7 @@ fn launch_of(
         stdin: c.stdin == Some(true),
         memory_limit,
         sidecar: c.restart_policy.as_deref() == Some("Always"),
+        cpu: None,
     })
 }
 
@@ -357,7 +382,7 @@ fn relative(path: &str) -> Option<PathBuf> {
 }
 
 /// A name usable as one path component.
-fn safe(name: &str) -> String {
+pub(crate) fn safe(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
@@ -412,6 +437,7 @@ mod tests {
             .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
         let ok = plan(
             &config,
+            None,
             &pod(serde_json::json!({
                 "volumes": [{"name": "scratch", "emptyDir": {}}],
                 "initContainers": [{"name": "init", "image": "busybox", "args": ["true"]}],
@@ -438,7 +464,8 @@ mod tests {
         assert!(app.env.contains(&("A".into(), "1".into())));
         assert!(app.env.iter().any(|(k, _)| k == CONTAINER_ROOT_ENV));
 
-        let refused = |spec: serde_json::Value| plan(&config, &pod(spec)).unwrap_err().to_string();
+        let refused =
+            |spec: serde_json::Value| plan(&config, None, &pod(spec)).unwrap_err().to_string();
         assert!(
             refused(serde_json::json!({"containers": [{"name": "a", "image": "nginx"}]}))
                 .contains("image \"nginx\" is not mapped")

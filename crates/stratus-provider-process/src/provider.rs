@@ -66,6 +66,8 @@ struct Entry {
 /// The provider's state, shared with the supervisors.
 pub(crate) struct Inner {
     config: ProcessConfig,
+    /// Where CPU limits are enforced, if this process may.
+    cpu_cgroups: Option<crate::cgroups::CpuCgroups>,
     /// CPU rates between stats summaries.
     rates: Mutex<crate::stats::Rates>,
     pods: Mutex<HashMap<String, Entry>>,
@@ -97,6 +99,7 @@ impl ProcessProvider {
         Self {
             inner: Arc::new(Inner {
                 config,
+                cpu_cgroups: crate::cgroups::CpuCgroups::detect(),
                 rates: Mutex::new(crate::stats::Rates::default()),
                 pods: Mutex::new(HashMap::new()),
                 callback: Mutex::new(None),
@@ -412,7 +415,7 @@ fn waiting(name: &str, image: &str, reason: &str) -> ContainerStatus {
 impl PodLifecycleHandler for ProcessProvider {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let key = key_of(pod);
-        let plan = plan(&self.inner.config, pod)?;
+        let plan = plan(&self.inner.config, self.inner.cpu_cgroups.as_ref(), pod)?;
         let resources = self.resources.as_deref();
         for (volume, dir) in &plan.volumes {
             crate::volumes::write(volume, dir, pod, resources).await?;
@@ -528,6 +531,11 @@ impl PodLifecycleHandler for ProcessProvider {
                     }
                 }
                 let last = with_status(&entry, &inner.config);
+                if let (Some(cgroups), Some(uid)) =
+                    (&inner.cpu_cgroups, entry.pod.metadata.uid.as_deref())
+                {
+                    cgroups.remove_pod(uid);
+                }
                 if let Err(e) = tokio::fs::remove_dir_all(&entry.dir).await
                     && e.kind() != std::io::ErrorKind::NotFound
                 {

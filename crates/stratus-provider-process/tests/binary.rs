@@ -101,9 +101,16 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
             .any(|t| t.key == "dedicated" && t.value.as_deref() == Some("batch")),
         "{taints:?}"
     );
-    assert_eq!(
-        node.metadata.annotations.clone().unwrap()[stratus_provider_process::LIMITS_ANNOTATION],
-        "memory=rlimit-data,cpu=none"
+    let limits = node.metadata.annotations.clone().unwrap()
+        [stratus_provider_process::LIMITS_ANNOTATION]
+        .clone();
+    assert!(
+        [
+            "memory=rlimit-data,cpu=cgroup-v1",
+            "memory=rlimit-data,cpu=none"
+        ]
+        .contains(&limits.as_str()),
+        "{limits}"
     );
     let taint = &node.spec.unwrap().taints.unwrap()[0];
     assert_eq!(

@@ -1070,6 +1070,15 @@ async fn sidecars_start_in_order_restart_always_and_stop_after_the_app() {
         node.phase("with-proxy").await.as_deref() == Some("Succeeded")
     })
     .await;
+    // Then the sidecar is stopped (SIGTERM, within the grace period).
+    until("the sidecar stopped", 10, async || {
+        let p = node.pods.get("with-proxy").await.unwrap();
+        container(&p, "proxy")
+            .state
+            .as_ref()
+            .is_some_and(|s| s.terminated.is_some())
+    })
+    .await;
     let p = node.pods.get("with-proxy").await.unwrap();
     let terminated = |name: &str| {
         container(&p, name)
@@ -1106,4 +1115,75 @@ async fn sidecars_start_in_order_restart_always_and_stop_after_the_app() {
     node.delete("serving").await;
     assert!(begun.elapsed() < Duration::from_secs(10));
     let _ = std::fs::remove_dir_all(root("sidecar"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpu_limits_are_cgroups_where_the_node_may_make_them() {
+    use kube::api::AttachParams;
+    use stratus_pod::NodeProvider;
+    let config = config("cpu");
+    // What the node says it enforces decides what to expect here.
+    let mut described = k8s_openapi::api::core::v1::Node::default();
+    stratus_provider_process::HostNode::new(&config).configure_node(&mut described);
+    let enforced = described.metadata.annotations.unwrap()
+        [stratus_provider_process::LIMITS_ANNOTATION]
+        .clone();
+    let node = node(ProcessProvider::new(config)).await;
+    node.create(
+        "capped",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": "nginx", "resources": {"limits": {"cpu": "250m"}}}],
+        }),
+    )
+    .await;
+    until("capped Running", 20, async || {
+        node.phase("capped").await.as_deref() == Some("Running")
+    })
+    .await;
+    let uid = node.pods.get("capped").await.unwrap().metadata.uid.unwrap();
+    // An exec'd command shares the container's cgroup; its quota file
+    // says the limit.
+    let mut session = node
+        .pods
+        .exec(
+            "capped",
+            [
+                "sh",
+                "-c",
+                "sleep 0.5; g=$(grep -E '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' /proc/self/cgroup | cut -d: -f3); \
+                 echo \"$g\"; for m in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct; do \
+                 [ -f \"$m$g/cpu.cfs_quota_us\" ] && cat \"$m$g/cpu.cfs_quota_us\" && break; done",
+            ],
+            &AttachParams::default().stderr(false),
+        )
+        .await
+        .unwrap();
+    let out = read_all(session.stdout().unwrap()).await;
+    if enforced.ends_with("cpu=cgroup-v1") {
+        assert!(out.contains(&format!("stratus-process/{uid}/app")), "{out}");
+        assert!(out.lines().any(|l| l == "25000"), "{out}");
+    } else {
+        assert_eq!(enforced, "memory=rlimit-data,cpu=none");
+        assert!(!out.contains("stratus-process"), "{out}");
+    }
+    // The pod's cgroups go with it.
+    node.delete("capped").await;
+    if enforced.ends_with("cpu=cgroup-v1") {
+        let pod_cgroups = std::fs::read_to_string("/proc/self/cgroup")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains(&format!("stratus-process/{uid}")));
+        assert!(!pod_cgroups);
+        let left = ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"]
+            .iter()
+            .any(|m| {
+                std::path::Path::new(m)
+                    .join("stratus-process")
+                    .join(&uid)
+                    .exists()
+            });
+        assert!(!left, "the pod's cgroup was left behind");
+    }
+    let _ = std::fs::remove_dir_all(root("cpu"));
 }
