@@ -101,6 +101,15 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
         "{body}"
     );
     assert!(body.contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1"));
+    // The process collector, as every Go component has it.
+    for family in [
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_start_time_seconds ",
+    ] {
+        assert!(body.contains(family), "{family} in {body}");
+    }
     let (code, body) = get(&https, "/configz").await;
     assert_eq!(code, 200);
     assert!(

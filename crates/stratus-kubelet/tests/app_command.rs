@@ -101,6 +101,10 @@ async fn a_registered_provider_runs_from_gos_flags() {
         "{metrics}"
     );
     assert!(metrics.contains("stratus_kubelet_pods"), "{metrics}");
+    assert!(
+        metrics.contains("process_resident_memory_bytes "),
+        "{metrics}"
+    );
     let health = http_get(metrics_port, "/healthz?verbose").await;
     assert!(health.contains("node/vk-command"), "{health}");
     stop.send(true).unwrap();

@@ -1,6 +1,7 @@
 //! Prometheus metrics (prometheus-client) for controllers: the work-queue
-//! metrics with client-go's names, reconcile outcomes and latencies, and
-//! calls to an external API such as a cloud provider.
+//! metrics with client-go's names, reconcile outcomes and latencies, calls
+//! to an external API such as a cloud provider, and the process collector
+//! (`process_*`, client_golang's names).
 //!
 //! Each family set is registered once into a vendor's
 //! [`Registry`] and handed to the
@@ -19,11 +20,13 @@
 
 mod calls;
 mod exposition_filter;
+mod process;
 mod reconcile;
 mod workqueue;
 
 pub use calls::{CallMetrics, CallResult};
 pub use exposition_filter::{MetricsFilter, MetricsFilterError, UNEXPECTED};
+pub use process::ProcessCollector;
 pub use reconcile::{ControllerReconcileMetrics, ReconcileMetrics};
 pub use workqueue::{QueueMetrics, WorkQueueMetrics};
 

@@ -362,6 +362,7 @@ impl CloudControllerManager {
 
         let mut registry = self.registry.unwrap_or_default();
         let metrics = CcmMetrics::register(&mut registry);
+        stratus_runtime::metrics::ProcessCollector::register(&mut registry);
         let running: Family<Vec<(&'static str, String)>, Gauge> = Family::default();
         registry.register(
             "running_managed_controllers",

@@ -219,6 +219,7 @@ async fn metrics_server(
 ) -> Result<(KubeletMetrics, HealthChecks, AdminServer), CommandError> {
     let mut registry = Registry::default();
     let metrics = KubeletMetrics::register(&mut registry);
+    stratus_runtime::metrics::ProcessCollector::register(&mut registry);
     let checks = HealthChecks::new();
     let server = AdminServer::builder(addr)
         .plain_http()
