@@ -101,6 +101,11 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
         "{body}"
     );
     assert!(body.contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1"));
+    // client-go's leader-election gauge: this manager holds the Lease.
+    assert!(
+        body.contains("leader_election_master_status{name=\"cloud-controller-manager\"} 1"),
+        "{body}"
+    );
     // The process collector, as every Go component has it.
     for family in [
         "process_cpu_seconds_total ",

@@ -370,6 +370,18 @@ impl CloudControllerManager {
             running.clone(),
         );
         let webhook_metrics = WebhookMetrics::register(&mut registry, "cloud_provider_webhook");
+        // client-go's: 1 while this process holds the Lease, 0 otherwise.
+        let leading: Family<Vec<(&'static str, String)>, Gauge> = Family::default();
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+            leading.clone(),
+        );
+        if o.leader_elect {
+            leading
+                .get_or_create(&vec![("name", o.leader_elect_resource_name.clone())])
+                .set(0);
+        }
 
         let webhook_addr = match enabled_webhooks.is_empty() {
             true => None,
@@ -461,6 +473,7 @@ impl CloudControllerManager {
             provider,
             metrics,
             running,
+            leading,
             checks,
             configz: configz_doc,
             credentials,
@@ -681,6 +694,8 @@ struct Manager {
     provider: Arc<dyn CloudProvider>,
     metrics: CcmMetrics,
     running: Family<Vec<(&'static str, String)>, Gauge>,
+    /// `leader_election_master_status{name}`.
+    leading: Family<Vec<(&'static str, String)>, Gauge>,
     checks: HealthChecks,
     configz: Configz,
     /// With `--use-service-account-credentials`: how controller clients
@@ -741,6 +756,16 @@ enum TermEnd {
 }
 
 impl Manager {
+    /// Say whether this process holds the Lease (`leader_election_master_status`).
+    fn leader_status(&self, leading: bool) {
+        self.leading
+            .get_or_create(&vec![(
+                "name",
+                self.options.leader_elect_resource_name.clone(),
+            )])
+            .set(i64::from(leading));
+    }
+
     async fn run(self, stop: watch::Receiver<bool>) -> Result<(), ManagerError> {
         let o = self.options.clone();
         let (shutdown_trigger, shutdown) = ShutdownSignal::new();
@@ -768,6 +793,7 @@ impl Manager {
                     Ok(Some(l)) => {
                         self.checks
                             .add("leaderElection", l.health_check(Duration::from_secs(20)));
+                        self.leader_status(true);
                         leadership = Some(l);
                     }
                     Ok(None) => break Ok(()),
@@ -800,6 +826,7 @@ impl Manager {
             };
             let end = self.term(stop.clone(), lost).await;
             if let Some(l) = leadership {
+                self.leader_status(false);
                 l.release().await;
             }
             match end {
