@@ -3,7 +3,8 @@
 # kubectl.1.NN binaries beside the real path of `kubectl`) against the
 # standalone harness API server over TLS (creates, dry runs, labels, selectors,
 # get all, apply of docs/deploy/, YAML round trips, cordon, drain through
-# evictions, certificate approval, namespace deletion). kubectl 1.32 and newer send
+# evictions, certificate approval, a CRD with schema defaults and validation,
+# namespace deletion). kubectl 1.32 and newer send
 # protobuf request bodies; older ones JSON. Prints
 # "kubectl-versions: N passed, 0 failed" when all pass; exits non-zero on the
 # first failed check.
@@ -26,6 +27,43 @@ start_harness_server
 openssl req -new -newkey rsa:2048 -nodes -keyout "$work/alice.key" -subj "/CN=alice" \
   -out "$work/alice.csr" 2>/dev/null
 csr_request=$(base64 -w0 "$work/alice.csr")
+
+# A CustomResourceDefinition with a schema (a default, bounds, an enum), a
+# printer column and a short name; a valid, an invalid and an unknown-field
+# object of it.
+cat >"$work/crd.yaml" <<'YAML'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    - {name: Mode, type: string, jsonPath: .spec.mode}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [replicas]
+            properties:
+              replicas: {type: integer, minimum: 1, maximum: 5}
+              mode: {type: string, enum: [fast, slow], default: slow}
+YAML
+gadget() { # gadget <name> <spec fields as YAML flow>
+  printf 'apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: %s}\nspec: %s\n' "$1" "$2"
+}
+gadget g1 '{replicas: 3}' >"$work/gadget.yaml"
+gadget g2 '{replicas: 9, mode: warp}' >"$work/gadget-invalid.yaml"
+gadget g3 '{replicas: 1, bogus: true}' >"$work/gadget-unknown.yaml"
 
 passed=0
 failed() { echo "FAIL: $1"; echo "$2"; echo "kubectl-versions: $passed passed, 1 failed"; exit 1; }
@@ -108,6 +146,19 @@ YAML
   check "uncordon" "node/node-$v uncordoned" uncordon "node-$v"
   check "certificate approve" "approved" certificate approve "alice-$v"
   check "approved" "Approved" get csr "alice-$v" -o 'jsonpath={.status.conditions[0].type}'
+  check "create a CRD" "customresourcedefinition.apiextensions.k8s.io/gadgets.example.com created" apply -f "$work/crd.yaml"
+  check "CRD established" "condition met" wait --for condition=established --timeout=10s crd/gadgets.example.com
+  check "create a custom object" "gadget.example.com/g1 created" -n "$ns" create -f "$work/gadget.yaml"
+  check "schema default" "slow" -n "$ns" get gadget g1 -o 'jsonpath={.spec.mode}'
+  check "printer columns" "REPLICAS" -n "$ns" get gadgets
+  check "short name" "g1" -n "$ns" get gd -o name
+  fails "schema validation" "spec.replicas in body should be less than or equal to 5" -n "$ns" create -f "$work/gadget-invalid.yaml"
+  fails "unknown fields refused" "bogus" -n "$ns" create -f "$work/gadget-unknown.yaml"
+  check "label a custom object" "gadget.example.com/g1 labeled" -n "$ns" label gadget g1 tier=gold
+  check "merge patch a custom object" "gadget.example.com/g1 patched" -n "$ns" patch gadget g1 --type=merge -p '{"spec":{"replicas":4}}'
+  check "patched" "4" -n "$ns" get gadget g1 -o 'jsonpath={.spec.replicas}'
+  check "delete the CRD" "deleted" delete crd gadgets.example.com
+  fails "its objects went with it" "gadgets" -n "$ns" get gadgets
   check "delete namespace" "namespace \"$ns\" deleted" delete namespace "$ns"
 done
 

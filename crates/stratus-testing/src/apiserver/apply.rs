@@ -597,7 +597,7 @@ pub(crate) fn server_side_apply(
     req: &ResourceRequest,
     config: Value,
 ) -> Result<(u16, Value), ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let Some(manager) = req.query.get("fieldManager").map(str::to_owned) else {
         return Err(ApiError::bad_request(
@@ -697,8 +697,7 @@ pub(crate) fn server_side_apply(
                     StoreError::AlreadyExists => ApiError::already_exists(&def, &name),
                     StoreError::Rejected(e) => e,
                 })?;
-            let _ = deleted;
-            Ok((200, (*stored.object).clone()))
+            Ok(super::write::committed(inner, &def, stored, deleted))
         }
     }
 }

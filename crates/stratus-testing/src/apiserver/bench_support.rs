@@ -18,8 +18,7 @@ fn request(
     let def = server
         .inner
         .defs
-        .iter()
-        .position(|d| d.plural == plural && d.group.is_empty())
+        .core(plural)
         .ok_or_else(|| ApiServerError::Seed {
             what: plural.to_owned(),
             message: "unknown core resource".into(),

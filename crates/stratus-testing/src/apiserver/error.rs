@@ -136,9 +136,15 @@ impl ApiError {
             .iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect();
+        // kube-apiserver qualifies the kind with its group (`Deployment.apps`).
+        let kind = if def.group.is_empty() {
+            def.kind.to_owned()
+        } else {
+            format!("{}.{}", def.kind, def.group)
+        };
         let message = match summary.len() {
-            1 => format!("{} {name:?} is invalid: {}", def.kind, summary[0]),
-            _ => format!("{} {name:?} is invalid: [{}]", def.kind, summary.join(", ")),
+            1 => format!("{kind} {name:?} is invalid: {}", summary[0]),
+            _ => format!("{kind} {name:?} is invalid: [{}]", summary.join(", ")),
         };
         let causes: Vec<Value> = causes
             .iter()

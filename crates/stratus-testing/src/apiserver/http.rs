@@ -104,10 +104,7 @@ fn decode(segment: &str) -> String {
 }
 
 fn find_def(inner: &Inner, group: &str, version: &str, plural: &str) -> Option<usize> {
-    inner
-        .defs
-        .iter()
-        .position(|d| d.group == group && d.version == version && d.plural == plural)
+    inner.defs.find(group, version, plural)
 }
 
 fn route(
@@ -125,12 +122,12 @@ fn route(
         .collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     let (group, version, rest): (&str, &str, &[&str]) = match s.as_slice() {
-        [] => return Ok(Route::Document(discovery::root(&inner.defs))),
+        [] => return Ok(Route::Document(discovery::root(&inner.defs.served()))),
         ["version"] => return Ok(Route::Document(discovery::version())),
         ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text("ok")),
         ["api"] => return Ok(Route::Document(discovery::api_versions(host))),
         ["api", "v1"] => {
-            return discovery::resource_list(&inner.defs, "", "v1")
+            return discovery::resource_list(&inner.defs.served(), "", "v1")
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
@@ -141,34 +138,34 @@ fn route(
             });
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
-        ["apis"] => return Ok(Route::Document(discovery::group_list(&inner.defs))),
+        ["apis"] => return Ok(Route::Document(discovery::group_list(&inner.defs.served()))),
         ["apis", g] => {
-            return discovery::group(&inner.defs, g)
+            return discovery::group(&inner.defs.served(), g)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
         ["apis", g, v] => {
-            return discovery::resource_list(&inner.defs, g, v)
+            return discovery::resource_list(&inner.defs.served(), g, v)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs))),
+        ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs.served()))),
         ["openapi", "v2"] => return Ok(Route::OpenApiV2),
         ["openapi", "v3", "api", v] => {
-            return openapi::group_version(&inner.defs, "", v)
+            return openapi::group_version(&inner.defs.served(), "", v)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
         ["openapi", "v3", "apis", g, v] => {
-            return openapi::group_version(&inner.defs, g, v)
+            return openapi::group_version(&inner.defs.served(), g, v)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
         _ => return Err(not_found_path()),
     };
     let namespaced_plural =
-        |p: &str| find_def(inner, group, version, p).filter(|&i| inner.defs[i].namespaced);
+        |p: &str| find_def(inner, group, version, p).filter(|&i| inner.defs.get(i).namespaced);
     let (def, namespace, name, sub) = match rest {
         ["namespaces", ns, plural, tail @ ..] if namespaced_plural(plural).is_some() => {
             let def = namespaced_plural(plural).ok_or_else(not_found_path)?;
@@ -181,7 +178,7 @@ fn route(
         }
         [plural, tail @ ..] => {
             let def = find_def(inner, group, version, plural).ok_or_else(not_found_path)?;
-            if inner.defs[def].namespaced && !tail.is_empty() {
+            if inner.defs.get(def).namespaced && !tail.is_empty() {
                 return Err(not_found_path());
             }
             match tail {
@@ -194,7 +191,7 @@ fn route(
         [] => return Err(not_found_path()),
     };
     if let Some(sub) = sub
-        && !inner.defs[def].subresources.contains(&sub)
+        && !inner.defs.get(def).subresources.contains(&sub)
     {
         return Err(not_found_path());
     }
@@ -310,7 +307,7 @@ fn watch_in_protobuf(
     if !negotiated.protobuf {
         return Ok(false);
     }
-    let def = &inner.defs[req.def];
+    let def = &inner.defs.get(req.def);
     if stratus_apiserver::protobuf::supports(&def.api_version(), def.kind) {
         return Ok(true);
     }
@@ -447,7 +444,7 @@ pub(crate) async fn handle(
     let routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
     let (verb, resource_name, namespace, name) = match &routed {
         Ok(Route::Resource(r)) => {
-            let def = &inner.defs[r.def];
+            let def = &inner.defs.get(r.def);
             let res = match &r.sub {
                 Some(sub) => format!("{}/{sub}", def.plural),
                 None => def.plural.to_owned(),

@@ -83,10 +83,7 @@ pub(crate) enum Target {
 }
 
 fn def_of(inner: &Inner, plural: &str) -> Option<usize> {
-    inner
-        .defs
-        .iter()
-        .position(|d| d.group.is_empty() && d.plural == plural)
+    inner.defs.core(plural)
 }
 
 fn get(inner: &Inner, plural: &str, namespace: &str, name: &str) -> Option<Arc<Value>> {

@@ -22,6 +22,7 @@ mod apply;
 #[doc(hidden)]
 pub mod bench_support;
 mod controls;
+mod crd;
 mod defaults;
 mod discovery;
 mod error;
@@ -32,8 +33,10 @@ mod meta;
 mod openapi;
 mod patch;
 mod read;
+mod registry;
 mod resources;
 mod reviews;
+mod schema;
 mod selectors;
 mod state;
 mod store;
@@ -227,13 +230,12 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
     let what = format!("{api_version} {kind}");
     let def = inner
         .defs
-        .iter()
-        .position(|d| d.api_version() == api_version && d.kind == kind)
+        .find_kind(&api_version, &kind)
         .ok_or_else(|| ApiServerError::Seed {
             what: what.clone(),
             message: "unknown kind".into(),
         })?;
-    let namespace = inner.defs[def].namespaced.then(|| {
+    let namespace = inner.defs.get(def).namespaced.then(|| {
         obj.pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("default")

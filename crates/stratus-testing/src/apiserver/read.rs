@@ -83,7 +83,7 @@ pub(crate) fn get(
     req: &ResourceRequest,
     repr: Representation,
 ) -> Result<Bytes, ApiError> {
-    let def = &inner.defs[req.def];
+    let def = &inner.defs.get(req.def);
     let name = req.name.as_deref().unwrap_or_default();
     let stored = inner
         .store
@@ -97,6 +97,7 @@ pub(crate) fn get(
         Representation::Table => {
             let t = table::table(
                 def,
+                inner.defs.custom(req.def).as_deref(),
                 &[&stored.object],
                 &inner.store.revision().to_string(),
                 None,
@@ -141,7 +142,7 @@ pub(crate) fn list(
     req: &ResourceRequest,
     repr: Representation,
 ) -> Result<Bytes, ApiError> {
-    let def = &inner.defs[req.def];
+    let def = &inner.defs.get(req.def);
     let filter = Filter::from_query(def, &req.query)?;
     let limit: Option<usize> = req.query.number("limit")?.filter(|l: &usize| *l > 0);
     let rv_param: Option<u64> = match req.query.get("resourceVersion") {
@@ -227,6 +228,7 @@ pub(crate) fn list(
             let objects: Vec<&Value> = selected.iter().map(|s| &*s.object).collect();
             let t = table::table(
                 def,
+                inner.defs.custom(req.def).as_deref(),
                 &objects,
                 &list_rv.to_string(),
                 continue_token.as_deref(),
@@ -246,7 +248,7 @@ pub(crate) fn list(
         }
         Representation::Full => {
             // Splice the stored JSON of each item instead of re-serializing.
-            let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": metadata});
+            let head = json!({"kind": inner.defs.list_kind(req.def), "apiVersion": def.api_version(), "metadata": metadata});
             let head = serde_json::to_vec(&head).unwrap_or_default();
             let size: usize = selected.iter().map(|s| s.json.len() + 1).sum();
             let mut out = BytesMut::with_capacity(head.len() + size + 16);

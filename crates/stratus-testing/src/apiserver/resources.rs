@@ -30,6 +30,10 @@ pub(crate) struct ResourceDef {
     pub(crate) names: NameRule,
     /// The resource has a status subresource, so main writes keep status.
     pub(crate) has_status: bool,
+    /// Served now (a custom resource whose definition is gone is not).
+    pub(crate) served: bool,
+    /// Defined by a CustomResourceDefinition.
+    pub(crate) custom: bool,
 }
 
 const ALL_VERBS: &[&str] = &[
@@ -83,6 +87,8 @@ const fn def(
         review: false,
         names: NameRule::Subdomain,
         has_status: false,
+        served: true,
+        custom: false,
     }
 }
 
@@ -321,6 +327,7 @@ const STORED: &[Row] = &[
     ("", "LimitRange", "limitranges", "limitrange", true, &["limits"], PLAIN),
     ("", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, &["pvc"], STATUS),
     ("", "PersistentVolume", "persistentvolumes", "persistentvolume", false, &["pv"], STATUS),
+    ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, &["crd", "crds"], STATUS),
 ];
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::controls::{Faults, RequestLog, Reviews};
 use super::defaults::Allocators;
 use super::error::ApiError;
-use super::resources::ResourceDef;
+use super::registry::Registry;
 use super::store::Store;
 
 /// Tunables of the server.
@@ -36,7 +36,7 @@ impl Default for Settings {
 
 /// Everything the handlers share.
 pub(crate) struct Inner {
-    pub(crate) defs: Vec<ResourceDef>,
+    pub(crate) defs: Registry,
     pub(crate) store: Store,
     pub(crate) alloc: Allocators,
     pub(crate) settings: Settings,
@@ -56,6 +56,7 @@ impl Inner {
     pub(crate) fn new(settings: Settings) -> Result<Arc<Self>, String> {
         let defs = super::resources::builtin();
         let store = Store::new(defs.len(), settings.history);
+        let defs = Registry::new(defs);
         let kubelet = super::kubelet::KubeletClient::new()?;
         Ok(Arc::new(Self {
             defs,

@@ -123,6 +123,15 @@ fn stamp(mut object: Value, rv: u64) -> Stored {
 }
 
 impl Store {
+    /// Make room for `resources` resources (custom resources are added
+    /// while the server runs).
+    pub(crate) fn add_resources(&self, resources: usize) {
+        let mut state = self.lock();
+        while state.buckets.len() < resources {
+            state.buckets.push(BTreeMap::new());
+        }
+    }
+
     pub(crate) fn new(resources: usize, history_limit: usize) -> Self {
         let (notify, _) = watch::channel(1);
         Self {

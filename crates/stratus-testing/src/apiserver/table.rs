@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::meta::{at, str_at};
 use super::read::partial;
+use super::registry::CustomVersion;
 use super::resources::ResourceDef;
 
 /// A human duration as kubectl shows ages (`45s`, `3m20s`, `5h`, `2d3h`).
@@ -359,19 +360,55 @@ fn layout(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
     }
 }
 
-/// A `Table` of `objects`.
+/// The columns and cells of a custom resource: its printer columns after
+/// the name (name and age when it declares none).
+fn custom_layout(custom: &CustomVersion, obj: &Value) -> (Vec<Value>, Vec<Value>) {
+    let name = json!(super::meta::name(obj));
+    if custom.columns.is_empty() {
+        return (
+            vec![column("Name", "string", 0), column("Age", "date", 0)],
+            vec![name, json!(age(obj, &["metadata", "creationTimestamp"]))],
+        );
+    }
+    let mut columns = vec![column("Name", "string", 0)];
+    let mut cells = vec![name];
+    for c in &custom.columns {
+        columns.push(json!({
+            "name": c.name,
+            "type": c.type_,
+            "format": c.format,
+            "description": c.description,
+            "priority": c.priority,
+        }));
+        let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
+        let value = super::meta::at(obj, &path).cloned().unwrap_or(Value::Null);
+        cells.push(match (c.type_.as_str(), value) {
+            ("date", Value::String(_)) => json!(age(obj, &path)),
+            (_, Value::Array(_) | Value::Object(_)) => Value::Null,
+            (_, v) => v,
+        });
+    }
+    (columns, cells)
+}
+
+/// A `Table` of `objects` (`custom`: the resource is a custom resource).
 pub(crate) fn table(
     def: &ResourceDef,
+    custom: Option<&CustomVersion>,
     objects: &[&Value],
     resource_version: &str,
     continue_token: Option<&str>,
     include_object: Option<&str>,
 ) -> Value {
-    let columns = layout(def, &json!({})).0;
+    let layout = |o: &Value| match custom {
+        Some(c) => custom_layout(c, o),
+        None => layout(def, o),
+    };
+    let columns = layout(&json!({})).0;
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let cells = layout(def, o).1;
+            let cells = layout(o).1;
             let mut row = json!({"cells": cells});
             match include_object.unwrap_or("Metadata") {
                 "None" => {}

@@ -19,7 +19,7 @@ const MIN_EXPIRATION: u64 = 600;
 
 /// Issue a token for the ServiceAccount `req` names.
 pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let namespace = req.ns_key().to_owned();
     let name = req.name.clone().unwrap_or_default();
     let account = inner

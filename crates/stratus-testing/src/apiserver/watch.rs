@@ -46,7 +46,7 @@ pub(crate) fn plan(
     repr: Representation,
     protobuf: bool,
 ) -> Result<WatchPlan, ApiError> {
-    let def = &inner.defs[req.def];
+    let def = &inner.defs.get(req.def);
     let mut query = req.query.clone();
     if let Some(name) = &req.name {
         query
@@ -140,12 +140,13 @@ fn object_line(inner: &Inner, plan: &WatchPlan, kind: &str, json: &Bytes, object
 }
 
 fn table_of(inner: &Inner, plan: &WatchPlan, object: &Value) -> Value {
-    let def = &inner.defs[plan.req.def];
+    let def = &inner.defs.get(plan.req.def);
     let rv = super::meta::str_at(object, &["metadata", "resourceVersion"])
         .unwrap_or_default()
         .to_owned();
     let mut t = super::table::table(
         def,
+        inner.defs.custom(plan.req.def).as_deref(),
         &[object],
         &rv,
         None,
@@ -170,7 +171,7 @@ fn render(inner: &Inner, plan: &WatchPlan, event: &Event) -> Option<Bytes> {
     {
         return None;
     }
-    let def = &inner.defs[plan.req.def];
+    let def = &inner.defs.get(plan.req.def);
     let now = plan.filter.matches(def, &event.object.object);
     let before = event
         .previous
@@ -207,7 +208,7 @@ fn render(inner: &Inner, plan: &WatchPlan, event: &Event) -> Option<Bytes> {
 }
 
 fn bookmark(inner: &Inner, plan: &WatchPlan, rv: u64, initial_end: bool) -> Bytes {
-    let def = &inner.defs[plan.req.def];
+    let def = &inner.defs.get(plan.req.def);
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -235,7 +236,7 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
             let (items, rv) = inner
                 .store
                 .list(plan.req.def, plan.req.namespace.as_deref());
-            let def = &inner.defs[plan.req.def];
+            let def = &inner.defs.get(plan.req.def);
             for item in items.iter().filter(|s| plan.filter.matches(def, &s.object)) {
                 if tx
                     .send(object_line(

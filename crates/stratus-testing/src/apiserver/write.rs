@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::apply;
+use super::crd;
 use super::defaults;
 use super::error::{ApiError, Cause, success_status};
 use super::meta::{self, at, is_terminating, set_at, str_at};
@@ -148,7 +149,7 @@ pub(crate) fn create(
     req: &ResourceRequest,
     body: &[u8],
 ) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let mut obj = parse_object(body)?;
     if def.review {
         return super::reviews::answer(inner, &def, obj);
@@ -156,6 +157,9 @@ pub(crate) fn create(
     check_type(&def, &mut obj)?;
     check_body_namespace(req, &mut obj)?;
     check_namespace(inner, req)?;
+    if def.custom {
+        crd::check_creatable(inner, &def)?;
+    }
     if str_at(&obj, &["metadata", "resourceVersion"]).is_some_and(|rv| !rv.is_empty()) {
         return Err(ApiError::internal(
             "resourceVersion should not be set on objects to be created",
@@ -185,7 +189,7 @@ pub(crate) fn create(
         }
     }
     reset_status_on_create(&def, &mut obj);
-    let causes = validation::validate(&def, &obj);
+    let causes = admit(inner, req, &def, &mut obj, None)?;
     if !causes.is_empty() {
         return Err(ApiError::invalid(&def, &name, causes));
     }
@@ -203,6 +207,9 @@ pub(crate) fn create(
             if def.kind == "Namespace" {
                 ensure_default_service_account(inner, &name);
             }
+            if crd::is_crd(&def) {
+                crd::reconcile(inner, &name);
+            }
             Ok((201, to_value(&stored)))
         }
         Err(_) => {
@@ -215,12 +222,39 @@ pub(crate) fn create(
     }
 }
 
+/// The validation causes of an object about to be stored (`old`: its
+/// current state on update): the resource's own rules, a definition's rules
+/// for CustomResourceDefinitions, and the schema of a custom resource (which
+/// also defaults and prunes the object).
+fn admit(
+    inner: &Inner,
+    req: &ResourceRequest,
+    def: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<Vec<Cause>, ApiError> {
+    let mut causes = Vec::new();
+    if def.custom {
+        let strict = req.query.get("fieldValidation") == Some("Strict");
+        causes.extend(crd::admit(inner, req.def, obj, strict)?);
+    }
+    if crd::is_crd(def) {
+        crd::default_definition(obj);
+        causes.extend(crd::validate_definition(obj));
+        if let Some(old) = old {
+            causes.extend(crd::immutable(old, obj));
+        }
+    }
+    causes.extend(validation::validate(def, obj));
+    if let Some(old) = old {
+        causes.extend(validation::immutable(def, old, obj));
+    }
+    Ok(causes)
+}
+
 /// The serviceaccount controller's `default` ServiceAccount.
 pub(crate) fn ensure_default_service_account(inner: &Inner, namespace: &str) {
-    let sa_idx = inner
-        .defs
-        .iter()
-        .position(|d| d.group.is_empty() && d.plural == "serviceaccounts");
+    let sa_idx = inner.defs.core("serviceaccounts");
     if let Some(sa_idx) = sa_idx {
         let sa = json!({
             "apiVersion": "v1",
@@ -366,8 +400,7 @@ fn next_state(
             ));
         }
     }
-    let mut causes = validation::validate(def, &desired);
-    causes.extend(validation::immutable(def, current, &desired));
+    let causes = admit(inner, req, def, &mut desired, Some(current))?;
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
     }
@@ -435,9 +468,11 @@ fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation
 
 /// The answer to a write that may have removed the object (the last
 /// finalizer of a terminating object went away).
-fn committed(inner: &Inner, def: &ResourceDef, stored: Stored, deleted: bool) -> Answer {
+pub(crate) fn committed(inner: &Inner, def: &ResourceDef, stored: Stored, deleted: bool) -> Answer {
     if deleted {
         after_delete(inner, def, &stored.object, false);
+    } else if crd::is_crd(def) {
+        crd::reconcile(inner, meta::name(&stored.object));
     }
     (200, to_value(&stored))
 }
@@ -448,7 +483,7 @@ pub(crate) fn update(
     req: &ResourceRequest,
     body: &[u8],
 ) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let mut desired = parse_object(body)?;
     check_body_namespace(req, &mut desired)?;
@@ -478,7 +513,7 @@ pub(crate) fn patch(
     content_type: &str,
     body: &[u8],
 ) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let media = content_type.split(';').next().unwrap_or_default().trim();
     let patch_doc: Value = serde_json::from_slice(body).map_err(|e| {
@@ -503,6 +538,13 @@ pub(crate) fn patch(
             }
             "application/merge-patch+json" => {
                 patch::merge_patch(&mut target, &patch_doc).map_err(ApiError::bad_request)?
+            }
+            "application/strategic-merge-patch+json" if def.custom => {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                ));
             }
             "application/strategic-merge-patch+json" => {
                 patch::strategic_merge(def.kind, &mut target, &patch_doc)
@@ -551,12 +593,23 @@ pub(crate) fn patch(
 /// Delete options from the query and the body.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct DeleteOptions {
+    /// Grace period seconds (`gracePeriodSeconds`).
     grace: Option<i64>,
     /// `propagationPolicy: Orphan`: dependents keep living.
     orphan: bool,
     uid: Option<String>,
     resource_version: Option<String>,
     dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// A deletion at grace 0, as the server's own controllers delete.
+    pub(crate) fn immediate() -> Self {
+        Self {
+            grace: Some(0),
+            ..Default::default()
+        }
+    }
 }
 
 pub(crate) fn delete_options(
@@ -686,7 +739,7 @@ pub(crate) fn delete_one(
     name: &str,
     opts: &DeleteOptions,
 ) -> Result<(Stored, bool), ApiError> {
-    let def = inner.defs[resource];
+    let def = inner.defs.get(resource);
     if def.kind == "Namespace" && def.group.is_empty() && SYSTEM_NAMESPACES.contains(&name) {
         return Err(ApiError::new(
             403,
@@ -712,6 +765,8 @@ pub(crate) fn delete_one(
         after_delete(inner, &def, &stored.object, opts.orphan);
     } else if def.kind == "Namespace" {
         empty_namespace(inner, name);
+    } else if crd::is_crd(&def) {
+        crd::reconcile(inner, name);
     }
     Ok((stored, deleted))
 }
@@ -734,7 +789,7 @@ pub(crate) fn delete_collection(
     req: &ResourceRequest,
     body: &[u8],
 ) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let opts = delete_options(req, body)?;
     let filter = super::read::Filter::from_query(&def, &req.query)?;
     let (items, _) = inner.store.list(req.def, req.namespace.as_deref());
@@ -752,7 +807,7 @@ pub(crate) fn delete_collection(
     Ok((
         200,
         json!({
-            "kind": def.list_kind(),
+            "kind": inner.defs.list_kind(req.def),
             "apiVersion": def.api_version(),
             "metadata": {"resourceVersion": inner.store.revision().to_string()},
             "items": deleted,
@@ -775,6 +830,11 @@ fn after_delete(inner: &Inner, def: &ResourceDef, obj: &Value, orphan: bool) {
         && let Some(ns) = str_at(obj, &["metadata", "namespace"])
     {
         finalize_namespace_if_empty(inner, ns);
+    }
+    if crd::is_crd(def) {
+        crd::definition_deleted(inner, obj);
+    } else if def.custom {
+        crd::finish_if_empty(inner, &crd::crd_name(def));
     }
 }
 
@@ -829,7 +889,7 @@ fn collect_dependents(inner: &Inner, owner_uid: &str) {
 }
 
 fn uid_exists(inner: &Inner, uid: &str) -> bool {
-    inner.defs.iter().enumerate().any(|(i, d)| {
+    inner.defs.all().into_iter().any(|(i, d)| {
         !d.review
             && inner
                 .store
@@ -842,7 +902,7 @@ fn uid_exists(inner: &Inner, uid: &str) -> bool {
 
 /// Delete the contents of a terminating namespace.
 fn empty_namespace(inner: &Inner, namespace: &str) {
-    for (resource, def) in inner.defs.iter().enumerate() {
+    for (resource, def) in inner.defs.all() {
         if !def.namespaced || def.review {
             continue;
         }
@@ -873,8 +933,8 @@ fn finalize_namespace_if_empty(inner: &Inner, namespace: &str) {
     }
     let empty = inner
         .defs
-        .iter()
-        .enumerate()
+        .all()
+        .into_iter()
         .all(|(i, d)| !d.namespaced || d.review || inner.store.count(i, namespace) == 0);
     if empty {
         let _ = inner
@@ -887,7 +947,7 @@ fn finalize_namespace_if_empty(inner: &Inner, namespace: &str) {
 
 /// POST pods/{name}/binding: assign the pod to a node.
 pub(crate) fn bind(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let binding = parse_object(body)?;
     let node = str_at(&binding, &["target", "name"])
@@ -918,7 +978,7 @@ pub(crate) fn bind(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<
 
 /// POST pods/{name}/eviction: a graceful delete.
 pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
-    let def = inner.defs[req.def];
+    let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let eviction = parse_object(body)?;
     let opts = match eviction.get("deleteOptions") {
