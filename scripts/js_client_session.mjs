@@ -100,6 +100,74 @@ const sawLater = new Promise((resolve, reject) => {
 await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'later' } } });
 check('watch from a resourceVersion', (await sawLater) === 'ADDED', seen.join(','));
 
+// A CustomResourceDefinition and custom objects.
+const extensions = kc.makeApiClient(k8s.ApiextensionsV1Api);
+const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+await extensions.createCustomResourceDefinition({
+  body: {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: 'gadgets.example.com' },
+    spec: {
+      group: 'example.com',
+      scope: 'Namespaced',
+      names: { plural: 'gadgets', kind: 'Gadget' },
+      versions: [{
+        name: 'v1',
+        served: true,
+        storage: true,
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            properties: {
+              spec: {
+                type: 'object',
+                properties: {
+                  replicas: { type: 'integer', maximum: 5 },
+                  // The client's model names the schema's `default` `_default`.
+                  mode: { type: 'string', _default: 'slow' },
+                },
+              },
+            },
+          },
+        },
+      }],
+    },
+  },
+});
+let established = false;
+for (let i = 0; i < 50 && !established; i += 1) {
+  const crd = await extensions.readCustomResourceDefinition({ name: 'gadgets.example.com' });
+  established = (crd.status?.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True');
+  if (!established) await new Promise((r) => setTimeout(r, 100));
+}
+check('a CRD is established', established);
+const gadgetRef = { group: 'example.com', version: 'v1', namespace, plural: 'gadgets' };
+const gadget = await custom.createNamespacedCustomObject({
+  ...gadgetRef,
+  body: { apiVersion: 'example.com/v1', kind: 'Gadget', metadata: { name: 'g1' }, spec: { replicas: 2 } },
+});
+check('a custom object gets its schema default', gadget.spec.mode === 'slow', JSON.stringify(gadget));
+try {
+  await custom.createNamespacedCustomObject({
+    ...gadgetRef,
+    body: { apiVersion: 'example.com/v1', kind: 'Gadget', metadata: { name: 'g2' }, spec: { replicas: 9 } },
+  });
+  check('an invalid custom object is refused', false);
+} catch (e) {
+  check('an invalid custom object is refused with 422',
+    e.code === 422 && String(e.body).includes('less than or equal to 5'), `${e.code} ${e.body}`);
+}
+const listed = await custom.listNamespacedCustomObject(gadgetRef);
+check('list custom objects', listed.items.map((g) => g.metadata.name).join(',') === 'g1');
+await extensions.deleteCustomResourceDefinition({ name: 'gadgets.example.com' });
+try {
+  await custom.getNamespacedCustomObject({ ...gadgetRef, name: 'g1' });
+  check('deleting the CRD deletes its objects', false);
+} catch (e) {
+  check('deleting the CRD deletes its objects', e.code === 404, String(e.code));
+}
+
 await core.deleteNamespace({ name: namespace });
 try {
   await core.readNamespacedConfigMap({ name: 'settings', namespace });

@@ -6,6 +6,7 @@ every check holds; exits 1 on the first one that does not.
 """
 
 import sys
+import time
 
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
@@ -98,6 +99,93 @@ for event in watch.Watch().stream(
     if event["object"].metadata.name == "later":
         break
 check("watch from a resourceVersion", ("ADDED", "later") in seen, str(seen))
+
+# A CustomResourceDefinition and custom objects.
+extensions = client.ApiextensionsV1Api()
+custom = client.CustomObjectsApi()
+extensions.create_custom_resource_definition(
+    {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {
+                                        "replicas": {"type": "integer", "maximum": 5},
+                                        "mode": {"type": "string", "default": "slow"},
+                                    },
+                                },
+                                "status": {
+                                    "type": "object",
+                                    "properties": {"ready": {"type": "boolean"}},
+                                },
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+)
+established = False
+for _ in range(50):
+    crd = extensions.read_custom_resource_definition("gadgets.example.com")
+    conditions = (crd.status and crd.status.conditions) or []
+    if any(c.type == "Established" and c.status == "True" for c in conditions):
+        established = True
+        break
+    time.sleep(0.1)
+check("a CRD is established", established)
+
+gadget = custom.create_namespaced_custom_object(
+    "example.com",
+    "v1",
+    ns,
+    "gadgets",
+    {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}, "spec": {"replicas": 2}},
+)
+check("a custom object gets its schema default", gadget["spec"].get("mode") == "slow", str(gadget))
+try:
+    custom.create_namespaced_custom_object(
+        "example.com",
+        "v1",
+        ns,
+        "gadgets",
+        {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g2"}, "spec": {"replicas": 9}},
+    )
+    check("an invalid custom object is refused", False)
+except ApiException as e:
+    check(
+        "an invalid custom object is refused with 422",
+        e.status == 422 and "less than or equal to 5" in e.body,
+        f"{e.status} {e.body}",
+    )
+status = custom.patch_namespaced_custom_object_status(
+    "example.com", "v1", ns, "gadgets", "g1", {"status": {"ready": True}}
+)
+check("the status subresource", status.get("status") == {"ready": True}, str(status))
+listed = custom.list_namespaced_custom_object("example.com", "v1", ns, "gadgets")
+check("list custom objects", [g["metadata"]["name"] for g in listed["items"]] == ["g1"])
+extensions.delete_custom_resource_definition("gadgets.example.com")
+try:
+    custom.get_namespaced_custom_object("example.com", "v1", ns, "gadgets", "g1")
+    check("deleting the CRD deletes its objects", False)
+except ApiException as e:
+    check("deleting the CRD deletes its objects", e.status == 404, str(e.status))
 
 core.delete_namespace(ns)
 try:

@@ -208,7 +208,11 @@ pub(crate) fn create(
                 ensure_default_service_account(inner, &name);
             }
             if crd::is_crd(&def) {
+                // Established at once: answer with the definition's status.
                 crd::reconcile(inner, &name);
+                if let Some(reconciled) = inner.store.get(req.def, "", &name) {
+                    return Ok((201, to_value(&reconciled)));
+                }
             }
             Ok((201, to_value(&stored)))
         }
