@@ -3,7 +3,7 @@
 # kubectl.1.NN binaries beside the real path of `kubectl`) against the
 # standalone harness API server over TLS (creates, dry runs, labels, selectors,
 # get all, apply of docs/deploy/, YAML round trips, cordon, drain through
-# evictions, certificate approval, a CRD with schema defaults and validation,
+# evictions, certificate approval, auth can-i / whoami, a CRD with schema defaults and validation,
 # namespace deletion). kubectl 1.32 and newer send
 # protobuf request bodies; older ones JSON. Prints
 # "kubectl-versions: N passed, 0 failed" when all pass; exits non-zero on the
@@ -102,6 +102,11 @@ for v in "${versions[@]}"; do
   check "create rolebinding" "rolebinding.rbac.authorization.k8s.io/reader created" -n "$ns" create rolebinding reader --role=reader --serviceaccount="$ns:robot"
   check "create priorityclass" "priorityclass.scheduling.k8s.io/high-$v created" create priorityclass "high-$v" --value=1000
   check "create pdb" "poddisruptionbudget.policy/web created" -n "$ns" create pdb web --selector=app=web --min-available=1
+  check "auth can-i (SelfSubjectAccessReview)" "yes" -n "$ns" auth can-i create pods
+  check "auth can-i --list (SelfSubjectRulesReview)" "*.*" -n "$ns" auth can-i --list
+  if [ "$v" -ge 28 ]; then
+    check "auth whoami (SelfSubjectReview)" "kubernetes-admin" auth whoami
+  fi
   check "server dry run" "(server dry run)" -n "$ns" create configmap dry --from-literal=a=b --dry-run=server
   fails "dry run stored nothing" "NotFound" -n "$ns" get configmap dry -o name
   check "label" "configmap/settings labeled" -n "$ns" label configmap settings tier=gold

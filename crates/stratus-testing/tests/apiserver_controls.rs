@@ -208,6 +208,101 @@ async fn token_and_access_reviews_are_configurable() {
 }
 
 #[tokio::test]
+async fn self_reviews_answer_for_the_caller() {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    use k8s_openapi::api::authorization::v1::{
+        LocalSubjectAccessReview, SelfSubjectAccessReview, SelfSubjectRulesReview,
+    };
+    let server = ApiServer::start().await.unwrap();
+    // The kubeconfig's administrator (`kubectl auth whoami`).
+    let whoami: Api<SelfSubjectReview> = Api::all(server.client());
+    let me = whoami
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({})).unwrap(),
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .user_info
+        .unwrap();
+    assert_eq!(me.username.as_deref(), Some("kubernetes-admin"));
+    assert!(me.groups.unwrap().contains(&"system:masters".to_owned()));
+
+    // A recognised bearer token is its own user, for whoami and can-i.
+    server.add_token(
+        "bob-token",
+        ReviewUser {
+            username: "bob".into(),
+            uid: "u-bob".into(),
+            groups: vec!["system:authenticated".into()],
+        },
+    );
+    server.set_access_policy(|r| (r.user == "bob" && r.verb == "list", "bob lists".into()));
+    let mut config = server.config().unwrap();
+    config.auth_info.token = Some("bob-token".to_owned().into());
+    let bob = kube::Client::try_from(config).unwrap();
+    let bob_whoami: Api<SelfSubjectReview> = Api::all(bob.clone());
+    let info = bob_whoami
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({})).unwrap(),
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .user_info
+        .unwrap();
+    assert_eq!(info.username.as_deref(), Some("bob"));
+    let can_i: Api<SelfSubjectAccessReview> = Api::all(bob);
+    let ask = |verb: &str| -> SelfSubjectAccessReview {
+        serde_json::from_value(
+            json!({"spec": {"resourceAttributes": {"verb": verb, "resource": "pods"}}}),
+        )
+        .unwrap()
+    };
+    let allowed = |r: SelfSubjectAccessReview| r.status.unwrap().allowed;
+    assert!(allowed(
+        can_i
+            .create(&PostParams::default(), &ask("list"))
+            .await
+            .unwrap()
+    ));
+    assert!(!allowed(
+        can_i
+            .create(&PostParams::default(), &ask("delete"))
+            .await
+            .unwrap()
+    ));
+
+    // A namespaced review must name its own namespace.
+    let local: Api<LocalSubjectAccessReview> = Api::namespaced(server.client(), "default");
+    let review: LocalSubjectAccessReview = serde_json::from_value(json!({"spec": {
+        "user": "bob", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "other"}
+    }}))
+    .unwrap();
+    let err = local
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 400));
+
+    // With a policy function, a rules review says it cannot list the rules.
+    let rules: Api<SelfSubjectRulesReview> = Api::all(server.client());
+    let review: SelfSubjectRulesReview =
+        serde_json::from_value(json!({"spec": {"namespace": "default"}})).unwrap();
+    let status = rules
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(status.incomplete);
+}
+
+#[tokio::test]
 async fn faults_and_request_log() {
     let server = ApiServer::start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");

@@ -30,6 +30,7 @@ fn request(
         sub: None,
         query: Query::parse(Some(query)),
         user_agent: "stratus-bench".into(),
+        user: None,
     })
 }
 

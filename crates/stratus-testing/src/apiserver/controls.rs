@@ -301,6 +301,9 @@ pub(crate) struct Reviews {
     /// TokenRequest; `add_token` tokens never do).
     tokens: Mutex<BTreeMap<String, (ReviewUser, Option<std::time::Instant>)>>,
     pub(crate) policy: Mutex<AccessPolicy>,
+    /// A test replaced the default allow-all policy (rules reviews can no
+    /// longer list what is allowed).
+    pub(crate) custom_policy: std::sync::atomic::AtomicBool,
 }
 
 impl Reviews {
@@ -331,6 +334,7 @@ impl Default for Reviews {
             policy: Mutex::new(Arc::new(|_| {
                 (true, "allowed by the harness default policy".to_owned())
             })),
+            custom_policy: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }

@@ -202,6 +202,7 @@ fn route(
         sub: sub.map(str::to_owned),
         query: query.clone(),
         user_agent: user_agent.to_owned(),
+        user: None,
     }))
 }
 
@@ -434,14 +435,19 @@ pub(crate) async fn handle(
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let user_agent = header_str(&parts, header::USER_AGENT).to_owned();
-    let user = header_str(&parts, header::AUTHORIZATION)
+    let identity = header_str(&parts, header::AUTHORIZATION)
         .split_once(' ')
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .and_then(|(_, token)| inner.reviews.user_of(token.trim()))
-        .map(|u| u.username)
+        .and_then(|(_, token)| inner.reviews.user_of(token.trim()));
+    let user = identity
+        .as_ref()
+        .map(|u| u.username.clone())
         .unwrap_or_default();
     let method = parts.method.clone();
-    let routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
+    let mut routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
+    if let Ok(Route::Resource(r)) = &mut routed {
+        r.user = identity;
+    }
     let (verb, resource_name, namespace, name) = match &routed {
         Ok(Route::Resource(r)) => {
             let def = &inner.defs.get(r.def);

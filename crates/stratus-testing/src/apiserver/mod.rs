@@ -248,6 +248,7 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
         sub: None,
         query: Query::parse(Some("fieldManager=stratus-harness")),
         user_agent: "stratus-harness".into(),
+        user: None,
     };
     let body = serde_json::to_vec(&obj).unwrap_or_default();
     write::create(inner, &req, &body)
@@ -574,6 +575,10 @@ impl ApiServer {
             .policy
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+        self.inner
+            .reviews
+            .custom_policy
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Close every connection and open watch and serve again on the same

@@ -92,6 +92,28 @@ const fn def(
     }
 }
 
+/// A create-only review resource.
+fn review(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+) -> ResourceDef {
+    ResourceDef {
+        review: true,
+        ..def(
+            group,
+            kind,
+            plural,
+            // Review singulars are their lowercased kinds.
+            plural.trim_end_matches('s'),
+            namespaced,
+            &[],
+            &[],
+        )
+    }
+}
+
 /// The built-in resources. Indexes into this table identify resources in the
 /// store.
 pub(crate) fn builtin() -> Vec<ResourceDef> {
@@ -248,6 +270,30 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
                 &[],
             )
         },
+        review(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+        ),
+        review(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+        ),
+        review(
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            false,
+        ),
     ]
     .into_iter()
     .chain(STORED.iter().map(stored))

@@ -1,12 +1,14 @@
-//! TokenReview and SubjectAccessReview answers, configurable from tests.
+//! TokenReview, SubjectAccessReview and the self reviews (`kubectl auth
+//! whoami`, `kubectl auth can-i`), answered from the harness's tokens and
+//! access policy, which tests configure.
 
 use serde_json::{Value, json};
 
-use super::controls::AccessRequest;
+use super::controls::{AccessRequest, ReviewUser};
 use super::error::ApiError;
 use super::meta::str_at;
 use super::resources::ResourceDef;
-use super::state::Inner;
+use super::state::{Inner, ResourceRequest};
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
@@ -19,10 +21,59 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Who a request without a recognised bearer token is: the administrator
+/// of the kubeconfig, as kube-apiserver's admin credentials.
+fn administrator() -> ReviewUser {
+    ReviewUser {
+        username: "kubernetes-admin".into(),
+        uid: String::new(),
+        groups: vec!["system:masters".into(), "system:authenticated".into()],
+    }
+}
+
+/// The access request of a SubjectAccessReview-like spec, for `user` and
+/// `groups`.
+fn access_request(spec: &Value, user: String, groups: Vec<String>) -> AccessRequest {
+    let ra = spec.get("resourceAttributes");
+    let nra = spec.get("nonResourceAttributes");
+    let field = |v: Option<&Value>, k: &str| {
+        v.and_then(|x| x.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    AccessRequest {
+        user,
+        groups,
+        verb: if ra.is_some() {
+            field(ra, "verb")
+        } else {
+            field(nra, "verb")
+        },
+        resource: field(ra, "resource"),
+        subresource: field(ra, "subresource"),
+        namespace: field(ra, "namespace"),
+        name: field(ra, "name"),
+        path: field(nra, "path"),
+    }
+}
+
+fn decide(inner: &Inner, request: &AccessRequest) -> Value {
+    let policy = inner
+        .reviews
+        .policy
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let (allowed, reason) = policy(request);
+    json!({"allowed": allowed, "denied": !allowed, "reason": reason})
+}
+
 /// Answer a review: the request with `status` filled in, 201.
 pub(crate) fn answer(
     inner: &Inner,
     def: &ResourceDef,
+    req: &ResourceRequest,
     mut review: Value,
 ) -> Result<(u16, Value), ApiError> {
     if let Some(k) = str_at(&review, &["kind"])
@@ -56,36 +107,59 @@ pub(crate) fn answer(
         }
         "SubjectAccessReview" => {
             let spec = review.get("spec").cloned().unwrap_or(json!({}));
-            let ra = spec.get("resourceAttributes");
-            let nra = spec.get("nonResourceAttributes");
-            let field = |v: Option<&Value>, k: &str| {
-                v.and_then(|x| x.get(k))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let request = AccessRequest {
-                user: field(Some(&spec), "user"),
-                groups: strings(spec.get("groups")),
-                verb: if ra.is_some() {
-                    field(ra, "verb")
-                } else {
-                    field(nra, "verb")
-                },
-                resource: field(ra, "resource"),
-                subresource: field(ra, "subresource"),
-                namespace: field(ra, "namespace"),
-                name: field(ra, "name"),
-                path: field(nra, "path"),
-            };
-            let policy = inner
+            let user = str_at(&spec, &["user"]).unwrap_or_default().to_owned();
+            decide(
+                inner,
+                &access_request(&spec, user, strings(spec.get("groups"))),
+            )
+        }
+        "LocalSubjectAccessReview" => {
+            let ns = req.namespace.clone().unwrap_or_default();
+            let spec_ns =
+                str_at(&review, &["spec", "resourceAttributes", "namespace"]).unwrap_or_default();
+            if !spec_ns.is_empty() && spec_ns != ns {
+                return Err(ApiError::bad_request(format!(
+                    "spec.resourceAttributes.namespace must match namespace: {spec_ns} != {ns}"
+                )));
+            }
+            let mut spec = review.get("spec").cloned().unwrap_or(json!({}));
+            if spec.get("resourceAttributes").is_some() {
+                spec["resourceAttributes"]["namespace"] = json!(ns);
+            }
+            let user = str_at(&spec, &["user"]).unwrap_or_default().to_owned();
+            decide(
+                inner,
+                &access_request(&spec, user, strings(spec.get("groups"))),
+            )
+        }
+        "SelfSubjectAccessReview" => {
+            let me = req.user.clone().unwrap_or_else(administrator);
+            let spec = review.get("spec").cloned().unwrap_or(json!({}));
+            decide(inner, &access_request(&spec, me.username, me.groups))
+        }
+        "SelfSubjectRulesReview" => {
+            if inner
                 .reviews
-                .policy
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            let (allowed, reason) = policy(&request);
-            json!({"allowed": allowed, "denied": !allowed, "reason": reason})
+                .custom_policy
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                json!({
+                    "resourceRules": [],
+                    "nonResourceRules": [],
+                    "incomplete": true,
+                    "evaluationError": "the harness's access policy is a function: its rules cannot be listed",
+                })
+            } else {
+                json!({
+                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    "incomplete": false,
+                })
+            }
+        }
+        "SelfSubjectReview" => {
+            let me = req.user.clone().unwrap_or_else(administrator);
+            json!({"userInfo": {"username": me.username, "uid": me.uid, "groups": me.groups}})
         }
         other => {
             return Err(ApiError::method_not_allowed(format!(

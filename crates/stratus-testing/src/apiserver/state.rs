@@ -146,6 +146,8 @@ pub(crate) struct ResourceRequest {
     pub(crate) sub: Option<String>,
     pub(crate) query: Query,
     pub(crate) user_agent: String,
+    /// The user of a recognised bearer token (`None`: the administrator).
+    pub(crate) user: Option<super::controls::ReviewUser>,
 }
 
 impl ResourceRequest {

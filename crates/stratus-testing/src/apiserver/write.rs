@@ -152,7 +152,7 @@ pub(crate) fn create(
     let def = inner.defs.get(req.def);
     let mut obj = parse_object(body)?;
     if def.review {
-        return super::reviews::answer(inner, &def, obj);
+        return super::reviews::answer(inner, &def, req, obj);
     }
     check_type(&def, &mut obj)?;
     check_body_namespace(req, &mut obj)?;
