@@ -3,7 +3,7 @@
 # kubectl.1.NN binaries beside the real path of `kubectl`) against the
 # standalone harness API server over TLS (creates, dry runs, labels, selectors,
 # get all, apply of docs/deploy/, YAML round trips, cordon, drain through
-# evictions, certificate approval, auth can-i / whoami, a CRD with schema defaults and validation,
+# evictions, scale, certificate approval, auth can-i / whoami, a CRD with schema defaults and validation,
 # namespace deletion). kubectl 1.32 and newer send
 # protobuf request bodies; older ones JSON. Prints
 # "kubectl-versions: N passed, 0 failed" when all pass; exits non-zero on the
@@ -97,6 +97,8 @@ for v in "${versions[@]}"; do
   check "service port" "8080" -n "$ns" get service web -o 'jsonpath={.spec.ports[0].targetPort}'
   check "create deployment" "deployment.apps/web created" -n "$ns" create deployment web --image=nginx --replicas=2
   check "deployment replicas" "2" -n "$ns" get deployment web -o 'jsonpath={.spec.replicas}'
+  check "scale (the scale subresource)" "deployment.apps/web scaled" -n "$ns" scale deployment web --replicas=4
+  check "scaled" "4" -n "$ns" get deployment web -o 'jsonpath={.spec.replicas}'
   check "create job" "job.batch/once created" -n "$ns" create job once --image=busybox
   check "create role" "role.rbac.authorization.k8s.io/reader created" -n "$ns" create role reader --verb=get --resource=pods
   check "create rolebinding" "rolebinding.rbac.authorization.k8s.io/reader created" -n "$ns" create rolebinding reader --role=reader --serviceaccount="$ns:robot"

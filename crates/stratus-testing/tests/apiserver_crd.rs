@@ -207,6 +207,11 @@ fn gadget_crd() -> CustomResourceDefinition {
             "names": {"plural": "gadgets", "kind": "Gadget", "singular": "gadget"},
             "versions": [{
                 "name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas",
+                    "labelSelectorPath": ".status.selector"
+                }},
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
                     "properties": {
@@ -218,6 +223,13 @@ fn gadget_crd() -> CustomResourceDefinition {
                                 "mode": {"type": "string", "enum": ["fast", "slow"], "default": "slow"},
                                 "owner": {"type": "string", "pattern": "^[a-z]+$"},
                                 "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                            }
+                        },
+                        "status": {
+                            "type": "object",
+                            "properties": {
+                                "replicas": {"type": "integer"},
+                                "selector": {"type": "string"}
                             }
                         }
                     }
@@ -325,6 +337,102 @@ async fn schemas_default_prune_and_validate() {
     let (code, message) = api_error(crds.create(&PostParams::default(), &bad).await.unwrap_err());
     assert_eq!(code, 422);
     assert!(message.contains("metadata.name"), "{message}");
+}
+
+#[tokio::test]
+async fn the_scale_subresource_follows_the_declared_paths() {
+    use k8s_openapi::api::autoscaling::v1::Scale;
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    establish(&client, &gadget_crd()).await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1alpha1", "Gadget"),
+        "gadgets",
+    );
+    let gadgets: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let gadget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1alpha1", "kind": "Gadget",
+        "metadata": {"name": "g1"}, "spec": {"replicas": 2},
+        "status": {"replicas": 1, "selector": "app=g1"}
+    }))
+    .unwrap();
+    gadgets
+        .create(&PostParams::default(), &gadget)
+        .await
+        .unwrap();
+    let scale = gadgets.get_scale("g1").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(2));
+    let status = scale.status.unwrap();
+    assert_eq!(
+        (status.replicas, status.selector.as_deref()),
+        (1, Some("app=g1"))
+    );
+    let scaled: Scale = gadgets
+        .patch_scale(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.as_ref().unwrap().replicas, Some(4));
+    let object = gadgets.get("g1").await.unwrap();
+    assert_eq!(object.data["spec"]["replicas"], 4);
+    assert_eq!(object.metadata.generation, Some(2));
+    // A stale resourceVersion in a Scale is a conflict; negative replicas are invalid.
+    let mut stale = scaled.clone();
+    stale.metadata.resource_version = Some("1".into());
+    stale.spec.as_mut().unwrap().replicas = Some(3);
+    let (code, _) = api_error(
+        gadgets
+            .replace_scale("g1", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 409);
+    let (code, _) = api_error(
+        gadgets
+            .patch_scale(
+                "g1",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": -1}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
+async fn workloads_scale_through_the_subresource() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let server = ApiServer::start().await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
+        }
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let scale = deployments.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(2));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    deployments
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(deployments.get("web").await.unwrap().spec.replicas, Some(5));
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use super::error::{ApiError, Cause};
 use super::meta::{self, at, is_terminating, set_at, str_at};
 use super::registry::{CustomVersion, PrinterColumn, intern, intern_list};
 use super::resources::{NameRule, ResourceDef};
+use super::scale::{ScalePaths, split_path};
 use super::schema;
 use super::state::Inner;
 use super::store::Mutation;
@@ -213,16 +214,6 @@ pub(crate) fn immutable(old: &Value, new: &Value) -> Vec<Cause> {
     causes
 }
 
-/// Split a printer column's simple JSON path (`.spec.size`) into fields.
-fn column_path(json_path: &str) -> Vec<String> {
-    json_path
-        .trim_start_matches('.')
-        .split('.')
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 fn columns(version: &Value) -> Vec<PrinterColumn> {
     version
         .get("additionalPrinterColumns")
@@ -242,7 +233,7 @@ fn columns(version: &Value) -> Vec<PrinterColumn> {
                         format: s("format"),
                         description: s("description"),
                         priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                        path: column_path(&s("jsonPath")),
+                        path: split_path(&s("jsonPath")),
                     }
                 })
                 .collect()
@@ -262,7 +253,23 @@ fn resource_of(crd: &Value) -> Option<(ResourceDef, CustomVersion)> {
     let version = storage.get("name").and_then(Value::as_str)?;
     let subresources = storage.get("subresources");
     let has_status = subresources.and_then(|s| s.get("status")).is_some();
-    let sub_list: &'static [&'static str] = if has_status { &["status"] } else { &[] };
+    let scale = subresources.and_then(|s| s.get("scale")).map(|s| {
+        let path = |k: &str| split_path(s.get(k).and_then(Value::as_str).unwrap_or_default());
+        ScalePaths {
+            spec: path("specReplicasPath"),
+            status: path("statusReplicasPath"),
+            selector: s
+                .get("labelSelectorPath")
+                .and_then(Value::as_str)
+                .map(split_path),
+        }
+    });
+    let sub_list: &'static [&'static str] = match (has_status, scale.is_some()) {
+        (true, true) => &["status", "scale"],
+        (true, false) => &["status"],
+        (false, true) => &["scale"],
+        (false, false) => &[],
+    };
     let def = ResourceDef {
         group: intern(&n.group),
         version: intern(version),
@@ -284,6 +291,7 @@ fn resource_of(crd: &Value) -> Option<(ResourceDef, CustomVersion)> {
         schema: at(storage, &["schema", "openAPIV3Schema"]).cloned(),
         columns: columns(storage),
         list_kind: n.list_kind,
+        scale,
     };
     Some((def, custom))
 }

@@ -64,6 +64,7 @@ fn subresource(def: &ResourceDef, sub: &str) -> Value {
         "finalize" => (def.kind, "", "", &["update"]),
         "binding" => ("Binding", "", "", &["create"]),
         "eviction" => ("Eviction", "policy", "v1", &["create"]),
+        "scale" => ("Scale", "autoscaling", "v1", &["get", "patch", "update"]),
         "log" => ("Pod", "", "", &["get"]),
         "exec" => ("PodExecOptions", "", "", &["create", "get"]),
         "attach" => ("PodAttachOptions", "", "", &["create", "get"]),

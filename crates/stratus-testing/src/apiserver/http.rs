@@ -368,6 +368,16 @@ async fn resource(
             }
             negotiated_json(200, read::get(inner, &req, repr)?, negotiated)
         }
+        (&Method::GET, true, Some("scale")) => answer(super::scale::get(inner, &req)),
+        (&Method::PUT, true, Some("scale")) => {
+            let body = json_body(inner, parts, body).await?;
+            answer(super::scale::update(inner, &req, &body))
+        }
+        (&Method::PATCH, true, Some("scale")) => {
+            let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
+            let body = read_body(inner, body).await?;
+            answer(super::scale::patch(inner, &req, &content_type, &body))
+        }
         (&Method::GET, true, Some("log"))
         | (&Method::GET | &Method::POST, true, Some("exec" | "attach" | "portforward")) => {
             let target = kubelet::Target::Pod {

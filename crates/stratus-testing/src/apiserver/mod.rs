@@ -36,6 +36,7 @@ mod read;
 mod registry;
 mod resources;
 mod reviews;
+mod scale;
 mod schema;
 mod selectors;
 mod state;

@@ -37,6 +37,8 @@ pub(crate) struct CustomVersion {
     pub(crate) columns: Vec<PrinterColumn>,
     /// The list kind (`names.listKind`).
     pub(crate) list_kind: String,
+    /// The scale subresource's paths, if the version declares one.
+    pub(crate) scale: Option<super::scale::ScalePaths>,
 }
 
 #[derive(Default)]

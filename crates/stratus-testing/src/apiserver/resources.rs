@@ -309,12 +309,15 @@ struct Traits {
     all: bool,
     /// Named by path segment rules (RBAC) instead of DNS subdomains.
     path_names: bool,
+    /// A `scale` subresource (autoscaling/v1 Scale of `spec.replicas`).
+    scale: bool,
 }
 
 const PLAIN: Traits = Traits {
     status: false,
     all: false,
     path_names: false,
+    scale: false,
 };
 const STATUS: Traits = Traits {
     status: true,
@@ -323,7 +326,11 @@ const STATUS: Traits = Traits {
 const WORKLOAD: Traits = Traits {
     status: true,
     all: true,
-    path_names: false,
+    ..PLAIN
+};
+const SCALABLE: Traits = Traits {
+    scale: true,
+    ..WORKLOAD
 };
 const RBAC: Traits = Traits {
     path_names: true,
@@ -346,9 +353,9 @@ type Row = (
 /// run (as with envtest). One row per kind, kept on one line as a table.
 #[rustfmt::skip]
 const STORED: &[Row] = &[
-    ("apps", "Deployment", "deployments", "deployment", true, &["deploy"], WORKLOAD),
-    ("apps", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], WORKLOAD),
-    ("apps", "StatefulSet", "statefulsets", "statefulset", true, &["sts"], WORKLOAD),
+    ("apps", "Deployment", "deployments", "deployment", true, &["deploy"], SCALABLE),
+    ("apps", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], SCALABLE),
+    ("apps", "StatefulSet", "statefulsets", "statefulset", true, &["sts"], SCALABLE),
     ("apps", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], WORKLOAD),
     ("apps", "ControllerRevision", "controllerrevisions", "controllerrevision", true, &[], PLAIN),
     ("batch", "Job", "jobs", "job", true, &[], WORKLOAD),
@@ -396,7 +403,11 @@ fn stored(row: &Row) -> ResourceDef {
             singular,
             namespaced,
             short_names,
-            if traits.status { &["status"] } else { &[] },
+            match (traits.status, traits.scale) {
+                (true, true) => &["status", "scale"],
+                (true, false) => &["status"],
+                _ => &[],
+            },
         )
     }
 }
