@@ -3,7 +3,9 @@
 # kubectl.1.NN binaries beside the real path of `kubectl`) against the
 # standalone harness API server over TLS (creates, dry runs, labels, selectors,
 # get all, apply of docs/deploy/, YAML round trips, cordon, drain through
-# evictions, scale, certificate approval, auth can-i / whoami, a CRD with schema defaults and validation,
+# evictions, scale, certificate approval, auth can-i / whoami, a ServiceAccount
+# token under RBAC (the server runs with --authorization-mode RBAC), a CRD with
+# schema defaults and validation,
 # namespace deletion). kubectl 1.32 and newer send
 # protobuf request bodies; older ones JSON. Prints
 # "kubectl-versions: N passed, 0 failed" when all pass; exits non-zero on the
@@ -20,7 +22,7 @@ done
 
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
-start_harness_server
+start_harness_server --authorization-mode RBAC
 
 # A certificate request for `kubectl certificate approve` (a protobuf GET
 # and PUT of the approval subresource with kubectl 1.32+).
@@ -104,10 +106,16 @@ for v in "${versions[@]}"; do
   check "create rolebinding" "rolebinding.rbac.authorization.k8s.io/reader created" -n "$ns" create rolebinding reader --role=reader --serviceaccount="$ns:robot"
   check "create priorityclass" "priorityclass.scheduling.k8s.io/high-$v created" create priorityclass "high-$v" --value=1000
   check "create pdb" "poddisruptionbudget.policy/web created" -n "$ns" create pdb web --selector=app=web --min-available=1
+  # RBAC: a ServiceAccount's token may do what its RoleBinding grants.
+  robot_token=$("$k" -n "$ns" create token robot --duration=20m)
+  check "a bound ServiceAccount may get pods" "yes" -n "$ns" --token="$robot_token" auth can-i get pods
+  fails "and may not delete them" "no" -n "$ns" --token="$robot_token" auth can-i delete pods
+  fails "a forbidden request names the permission" "cannot list resource \"secrets\" in API group \"\" in the namespace \"$ns\"" -n "$ns" --token="$robot_token" get secrets
   check "auth can-i (SelfSubjectAccessReview)" "yes" -n "$ns" auth can-i create pods
   check "auth can-i --list (SelfSubjectRulesReview)" "*.*" -n "$ns" auth can-i --list
   if [ "$v" -ge 28 ]; then
     check "auth whoami (SelfSubjectReview)" "kubernetes-admin" auth whoami
+    check "auth whoami with a ServiceAccount token" "system:serviceaccount:$ns:robot" --token="$robot_token" auth whoami
   fi
   check "server dry run" "(server dry run)" -n "$ns" create configmap dry --from-literal=a=b --dry-run=server
   fails "dry run stored nothing" "NotFound" -n "$ns" get configmap dry -o name

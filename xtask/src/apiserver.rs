@@ -23,6 +23,11 @@ pub(crate) struct Args {
     /// Serve HTTPS with a self-signed CA (written into the kubeconfig).
     #[arg(long)]
     tls: bool,
+    /// `AlwaysAllow` (every caller may do anything), or `RBAC`: bearer
+    /// tokens name the caller and Roles, ClusterRoles and their bindings
+    /// decide (the kubeconfig is the administrator, in `system:masters`).
+    #[arg(long, value_enum, default_value = "AlwaysAllow")]
+    authorization_mode: AuthorizationMode,
     /// Also run a virtual node of this name (MockPodProvider) with its
     /// kubelet API, so that `kubectl logs`, `exec` and `attach` work on
     /// pods bound to it.
@@ -46,6 +51,17 @@ pub(crate) struct Args {
     remote_kubeconfig: PathBuf,
 }
 
+/// kube-apiserver's `--authorization-mode` values the harness implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AuthorizationMode {
+    /// Every request is allowed.
+    #[value(name = "AlwaysAllow")]
+    AlwaysAllow,
+    /// Role-based access control.
+    #[value(name = "RBAC")]
+    Rbac,
+}
+
 /// The remote cluster's process node, with `--offload-node`.
 const REMOTE_NODE: &str = "remote-0";
 
@@ -53,6 +69,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let mut builder = ApiServer::builder().bind(args.addr);
     if args.tls {
         builder = builder.tls();
+    }
+    if args.authorization_mode == AuthorizationMode::Rbac {
+        builder = builder.rbac();
     }
     let server = match builder.start().await {
         Ok(s) => s,

@@ -275,6 +275,24 @@ impl TestCluster {
         })
     }
 
+    /// A cluster around an API server built with [`ApiServer::builder`]
+    /// (for example with RBAC on).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use stratus_testing::{ApiServer, TestCluster};
+    /// let server = ApiServer::builder().rbac().start().await.unwrap();
+    /// let cluster = TestCluster::from_server(server);
+    /// assert!(cluster.server().url().starts_with("http://127.0.0.1:"));
+    /// # });
+    /// ```
+    pub fn from_server(server: ApiServer) -> Self {
+        Self {
+            server,
+            scheduler: None,
+        }
+    }
+
     /// The API server.
     pub fn server(&self) -> &ApiServer {
         &self.server

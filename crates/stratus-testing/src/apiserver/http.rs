@@ -18,6 +18,7 @@ use super::discovery;
 use super::error::ApiError;
 use super::kubelet;
 use super::openapi;
+use super::rbac;
 use super::read::{self, Representation};
 use super::state::{Inner, Query, ResourceRequest};
 use super::watch;
@@ -434,6 +435,94 @@ async fn resource(
     }
 }
 
+/// The authorizer's verb of a resource request.
+fn rbac_verb(method: &Method, req: &ResourceRequest) -> &'static str {
+    match (method, req.name.is_some()) {
+        (&Method::GET, _) if req.query.flag("watch") => "watch",
+        (&Method::GET, true) => "get",
+        (&Method::GET, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// With RBAC on: who the caller is (401 for an unknown or expired token),
+/// and whether it may make the request (403 with kube-apiserver's message).
+/// A resource request carries the caller on.
+fn authenticate_and_authorize(
+    inner: &Inner,
+    token: Option<&str>,
+    identity: Option<super::controls::ReviewUser>,
+    method: &Method,
+    path: &str,
+    routed: Result<Route, ApiError>,
+) -> Result<Route, ApiError> {
+    let user = match (token, identity) {
+        (Some(rbac::ADMIN_TOKEN), _) => rbac::administrator(),
+        (Some(_), Some(mut user)) => {
+            if !user.groups.iter().any(|g| g == "system:authenticated") {
+                user.groups.push("system:authenticated".into());
+            }
+            user
+        }
+        (Some(_), None) => return Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+        (None, _) => rbac::anonymous(),
+    };
+    let mut routed = routed?;
+    let attrs = match &routed {
+        Route::Resource(r) => {
+            let def = inner.defs.get(r.def);
+            rbac::Attributes {
+                verb: rbac_verb(method, r).to_owned(),
+                api_group: def.group.to_owned(),
+                resource: def.plural.to_owned(),
+                subresource: r.sub.clone().unwrap_or_default(),
+                namespace: r.namespace.clone().unwrap_or_default(),
+                name: r.name.clone().unwrap_or_default(),
+                path: None,
+            }
+        }
+        Route::NodeProxy { name, .. } => rbac::Attributes {
+            verb: match *method {
+                Method::GET => "get",
+                Method::POST => "create",
+                Method::PUT => "update",
+                Method::PATCH => "patch",
+                Method::DELETE => "delete",
+                _ => "unknown",
+            }
+            .to_owned(),
+            resource: "nodes".into(),
+            subresource: "proxy".into(),
+            name: name.clone(),
+            ..Default::default()
+        },
+        Route::Text(_) | Route::Document(_) | Route::OpenApiV2 => rbac::Attributes {
+            verb: method.as_str().to_ascii_lowercase(),
+            path: Some(path.to_owned()),
+            ..Default::default()
+        },
+    };
+    let (allowed, _) = rbac::authorize(inner, &user, &attrs);
+    if !allowed {
+        let mut err = ApiError::new(403, "Forbidden", rbac::forbidden_message(&user, &attrs));
+        if attrs.path.is_none() {
+            err.details = Some(serde_json::json!({
+                "name": attrs.name, "group": attrs.api_group, "kind": attrs.resource
+            }));
+        }
+        return Err(err);
+    }
+    if let Route::Resource(r) = &mut routed {
+        r.user = Some(user);
+    }
+    Ok(routed)
+}
+
 /// Serve one request.
 pub(crate) async fn handle(
     inner: Arc<Inner>,
@@ -445,19 +534,21 @@ pub(crate) async fn handle(
     let (parts, body) = req.into_parts();
     let query = Query::parse(parts.uri.query());
     let user_agent = header_str(&parts, header::USER_AGENT).to_owned();
-    let identity = header_str(&parts, header::AUTHORIZATION)
+    let token = header_str(&parts, header::AUTHORIZATION)
         .split_once(' ')
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .and_then(|(_, token)| inner.reviews.user_of(token.trim()));
+        .map(|(_, token)| token.trim().to_owned());
+    let identity = token
+        .as_deref()
+        .filter(|t| *t != rbac::ADMIN_TOKEN)
+        .and_then(|t| inner.reviews.user_of(t));
     let user = identity
         .as_ref()
         .map(|u| u.username.clone())
         .unwrap_or_default();
     let method = parts.method.clone();
     let mut routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
-    if let Ok(Route::Resource(r)) = &mut routed {
-        r.user = identity;
-    }
+
     let (verb, resource_name, namespace, name) = match &routed {
         Ok(Route::Resource(r)) => {
             let def = &inner.defs.get(r.def);
@@ -480,6 +571,19 @@ pub(crate) async fn handle(
         ),
         _ => (Verb::Other, String::new(), None, None),
     };
+    if inner.settings.rbac {
+        routed = authenticate_and_authorize(
+            &inner,
+            token.as_deref(),
+            identity.clone(),
+            &method,
+            parts.uri.path(),
+            routed,
+        );
+    }
+    if let Ok(Route::Resource(r)) = &mut routed {
+        r.user = r.user.take().or(identity);
+    }
     let faults = inner.faults.apply(verb, &resource_name);
     let response = if let Some(paused) = faults.paused_for {
         let secs = paused.as_secs().max(1);

@@ -32,6 +32,7 @@ mod kubelet;
 mod meta;
 mod openapi;
 mod patch;
+mod rbac;
 mod read;
 mod registry;
 mod resources;
@@ -150,6 +151,21 @@ impl ApiServerBuilder {
         self
     }
 
+    /// Authenticate and authorize as a cluster with `--authorization-mode=RBAC`
+    /// (off by default): the kubeconfig's token is the administrator
+    /// (`kubernetes-admin` in `system:masters`), tokens from TokenRequest and
+    /// [`ApiServer::add_token`] are their users, an unknown token is 401, no
+    /// token is `system:anonymous`; Roles, ClusterRoles and their bindings
+    /// decide every request (403 with kube-apiserver's message), and
+    /// SubjectAccessReviews answer from them. The bootstrap ClusterRoles
+    /// (`cluster-admin`, `system:discovery`, `system:basic-user`,
+    /// `system:public-info-viewer`, `system:auth-delegator`, `admin` / `edit`
+    /// / `view`) and their bindings exist at start.
+    pub fn rbac(mut self) -> Self {
+        self.settings.rbac = true;
+        self
+    }
+
     /// Serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with a certificate for
     /// 127.0.0.1, ::1 and localhost, signed by a fresh self-signed CA that
     /// [`ApiServer::ca_pem`], the kubeconfig and [`ApiServer::client`] use.
@@ -164,8 +180,14 @@ impl ApiServerBuilder {
             true => Some(Arc::new(tls::self_signed().map_err(ApiServerError::Tls)?)),
             false => None,
         };
+        let rbac = self.settings.rbac;
         let inner = Inner::new(self.settings).map_err(ApiServerError::Tls)?;
         seed_defaults(&inner)?;
+        if rbac {
+            for object in rbac::bootstrap() {
+                create_json(&inner, object)?;
+            }
+        }
         let listener =
             TcpListener::bind(self.addr)
                 .await
@@ -449,14 +471,25 @@ impl ApiServer {
             .parse()
             .map_err(|e| ApiServerError::Client(format!("{e}")))?;
         let mut config = kube::Config::new(url);
+        // The administrator's token (what the kubeconfig holds).
+        config.auth_info.token = Some(rbac::ADMIN_TOKEN.to_owned().into());
         if let Some(tls) = &self.tls {
             config.root_cert = Some(vec![tls.ca_der.clone()]);
         }
         Ok(config)
     }
 
-    /// A kubeconfig (YAML) pointing at this server, for kubectl.
+    /// A kubeconfig (YAML) pointing at this server, for kubectl (as the
+    /// administrator).
     pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_with_token(rbac::ADMIN_TOKEN)
+    }
+
+    /// A kubeconfig (YAML) pointing at this server whose user is the bearer
+    /// `token` (a ServiceAccount's token from TokenRequest, or one given to
+    /// [`ApiServer::add_token`]): with [`ApiServerBuilder::rbac`], a program
+    /// run with it has exactly the permissions bound to that identity.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
         use base64::Engine as _;
         let ca = match self.ca_pem() {
             Some(pem) => format!(
@@ -466,8 +499,8 @@ impl ApiServer {
             None => String::new(),
         };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus\n  cluster:\n    server: {url}{ca}\ncontexts:\n- name: stratus\n  context:\n    cluster: stratus\n    user: stratus\n    namespace: default\ncurrent-context: stratus\nusers:\n- name: stratus\n  user:\n    token: stratus-harness\n",
-            url = self.url()
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus\n  cluster:\n    server: {url}{ca}\ncontexts:\n- name: stratus\n  context:\n    cluster: stratus\n    user: stratus\n    namespace: default\ncurrent-context: stratus\nusers:\n- name: stratus\n  user:\n    token: {token}\n",
+            url = self.url(),
         )
     }
 

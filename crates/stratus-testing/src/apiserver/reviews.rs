@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::controls::{AccessRequest, ReviewUser};
+use super::controls::AccessRequest;
 use super::error::ApiError;
 use super::meta::str_at;
 use super::resources::ResourceDef;
@@ -19,16 +19,6 @@ fn strings(v: Option<&Value>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Who a request without a recognised bearer token is: the administrator
-/// of the kubeconfig, as kube-apiserver's admin credentials.
-fn administrator() -> ReviewUser {
-    ReviewUser {
-        username: "kubernetes-admin".into(),
-        uid: String::new(),
-        groups: vec!["system:masters".into(), "system:authenticated".into()],
-    }
 }
 
 /// The access request of a SubjectAccessReview-like spec, for `user` and
@@ -58,7 +48,36 @@ fn access_request(spec: &Value, user: String, groups: Vec<String>) -> AccessRequ
     }
 }
 
-fn decide(inner: &Inner, request: &AccessRequest) -> Value {
+fn decide(inner: &Inner, request: &AccessRequest, spec: &Value) -> Value {
+    if inner.settings.rbac {
+        let user = super::controls::ReviewUser {
+            username: request.user.clone(),
+            uid: String::new(),
+            groups: request.groups.clone(),
+        };
+        let ra = spec.get("resourceAttributes");
+        let field = |k: &str| {
+            ra.and_then(|r| r.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let attrs = super::rbac::Attributes {
+            verb: request.verb.clone(),
+            api_group: field("group"),
+            resource: request.resource.clone(),
+            subresource: request.subresource.clone(),
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+            path: ra.is_none().then(|| request.path.clone()),
+        };
+        let (allowed, reason) = super::rbac::authorize(inner, &user, &attrs);
+        let mut status = json!({"allowed": allowed});
+        if !reason.is_empty() {
+            status["reason"] = json!(reason);
+        }
+        return status;
+    }
     let policy = inner
         .reviews
         .policy
@@ -111,6 +130,7 @@ pub(crate) fn answer(
             decide(
                 inner,
                 &access_request(&spec, user, strings(spec.get("groups"))),
+                &spec,
             )
         }
         "LocalSubjectAccessReview" => {
@@ -130,15 +150,20 @@ pub(crate) fn answer(
             decide(
                 inner,
                 &access_request(&spec, user, strings(spec.get("groups"))),
+                &spec,
             )
         }
         "SelfSubjectAccessReview" => {
-            let me = req.user.clone().unwrap_or_else(administrator);
+            let me = req.user.clone().unwrap_or_else(super::rbac::administrator);
             let spec = review.get("spec").cloned().unwrap_or(json!({}));
-            decide(inner, &access_request(&spec, me.username, me.groups))
+            decide(inner, &access_request(&spec, me.username, me.groups), &spec)
         }
         "SelfSubjectRulesReview" => {
-            if inner
+            if inner.settings.rbac {
+                let me = req.user.clone().unwrap_or_else(super::rbac::administrator);
+                let ns = str_at(&review, &["spec", "namespace"]).unwrap_or_default();
+                super::rbac::rules_review(inner, &me, ns)
+            } else if inner
                 .reviews
                 .custom_policy
                 .load(std::sync::atomic::Ordering::Relaxed)
@@ -158,7 +183,7 @@ pub(crate) fn answer(
             }
         }
         "SelfSubjectReview" => {
-            let me = req.user.clone().unwrap_or_else(administrator);
+            let me = req.user.clone().unwrap_or_else(super::rbac::administrator);
             json!({"userInfo": {"username": me.username, "uid": me.uid, "groups": me.groups}})
         }
         other => {

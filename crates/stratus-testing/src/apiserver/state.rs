@@ -22,6 +22,8 @@ pub(crate) struct Settings {
     pub(crate) bookmark_interval: Duration,
     /// The largest request body accepted.
     pub(crate) max_body: usize,
+    /// Authenticate bearer tokens and authorize with RBAC.
+    pub(crate) rbac: bool,
 }
 
 impl Default for Settings {
@@ -30,6 +32,7 @@ impl Default for Settings {
             history: 100_000,
             bookmark_interval: Duration::from_secs(5),
             max_body: 3 * 1024 * 1024,
+            rbac: false,
         }
     }
 }
