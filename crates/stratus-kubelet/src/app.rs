@@ -33,6 +33,7 @@
 
 mod command;
 mod options;
+pub mod rbac;
 mod registry;
 
 pub use command::{Command, CommandError, run_main, run_with_args};
