@@ -42,9 +42,18 @@ async fn text_log(api: &ApiServer, pod: &str, query: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
-    let remote = Remote::start().await;
+    // The remote cluster authorizes with RBAC, and the node holds exactly
+    // the documented remote access (docs/deploy/offload-remote-rbac.yaml).
+    let remote = Remote::with_rbac().await;
     let api = ApiServer::start().await.unwrap();
-    let home = Home::default_for(&api, &remote).await;
+    let home = Home::start(
+        &api,
+        remote.offload_node_client().await,
+        OffloadConfig::default(),
+        None,
+        |_| {},
+    )
+    .await;
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let maps: Api<ConfigMap> = Api::namespaced(api.client(), "default");
     let secrets: Api<Secret> = Api::namespaced(api.client(), "default");
@@ -211,6 +220,11 @@ async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
     })
     .await;
     drop(home);
+    let refused = remote.refused();
+    assert!(
+        refused.is_empty(),
+        "the documented remote RBAC lacks: {refused:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,7 +29,52 @@ pub struct Remote {
 
 impl Remote {
     pub async fn start() -> Self {
-        let mut cluster = TestCluster::start().await.unwrap();
+        Self::on(ApiServer::start().await.unwrap()).await
+    }
+
+    /// A remote cluster that authorizes with RBAC, with the objects of
+    /// `docs/deploy/offload-remote-rbac.yaml` applied.
+    pub async fn with_rbac() -> Self {
+        let remote = Self::on(ApiServer::builder().rbac().start().await.unwrap()).await;
+        for object in stratus_provider_kubernetes::rbac::remote_rbac() {
+            remote.cluster.server().seed(object).unwrap();
+        }
+        remote
+    }
+
+    /// A client with the offload node's documented identity
+    /// (`stratus-offload/stratus-offload-node`'s token).
+    pub async fn offload_node_client(&self) -> kube::Client {
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.client(), "stratus-offload");
+        let request: k8s_openapi::api::authentication::v1::TokenRequest =
+            serde_json::from_value(serde_json::json!({"spec": {}})).unwrap();
+        let token = accounts
+            .create_token_request("stratus-offload-node", &PostParams::default(), &request)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .token
+            .expect("a token");
+        let mut config = self.cluster.server().config().unwrap();
+        config.auth_info.token = Some(token.into());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// The requests the remote API server refused (401, 403).
+    pub fn refused(&self) -> Vec<String> {
+        self.cluster
+            .server()
+            .requests()
+            .into_iter()
+            .filter(|r| r.status == 401 || r.status == 403)
+            .map(|r| format!("{} {:?} {} by {:?}", r.status, r.verb, r.resource, r.user))
+            .collect()
+    }
+
+    async fn on(server: ApiServer) -> Self {
+        let mut cluster = TestCluster::from_server(server);
         cluster.start_scheduler();
         let mock = Arc::new(MockPodProvider::new().with_node_name(REMOTE_NODE));
         let mut config = NodeConfig::new(REMOTE_NODE, "mock");
