@@ -7,6 +7,8 @@
 //! The rule evaluation is pure (JSON roles and bindings in, a decision out)
 //! and unit tested without a server.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::controls::ReviewUser;
@@ -138,7 +140,7 @@ fn selector_matches(selector: &Value, labels: Option<&serde_json::Map<String, Va
 
 /// The rules of a ClusterRole, with those its aggregation rule collects
 /// from the other ClusterRoles (what kube's aggregation controller writes).
-fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Value]) -> Vec<&'a Value> {
+fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Arc<Value>]) -> Vec<&'a Value> {
     let mut rules: Vec<&Value> = role
         .get("rules")
         .and_then(Value::as_array)
@@ -166,12 +168,12 @@ fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Value]) -> Vec<&'a Value> {
 
 /// The RBAC objects a decision reads.
 pub(crate) struct Policy {
-    pub(crate) cluster_roles: Vec<Value>,
-    pub(crate) cluster_role_bindings: Vec<Value>,
+    pub(crate) cluster_roles: Vec<Arc<Value>>,
+    pub(crate) cluster_role_bindings: Vec<Arc<Value>>,
     /// Roles of the request's namespace.
-    pub(crate) roles: Vec<Value>,
+    pub(crate) roles: Vec<Arc<Value>>,
     /// RoleBindings of the request's namespace.
-    pub(crate) role_bindings: Vec<Value>,
+    pub(crate) role_bindings: Vec<Arc<Value>>,
 }
 
 /// The decision: allowed, and kube-apiserver's reason.
@@ -203,7 +205,7 @@ pub(crate) fn decide(policy: &Policy, user: &ReviewUser, attrs: &Attributes) -> 
     }
     if attrs.path.is_none() && !attrs.namespace.is_empty() {
         let in_namespace =
-            |o: &&Value| meta::meta_str(o, "namespace").is_none_or(|ns| ns == attrs.namespace);
+            |o: &&Arc<Value>| meta::meta_str(o, "namespace").is_none_or(|ns| ns == attrs.namespace);
         for binding in policy.role_bindings.iter().filter(in_namespace) {
             let subjects = binding.get("subjects").and_then(Value::as_array);
             if !subjects
@@ -278,7 +280,8 @@ pub(crate) fn forbidden_message(user: &ReviewUser, attrs: &Attributes) -> String
 
 /// The RBAC objects of the store that matter to a request in `namespace`.
 pub(crate) fn policy_of(inner: &Inner, namespace: &str) -> Policy {
-    let list = |plural: &str, ns: Option<&str>| -> Vec<Value> {
+    // The stored objects are shared, not copied: this runs on every request.
+    let list = |plural: &str, ns: Option<&str>| -> Vec<Arc<Value>> {
         inner
             .defs
             .find(RBAC_GROUP, "v1", plural)
@@ -287,8 +290,8 @@ pub(crate) fn policy_of(inner: &Inner, namespace: &str) -> Policy {
                     .store
                     .list(i, ns)
                     .0
-                    .iter()
-                    .map(|s| (*s.object).clone())
+                    .into_iter()
+                    .map(|s| s.object)
                     .collect()
             })
             .unwrap_or_default()
@@ -606,14 +609,15 @@ mod tests {
             "roleRef": {"kind": "ClusterRole", "name": "node-reader"},
             "subjects": [{"kind": "ServiceAccount", "name": "ccm", "namespace": "kube-system"}]
         }));
+        let shared = |v: Vec<Value>| v.into_iter().map(Arc::new).collect();
         Policy {
-            cluster_roles,
-            cluster_role_bindings,
-            roles: vec![json!({
+            cluster_roles: shared(cluster_roles),
+            cluster_role_bindings: shared(cluster_role_bindings),
+            roles: shared(vec![json!({
                 "metadata": {"name": "lease-writer", "namespace": "team"},
                 "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]}]
-            })],
-            role_bindings: vec![
+            })]),
+            role_bindings: shared(vec![
                 json!({
                     "metadata": {"name": "leases", "namespace": "team"},
                     "roleRef": {"kind": "Role", "name": "lease-writer"},
@@ -624,7 +628,7 @@ mod tests {
                     "roleRef": {"kind": "ClusterRole", "name": "view"},
                     "subjects": [{"kind": "User", "name": "alice"}]
                 }),
-            ],
+            ]),
         }
     }
 
