@@ -303,6 +303,58 @@ async fn self_reviews_answer_for_the_caller() {
 }
 
 #[tokio::test]
+async fn aggregated_discovery_lists_every_group_in_one_document() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let groups = client.list_api_groups_aggregated().await.unwrap();
+    let name = |g: &kube::core::discovery::v2::APIGroupDiscovery| {
+        g.metadata
+            .as_ref()
+            .and_then(|m| m.name.clone())
+            .unwrap_or_default()
+    };
+    let apps = groups
+        .items
+        .iter()
+        .find(|g| name(g) == "apps")
+        .expect("apps");
+    let deployments = apps.versions[0]
+        .resources
+        .iter()
+        .find(|r| r.resource.as_deref() == Some("deployments"))
+        .expect("deployments");
+    assert_eq!(deployments.scope.as_deref(), Some("Namespaced"));
+    assert_eq!(deployments.short_names, ["deploy"]);
+    let scale = deployments
+        .subresources
+        .iter()
+        .find(|s| s.subresource.as_deref() == Some("scale"))
+        .expect("deployments/scale");
+    let kind = scale.response_kind.as_ref().unwrap();
+    assert_eq!(
+        (kind.group.as_deref(), kind.kind.as_deref()),
+        (Some("autoscaling"), Some("Scale"))
+    );
+    let core = client.list_core_api_versions_aggregated().await.unwrap();
+    assert!(core.items[0].versions[0].resources.iter().any(|r| {
+        r.resource.as_deref() == Some("pods") && r.scope.as_deref() == Some("Namespaced")
+    }));
+    // kube-rs's discovery from the aggregated documents finds what the
+    // legacy walk finds.
+    let aggregated = Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let legacy = Discovery::new(client).run().await.unwrap();
+    let names = |d: &Discovery| -> Vec<String> {
+        let mut names: Vec<String> = d.groups().map(|g| g.name().to_owned()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&aggregated), names(&legacy));
+}
+
+#[tokio::test]
 async fn faults_and_request_log() {
     let server = ApiServer::start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");

@@ -89,6 +89,14 @@ async fn a_derived_definition_is_established_and_served() {
         .resolve_gvk(&GroupVersionKind::gvk("stratus.dev", "v1", "Widget"))
         .expect("widgets in discovery");
     assert_eq!(resource.plural, "widgets");
+    let aggregated = client.list_api_groups_aggregated().await.unwrap();
+    assert!(
+        aggregated
+            .items
+            .iter()
+            .any(|g| g.metadata.as_ref().and_then(|m| m.name.as_deref()) == Some("stratus.dev")),
+        "the new group in aggregated discovery"
+    );
     let subresources: Vec<&str> = caps
         .subresources
         .iter()

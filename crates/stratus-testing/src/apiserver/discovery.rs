@@ -57,8 +57,18 @@ pub(crate) fn group(defs: &[ResourceDef], name: &str) -> Option<Value> {
         })
 }
 
-fn subresource(def: &ResourceDef, sub: &str) -> Value {
-    let (kind, group, version, verbs): (&str, &str, &str, &[&str]) = match sub {
+/// A subresource's kind (with its group and version when they differ from
+/// the resource's) and verbs.
+fn subresource_meta(
+    def: &ResourceDef,
+    sub: &str,
+) -> (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+) {
+    match sub {
         "status" => (def.kind, "", "", &["get", "patch", "update"]),
         "approval" => (def.kind, "", "", &["get", "patch", "update"]),
         "finalize" => (def.kind, "", "", &["update"]),
@@ -76,7 +86,11 @@ fn subresource(def: &ResourceDef, sub: &str) -> Value {
             &["create", "delete", "get", "patch", "update"],
         ),
         _ => (def.kind, "", "", &["get"]),
-    };
+    }
+}
+
+fn subresource(def: &ResourceDef, sub: &str) -> Value {
+    let (kind, group, version, verbs) = subresource_meta(def, sub);
     let mut doc = json!({
         "name": format!("{}/{sub}", def.plural),
         "singularName": "",
@@ -138,4 +152,119 @@ pub(crate) fn root(defs: &[ResourceDef]) -> Value {
     }
     paths.extend(["/healthz", "/livez", "/readyz", "/version"].map(str::to_owned));
     json!({"paths": paths})
+}
+
+/// The media type of aggregated discovery a client accepts, if any:
+/// `application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList` (or
+/// `v2beta1`, which kubectl 1.27–1.29 ask for), in the client's order.
+pub(crate) fn aggregated_version(accept: &str) -> Option<&'static str> {
+    accept.split(',').find_map(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        if parts.next() != Some("application/json") {
+            return None;
+        }
+        let (mut group, mut version, mut as_kind) = (None, None, None);
+        for p in parts {
+            match p.split_once('=') {
+                Some(("g", g)) => group = Some(g),
+                Some(("v", v)) => version = Some(v),
+                Some(("as", a)) => as_kind = Some(a),
+                _ => {}
+            }
+        }
+        if group != Some("apidiscovery.k8s.io") || as_kind != Some("APIGroupDiscoveryList") {
+            return None;
+        }
+        match version {
+            Some("v2") => Some("v2"),
+            Some("v2beta1") => Some("v2beta1"),
+            _ => None,
+        }
+    })
+}
+
+fn resource_discovery(d: &ResourceDef) -> Value {
+    let mut doc = json!({
+        "resource": d.plural,
+        "responseKind": {"group": d.group, "version": d.version, "kind": d.kind},
+        "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": d.singular,
+        "verbs": d.verbs(),
+    });
+    if !d.short_names.is_empty() {
+        doc["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        doc["categories"] = json!(d.categories);
+    }
+    if !d.subresources.is_empty() {
+        let subs: Vec<Value> = d
+            .subresources
+            .iter()
+            .map(|sub| {
+                let (kind, group, version, verbs) = subresource_meta(d, sub);
+                let (group, version) = if group.is_empty() {
+                    (d.group, d.version)
+                } else {
+                    (group, version)
+                };
+                json!({
+                    "subresource": sub,
+                    "responseKind": {"group": group, "version": version, "kind": kind},
+                    "verbs": verbs,
+                })
+            })
+            .collect();
+        doc["subresources"] = json!(subs);
+    }
+    doc
+}
+
+/// Aggregated discovery (`APIGroupDiscoveryList`, `apidiscovery.k8s.io`
+/// `version`): every resource of the core group (`core`) or of the named
+/// groups in one document, as kubectl asks for first.
+pub(crate) fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
+    let gvs: Vec<(&str, &str)> = if core { vec![("", "v1")] } else { groups(defs) };
+    let items: Vec<Value> = gvs
+        .into_iter()
+        .map(|(g, v)| {
+            let resources: Vec<Value> = defs
+                .iter()
+                .filter(|d| d.group == g && d.version == v)
+                .map(resource_discovery)
+                .collect();
+            json!({
+                "metadata": {"name": g, "creationTimestamp": null},
+                "versions": [{"version": v, "resources": resources, "freshness": "Current"}],
+            })
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregated_discovery_is_negotiated_in_the_clients_order() {
+        assert_eq!(
+            aggregated_version(
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+            ),
+            Some("v2")
+        );
+        assert_eq!(
+            aggregated_version(
+                "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList, application/json; g=apidiscovery.k8s.io; v=v2beta1; as=APIGroupDiscoveryList"
+            ),
+            Some("v2beta1")
+        );
+        assert_eq!(aggregated_version("application/json, */*"), None);
+    }
 }

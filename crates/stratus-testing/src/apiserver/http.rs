@@ -93,8 +93,17 @@ fn not_found_path() -> ApiError {
 enum Route {
     Text(&'static str),
     Document(Value),
+    /// `/api` or `/apis`: aggregated discovery when the client asks for
+    /// it, else the legacy document.
+    GroupDiscovery {
+        core: bool,
+        legacy: Value,
+    },
     Resource(ResourceRequest),
-    NodeProxy { name: String, path: String },
+    NodeProxy {
+        name: String,
+        path: String,
+    },
     OpenApiV2,
 }
 
@@ -126,7 +135,12 @@ fn route(
         [] => return Ok(Route::Document(discovery::root(&inner.defs.served()))),
         ["version"] => return Ok(Route::Document(discovery::version())),
         ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text("ok")),
-        ["api"] => return Ok(Route::Document(discovery::api_versions(host))),
+        ["api"] => {
+            return Ok(Route::GroupDiscovery {
+                core: true,
+                legacy: discovery::api_versions(host),
+            });
+        }
         ["api", "v1"] => {
             return discovery::resource_list(&inner.defs.served(), "", "v1")
                 .map(Route::Document)
@@ -139,7 +153,12 @@ fn route(
             });
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
-        ["apis"] => return Ok(Route::Document(discovery::group_list(&inner.defs.served()))),
+        ["apis"] => {
+            return Ok(Route::GroupDiscovery {
+                core: false,
+                legacy: discovery::group_list(&inner.defs.served()),
+            });
+        }
         ["apis", g] => {
             return discovery::group(&inner.defs.served(), g)
                 .map(Route::Document)
@@ -501,11 +520,13 @@ fn authenticate_and_authorize(
             name: name.clone(),
             ..Default::default()
         },
-        Route::Text(_) | Route::Document(_) | Route::OpenApiV2 => rbac::Attributes {
-            verb: method.as_str().to_ascii_lowercase(),
-            path: Some(path.to_owned()),
-            ..Default::default()
-        },
+        Route::Text(_) | Route::Document(_) | Route::GroupDiscovery { .. } | Route::OpenApiV2 => {
+            rbac::Attributes {
+                verb: method.as_str().to_ascii_lowercase(),
+                path: Some(path.to_owned()),
+                ..Default::default()
+            }
+        }
     };
     let (allowed, _) = rbac::authorize(inner, &user, &attrs);
     if !allowed {
@@ -609,6 +630,24 @@ pub(crate) async fn handle(
                 resp
             }
             (None, Ok(Route::Document(doc))) => value_response(200, &doc),
+            (None, Ok(Route::GroupDiscovery { core, legacy })) => {
+                match discovery::aggregated_version(header_str(&parts, header::ACCEPT)) {
+                    Some(version) => {
+                        let doc = discovery::aggregated(&inner.defs.served(), core, version);
+                        let mut resp = value_response(200, &doc);
+                        let content_type = format!(
+                            "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+                        );
+                        if let Ok(v) = HeaderValue::from_str(&content_type) {
+                            resp.headers_mut().insert(header::CONTENT_TYPE, v);
+                        }
+                        resp.headers_mut()
+                            .insert(header::VARY, HeaderValue::from_static("Accept"));
+                        resp
+                    }
+                    None => value_response(200, &legacy),
+                }
+            }
             (None, Ok(Route::OpenApiV2)) => {
                 let (content_type, bytes) = openapi::v2(header_str(&parts, header::ACCEPT));
                 bytes_response(200, full(bytes), content_type)
