@@ -799,3 +799,98 @@ async fn secret_string_data_becomes_data() {
         .unwrap();
     assert_eq!(patched.data.unwrap()["token"].0, b"t0");
 }
+
+#[tokio::test]
+async fn evictions_honour_disruption_budgets() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::EvictParams;
+    let server = ApiServer::start().await.unwrap();
+    // kube retries 429 answers with back-off (as kubectl drain retries
+    // evictions); this test wants to see them.
+    let mut config = server.config().unwrap();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    for (name, ready) in [("web-1", true), ("web-2", true), ("web-3", false)] {
+        let mut p = pod(name, &[("app", "web")]);
+        p.spec.as_mut().unwrap().node_name = Some("n1".into());
+        pods.create(&PostParams::default(), &p).await.unwrap();
+        let status = if ready { "True" } else { "False" };
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": status}]}})),
+        )
+        .await
+        .unwrap();
+    }
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    budgets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    // Two healthy pods, two needed: a healthy pod may not go.
+    let err = pods
+        .evict("web-1", &EvictParams::default())
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 429);
+            assert_eq!(
+                s.message,
+                "Cannot evict pod as it would violate the pod's disruption budget."
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        pods.get("web-1")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+    // The unhealthy one may, the budget being met.
+    pods.evict("web-3", &EvictParams::default()).await.unwrap();
+    assert!(
+        pods.get("web-3")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    // (A terminating pod still counts as expected: gone, it does not.)
+    pods.delete("web-3", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    // A looser budget lets one healthy pod go, then no more.
+    budgets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minAvailable": null, "maxUnavailable": 1}})),
+        )
+        .await
+        .unwrap();
+    pods.evict("web-1", &EvictParams::default()).await.unwrap();
+    let err = pods
+        .evict("web-2", &EvictParams::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 429));
+    // Pods no budget selects are evicted freely.
+    let mut other = pod("lonely", &[("app", "other")]);
+    other.spec.as_mut().unwrap().node_name = Some("n1".into());
+    pods.create(&PostParams::default(), &other).await.unwrap();
+    pods.evict("lonely", &EvictParams::default()).await.unwrap();
+}

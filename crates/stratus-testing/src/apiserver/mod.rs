@@ -25,6 +25,7 @@ mod controls;
 mod crd;
 mod defaults;
 mod discovery;
+mod disruption;
 mod error;
 mod fields;
 mod http;

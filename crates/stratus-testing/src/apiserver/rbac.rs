@@ -112,32 +112,6 @@ fn subject_matches(subject: &Value, user: &ReviewUser, binding_ns: &str) -> bool
     }
 }
 
-/// Whether a label selector (`matchLabels` / `matchExpressions`) matches.
-fn selector_matches(selector: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
-    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    let labels_ok = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    let exprs_ok = selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .is_none_or(|exprs| {
-            exprs.iter().all(|e| {
-                let key = str_at(e, &["key"]).unwrap_or_default();
-                let values = strings(e.get("values"));
-                match str_at(e, &["operator"]).unwrap_or_default() {
-                    "In" => label(key).is_some_and(|v| values.contains(&v)),
-                    "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
-                    "Exists" => label(key).is_some(),
-                    "DoesNotExist" => label(key).is_none(),
-                    _ => false,
-                }
-            })
-        });
-    labels_ok && exprs_ok
-}
-
 /// The rules of a ClusterRole, with those its aggregation rule collects
 /// from the other ClusterRoles (what kube's aggregation controller writes).
 fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Arc<Value>]) -> Vec<&'a Value> {
@@ -156,7 +130,7 @@ fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Arc<Value>]) -> Vec<&'a Val
             }
             if selectors
                 .iter()
-                .any(|s| selector_matches(s, meta::labels(other)))
+                .any(|s| super::selectors::object_selector_matches(s, meta::labels(other)))
                 && let Some(r) = other.get("rules").and_then(Value::as_array)
             {
                 rules.extend(r.iter());

@@ -299,6 +299,45 @@ impl FieldSelector {
     }
 }
 
+/// Whether a label selector object (`matchLabels` / `matchExpressions`,
+/// as in a PodDisruptionBudget or an aggregation rule) matches `labels`; an
+/// empty selector matches everything.
+pub(crate) fn object_selector_matches(
+    selector: &Value,
+    labels: Option<&serde_json::Map<String, Value>>,
+) -> bool {
+    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let labels_ok = selector
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
+    let exprs_ok = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .is_none_or(|exprs| {
+            exprs.iter().all(|e| {
+                let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+                let values = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+                    .unwrap_or_default();
+                match e
+                    .get("operator")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                {
+                    "In" => label(key).is_some_and(|v| values.contains(&v)),
+                    "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
+                    "Exists" => label(key).is_some(),
+                    "DoesNotExist" => label(key).is_none(),
+                    _ => false,
+                }
+            })
+        });
+    labels_ok && exprs_ok
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

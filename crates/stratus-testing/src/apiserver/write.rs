@@ -989,6 +989,11 @@ pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
         Some(d) => delete_options(req, &serde_json::to_vec(d).unwrap_or_default())?,
         None => DeleteOptions::default(),
     };
+    let pod = inner
+        .store
+        .get(req.def, req.ns_key(), &name)
+        .ok_or_else(|| ApiError::not_found(&def, &name))?;
+    super::disruption::check(inner, &pod.object)?;
     let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
     Ok((201, success_status(&def, &name, meta::uid(&stored.object))))
 }
