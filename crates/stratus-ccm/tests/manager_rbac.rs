@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{free_port, load_balancer_service};
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{Node, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PostParams};
 use stratus_ccm::app::deploy::{DeployConfig, rbac};
 use stratus_ccm::app::{Command, default_controllers};
@@ -21,18 +20,7 @@ use tokio::sync::watch;
 
 /// Fail with the refused requests, which name the missing permission.
 fn assert_nothing_refused(cluster: &TestCluster) {
-    let refused: Vec<String> = cluster
-        .server()
-        .requests()
-        .into_iter()
-        .filter(|r| r.status == 401 || r.status == 403)
-        .map(|r| {
-            format!(
-                "{} {:?} {} by {:?} ({})",
-                r.status, r.verb, r.resource, r.user, r.user_agent
-            )
-        })
-        .collect();
+    let refused = cluster.server().refused_requests();
     assert!(
         refused.is_empty(),
         "requests the shipped RBAC does not allow: {refused:#?}"
@@ -47,16 +35,11 @@ async fn the_manager_needs_no_permission_beyond_its_shipped_roles() {
         cluster.server().seed(object).unwrap();
     }
     // The manager's own identity: its ServiceAccount's token.
-    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client(), "kube-system");
-    let request: TokenRequest = serde_json::from_value(serde_json::json!({"spec": {}})).unwrap();
-    let token = accounts
-        .create_token_request("cloud-controller-manager", &PostParams::default(), &request)
+    let token = cluster
+        .server()
+        .service_account_token("kube-system", "cloud-controller-manager")
         .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
-        .expect("a token");
+        .unwrap();
     let kubeconfig =
         std::env::temp_dir().join(format!("stratus-rbac-{}.kubeconfig", std::process::id()));
     std::fs::write(&kubeconfig, cluster.server().kubeconfig_with_token(&token)).unwrap();

@@ -8,8 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use stratus_kubelet::app::{ProviderInit, register_pod_provider, run_with_args};
@@ -18,17 +17,7 @@ use tokio::sync::watch;
 
 /// Fail with the refused requests, which name the missing permission.
 fn assert_nothing_refused(api: &ApiServer) {
-    let refused: Vec<String> = api
-        .requests()
-        .into_iter()
-        .filter(|r| r.status == 401 || r.status == 403)
-        .map(|r| {
-            format!(
-                "{} {:?} {} by {:?} ({})",
-                r.status, r.verb, r.resource, r.user, r.user_agent
-            )
-        })
-        .collect();
+    let refused = api.refused_requests();
     assert!(
         refused.is_empty(),
         "requests the documented RBAC does not allow: {refused:#?}"
@@ -45,19 +34,10 @@ async fn the_virtual_node_needs_no_permission_beyond_its_documented_roles() {
     for o in stratus_kubelet::app::rbac::rbac("kube-system", "virtual-kubelet") {
         api.seed(o).unwrap();
     }
-    let accounts: Api<ServiceAccount> = Api::namespaced(api.client(), "kube-system");
-    let token = accounts
-        .create_token_request(
-            "virtual-kubelet",
-            &PostParams::default(),
-            &object::<TokenRequest>(json!({"spec": {}})),
-        )
+    let token = api
+        .service_account_token("kube-system", "virtual-kubelet")
         .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
-        .expect("a token");
+        .unwrap();
     let kubeconfig =
         std::env::temp_dir().join(format!("vk-rbac-{}.kubeconfig", std::process::id()));
     std::fs::write(&kubeconfig, api.kubeconfig_with_token(&token)).unwrap();

@@ -45,18 +45,12 @@ impl Remote {
     /// A client with the offload node's documented identity
     /// (`stratus-offload/stratus-offload-node`'s token).
     pub async fn offload_node_client(&self) -> kube::Client {
-        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-            Api::namespaced(self.client(), "stratus-offload");
-        let request: k8s_openapi::api::authentication::v1::TokenRequest =
-            serde_json::from_value(serde_json::json!({"spec": {}})).unwrap();
-        let token = accounts
-            .create_token_request("stratus-offload-node", &PostParams::default(), &request)
+        let token = self
+            .cluster
+            .server()
+            .service_account_token("stratus-offload", "stratus-offload-node")
             .await
-            .unwrap()
-            .status
-            .unwrap()
-            .token
-            .expect("a token");
+            .unwrap();
         let mut config = self.cluster.server().config().unwrap();
         config.auth_info.token = Some(token.into());
         kube::Client::try_from(config).unwrap()
@@ -64,13 +58,7 @@ impl Remote {
 
     /// The requests the remote API server refused (401, 403).
     pub fn refused(&self) -> Vec<String> {
-        self.cluster
-            .server()
-            .requests()
-            .into_iter()
-            .filter(|r| r.status == 401 || r.status == 403)
-            .map(|r| format!("{} {:?} {} by {:?}", r.status, r.verb, r.resource, r.user))
-            .collect()
+        self.cluster.server().refused_requests()
     }
 
     async fn on(server: ApiServer) -> Self {

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::error::{ApiError, Cause};
-use super::meta::{self, at, is_terminating, set_at, str_at};
+use super::meta::{self, at, is_terminating, set_at, str_at, strings};
 use super::registry::{CustomVersion, PrinterColumn, intern, intern_list};
 use super::resources::{NameRule, ResourceDef};
 use super::scale::{ScalePaths, split_path};
@@ -46,17 +46,6 @@ struct Names {
     list_kind: String,
     short_names: Vec<String>,
     categories: Vec<String>,
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn names(crd: &Value) -> Names {

@@ -112,3 +112,15 @@ pub(crate) fn default_at(obj: &mut Value, path: &[&str], value: Value) {
         set_at(obj, path, value);
     }
 }
+
+/// The strings of a JSON array (other items and a missing array: none).
+pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -552,6 +552,59 @@ impl ApiServer {
         self.inner.log.snapshot()
     }
 
+    /// The requests refused so far for want of authentication or
+    /// permission (401, 403), formatted to name what was missing: with
+    /// [`ApiServerBuilder::rbac`], a test fails on any of them to prove a
+    /// program needs nothing beyond the roles it ships.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let server = stratus_testing::ApiServer::builder().rbac().start().await.unwrap();
+    /// assert!(server.refused_requests().is_empty());
+    /// # });
+    /// ```
+    pub fn refused_requests(&self) -> Vec<String> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.status == 401 || r.status == 403)
+            .map(|r| {
+                format!(
+                    "{} {:?} {} by {:?} ({})",
+                    r.status, r.verb, r.resource, r.user, r.user_agent
+                )
+            })
+            .collect()
+    }
+
+    /// A token of the ServiceAccount `namespace/name` (TokenRequest, one
+    /// hour), for a kubeconfig ([`ApiServer::kubeconfig_with_token`]) or a
+    /// client that acts as that account.
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, ApiServerError> {
+        let client = self.try_client()?;
+        let request = ::http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        ))
+        .header("Content-Type", "application/json")
+        .body(
+            br#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}"#
+                .to_vec(),
+        )
+        .map_err(|e| ApiServerError::Client(e.to_string()))?;
+        let answer: Value = client
+            .request(request)
+            .await
+            .map_err(|e| ApiServerError::Client(e.to_string()))?;
+        answer
+            .pointer("/status/token")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| ApiServerError::Client(format!("no token for {namespace}/{name}")))
+    }
+
     /// Requests served so far, by verb.
     pub fn request_counts(&self) -> BTreeMap<Verb, usize> {
         self.inner.log.counts()

@@ -6,20 +6,9 @@ use serde_json::{Value, json};
 
 use super::controls::AccessRequest;
 use super::error::ApiError;
-use super::meta::str_at;
+use super::meta::{str_at, strings};
 use super::resources::ResourceDef;
 use super::state::{Inner, ResourceRequest};
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The access request of a SubjectAccessReview-like spec, for `user` and
 /// `groups`.
