@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::ProcessConfig;
 use crate::plan::{Launch, plan};
-use crate::status::{Run, as_init, conditions, phase, run_of};
+use crate::status::{Run, as_init, conditions, phase, run_of, while_sidecars_run};
 use crate::supervisor::supervise;
 
 /// The grace period when neither the deletion nor the spec gives one.
@@ -362,7 +362,13 @@ fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
         .as_ref()
         .and_then(|s| s.restart_policy.clone())
         .unwrap_or_else(|| "Always".into());
-    let phase = phase(&policy, init, app);
+    let sidecar_running = entry
+        .statuses
+        .iter()
+        .zip(&entry.launches)
+        .take(entry.init_count)
+        .any(|(s, l)| l.sidecar && run_of(s) == Run::Running);
+    let phase = while_sidecars_run(phase(&policy, init, app), sidecar_running);
     let mut pod = entry.pod.clone();
     pod.status = Some(PodStatus {
         phase: Some(phase.into()),

@@ -93,6 +93,19 @@ pub(crate) fn phase(restart_policy: &str, init: &[Run], app: &[Run]) -> &'static
     "Pending"
 }
 
+/// The phase a pod may report while its sidecars are still up: a pod is
+/// not terminal (`Succeeded` / `Failed`) until every container has stopped,
+/// sidecars included, so until the last sidecar has been stopped the pod
+/// stays `Running`. (The virtual node drops status writes for a terminal
+/// pod, as the kubelet does, so reporting it early would hide the sidecars'
+/// final states.)
+pub(crate) fn while_sidecars_run(phase: &'static str, sidecar_running: bool) -> &'static str {
+    match phase {
+        "Succeeded" | "Failed" if sidecar_running => "Running",
+        other => other,
+    }
+}
+
 /// PodScheduled, Initialized, ContainersReady and Ready; `app_ready` says
 /// which app containers are ready (running, and passing their readiness
 /// probe if they have one).
@@ -148,6 +161,16 @@ mod tests {
         for (policy, init, app, want) in cases {
             assert_eq!(phase(policy, init, app), *want, "{policy} {init:?} {app:?}");
         }
+    }
+
+    #[test]
+    fn a_pod_is_not_terminal_while_a_sidecar_runs() {
+        assert_eq!(while_sidecars_run("Succeeded", true), "Running");
+        assert_eq!(while_sidecars_run("Failed", true), "Running");
+        assert_eq!(while_sidecars_run("Succeeded", false), "Succeeded");
+        assert_eq!(while_sidecars_run("Failed", false), "Failed");
+        assert_eq!(while_sidecars_run("Pending", true), "Pending");
+        assert_eq!(while_sidecars_run("Running", false), "Running");
     }
 
     #[test]
