@@ -69,6 +69,46 @@ pub enum Outcome {
     Failed(String),
     /// The capability is not offered.
     Skipped(String),
+    /// The provider offers the capability but answers `NotImplemented`
+    /// where the check needs an answer: a method left to write (a
+    /// generated provider starts with all of them).
+    NotImplemented(String),
+}
+
+/// Why a check did not pass: a broken contract, or a method that answers
+/// `NotImplemented`.
+#[derive(Debug)]
+pub(crate) enum Miss {
+    Broken(String),
+    NotImplemented(String),
+}
+
+impl From<String> for Miss {
+    fn from(why: String) -> Self {
+        Self::Broken(why)
+    }
+}
+
+impl From<&str> for Miss {
+    fn from(why: &str) -> Self {
+        Self::Broken(why.to_owned())
+    }
+}
+
+impl From<stratus_cloud::CloudError> for Miss {
+    fn from(e: stratus_cloud::CloudError) -> Self {
+        Self::from(&e)
+    }
+}
+
+impl From<&stratus_cloud::CloudError> for Miss {
+    fn from(e: &stratus_cloud::CloudError) -> Self {
+        if e.is_not_implemented() {
+            Self::NotImplemented(format!("answers NotImplemented ({e})"))
+        } else {
+            Self::Broken(format!("error: {e}"))
+        }
+    }
 }
 
 /// One check and its outcome.
@@ -93,10 +133,16 @@ impl Report {
     }
 
     pub(crate) fn result(&mut self, name: &'static str, result: Result<(), String>) {
-        self.push(
-            name,
-            result.map_or_else(Outcome::Failed, |()| Outcome::Passed),
-        );
+        self.checked(name, result.map_err(Miss::Broken));
+    }
+
+    pub(crate) fn checked(&mut self, name: &'static str, result: Result<(), Miss>) {
+        let outcome = match result {
+            Ok(()) => Outcome::Passed,
+            Err(Miss::Broken(why)) => Outcome::Failed(why),
+            Err(Miss::NotImplemented(why)) => Outcome::NotImplemented(why),
+        };
+        self.push(name, outcome);
     }
 
     /// The failed checks.
@@ -107,10 +153,31 @@ impl Report {
             .collect()
     }
 
-    /// Panic with every failure if any check failed (for tests).
+    /// The checks the provider could not take because a method it offers
+    /// answers `NotImplemented`: what is left to write.
+    pub fn not_implemented(&self) -> Vec<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::NotImplemented(_)))
+            .collect()
+    }
+
+    /// Panic with every failure if any check failed (for tests). Checks
+    /// left `NotImplemented` do not fail it; see
+    /// [`Report::assert_complete`].
     pub fn assert_passed(&self) {
         let failures = self.failures();
         assert!(failures.is_empty(), "conformance failed:\n{self}");
+    }
+
+    /// Panic if any check failed or was left `NotImplemented` (for a
+    /// provider that is meant to be finished).
+    pub fn assert_complete(&self) {
+        self.assert_passed();
+        assert!(
+            self.not_implemented().is_empty(),
+            "conformance incomplete: methods answer NotImplemented:\n{self}"
+        );
     }
 }
 
@@ -121,6 +188,7 @@ impl fmt::Display for Report {
                 Outcome::Passed => writeln!(f, "ok       {}", c.name)?,
                 Outcome::Failed(why) => writeln!(f, "FAILED   {}: {why}", c.name)?,
                 Outcome::Skipped(why) => writeln!(f, "skipped  {}: {why}", c.name)?,
+                Outcome::NotImplemented(why) => writeln!(f, "left     {}: {why}", c.name)?,
             }
         }
         Ok(())
@@ -135,40 +203,40 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
         );
         return;
     };
-    report.result(
+    report.checked(
         "instance_exists is true for an existing instance",
         match instances.instance_exists(&fx.existing).await {
             Ok(true) => Ok(()),
             Ok(false) => Err("answered false".into()),
-            Err(e) => Err(format!("error: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "instance_exists is false (not an error) for a missing instance",
         match instances.instance_exists(&fx.missing).await {
             Ok(false) => Ok(()),
             Ok(true) => Err("answered true".into()),
-            Err(e) => Err(format!("error instead of false: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "instance_state is Gone for a missing instance",
         match instances.instance_state(&fx.missing).await {
             Ok(InstanceState::Gone) => Ok(()),
-            Ok(other) => Err(format!("answered {other:?}")),
-            Err(e) => Err(format!("error: {e}")),
+            Ok(other) => Err(format!("answered {other:?}").into()),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "instance_shutdown answers for an existing instance",
         instances
             .instance_shutdown(&fx.existing)
             .await
             .map(drop)
-            .map_err(|e| e.to_string()),
+            .map_err(Miss::from),
     );
     let metadata = instances.instance_metadata(&fx.existing).await;
-    report.result(
+    report.checked(
         "instance_metadata gives a provider ID that round-trips",
         match &metadata {
             Ok(Some(m)) => match m.provider_id.parse::<ProviderId>() {
@@ -183,22 +251,23 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
                     m.provider_id,
                     id.provider(),
                     cloud.provider_name()
-                )),
-                Err(e) => Err(e.to_string()),
+                )
+                .into()),
+                Err(e) => Err(e.to_string().into()),
             },
             Ok(None) => Err("no metadata for an existing instance".into()),
-            Err(e) => Err(format!("error: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "instance_metadata reports addresses",
         match &metadata {
             Ok(Some(m)) if !m.node_addresses.is_empty() => Ok(()),
             Ok(_) => Err("no addresses".into()),
-            Err(e) => Err(format!("error: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "additional labels avoid the Kubernetes namespaces",
         match &metadata {
             Ok(Some(m)) => match m
@@ -206,7 +275,7 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
                 .keys()
                 .find(|k| helpers::is_kubernetes_namespaced_label(k))
             {
-                Some(k) => Err(format!("label {k:?} would be refused")),
+                Some(k) => Err(format!("label {k:?} would be refused").into()),
                 None => Ok(()),
             },
             _ => Ok(()),
@@ -220,34 +289,25 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
         return;
     };
     let nodes = vec![fx.existing.clone(), fx.missing.clone()];
-    report.result(
+    report.checked(
         "batch answers match single answers",
         async {
             if batch.max_batch_size() == 0 {
-                return Err("max_batch_size is 0".to_owned());
+                return Err("max_batch_size is 0".into());
             }
-            let states = batch
-                .instance_state_batch(&nodes)
-                .await
-                .map_err(|e| e.to_string())?;
-            check_batch_len(nodes.len(), &states).map_err(|e| e.to_string())?;
+            let states = batch.instance_state_batch(&nodes).await?;
+            check_batch_len(nodes.len(), &states)?;
             match (&states[0], &states[1]) {
                 (Ok(InstanceState::Running | InstanceState::ShutDown), Ok(InstanceState::Gone)) => {
                 }
-                other => return Err(format!("states {other:?}")),
+                other => return Err(format!("states {other:?}").into()),
             }
-            let metas = batch
-                .instance_metadata_batch(&nodes[..1])
-                .await
-                .map_err(|e| e.to_string())?;
-            check_batch_len(1, &metas).map_err(|e| e.to_string())?;
-            let single = instances
-                .instance_metadata(&fx.existing)
-                .await
-                .map_err(|e| e.to_string())?;
+            let metas = batch.instance_metadata_batch(&nodes[..1]).await?;
+            check_batch_len(1, &metas)?;
+            let single = instances.instance_metadata(&fx.existing).await?;
             match &metas[0] {
                 Ok(m) if *m == single => Ok(()),
-                other => Err(format!("batch metadata {other:?} differs from {single:?}")),
+                other => Err(format!("batch metadata {other:?} differs from {single:?}").into()),
             }
         }
         .await,
@@ -266,28 +326,28 @@ async fn load_balancers(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &
     let nodes = vec![fx.existing.clone()];
     let first = lb.ensure_load_balancer(cluster, &fx.service, &nodes).await;
     let second = lb.ensure_load_balancer(cluster, &fx.service, &nodes).await;
-    report.result(
+    report.checked(
         "ensure_load_balancer is idempotent",
         match (&first, &second) {
             (Ok(a), Ok(b)) if helpers::load_balancer_status_equal(a, b) => Ok(()),
-            (Ok(a), Ok(b)) => Err(format!("first {a:?}, then {b:?}")),
-            (Err(e), _) | (_, Err(e)) => Err(format!("error: {e}")),
+            (Ok(a), Ok(b)) => Err(format!("first {a:?}, then {b:?}").into()),
+            (Err(e), _) | (_, Err(e)) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "ensure_load_balancer returns an ingress",
         match &first {
             Ok(s) if s.ingress.as_ref().is_some_and(|i| !i.is_empty()) => Ok(()),
             Ok(_) => Err("empty status".into()),
-            Err(e) => Err(format!("error: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result(
+    report.checked(
         "get_load_balancer finds what ensure created",
         match lb.get_load_balancer(cluster, &fx.service).await {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err("not found".into()),
-            Err(e) => Err(format!("error: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
     let up_to_date = lb
@@ -295,12 +355,12 @@ async fn load_balancers(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &
         .await;
     let implemented = !matches!(&up_to_date, Err(e) if e.is_not_implemented());
     if implemented {
-        report.result(
+        report.checked(
             "load_balancer_up_to_date is true right after ensure",
             match up_to_date {
                 Ok(true) => Ok(()),
                 Ok(false) => Err("answered false".into()),
-                Err(e) => Err(format!("error: {e}")),
+                Err(e) => Err(Miss::from(e)),
             },
         );
     } else {
@@ -309,14 +369,14 @@ async fn load_balancers(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &
             Outcome::Skipped("not implemented (the controller re-ensures instead)".into()),
         );
     }
-    report.result(
+    report.checked(
         "update_load_balancer changes hosts",
         lb.update_load_balancer(cluster, &fx.service, &[])
             .await
-            .map_err(|e| e.to_string()),
+            .map_err(Miss::from),
     );
     if implemented {
-        report.result(
+        report.checked(
             "load_balancer_up_to_date is false once the hosts differ",
             match lb
                 .load_balancer_up_to_date(cluster, &fx.service, &nodes)
@@ -324,39 +384,38 @@ async fn load_balancers(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &
             {
                 Ok(false) => Ok(()),
                 Ok(true) => Err("answered true for other hosts".into()),
-                Err(e) => Err(format!("error: {e}")),
+                Err(e) => Err(Miss::from(e)),
             },
         );
     }
-    report.result(
+    report.checked(
         "ensure_load_balancer_deleted removes it",
         async {
             lb.ensure_load_balancer_deleted(cluster, &fx.service)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             match lb.get_load_balancer(cluster, &fx.service).await {
                 Ok(None) => Ok(()),
                 Ok(Some(_)) => Err("still there".into()),
-                Err(e) => Err(format!("error: {e}")),
+                Err(e) => Err(Miss::from(e)),
             }
         }
         .await,
     );
-    report.result(
+    report.checked(
         "deleting a missing load balancer is Ok",
         match lb.ensure_load_balancer_deleted(cluster, &fx.service).await {
             Ok(()) => Ok(()),
             Err(e) if e.is_implemented_elsewhere() => {
                 Err("must not return ImplementedElsewhere".into())
             }
-            Err(e) => Err(format!("error: {e}")),
+            Err(e) => Err(Miss::from(e)),
         },
     );
-    report.result("the load-balancer name is stable and non-empty", {
+    report.checked("the load-balancer name is stable and non-empty", {
         let a = lb.get_load_balancer_name(cluster, &fx.service);
         let b = lb.get_load_balancer_name(cluster, &fx.service);
         if a.is_empty() || a != b {
-            Err(format!("{a:?} / {b:?}"))
+            Err(format!("{a:?} / {b:?}").into())
         } else {
             Ok(())
         }
@@ -379,46 +438,31 @@ async fn routes(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut Repo
         ..Default::default()
     };
     let hint = "stratus-conformance-route";
-    report.result(
+    report.checked(
         "created routes are listed",
         async {
-            routes
-                .create_route(cluster, hint, &route)
-                .await
-                .map_err(|e| e.to_string())?;
-            let listed = routes
-                .list_routes(cluster)
-                .await
-                .map_err(|e| e.to_string())?;
+            routes.create_route(cluster, hint, &route).await?;
+            let listed = routes.list_routes(cluster).await?;
             match listed.iter().find(|r| r.destination_cidr == fx.route_cidr) {
                 Some(r) if r.target_node == target => Ok(()),
-                Some(r) => Err(format!("target {:?}, wanted {target:?}", r.target_node)),
+                Some(r) => Err(format!("target {:?}, wanted {target:?}", r.target_node).into()),
                 None => Err("the route is not listed".into()),
             }
         }
         .await,
     );
-    report.result(
+    report.checked(
         "deleted routes are not listed",
         async {
-            let listed = routes
-                .list_routes(cluster)
-                .await
-                .map_err(|e| e.to_string())?;
+            let listed = routes.list_routes(cluster).await?;
             let Some(r) = listed
                 .into_iter()
                 .find(|r| r.destination_cidr == fx.route_cidr)
             else {
                 return Err("nothing to delete".into());
             };
-            routes
-                .delete_route(cluster, &r)
-                .await
-                .map_err(|e| e.to_string())?;
-            let listed = routes
-                .list_routes(cluster)
-                .await
-                .map_err(|e| e.to_string())?;
+            routes.delete_route(cluster, &r).await?;
+            let listed = routes.list_routes(cluster).await?;
             if listed.iter().any(|r| r.destination_cidr == fx.route_cidr) {
                 Err("still listed".into())
             } else {

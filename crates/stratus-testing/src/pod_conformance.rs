@@ -35,6 +35,9 @@ use tokio::sync::watch;
 use crate::ApiServer;
 use crate::conformance::{Outcome, Report};
 
+mod watched;
+use watched::Watched;
+
 const NODE: &str = "vk-conformance";
 const NAMESPACE: &str = "default";
 /// How long each case waits for the cluster to converge by default.
@@ -52,16 +55,35 @@ fn pod(name: &str, extra_env: serde_json::Value) -> Result<Pod, String> {
     .map_err(|e| e.to_string())
 }
 
-/// Poll `check` until it is `Ok(true)` or `WAIT` passes.
-async fn until<F, Fut>(wait: Duration, what: &str, mut check: F) -> Result<(), String>
+/// How long a case waits before giving up early when a lifecycle method
+/// answered `NotImplemented` (a generated provider answers it everywhere).
+const NOT_IMPLEMENTED_GRACE: Duration = Duration::from_secs(3);
+
+/// Poll `check` until it is `Ok(true)` or `wait` passes, or, once
+/// [`NOT_IMPLEMENTED_GRACE`] has passed, a lifecycle method has answered
+/// `NotImplemented`.
+async fn until<F, Fut>(
+    wait: Duration,
+    watched: &Watched,
+    what: &str,
+    mut check: F,
+) -> Result<(), String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, String>>,
 {
-    let deadline = Instant::now() + wait;
+    let started = Instant::now();
+    let deadline = started + wait;
     loop {
         if check().await? {
             return Ok(());
+        }
+        if started.elapsed() > NOT_IMPLEMENTED_GRACE
+            && let Some(methods) = watched.unimplemented()
+        {
+            return Err(format!(
+                "gave up waiting for {what}: {methods} answer NotImplemented"
+            ));
         }
         if Instant::now() > deadline {
             return Err(format!("timed out after {wait:?} waiting for {what}"));
@@ -72,6 +94,7 @@ where
 
 struct Case {
     wait: Duration,
+    watched: Arc<Watched>,
     pods: Api<Pod>,
     events: Api<Event>,
     provider: Arc<dyn PodLifecycleHandler>,
@@ -87,11 +110,16 @@ impl Case {
     }
 
     async fn running(&self, name: &str) -> Result<(), String> {
-        until(self.wait, &format!("{name} Running with an IP"), || async {
-            let p = self.pods.get(name).await.map_err(|e| e.to_string())?;
-            let status = p.status.unwrap_or_default();
-            Ok(status.phase.as_deref() == Some("Running") && status.pod_ip.is_some())
-        })
+        until(
+            self.wait,
+            &self.watched,
+            &format!("{name} Running with an IP"),
+            || async {
+                let p = self.pods.get(name).await.map_err(|e| e.to_string())?;
+                let status = p.status.unwrap_or_default();
+                Ok(status.phase.as_deref() == Some("Running") && status.pod_ip.is_some())
+            },
+        )
         .await
     }
 
@@ -104,17 +132,22 @@ impl Case {
     }
 
     async fn has_event(&self, name: &str, reason: &str) -> Result<(), String> {
-        until(self.wait, &format!("event {reason} on {name}"), || async {
-            let list = self
-                .events
-                .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(list
-                .items
-                .iter()
-                .any(|e| e.reason.as_deref() == Some(reason)))
-        })
+        until(
+            self.wait,
+            &self.watched,
+            &format!("event {reason} on {name}"),
+            || async {
+                let list = self
+                    .events
+                    .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(list
+                    .items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some(reason)))
+            },
+        )
         .await
     }
 
@@ -123,21 +156,43 @@ impl Case {
             .delete(name, &DeleteParams::default().grace_period(grace))
             .await
             .map_err(|e| format!("deleting: {e}"))?;
-        until(self.wait, &format!("{name} gone from the API"), || async {
-            Ok(self
-                .pods
-                .get_opt(name)
-                .await
-                .map_err(|e| e.to_string())?
-                .is_none())
-        })
+        until(
+            self.wait,
+            &self.watched,
+            &format!("{name} gone from the API"),
+            || async {
+                Ok(self
+                    .pods
+                    .get_opt(name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_none())
+            },
+        )
         .await?;
         until(
             self.wait,
+            &self.watched,
             &format!("{name} gone from the provider"),
             || async { Ok(!self.in_provider(name).await?) },
         )
         .await
+    }
+}
+
+/// Record a case's result: a failure while a lifecycle method answers
+/// `NotImplemented` is what is left to write, not a broken contract.
+fn settle(report: &mut Report, watched: &Watched, name: &'static str, result: Result<(), String>) {
+    match (result, watched.unimplemented()) {
+        (Err(why), Some(methods)) => report.push(
+            name,
+            Outcome::NotImplemented(if why.contains("answer NotImplemented") {
+                why
+            } else {
+                format!("{why} (left to write: {methods})")
+            }),
+        ),
+        (result, _) => report.result(name, result),
     }
 }
 
@@ -162,7 +217,8 @@ pub async fn run_pod_conformance_within(
         }
     };
     let client = api.client();
-    let provider = make();
+    let watched = Arc::new(Watched::new(make()));
+    let provider: Arc<dyn PodLifecycleHandler> = watched.clone();
     let node = match crate::kubelet_api::virtual_node_with_api(
         &api,
         NodeConfig::new(NODE, "conformance"),
@@ -180,15 +236,18 @@ pub async fn run_pod_conformance_within(
     let running = tokio::spawn(node.run(stopped));
     let case = Case {
         wait,
+        watched: watched.clone(),
         pods: Api::namespaced(client.clone(), NAMESPACE),
         events: Api::namespaced(client.clone(), NAMESPACE),
         provider: provider.clone(),
     };
     let nodes: Api<Node> = Api::all(client.clone());
 
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "the node registers and is Ready",
-        until(wait, "the node Ready", || async {
+        until(wait, &watched, "the node Ready", || async {
             let n = nodes.get_opt(NODE).await.map_err(|e| e.to_string())?;
             Ok(n.and_then(|n| n.status?.conditions)
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
@@ -196,7 +255,9 @@ pub async fn run_pod_conformance_within(
         .await,
     );
 
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "a pod runs with an IP and is listed by the provider",
         async {
             case.create(pod("basic", serde_json::json!([]))?).await?;
@@ -232,7 +293,9 @@ pub async fn run_pod_conformance_within(
                 .map_err(|e| format!("GET {path}: {e}"))
         }
     };
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "the kubelet API lists the node's pods (/pods) and the running ones (/runningpods/)",
         async {
             let list: serde_json::Value =
@@ -279,7 +342,9 @@ pub async fn run_pod_conformance_within(
             Outcome::Skipped("the provider serves no stats summary".into()),
         );
     } else {
-        report.result(
+        settle(
+            &mut report,
+            &watched,
             "the stats summary has the node, the pod and its containers",
             async {
                 stats_ready.clone()?;
@@ -319,7 +384,7 @@ pub async fn run_pod_conformance_within(
             Outcome::Skipped("the provider serves no resource metrics".into()),
         );
     } else {
-        report.result(
+        settle(&mut report, &watched,
             "resource metrics have the pod and one series per container",
             async {
                 stats_ready.clone()?;
@@ -345,7 +410,9 @@ pub async fn run_pod_conformance_within(
         );
     }
 
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "a label change reaches the provider",
         async {
             case.pods
@@ -356,7 +423,7 @@ pub async fn run_pod_conformance_within(
                 )
                 .await
                 .map_err(|e| e.to_string())?;
-            until(wait, "the label in the provider", || async {
+            until(wait, &watched, "the label in the provider", || async {
                 let p = provider
                     .get_pod(NAMESPACE, "basic")
                     .await
@@ -369,12 +436,16 @@ pub async fn run_pod_conformance_within(
         .await,
     );
 
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "a graceful delete removes the pod from the provider",
         async { case.deleted("basic", 1).await }.await,
     );
 
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "a forced delete removes the pod from the provider",
         async {
             case.create(pod("forced", serde_json::json!([]))?).await?;
@@ -397,7 +468,7 @@ pub async fn run_pod_conformance_within(
         ),
     ] {
         let optional = format!("optional-{}", source.to_lowercase());
-        report.result(
+        settle(&mut report, &watched,
             if source == "secretKeyRef" {
                 "a missing optional Secret lets the pod run, with an event"
             } else {
@@ -412,7 +483,7 @@ pub async fn run_pod_conformance_within(
             .await,
         );
         let mandatory = format!("mandatory-{}", source.to_lowercase());
-        report.result(
+        settle(&mut report, &watched,
             if source == "secretKeyRef" {
                 "a missing mandatory Secret keeps the pod out of the provider, with an event"
             } else {
@@ -431,7 +502,9 @@ pub async fn run_pod_conformance_within(
         );
     }
 
-    report.result(
+    settle(
+        &mut report,
+        &watched,
         "unknown pods are None or NotFound, not errors",
         async {
             match provider.get_pod(NAMESPACE, "never-created").await {

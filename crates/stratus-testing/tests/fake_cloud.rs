@@ -262,3 +262,74 @@ async fn load_balancers_classes_and_elsewhere() {
     assert!(!lb.classes().serves(None));
     assert!(lb.classes().serves(Some("fake.example/internal")));
 }
+
+/// A provider as `cargo xtask new-provider` writes it: every capability
+/// offered, every method answering `NotImplemented`.
+struct Unwritten;
+
+#[async_trait]
+impl InstancesV2 for Unwritten {
+    async fn instance_exists(&self, _: &Node) -> stratus_cloud::Result<bool> {
+        Err(CloudError::not_implemented())
+    }
+    async fn instance_shutdown(&self, _: &Node) -> stratus_cloud::Result<bool> {
+        Err(CloudError::not_implemented())
+    }
+    async fn instance_metadata(&self, _: &Node) -> stratus_cloud::Result<Option<InstanceMetadata>> {
+        Err(CloudError::not_implemented())
+    }
+}
+
+#[async_trait]
+impl stratus_cloud::Routes for Unwritten {
+    async fn list_routes(&self, _: &str) -> stratus_cloud::Result<Vec<stratus_cloud::Route>> {
+        Err(CloudError::not_implemented())
+    }
+    async fn create_route(
+        &self,
+        _: &str,
+        _: &str,
+        _: &stratus_cloud::Route,
+    ) -> stratus_cloud::Result<()> {
+        Err(CloudError::not_implemented())
+    }
+    async fn delete_route(&self, _: &str, _: &stratus_cloud::Route) -> stratus_cloud::Result<()> {
+        Err(CloudError::not_implemented())
+    }
+}
+
+impl CloudProvider for Unwritten {
+    fn provider_name(&self) -> &str {
+        "unwritten"
+    }
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        Some(self)
+    }
+    fn routes(&self) -> Option<&dyn stratus_cloud::Routes> {
+        Some(self)
+    }
+}
+
+#[tokio::test]
+async fn methods_left_not_implemented_are_listed_not_failed() {
+    let report = run_cloud_conformance(&Unwritten, &CloudFixtures::new("live", "gone")).await;
+    report.assert_passed();
+    let left: Vec<&str> = report.not_implemented().iter().map(|c| c.name).collect();
+    assert!(
+        left.contains(&"instance_exists is true for an existing instance"),
+        "{report}"
+    );
+    assert!(left.contains(&"created routes are listed"), "{report}");
+    assert!(
+        report.to_string().contains("left     instance_metadata"),
+        "{report}"
+    );
+    let complete = std::panic::catch_unwind(|| report.assert_complete());
+    assert!(complete.is_err(), "an unwritten provider is not complete");
+    // A finished provider is complete.
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("live"));
+    run_cloud_conformance(&cloud, &CloudFixtures::new("live", "gone"))
+        .await
+        .assert_complete();
+}

@@ -10,6 +10,7 @@
 //! | `pod` | `stratus-pod`: the pod-provider interfaces | `kubelet` |
 //! | `kubelet` | `stratus-kubelet`: the virtual node (Node, Lease, pods) | `kubelet` |
 //! | `testing` | `stratus-testing`: API server, FakeCloud, conformance | `testing` |
+//! | `cloud::mock`, `pod::mock` | mockall mocks of the interfaces | `mock` |
 //!
 //! A cloud controller manager's whole `main`:
 //!
