@@ -1,6 +1,8 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
 //! formatting, clippy, the workspace tests, the docs, packaging every
-//! library crate as crates.io would build it, the kubectl scripts (one
+//! library crate as crates.io would build it, the generated provider
+//! crates of both kinds (built and tested outside the workspace), the
+//! kubectl scripts (one
 //! with the newest kubectl against a process node, whose pods are real
 //! processes, one against an offload node, whose pods run in a second API
 //! server)
@@ -74,6 +76,14 @@ const STEPS: &[Step] = &[
         // run (see `forget_packed_workspace_crates`) without touching the
         // workspace's builds.
         env: &[("CARGO_TARGET_DIR", PACKAGE_TARGET_DIR)],
+    },
+    Step {
+        // Both kinds of `cargo xtask new-provider` crate, generated outside
+        // the workspace, linted and tested there.
+        name: "generated-providers",
+        program: "bash",
+        args: &["scripts/generated-providers.sh"],
+        env: &[],
     },
     Step {
         name: "kubectl",

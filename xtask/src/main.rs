@@ -5,6 +5,7 @@
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
+//! - `new-provider`: a provider crate generated from `templates/`.
 
 mod apiserver;
 mod bench;
@@ -20,6 +21,7 @@ mod demo_process;
 mod generated;
 mod heap_meter;
 mod manifests;
+mod new_provider;
 mod protobuf_schema;
 
 /// Counts the controllers' heap in `bench ccm`; otherwise the system
@@ -39,7 +41,9 @@ tasks:
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
-  manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares";
+  manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
+  new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V]
+              write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)";
 
 /// Wait for SIGINT or SIGTERM.
 pub(crate) async fn wait_for_signal() {
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("demo") => parse_and_run(&args, demo::run),
         Some("manifests") => manifests::run(&args[1..]),
+        Some("new-provider") => new_provider::run(&args),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -57,7 +57,7 @@ fn render() -> Result<Vec<(&'static str, String)>, String> {
 }
 
 /// Objects as YAML documents separated by `---`.
-fn documents(objects: &[Value]) -> Result<String, String> {
+pub(crate) fn documents(objects: &[Value]) -> Result<String, String> {
     let mut out = String::new();
     for (i, object) in objects.iter().enumerate() {
         if i > 0 {
