@@ -34,8 +34,15 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
         .add_node(NodeSpec::new("n1").with_heartbeat(Duration::from_secs(3600)))
         .await
         .unwrap();
+    // The manager builds its own client from a kubeconfig (so its requests
+    // are counted in rest_client_*).
+    let kubeconfig =
+        std::env::temp_dir().join(format!("stratus-ccm-run-{}.kubeconfig", std::process::id()));
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let kubeconfig_flag = format!("--kubeconfig={}", kubeconfig.display());
     let flags = options(&[
         "--cloud-provider=fake",
+        &kubeconfig_flag,
         "--controllers=*,-route",
         "--leader-elect-lease-duration=4s",
         "--leader-elect-renew-deadline=2s",
@@ -45,7 +52,6 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
     ]);
     let (stop, stopped) = watch::channel(false);
     let manager = CloudControllerManager::new(flags)
-        .with_client(cluster.client())
         .with_provider(Arc::new(cloud.clone()))
         .with_admin_addr("127.0.0.1:0".parse().unwrap())
         .with_identity("ccm-a")
@@ -106,6 +112,15 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
         body.contains("leader_election_master_status{name=\"cloud-controller-manager\"} 1"),
         "{body}"
     );
+    // client-go's API client families: the Node was read and patched.
+    let host = format!("host=\"127.0.0.1:{}\"", cluster.server().addr().port());
+    for series in [
+        format!("rest_client_requests_total{{code=\"200\",method=\"GET\",{host}}} "),
+        format!("rest_client_requests_total{{code=\"200\",method=\"PATCH\",{host}}} "),
+        format!("rest_client_request_duration_seconds_count{{verb=\"PATCH\",{host}}} "),
+    ] {
+        assert!(body.contains(&series), "{series} in {body}");
+    }
     // The process collector, as every Go component has it.
     for family in [
         "process_cpu_seconds_total ",
@@ -127,6 +142,7 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
     manager.wait().await.unwrap();
     let lease = leases.get("cloud-controller-manager").await.unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity.unwrap_or_default(), "");
+    let _ = std::fs::remove_file(&kubeconfig);
 }
 
 #[tokio::test]

@@ -105,6 +105,14 @@ async fn a_registered_provider_runs_from_gos_flags() {
         metrics.contains("process_resident_memory_bytes "),
         "{metrics}"
     );
+    // client-go's API client families: the node's requests, by code.
+    for series in [
+        "rest_client_requests_total{code=\"201\",method=\"POST\",host=\"127.0.0.1:",
+        "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"127.0.0.1:",
+        "rest_client_request_duration_seconds_bucket{le=\"0.005\",verb=\"GET\",host=\"127.0.0.1:",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
     let health = http_get(metrics_port, "/healthz?verbose").await;
     assert!(health.contains("node/vk-command"), "{health}");
     stop.send(true).unwrap();

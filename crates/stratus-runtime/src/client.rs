@@ -29,12 +29,14 @@ use kube::client::ClientBuilder;
 use tokio::time::{Instant, Sleep};
 use tower::{Layer, Service};
 
+use crate::metrics::RestClientMetrics;
+
 mod service_account;
 
 pub use service_account::{TOKEN_EXPIRATION, service_account_client};
 
 /// How the client talks to the API server.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// Sustained requests per second (`--kube-api-qps`). Zero or less means
     /// no limit.
@@ -44,6 +46,9 @@ pub struct ClientOptions {
     pub burst: u32,
     /// The `User-Agent` header.
     pub user_agent: String,
+    /// Count and time every request in client-go's `rest_client_*`
+    /// families.
+    pub metrics: Option<RestClientMetrics>,
 }
 
 impl ClientOptions {
@@ -54,6 +59,7 @@ impl ClientOptions {
             qps: 20.0,
             burst: 30,
             user_agent: format!("{component}/v{}", env!("CARGO_PKG_VERSION")),
+            metrics: None,
         }
     }
 }
@@ -102,14 +108,114 @@ fn build_client_with(
     if options.qps > 0.0 && options.burst == 0 {
         return Err(ClientError::ZeroBurst(options.qps));
     }
+    let host: Arc<str> = config
+        .cluster_url
+        .authority()
+        .map_or_else(String::new, |a| a.to_string())
+        .into();
     let builder = ClientBuilder::try_from(config)?;
     let limit = (options.qps > 0.0).then(|| RateLimitLayer::new(options.qps, options.burst));
+    // The metrics layer is outermost of ours: its latency includes the
+    // wait for a token, as client-go's (measured around the rate limiter).
+    let observed = ObservedLayer {
+        metrics: options.metrics.clone(),
+        host,
+    };
     Ok(match (bearer, limit) {
-        (Some(bearer), Some(limit)) => builder.with_layer(&bearer).with_layer(&limit).build(),
-        (Some(bearer), None) => builder.with_layer(&bearer).build(),
-        (None, Some(limit)) => builder.with_layer(&limit).build(),
-        (None, None) => builder.build(),
+        (Some(bearer), Some(limit)) => builder
+            .with_layer(&bearer)
+            .with_layer(&limit)
+            .with_layer(&observed)
+            .build(),
+        (Some(bearer), None) => builder.with_layer(&bearer).with_layer(&observed).build(),
+        (None, Some(limit)) => builder.with_layer(&limit).with_layer(&observed).build(),
+        (None, None) => builder.with_layer(&observed).build(),
     })
+}
+
+/// Counts and times each request into [`RestClientMetrics`] (nothing when
+/// the options have none).
+#[derive(Debug, Clone)]
+struct ObservedLayer {
+    metrics: Option<RestClientMetrics>,
+    host: Arc<str>,
+}
+
+impl<S> Layer<S> for ObservedLayer {
+    type Service = Observed<S>;
+
+    fn layer(&self, inner: S) -> Observed<S> {
+        Observed {
+            inner,
+            metrics: self.metrics.clone(),
+            host: self.host.clone(),
+        }
+    }
+}
+
+/// The service of [`ObservedLayer`].
+#[derive(Debug, Clone)]
+struct Observed<S> {
+    inner: S,
+    metrics: Option<RestClientMetrics>,
+    host: Arc<str>,
+}
+
+impl<S, B, RB> Service<http::Request<B>> for Observed<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ObservedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.method().clone();
+        ObservedFuture {
+            inner: Box::pin(self.inner.call(request)),
+            record: self.metrics.clone().map(|metrics| Record {
+                metrics,
+                method,
+                host: self.host.clone(),
+                started: Instant::now(),
+            }),
+        }
+    }
+}
+
+/// What [`ObservedFuture`] records once the answer is in.
+struct Record {
+    metrics: RestClientMetrics,
+    method: http::Method,
+    host: Arc<str>,
+    started: Instant,
+}
+
+/// A request on its way: records its code and latency when it ends.
+struct ObservedFuture<F> {
+    inner: Pin<Box<F>>,
+    record: Option<Record>,
+}
+
+impl<F, RB, E> Future for ObservedFuture<F>
+where
+    F: Future<Output = Result<http::Response<RB>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let out = ready!(self.inner.as_mut().poll(cx));
+        if let Some(r) = self.record.take() {
+            let code = out.as_ref().ok().map(|response| response.status().as_u16());
+            r.metrics
+                .observe(r.method.as_str(), &r.host, code, r.started.elapsed());
+        }
+        Poll::Ready(out)
+    }
 }
 
 /// A token bucket with golang.org/x/time/rate's reservation semantics: a

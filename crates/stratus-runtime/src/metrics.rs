@@ -1,7 +1,8 @@
 //! Prometheus metrics (prometheus-client) for controllers: the work-queue
 //! metrics with client-go's names, reconcile outcomes and latencies, calls
 //! to an external API such as a cloud provider, and the process collector
-//! (`process_*`, client_golang's names).
+//! (`process_*`, client_golang's names) and the API client's requests
+//! (`rest_client_*`, client-go's names).
 //!
 //! Each family set is registered once into a vendor's
 //! [`Registry`] and handed to the
@@ -22,12 +23,14 @@ mod calls;
 mod exposition_filter;
 mod process;
 mod reconcile;
+mod rest_client;
 mod workqueue;
 
 pub use calls::{CallMetrics, CallResult};
 pub use exposition_filter::{MetricsFilter, MetricsFilterError, UNEXPECTED};
 pub use process::ProcessCollector;
 pub use reconcile::{ControllerReconcileMetrics, ReconcileMetrics};
+pub use rest_client::RestClientMetrics;
 pub use workqueue::{QueueMetrics, WorkQueueMetrics};
 
 use prometheus_client::registry::Registry;

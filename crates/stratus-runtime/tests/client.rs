@@ -14,6 +14,7 @@ async fn requests_carry_the_user_agent_and_respect_the_budget() {
         qps: 10.0,
         burst: 2,
         user_agent: "sample-ccm/v9".into(),
+        metrics: None,
     };
     let client = build_client(server.config().unwrap(), &options).unwrap();
     let namespaces: Api<Namespace> = Api::all(client);
@@ -65,4 +66,38 @@ async fn bad_options_are_typed_errors() {
     };
     assert!(matches!(err, ClientError::ZeroBurst(_)));
     assert!(err.to_string().contains("burst must be at least 1"));
+}
+
+#[tokio::test]
+async fn requests_are_counted_by_code_method_and_host() {
+    let server = ApiServer::start().await.unwrap();
+    let metrics = stratus_runtime::metrics::RestClientMetrics::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let mut options = ClientOptions::new("metrics-test");
+    options.metrics = Some(metrics.clone());
+    let client = build_client(server.config().unwrap(), &options).unwrap();
+    let namespaces: Api<Namespace> = Api::all(client);
+    namespaces.get("default").await.unwrap();
+    namespaces.get("default").await.unwrap();
+    assert!(namespaces.get("nowhere").await.is_err());
+    let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+    let host = format!("host=\"127.0.0.1:{}\"", server.addr().port());
+    for series in [
+        format!("rest_client_requests_total{{code=\"200\",method=\"GET\",{host}}} 2"),
+        format!("rest_client_requests_total{{code=\"404\",method=\"GET\",{host}}} 1"),
+        format!("rest_client_request_duration_seconds_count{{verb=\"GET\",{host}}} 3"),
+    ] {
+        assert!(text.contains(&series), "{series} in {text}");
+    }
+    // A server that is gone: no answer, client-go's `<error>` code.
+    drop(server);
+    assert!(namespaces.get("default").await.is_err());
+    let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+    assert!(
+        text.contains(&format!(
+            "rest_client_requests_total{{code=\"<error>\",method=\"GET\",{host}}}"
+        )),
+        "{text}"
+    );
 }

@@ -310,6 +310,8 @@ impl CloudControllerManager {
         let mut client_options = ClientOptions::new("cloud-controller-manager");
         client_options.qps = o.kube_api_qps;
         client_options.burst = o.kube_api_burst;
+        let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
+        client_options.metrics = Some(rest_client.clone());
         // Per-controller ServiceAccount clients are made from the same
         // cluster configuration.
         let config = match (&self.client, o.use_service_account_credentials) {
@@ -363,6 +365,8 @@ impl CloudControllerManager {
         let mut registry = self.registry.unwrap_or_default();
         let metrics = CcmMetrics::register(&mut registry);
         stratus_runtime::metrics::ProcessCollector::register(&mut registry);
+        // Counts the clients built here (not a client the vendor passed in).
+        rest_client.register(&mut registry);
         let running: Family<Vec<(&'static str, String)>, Gauge> = Family::default();
         registry.register(
             "running_managed_controllers",

@@ -157,7 +157,10 @@ where
     Command::new().run_with_args(args, stop).await
 }
 
-async fn client(kubeconfig: &str) -> Result<kube::Client, CommandError> {
+async fn client(
+    kubeconfig: &str,
+    metrics: &stratus_runtime::metrics::RestClientMetrics,
+) -> Result<kube::Client, CommandError> {
     let config = if kubeconfig.is_empty() {
         kube::Config::infer()
             .await
@@ -169,7 +172,13 @@ async fn client(kubeconfig: &str) -> Result<kube::Client, CommandError> {
             .await
             .map_err(|e| CommandError::Client(e.to_string()))?
     };
-    kube::Client::try_from(config).map_err(|e| CommandError::Client(e.to_string()))
+    // No client-side budget (Go virtual-kubelet sets none); every request
+    // counted in `rest_client_*`.
+    let mut options = stratus_runtime::client::ClientOptions::new("virtual-kubelet");
+    options.qps = 0.0;
+    options.metrics = Some(metrics.clone());
+    stratus_runtime::client::build_client(config, &options)
+        .map_err(|e| CommandError::Client(e.to_string()))
 }
 
 /// The kubelet API server, and the certificate rotation to run beside it.
@@ -216,10 +225,12 @@ async fn kubelet_server(
 /// and health checks, served as `/metrics`, `/healthz` and `/readyz`.
 async fn metrics_server(
     addr: std::net::SocketAddr,
+    rest_client: &stratus_runtime::metrics::RestClientMetrics,
 ) -> Result<(KubeletMetrics, HealthChecks, AdminServer), CommandError> {
     let mut registry = Registry::default();
     let metrics = KubeletMetrics::register(&mut registry);
     stratus_runtime::metrics::ProcessCollector::register(&mut registry);
+    rest_client.register(&mut registry);
     let checks = HealthChecks::new();
     let server = AdminServer::builder(addr)
         .plain_http()
@@ -236,7 +247,8 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         name: o.provider.clone(),
         registered: registered_providers().join(", "),
     })?;
-    let client = client(&o.kubeconfig).await?;
+    let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
+    let client = client(&o.kubeconfig, &rest_client).await?;
     let resources = Arc::new(ApiResources::new(
         client.clone(),
         std::time::Duration::from_secs(60),
@@ -273,7 +285,7 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         builder = builder.node_provider(node_provider);
     }
     if let ListenAddr(Some(addr)) = o.metrics_addr {
-        let (metrics, checks, server) = metrics_server(addr).await?;
+        let (metrics, checks, server) = metrics_server(addr, &rest_client).await?;
         tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
         tokio::spawn(server.serve(stop.clone()));
         builder = builder.metrics(metrics).health_checks(checks);
