@@ -2,7 +2,7 @@
 //! formatting, clippy, the workspace tests, the docs, packaging every
 //! library crate as crates.io would build it, the generated provider
 //! crates of both kinds (built and tested outside the workspace), the
-//! kubectl scripts (one
+//! end-to-end runner against the demo cluster, the kubectl scripts (one
 //! with the newest kubectl against a process node, whose pods are real
 //! processes, one against an offload node, whose pods run in a second API
 //! server)
@@ -83,6 +83,14 @@ const STEPS: &[Step] = &[
         name: "generated-providers",
         program: "bash",
         args: &["scripts/generated-providers.sh"],
+        env: &[],
+    },
+    Step {
+        // `cargo xtask e2e` against the demo cluster: the manager's and
+        // three virtual nodes' end-to-end checks, as against a real cluster.
+        name: "e2e-demo",
+        program: "bash",
+        args: &["scripts/e2e-demo.sh"],
         env: &[],
     },
     Step {

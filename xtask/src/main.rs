@@ -3,6 +3,7 @@
 //! - `ci`: formatting, lints, tests and docs, as CI runs them.
 //! - `apiserver`: the harness's in-memory API server in the foreground.
 //! - `demo`: a demo cluster on the embedded API server.
+//! - `e2e`: the end-to-end checks against a cluster (a kubeconfig).
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
 //! - `new-provider`: a provider crate generated from `templates/`.
@@ -18,6 +19,7 @@ mod ci;
 mod demo;
 mod demo_offload;
 mod demo_process;
+mod e2e;
 mod generated;
 mod heap_meter;
 mod manifests;
@@ -41,6 +43,7 @@ tasks:
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
+  e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
   new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V]
               write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)";
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Some("apiserver") => parse_and_run(&args, apiserver::run),
         Some("bench") => bench::run(&args[1..]),
         Some("demo") => parse_and_run(&args, demo::run),
+        Some("e2e") => parse_and_run(&args, e2e::run),
         Some("manifests") => manifests::run(&args[1..]),
         Some("new-provider") => new_provider::run(&args),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),

@@ -43,6 +43,7 @@ pub mod apiserver;
 pub mod cluster;
 pub mod conformance;
 pub mod csr_signer;
+pub mod e2e;
 pub mod fake_cloud;
 pub mod http_status;
 pub mod insecure;

@@ -24,7 +24,7 @@
 //! ```
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -66,30 +66,22 @@ async fn until<F, Fut>(
     wait: Duration,
     watched: &Watched,
     what: &str,
-    mut check: F,
+    check: F,
 ) -> Result<(), String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, String>>,
 {
-    let started = Instant::now();
-    let deadline = started + wait;
-    loop {
-        if check().await? {
-            return Ok(());
+    crate::wait::poll_until(wait, what, check, |waited| {
+        if waited <= NOT_IMPLEMENTED_GRACE {
+            return None;
         }
-        if started.elapsed() > NOT_IMPLEMENTED_GRACE
-            && let Some(methods) = watched.unimplemented()
-        {
-            return Err(format!(
-                "gave up waiting for {what}: {methods} answer NotImplemented"
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out after {wait:?} waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let methods = watched.unimplemented()?;
+        Some(format!(
+            "gave up waiting for {what}: {methods} answer NotImplemented"
+        ))
+    })
+    .await
 }
 
 struct Case {

@@ -117,3 +117,68 @@ async fn methods_left_not_implemented_are_listed_not_failed() {
         started.elapsed()
     );
 }
+
+/// The end-to-end runner, pointed at a cluster whose virtual node is
+/// healthy (every check passes) or whose provider never deletes pods (the
+/// deletion checks fail and name `delete_pod`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_e2e_runner_passes_a_healthy_node_and_names_a_broken_contract() {
+    use stratus_testing::e2e::{E2eConfig, cleanup, run_virtual_node_e2e};
+    let api = stratus_testing::ApiServer::start().await.unwrap();
+    let mut nodes = Vec::new();
+    for (name, provider) in [
+        (
+            "vk-healthy",
+            Arc::new(MockPodProvider::new().with_node_name("vk-healthy"))
+                as Arc<dyn PodLifecycleHandler>,
+        ),
+        (
+            "vk-never-deletes",
+            Arc::new(NeverDeletes(
+                MockPodProvider::new().with_node_name("vk-never-deletes"),
+            )) as _,
+        ),
+    ] {
+        let mut config = stratus_kubelet::node::NodeConfig::new(name, "mock");
+        config.renew_interval = std::time::Duration::from_millis(500);
+        let node = stratus_testing::kubelet_api::virtual_node_with_api(&api, config, provider)
+            .await
+            .unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        nodes.push((stop, tokio::spawn(node.run(stopped))));
+    }
+    let config = E2eConfig {
+        wait: std::time::Duration::from_secs(5),
+        ..E2eConfig::default()
+    };
+    let healthy = run_virtual_node_e2e(api.client(), "vk-healthy", &config).await;
+    healthy.assert_complete();
+    assert!(healthy.checks.len() >= 9, "{healthy}");
+
+    let broken = run_virtual_node_e2e(api.client(), "vk-never-deletes", &config).await;
+    let failed: Vec<String> = broken
+        .failures()
+        .iter()
+        .map(|c| format!("{}: {:?}", c.name, c.outcome))
+        .collect();
+    assert_eq!(failed.len(), 2, "{broken}");
+    for f in &failed {
+        assert!(f.contains("delete removes the pod"), "{broken}");
+        assert!(
+            f.contains("the provider still runs a deleted pod (delete_pod)"),
+            "{broken}"
+        );
+    }
+    // Nothing the runner made is left, and cleanup finds nothing to do.
+    let pods: kube::Api<Pod> = kube::Api::namespaced(api.client(), "default");
+    let left = pods
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=stratus-e2e"))
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "{:?}", left.items);
+    assert_eq!(cleanup(api.client(), "default").await.unwrap(), 0);
+    for (stop, task) in nodes {
+        stop.send(true).unwrap();
+        let _ = task.await;
+    }
+}
