@@ -36,7 +36,7 @@ mod options;
 pub mod rbac;
 mod registry;
 
-pub use command::{Command, CommandError, run_main, run_with_args};
+pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
 pub use options::{KubeletOptions, ListenAddr, parse_listen_addr};
 pub use registry::{
     ProviderFactory, ProviderInit, Providers, ProvidersFuture, RegistryError,

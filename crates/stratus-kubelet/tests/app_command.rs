@@ -119,3 +119,75 @@ async fn a_registered_provider_runs_from_gos_flags() {
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);
 }
+
+/// A vendor's own flags, next to Go virtual-kubelet's.
+#[derive(Debug, clap::Args)]
+struct BackendFlags {
+    /// The backend's endpoint.
+    #[arg(long, default_value = "https://backend.invalid")]
+    backend_endpoint: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vendor_flags_are_parsed_and_reach_the_factory() {
+    use stratus_kubelet::app::Command;
+    // The factory reports what it got as its error, so the test sees it
+    // without running a node.
+    register_pod_provider("flags-test", |init: ProviderInit| {
+        let flags = init
+            .flags::<BackendFlags>()
+            .ok_or("no BackendFlags in the command")?;
+        Err(format!("endpoint={}", flags.backend_endpoint))
+    })
+    .unwrap();
+    let api = ApiServer::start().await.unwrap();
+    let kubeconfig =
+        std::env::temp_dir().join(format!("vk-flags-{}.kubeconfig", std::process::id()));
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let err = Command::with_flags::<BackendFlags>()
+        .default_provider("flags-test")
+        .run_with_args(
+            [
+                "my-virtual-kubelet".to_string(),
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--nodename=vk-flags".into(),
+                "--backend-endpoint=https://backend.example.com".into(),
+            ],
+            stopped.clone(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CommandError::Provider { message, .. } if message == "endpoint=https://backend.example.com"),
+        "{err}"
+    );
+    // A command without them hands the factory no BackendFlags.
+    let err = Command::new()
+        .run_with_args(
+            [
+                "virtual-kubelet".to_string(),
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--nodename=vk-flags".into(),
+                "--provider=flags-test".into(),
+            ],
+            stopped.clone(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no BackendFlags"), "{err}");
+    // They are in --help, and an unknown one is refused.
+    let help = Command::with_flags::<BackendFlags>()
+        .run_with_args(["my-virtual-kubelet", "--help"], stopped.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(help.contains("--backend-endpoint"), "{help}");
+    assert!(help.contains("--nodename"), "{help}");
+    let unknown = Command::new()
+        .run_with_args(["virtual-kubelet", "--backend-endpoint=x"], stopped)
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, CommandError::Args(_)), "{unknown}");
+    let _ = std::fs::remove_file(&kubeconfig);
+}

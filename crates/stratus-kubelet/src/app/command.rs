@@ -1,10 +1,11 @@
 //! Running the virtual kubelet from its flags.
 
+use std::any::Any;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{CommandFactory, FromArgMatches, Parser};
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 use stratus_runtime::tls::reloading_pem_files;
 use tokio::sync::watch;
@@ -30,10 +31,16 @@ use crate::{VirtualNode, VirtualNodeError};
     version,
     about = "A virtual kubelet: a Kubernetes node whose pods a provider runs."
 )]
-struct Cli {
+struct Cli<F: Args> {
     #[command(flatten)]
     options: KubeletOptions,
+    #[command(flatten)]
+    flags: F,
 }
+
+/// No vendor flags.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct NoFlags {}
 
 /// Why the command stopped.
 #[derive(Debug, thiserror::Error)]
@@ -75,18 +82,71 @@ pub enum CommandError {
 }
 
 /// The command: parse, build, run (Go: `cmd/virtual-kubelet`'s root
-/// command).
-#[derive(Debug, Default)]
-pub struct Command {
+/// command). `F` is the vendor's own flags, parsed next to Go
+/// virtual-kubelet's and handed to the provider's factory
+/// ([`ProviderInit::flags`]).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use stratus_kubelet::app::{Command, ProviderInit, register_pod_provider};
+///
+/// #[derive(Debug, clap::Args)]
+/// struct MyFlags {
+///     /// The backend's endpoint.
+///     #[arg(long, default_value = "https://backend.example.com")]
+///     backend_endpoint: String,
+/// }
+///
+/// # fn provider(endpoint: &str) -> Arc<dyn stratus_pod::PodLifecycleHandler> { unimplemented!() }
+/// fn main() -> std::process::ExitCode {
+///     register_pod_provider("my-backend", |init: ProviderInit| {
+///         let flags = init.flags::<MyFlags>().ok_or("the command was built without MyFlags")?;
+///         Ok(provider(&flags.backend_endpoint))
+///     })
+///     .expect("registered once");
+///     Command::with_flags::<MyFlags>().default_provider("my-backend").run_main()
+/// }
+/// ```
+pub struct Command<F = NoFlags> {
     default_provider: Option<String>,
+    flags: std::marker::PhantomData<fn() -> F>,
 }
 
-impl Command {
+impl<F> std::fmt::Debug for Command<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("default_provider", &self.default_provider)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Command<NoFlags> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Command<NoFlags> {
     /// The command with Go virtual-kubelet's flags.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_flags()
     }
 
+    /// The command with the vendor's flags `G` next to Go
+    /// virtual-kubelet's (in `--help` too); the provider's factory reads
+    /// them with [`ProviderInit::flags`].
+    pub fn with_flags<G>() -> Command<G> {
+        Command {
+            default_provider: None,
+            flags: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<F> Command<F>
+where
+    F: Args + FromArgMatches + Send + Sync + 'static,
+{
     /// Run `name` when `--provider` is not given (a binary built for one
     /// provider).
     ///
@@ -98,19 +158,20 @@ impl Command {
         self
     }
 
-    fn parse<I, T>(&self, args: I) -> Result<KubeletOptions, clap::Error>
+    fn parse<I, T>(&self, args: I) -> Result<(KubeletOptions, F), clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
-        let mut options = Cli::from_arg_matches(&matches)?.options;
+        let matches = Cli::<F>::command().try_get_matches_from(args)?;
+        let cli = Cli::<F>::from_arg_matches(&matches)?;
+        let mut options = cli.options;
         if options.provider.is_empty()
             && let Some(name) = &self.default_provider
         {
             options.provider = name.clone();
         }
-        Ok(options)
+        Ok((options, cli.flags))
     }
 
     /// Parse `args` (the first is the program name) and run until `stop`.
@@ -123,22 +184,24 @@ impl Command {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        run(self.parse(args)?, stop).await
+        let (options, flags) = self.parse(args)?;
+        run(options, Arc::new(flags), stop).await
     }
 
     /// The whole `main`: parse the process arguments, log to standard
     /// error, run until SIGTERM or Ctrl-C, and exit 0, or 1 with the reason
     /// (2 for bad arguments, 0 after `--help` / `--version`).
     pub fn run_main(self) -> ExitCode {
-        let options = match self.parse(std::env::args_os()) {
-            Ok(o) => o,
+        let (options, flags) = match self.parse(std::env::args_os()) {
+            Ok(parsed) => parsed,
             Err(e) => e.exit(),
         };
         let _ = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .try_init();
+        let flags: Arc<dyn Any + Send + Sync> = Arc::new(flags);
         stratus_runtime::run_until_terminated("stopping the virtual node", |stopped| {
-            run(options, stopped)
+            run(options, flags, stopped)
         })
     }
 }
@@ -242,7 +305,11 @@ async fn metrics_server(
     Ok((metrics, checks, server))
 }
 
-async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), CommandError> {
+async fn run(
+    o: KubeletOptions,
+    flags: Arc<dyn Any + Send + Sync>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), CommandError> {
     let make = factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
         name: o.provider.clone(),
         registered: registered_providers().join(", "),
@@ -261,6 +328,7 @@ async fn run(o: KubeletOptions, stop: watch::Receiver<bool>) -> Result<(), Comma
         daemon_port: o.kubelet_port,
         client: client.clone(),
         resources: resources.clone(),
+        flags,
     })
     .await
     .map_err(|message| CommandError::Provider {

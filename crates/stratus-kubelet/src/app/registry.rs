@@ -27,6 +27,18 @@ pub struct ProviderInit {
     pub client: kube::Client,
     /// Where Secrets and ConfigMaps are read (the node's, shared).
     pub resources: Arc<dyn PodResources>,
+    /// The vendor's flags, parsed (a `Command::with_flags::<F>()`'s `F`;
+    /// [`NoFlags`](super::NoFlags) otherwise). Read them with
+    /// [`ProviderInit::flags`].
+    pub flags: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl ProviderInit {
+    /// The vendor's flags, if the command was built with flags of type
+    /// `F` (`Command::with_flags::<F>()`).
+    pub fn flags<F: 'static>(&self) -> Option<&F> {
+        self.flags.downcast_ref::<F>()
+    }
 }
 
 impl std::fmt::Debug for ProviderInit {
