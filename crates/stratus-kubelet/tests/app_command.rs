@@ -152,6 +152,7 @@ async fn vendor_flags_are_parsed_and_reach_the_factory() {
                 "my-virtual-kubelet".to_string(),
                 format!("--kubeconfig={}", kubeconfig.display()),
                 "--nodename=vk-flags".into(),
+                "--metrics-addr=".into(),
                 "--backend-endpoint=https://backend.example.com".into(),
             ],
             stopped.clone(),
@@ -169,6 +170,7 @@ async fn vendor_flags_are_parsed_and_reach_the_factory() {
                 "virtual-kubelet".to_string(),
                 format!("--kubeconfig={}", kubeconfig.display()),
                 "--nodename=vk-flags".into(),
+                "--metrics-addr=".into(),
                 "--provider=flags-test".into(),
             ],
             stopped.clone(),
@@ -189,5 +191,127 @@ async fn vendor_flags_are_parsed_and_reach_the_factory() {
         .await
         .unwrap_err();
     assert!(matches!(unknown, CommandError::Args(_)), "{unknown}");
+    let _ = std::fs::remove_file(&kubeconfig);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_nodes_run_in_one_process_from_one_configuration() {
+    let api = ApiServer::start().await.unwrap();
+    let kubeconfig =
+        std::env::temp_dir().join(format!("vk-several-{}.kubeconfig", std::process::id()));
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let made = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = made.clone();
+    register_pod_provider("several-test", move |init: ProviderInit| {
+        record
+            .lock()
+            .unwrap()
+            .push((init.node_name.clone(), init.config_file.clone()));
+        Ok(Arc::new(MockPodProvider::new().with_node_name(&init.node_name)) as _)
+    })
+    .unwrap();
+    // Bad lists are refused before anything starts.
+    for bad in [
+        "--nodename=vk-a,vk-a",
+        "--nodename=vk-a,,vk-b",
+        "--nodename=VK",
+    ] {
+        let (_s, never) = watch::channel(false);
+        let err = run_with_args(["virtual-kubelet", "--provider=several-test", bad], never)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CommandError::NodeNames(_)), "{bad}: {err}");
+    }
+    assert!(made.lock().unwrap().is_empty());
+
+    let (stop, stopped) = watch::channel(false);
+    let args = vec![
+        "virtual-kubelet".to_string(),
+        "--provider=several-test".into(),
+        "--provider-config=/etc/vk/shared.yaml".into(),
+        "--nodename=vk-a,vk-b,vk-c".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--listen-address=127.0.0.1".into(),
+        "--kubelet-port=0".into(),
+        "--authorization-mode=AlwaysAllow".into(),
+        "--startup-timeout=20s".into(),
+        "--metrics-addr=".into(),
+    ];
+    let task = tokio::spawn(run_with_args(args, stopped));
+    let nodes: kube::Api<Node> = kube::Api::all(api.client());
+    stratus_testing::eventually("three Ready nodes", Duration::from_secs(20), || async {
+        let list = nodes.list(&Default::default()).await.unwrap();
+        list.items
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count()
+            == 3
+    })
+    .await;
+    // One provider per node, from the same configuration; each node's
+    // kubelet API on its own port.
+    let mut seen = made.lock().unwrap().clone();
+    seen.sort();
+    let config = Some(std::path::PathBuf::from("/etc/vk/shared.yaml"));
+    assert_eq!(
+        seen,
+        [
+            ("vk-a".to_string(), config.clone()),
+            ("vk-b".to_string(), config.clone()),
+            ("vk-c".to_string(), config)
+        ]
+    );
+    let mut ports: Vec<i32> = nodes
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|n| {
+            Some(
+                n.status
+                    .as_ref()?
+                    .daemon_endpoints
+                    .as_ref()?
+                    .kubelet_endpoint
+                    .as_ref()?
+                    .port,
+            )
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 3, "{ports:?}");
+    // A pod bound to each node runs there.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(api.client(), "default");
+    for node in ["vk-a", "vk-b", "vk-c"] {
+        let pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("on-{node}")},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx"}]},
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+    }
+    stratus_testing::eventually(
+        "a pod Running on each node",
+        Duration::from_secs(20),
+        || async {
+            let list = pods.list(&Default::default()).await.unwrap();
+            list.items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count()
+                == 3
+        },
+    )
+    .await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);
 }

@@ -67,6 +67,9 @@ pub enum CommandError {
         /// The factory's error.
         message: String,
     },
+    /// `--nodename` names no valid node, or one twice.
+    #[error("{0}")]
+    NodeNames(String),
     /// The kubelet API could not start.
     #[error("the kubelet API: {0}")]
     KubeletApi(String),
@@ -305,11 +308,98 @@ async fn metrics_server(
     Ok((metrics, checks, server))
 }
 
+/// What every node of the process shares.
+struct Shared {
+    client: kube::Client,
+    resources: Arc<ApiResources>,
+    flags: Arc<dyn Any + Send + Sync>,
+    metrics: Option<(KubeletMetrics, HealthChecks)>,
+}
+
+/// Build and start the node `name` (the `index`-th of the process): its
+/// provider from the factory, its kubelet API on `--kubelet-port` +
+/// `index` (each a free port when it is 0), its `VirtualNode`.
+async fn start_node(
+    o: &KubeletOptions,
+    make: &super::registry::AsyncFactory,
+    shared: &Shared,
+    index: usize,
+    name: &str,
+    stop: watch::Receiver<bool>,
+) -> Result<
+    (
+        watch::Receiver<bool>,
+        tokio::task::JoinHandle<Result<(), VirtualNodeError>>,
+    ),
+    CommandError,
+> {
+    let port = match o.kubelet_port {
+        0 => 0,
+        base => u16::try_from(usize::from(base) + index).map_err(|_| {
+            CommandError::KubeletApi(format!(
+                "--kubelet-port {base} + {index} nodes is past 65535"
+            ))
+        })?,
+    };
+    let mut options = o.clone();
+    options.nodename = name.to_owned();
+    options.kubelet_port = port;
+    let providers = make(ProviderInit {
+        config_file: o.provider_config.clone(),
+        node_name: name.to_owned(),
+        operating_system: o.operating_system.clone(),
+        internal_ip: o.node_ip.to_string(),
+        daemon_port: port,
+        client: shared.client.clone(),
+        resources: shared.resources.clone(),
+        flags: shared.flags.clone(),
+    })
+    .await
+    .map_err(|message| CommandError::Provider {
+        name: o.provider.clone(),
+        message,
+    })?;
+    let provider = providers.pods;
+    let (server, rotation) = kubelet_server(&options, &shared.client, provider.clone())
+        .await
+        .map_err(CommandError::KubeletApi)?;
+    let mut node = NodeConfig::new(name, &o.provider);
+    node.taint = !o.disable_taint;
+    node.internal_ip = Some(o.node_ip.to_string());
+    node.daemon_port = i32::from(server.local_addr().port());
+    node.operating_system = o.operating_system.to_lowercase();
+    let pods = PodControllerConfig {
+        sync_workers: o.pod_sync_workers.max(1),
+        ..Default::default()
+    };
+    let mut builder = VirtualNode::builder(shared.client.clone(), node);
+    if let Some(node_provider) = providers.node {
+        builder = builder.node_provider(node_provider);
+    }
+    if let Some((metrics, checks)) = &shared.metrics {
+        builder = builder
+            .metrics(metrics.clone())
+            .health_checks(checks.clone());
+    }
+    let virtual_node = builder
+        .provider(provider)
+        .resources(shared.resources.clone())
+        .pods(pods)
+        .kubelet_server(server)
+        .build()?;
+    if let Some(rotation) = rotation {
+        tokio::spawn(rotation.run(stop.clone()));
+    }
+    let ready = virtual_node.ready();
+    Ok((ready, tokio::spawn(virtual_node.run(stop))))
+}
+
 async fn run(
     o: KubeletOptions,
     flags: Arc<dyn Any + Send + Sync>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
+    let names = o.node_names().map_err(CommandError::NodeNames)?;
     let make = factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
         name: o.provider.clone(),
         registered: registered_providers().join(", "),
@@ -320,71 +410,88 @@ async fn run(
         client.clone(),
         std::time::Duration::from_secs(60),
     ));
-    let providers = make(ProviderInit {
-        config_file: o.provider_config.clone(),
-        node_name: o.nodename.clone(),
-        operating_system: o.operating_system.clone(),
-        internal_ip: o.node_ip.to_string(),
-        daemon_port: o.kubelet_port,
-        client: client.clone(),
-        resources: resources.clone(),
-        flags,
-    })
-    .await
-    .map_err(|message| CommandError::Provider {
-        name: o.provider.clone(),
-        message,
-    })?;
-    let provider = providers.pods;
-    let (server, rotation) = kubelet_server(&o, &client, provider.clone())
-        .await
-        .map_err(CommandError::KubeletApi)?;
-    let mut node = NodeConfig::new(&o.nodename, &o.provider);
-    node.taint = !o.disable_taint;
-    node.internal_ip = Some(o.node_ip.to_string());
-    node.daemon_port = i32::from(server.local_addr().port());
-    node.operating_system = o.operating_system.to_lowercase();
-    let pods = PodControllerConfig {
-        sync_workers: o.pod_sync_workers.max(1),
-        ..Default::default()
+    let metrics = match o.metrics_addr {
+        ListenAddr(Some(addr)) => {
+            let (metrics, checks, server) = metrics_server(addr, &rest_client).await?;
+            tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+            tokio::spawn(server.serve(stop.clone()));
+            Some((metrics, checks))
+        }
+        ListenAddr(None) => None,
     };
-    let mut builder = VirtualNode::builder(client, node);
-    if let Some(node_provider) = providers.node {
-        builder = builder.node_provider(node_provider);
+    let shared = Shared {
+        client,
+        resources,
+        flags,
+        metrics,
+    };
+    // The nodes stop together: on the caller's stop, or when one fails.
+    let (stop_all, nodes_stopped) = watch::channel(false);
+    let forward_stop = {
+        let stop_all = stop_all.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            stratus_runtime::stopped(&mut stop).await;
+            let _ = stop_all.send(true);
+        })
+    };
+    let mut started = Vec::new();
+    for (index, name) in names.iter().enumerate() {
+        match start_node(&o, &make, &shared, index, name, nodes_stopped.clone()).await {
+            Ok(node) => started.push(node),
+            Err(e) => {
+                let _ = stop_all.send(true);
+                for (_, task) in started {
+                    let _ = task.await;
+                }
+                forward_stop.abort();
+                return Err(e);
+            }
+        }
     }
-    if let ListenAddr(Some(addr)) = o.metrics_addr {
-        let (metrics, checks, server) = metrics_server(addr, &rest_client).await?;
-        tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
-        tokio::spawn(server.serve(stop.clone()));
-        builder = builder.metrics(metrics).health_checks(checks);
-    }
-    let virtual_node = builder
-        .provider(provider)
-        .resources(resources)
-        .pods(pods)
-        .kubelet_server(server)
-        .build()?;
-    if let Some(rotation) = rotation {
-        tokio::spawn(rotation.run(stop.clone()));
-    }
-    let mut ready = virtual_node.ready();
-    let mut stopping = stop.clone();
-    let running = tokio::spawn(virtual_node.run(stop));
     if !o.startup_timeout.is_zero() {
-        // Ready in time, or stopped while starting (not a failure).
+        // Every node ready in time, or stopped while starting (not a
+        // failure).
+        let mut stopping = stop.clone();
+        let all_ready = async {
+            for (ready, _) in &mut started {
+                if ready.wait_for(|r| *r).await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
         let became_ready = tokio::select! {
-            r = tokio::time::timeout(o.startup_timeout, ready.wait_for(|r| *r)) => matches!(r, Ok(Ok(_))),
+            r = tokio::time::timeout(o.startup_timeout, all_ready) => matches!(r, Ok(true)),
             () = stratus_runtime::stopped(&mut stopping) => true,
         };
         if !became_ready {
-            running.abort();
+            let _ = stop_all.send(true);
+            for (_, task) in started {
+                task.abort();
+            }
+            forward_stop.abort();
             return Err(CommandError::StartupTimeout(o.startup_timeout));
         }
     }
-    match running.await {
-        Ok(result) => Ok(result?),
-        Err(e) => Err(CommandError::KubeletApi(format!(
-            "the node task failed: {e}"
-        ))),
+    // The first node to end (with an error, or all at the stop) stops the
+    // others; the first error is the answer.
+    let mut tasks: futures_util::stream::FuturesUnordered<_> =
+        started.into_iter().map(|(_, task)| task).collect();
+    let mut first_error = None;
+    while let Some(ended) = futures_util::StreamExt::next(&mut tasks).await {
+        let _ = stop_all.send(true);
+        let error = match ended {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(CommandError::Node(e)),
+            Err(e) => Some(CommandError::KubeletApi(format!(
+                "the node task failed: {e}"
+            ))),
+        };
+        if first_error.is_none() {
+            first_error = error;
+        }
     }
+    forward_stop.abort();
+    first_error.map_or(Ok(()), Err)
 }

@@ -15,7 +15,9 @@ pub struct KubeletOptions {
     /// The kubeconfig; in-cluster configuration if empty.
     #[arg(long, env = "KUBECONFIG", default_value = "")]
     pub kubeconfig: String,
-    /// The Node name.
+    /// The Node name; several, comma-separated, run that many nodes in this
+    /// process (one provider each, from the same configuration; node `i`'s
+    /// kubelet API on `--kubelet-port` + `i`).
     #[arg(long, env = "DEFAULT_NODE_NAME", default_value = "virtual-kubelet")]
     pub nodename: String,
     /// The registered provider to run (see `register_pod_provider`).
@@ -117,4 +119,52 @@ pub fn parse_listen_addr(text: &str) -> Result<ListenAddr, String> {
                 "{text:?} is not host:port, :port or empty (for example :10255 or 127.0.0.1:10255)"
             )
         })
+}
+
+impl KubeletOptions {
+    /// The node names of `--nodename` (comma-separated): each a non-empty
+    /// lowercase DNS subdomain, none twice.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     o: stratus_kubelet::app::KubeletOptions,
+    /// }
+    /// let cli = Cli::parse_from(["vk", "--nodename=vk-0,vk-1"]);
+    /// assert_eq!(cli.o.node_names().unwrap(), ["vk-0", "vk-1"]);
+    /// let cli = Cli::parse_from(["vk", "--nodename=vk-0,,Vk_1"]);
+    /// assert!(cli.o.node_names().is_err());
+    /// ```
+    pub fn node_names(&self) -> Result<Vec<String>, String> {
+        let mut names: Vec<String> = Vec::new();
+        for name in self.nodename.split(',').map(str::trim) {
+            let valid = !name.is_empty()
+                && name.len() <= 253
+                && name.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && label
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                });
+            if !valid {
+                return Err(format!(
+                    "--nodename {:?}: {name:?} is not a node name (a lowercase DNS subdomain)",
+                    self.nodename
+                ));
+            }
+            if names.iter().any(|n| n == name) {
+                return Err(format!(
+                    "--nodename {:?}: {name:?} is given twice",
+                    self.nodename
+                ));
+            }
+            names.push(name.to_owned());
+        }
+        Ok(names)
+    }
 }
