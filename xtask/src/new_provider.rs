@@ -59,11 +59,12 @@ fn templates(kind: Kind) -> &'static [(&'static str, &'static str)] {
         Kind::Ccm => files!("ccm":
             "Cargo.toml", "README.md", "Dockerfile", ".gitignore", ".github/workflows/ci.yml",
             "src/main.rs", "src/lib.rs", "src/config.rs", "src/instances.rs",
-            "src/load_balancer.rs", "src/routes.rs", "tests/conformance.rs", "tests/manager.rs",
+            "src/load_balancer.rs", "src/routes.rs", "tests/conformance.rs", "tests/manager.rs", "tests/e2e.rs",
         ),
         Kind::VirtualKubelet => files!("virtual-kubelet":
             "Cargo.toml", "README.md", "Dockerfile", ".gitignore", ".github/workflows/ci.yml",
             "src/main.rs", "src/lib.rs", "src/config.rs", "tests/conformance.rs", "tests/node.rs",
+            "tests/e2e.rs",
         ),
     }
 }
