@@ -66,6 +66,19 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
+/// Parse a task's flags; `Err` is the exit code after clap printed the
+/// error (2), or the help or version (0).
+pub(crate) fn parse<A: Parser>(args: &[String]) -> Result<A, ExitCode> {
+    A::try_parse_from(args).map_err(|e| {
+        let _ = e.print();
+        if e.use_stderr() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
 /// Parse a task's flags and run it on a multi-threaded runtime.
 fn parse_and_run<A, F, Fut>(args: &[String], task: F) -> ExitCode
 where
@@ -73,16 +86,9 @@ where
     F: FnOnce(A) -> Fut,
     Fut: std::future::Future<Output = ExitCode>,
 {
-    let parsed = match A::try_parse_from(args) {
+    let parsed = match parse::<A>(args) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(code) => return code,
     };
     match runtime() {
         Some(rt) => rt.block_on(task(parsed)),

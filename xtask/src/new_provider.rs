@@ -48,25 +48,31 @@ pub(crate) struct Args {
     stratus_version: Option<String>,
 }
 
-/// The template files of each kind, relative to the new crate's root.
-fn templates(kind: Kind) -> &'static [(&'static str, &'static str)] {
+/// The template files of each kind, relative to the new crate's root: its
+/// own, then those of both kinds (`templates/common`).
+fn templates(kind: Kind) -> Vec<(&'static str, &'static str)> {
     macro_rules! files {
         ($dir:literal: $($file:literal),* $(,)?) => {
-            &[$(($file, include_str!(concat!("../../templates/", $dir, "/", $file)))),*]
+            [$(($file, include_str!(concat!("../../templates/", $dir, "/", $file)))),*]
         };
     }
-    match kind {
+    let mut all: Vec<_> = match kind {
         Kind::Ccm => files!("ccm":
-            "Cargo.toml", "README.md", "Dockerfile", ".gitignore", ".github/workflows/ci.yml",
-            "src/main.rs", "src/lib.rs", "src/config.rs", "src/instances.rs",
-            "src/load_balancer.rs", "src/routes.rs", "tests/conformance.rs", "tests/manager.rs", "tests/e2e.rs",
-        ),
-        Kind::VirtualKubelet => files!("virtual-kubelet":
-            "Cargo.toml", "README.md", "Dockerfile", ".gitignore", ".github/workflows/ci.yml",
-            "src/main.rs", "src/lib.rs", "src/config.rs", "tests/conformance.rs", "tests/node.rs",
+            "Cargo.toml", "README.md", "src/main.rs", "src/lib.rs", "src/instances.rs",
+            "src/load_balancer.rs", "src/routes.rs", "tests/conformance.rs", "tests/manager.rs",
             "tests/e2e.rs",
-        ),
-    }
+        )
+        .to_vec(),
+        Kind::VirtualKubelet => files!("virtual-kubelet":
+            "Cargo.toml", "README.md", "src/main.rs", "src/lib.rs", "tests/conformance.rs",
+            "tests/node.rs", "tests/e2e.rs",
+        )
+        .to_vec(),
+    };
+    all.extend(files!("common":
+        "src/config.rs", "Dockerfile", ".gitignore", ".github/workflows/ci.yml",
+    ));
+    all
 }
 
 /// Why a name cannot be a provider's.
@@ -240,6 +246,22 @@ pub(crate) fn files(
         ("crate", krate.clone()),
         ("Type", type_name(name)),
         ("stratus", stratus),
+        (
+            "config_flag",
+            match kind {
+                Kind::Ccm => "--cloud-config",
+                Kind::VirtualKubelet => "--provider-config",
+            }
+            .to_owned(),
+        ),
+        (
+            "backend",
+            match kind {
+                Kind::Ccm => "cloud",
+                Kind::VirtualKubelet => "backend",
+            }
+            .to_owned(),
+        ),
     ];
     for (key, dependency) in [
         ("k8s_openapi", "k8s-openapi"),
@@ -254,7 +276,7 @@ pub(crate) fn files(
     }
     let mut out = Vec::new();
     for (file, template) in templates(kind) {
-        out.push(((*file).to_owned(), render(template, &values, file)?));
+        out.push((file.to_owned(), render(template, &values, file)?));
     }
     out.extend(manifests(kind, name, &krate)?);
     if stratus_version.is_none() {
@@ -287,16 +309,9 @@ fn write(dir: &Path, files: &[(String, String)]) -> Result<(), String> {
 }
 
 pub(crate) fn run(args: &[String]) -> ExitCode {
-    let args = match Args::try_parse_from(args) {
+    let args = match crate::parse::<Args>(args) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(code) => return code,
     };
     let made = files(args.kind, &args.name, args.stratus_version.as_deref()).and_then(|files| {
         let krate = files

@@ -1,25 +1,25 @@
-//! The `--provider-config` file: YAML, unknown keys refused.
+//! The `{{config_flag}}` file: YAML, unknown keys refused.
 
 use serde::Deserialize;
 
-/// What the provider reads from `--provider-config`. Add the backend's
-/// settings here (endpoint, credentials file, capacity, ...).
+/// What the provider reads from `{{config_flag}}`. Add the {{backend}}'s
+/// settings here (endpoint, credentials file, ...).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
-    /// The region pods run in, if the backend has regions.
+    /// The region, if the {{backend}} has regions.
     #[serde(default)]
     pub region: Option<String>,
 }
 
-/// A `--provider-config` that cannot be used.
+/// A `{{config_flag}}` that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// Not YAML, or not the expected shape (the message names the key).
-    #[error("the provider config is not valid: {0}")]
+    #[error("the {{config_flag}} file is not valid: {0}")]
     Malformed(String),
     /// A value is out of its domain.
-    #[error("the provider config is not valid: {field}: {reason}")]
+    #[error("the {{config_flag}} file is not valid: {field}: {reason}")]
     Invalid {
         /// The key.
         field: &'static str,
