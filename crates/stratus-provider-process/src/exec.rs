@@ -17,13 +17,29 @@ use crate::ProcessProvider;
 use crate::provider::key;
 
 /// Kills the exec'd command's process group when the session ends or the
-/// client goes away (the session's future is dropped).
-pub(crate) struct GroupGuard(Option<Pid>);
+/// client goes away (the session's future is dropped), and removes its
+/// record for `reap_leftovers`.
+pub(crate) struct GroupGuard {
+    group: Option<Pid>,
+    record: Option<std::path::PathBuf>,
+}
 
 impl GroupGuard {
-    /// The group `child` leads.
-    pub(crate) fn of(child: &tokio::process::Child) -> Self {
-        Self(process_group(child))
+    /// The group `child` leads, recorded in the pod's directory (see
+    /// `leftovers`) while it runs, so a node that dies meanwhile kills it
+    /// when it starts again.
+    pub(crate) async fn recorded(
+        child: &tokio::process::Child,
+        launch: &crate::plan::Launch,
+    ) -> Self {
+        let group = process_group(child);
+        let record = match (group, launch.pod_dir()) {
+            (Some(group), Some(dir)) => {
+                Some(crate::leftovers::record_command(dir, group.as_raw_nonzero().get()).await)
+            }
+            _ => None,
+        };
+        Self { group, record }
     }
 }
 
@@ -38,8 +54,11 @@ pub(crate) fn process_group(child: &tokio::process::Child) -> Option<Pid> {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(group) = self.0 {
+        if let Some(group) = self.group {
             let _ = kill_process_group(group, Signal::KILL);
+        }
+        if let Some(record) = &self.record {
+            let _ = std::fs::remove_file(record);
         }
     }
 }
@@ -81,7 +100,7 @@ impl ContainerExec for ProcessProvider {
             .spawn()
             .map_err(|e| PodError::invalid_input(format!("cannot run {program:?}: {e}")))?;
         launch.limit(&child);
-        let _guard = GroupGuard::of(&child);
+        let _guard = GroupGuard::recorded(&child, &launch).await;
         // End of the client's input closes the command's.
         let feeding = match (io.stdin, child.stdin.take()) {
             (Some(input), Some(stdin)) => Some(tokio::spawn(copy_from_stream(input, stdin))),

@@ -1,7 +1,9 @@
 //! What a node that died left running. Each container instance's process
 //! group is recorded in its pod's directory (`run/<container>`: the group
 //! id and the leader's start time, so a recycled process id is never
-//! mistaken for it); a provider starting on the same root directory kills
+//! mistaken for it), and so is each command `kubectl exec` or an exec
+//! probe starts there while it runs; a provider starting on the same root
+//! directory kills
 //! the groups still alive and removes the pod directories, before it runs
 //! anything. This stands in for `PR_SET_PDEATHSIG`, which needs code
 //! between `fork` and `exec`.
@@ -40,6 +42,15 @@ pub(crate) async fn record(pod_dir: &Path, container: &str, pid: i32) {
     if let Err(e) = written {
         tracing::warn!(path = %path.display(), %e, "cannot record a container's process group");
     }
+}
+
+/// Record a command started in a container (`kubectl exec`, an exec probe)
+/// as the group `pid` leads, under a name no container can have
+/// (`.exec-<pid>`); the answer is the record to remove when it ends.
+pub(crate) async fn record_command(pod_dir: &Path, pid: i32) -> PathBuf {
+    let name = format!(".exec-{pid}");
+    record(pod_dir, &name, pid).await;
+    record_path(pod_dir, &name)
 }
 
 /// Kill the process groups a previous run of a node left under

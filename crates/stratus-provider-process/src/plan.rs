@@ -54,6 +54,14 @@ pub(crate) struct Launch {
 }
 
 impl Launch {
+    /// The directory of the pod the container belongs to (its root is
+    /// `<pod dir>/containers/<name>`).
+    pub(crate) fn pod_dir(&self) -> Option<&Path> {
+        self.root.parent()?.parent()
+    }
+}
+
+impl Launch {
     /// `program` with `args` as this container runs things: its
     /// environment only, its directory, a process group of its own (signals
     /// reach everything it starts) and killed if the handle is dropped.

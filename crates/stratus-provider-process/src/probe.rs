@@ -102,7 +102,7 @@ async fn exec_check(command: &[String], launch: &Launch) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("cannot run {program:?}: {e}"))?;
     launch.limit(&child);
-    let _guard = crate::exec::GroupGuard::of(&child);
+    let _guard = crate::exec::GroupGuard::recorded(&child, launch).await;
     let status = child.wait().await.map_err(|e| e.to_string())?;
     if status.success() {
         Ok(())

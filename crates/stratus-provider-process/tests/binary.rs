@@ -185,10 +185,16 @@ async fn a_restarted_node_kills_what_its_killed_predecessor_left_running() {
     let start = || setup.start("vk-crash");
     let mut first = start();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    // An exec probe that is still running when the node dies: a command
+    // started in the container, recorded too.
+    let probe_pid_file = dir.join("probe.pid");
+    let probe = format!("echo $$ > {}; exec sleep 600", probe_pid_file.display());
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "sleeper"},
         "spec": {"nodeName": "vk-crash", "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "app", "image": "busybox", "args": ["sleep 600"]}]},
+                 "containers": [{"name": "app", "image": "busybox", "args": ["sleep 600"],
+                                 "readinessProbe": {"exec": {"command": ["sh", "-c", probe]},
+                                                    "timeoutSeconds": 600, "periodSeconds": 600}}]},
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
@@ -207,17 +213,29 @@ async fn a_restarted_node_kills_what_its_killed_predecessor_left_running() {
     .await;
     let group = group.unwrap();
     assert!(alive(group));
+    let mut probe_pid = None;
+    stratus_testing::eventually("the probe running", Duration::from_secs(20), || {
+        probe_pid = std::fs::read_to_string(&probe_pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .filter(|pid| alive(*pid));
+        let found = probe_pid.is_some();
+        async move { found }
+    })
+    .await;
+    let probe_pid = probe_pid.unwrap();
 
     // The node dies without a chance to stop its pods: they outlive it.
     first.kill().unwrap();
     first.wait().unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(alive(group), "the container died with the node");
+    assert!(alive(probe_pid), "the probe died with the node");
 
     // Its successor kills them first, then runs the pod again.
     let mut second = start();
-    stratus_testing::eventually("the leftover killed", Duration::from_secs(20), || {
-        let gone = !alive(group);
+    stratus_testing::eventually("the leftovers killed", Duration::from_secs(20), || {
+        let gone = !alive(group) && !alive(probe_pid);
         async move { gone }
     })
     .await;
@@ -230,7 +248,7 @@ async fn a_restarted_node_kills_what_its_killed_predecessor_left_running() {
         stratus_testing::process::terminate(&mut second, Duration::from_secs(10)).await;
     assert!(status.success(), "{status}: {stderr}");
     assert!(
-        stderr.contains("killed 1 process groups left by an earlier run"),
+        stderr.contains("killed 2 process groups left by an earlier run"),
         "{stderr}"
     );
     // The pod stays (a stopped node leaves its pods to its successor);
