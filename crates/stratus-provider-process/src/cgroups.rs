@@ -1,14 +1,24 @@
-//! CPU limits through the cgroup v1 `cpu` controller, where this process
-//! may write it: each container with `resources.limits.cpu` gets a cgroup
+//! CPU limits through the cgroup `cpu` controller, where this process may
+//! write it: each container with `resources.limits.cpu` gets a cgroup
 //! `stratus-process/<pod uid>/<container>` below the node's own, with the
-//! kubelet's CFS quota (`cpu.cfs_quota_us` = millicores × 100 µs per
-//! 100 ms period, at least 1 ms), and its process — and every command
-//! `exec` starts in the container — is moved into it right after it
-//! starts. The pod's cgroups are removed with the pod.
+//! kubelet's CFS quota (millicores × 100 µs per 100 ms period, at least
+//! 1 ms), and its process — and every command `exec` starts in the
+//! container — is moved into it right after it starts. The pod's cgroups
+//! are removed with the pod.
 //!
-//! A node whose cgroups are read-only (an unprivileged user, a cgroup v2
-//! host without delegation) does not limit CPU and says so in its
-//! annotation (`process.stratus.dev/limits`).
+//! - cgroup v1 (the `cpu` hierarchy): `cpu.cfs_period_us` and
+//!   `cpu.cfs_quota_us`.
+//! - cgroup v2 (the unified hierarchy with the `cpu` controller, the node's
+//!   cgroup delegated to it — a systemd unit with `Delegate=yes`, a
+//!   container with its own cgroup namespace): `cpu.max` (`<quota>
+//!   100000`). A cgroup with processes cannot enable controllers for its
+//!   children, so the node first moves itself into a leaf
+//!   `<own cgroup>/stratus-node` (only when it is alone in its cgroup), then
+//!   enables `+cpu` on the way down to each container's cgroup.
+//!
+//! A node whose cgroups are read-only (an unprivileged user, a v2 cgroup
+//! not delegated or shared with other processes) does not limit CPU and
+//! says so in its annotation (`process.stratus.dev/limits`).
 
 use std::path::{Path, PathBuf};
 
@@ -17,11 +27,24 @@ const PERIOD_US: u64 = 100_000;
 /// The kubelet's smallest quota.
 const MIN_QUOTA_US: u64 = 1_000;
 
+/// The leaf a v2 node moves itself into.
+const NODE_LEAF: &str = "stratus-node";
+
+/// Which cgroup hierarchy limits CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hierarchy {
+    /// The v1 `cpu` controller.
+    V1,
+    /// The v2 unified hierarchy.
+    V2,
+}
+
 /// Where this node makes its containers' CPU cgroups.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CpuCgroups {
     /// `<the node's cpu cgroup>/stratus-process`.
     parent: PathBuf,
+    hierarchy: Hierarchy,
 }
 
 impl CpuCgroups {
@@ -33,9 +56,76 @@ impl CpuCgroups {
         Self::detect_in(Path::new("/sys/fs/cgroup"), &own)
     }
 
+    /// How the node's annotation names the mechanism.
+    pub(crate) fn mechanism(&self) -> &'static str {
+        match self.hierarchy {
+            Hierarchy::V1 => "cgroup-v1",
+            Hierarchy::V2 => "cgroup-v2",
+        }
+    }
+
     /// [`CpuCgroups::detect`] with the mount root and `/proc/self/cgroup`'s
-    /// text given.
+    /// text given: v1 where it has the `cpu` controller, else v2.
     fn detect_in(mounts: &Path, own: &str) -> Option<Self> {
+        Self::detect_v1(mounts, own).or_else(|| Self::detect_v2(mounts, own, std::process::id()))
+    }
+
+    /// The v2 hierarchy mounted at `mounts` with the `cpu` controller, this
+    /// process's cgroup (`0::<path>`) writable and holding no other
+    /// process; the node (`pid`) moves itself into its leaf and enables
+    /// `cpu` for its cgroup's children.
+    fn detect_v2(mounts: &Path, own: &str, pid: u32) -> Option<Self> {
+        let path = own
+            .lines()
+            .find_map(|line| line.strip_prefix("0::"))?
+            .trim()
+            .trim_start_matches('/');
+        let has_cpu = |dir: &Path| {
+            std::fs::read_to_string(dir.join("cgroup.controllers"))
+                .is_ok_and(|c| c.split_whitespace().any(|c| c == "cpu"))
+        };
+        if !has_cpu(mounts) {
+            return None;
+        }
+        // Once moved, the node's cgroup is its leaf; its own is the parent.
+        let own_dir = Some(mounts.join(path))
+            .filter(|d| d.exists())
+            .unwrap_or_else(|| mounts.to_path_buf());
+        let own_dir = match own_dir.file_name() {
+            Some(name) if name == NODE_LEAF => own_dir.parent()?.to_path_buf(),
+            _ => own_dir,
+        };
+        if !has_cpu(&own_dir) {
+            return None;
+        }
+        rustix::fs::access(&own_dir, rustix::fs::Access::WRITE_OK).ok()?;
+        let leaf = own_dir.join(NODE_LEAF);
+        let members = std::fs::read_to_string(own_dir.join("cgroup.procs")).unwrap_or_default();
+        let others = members.split_whitespace().any(|p| p != pid.to_string());
+        if others {
+            tracing::info!(cgroup = %own_dir.display(), "not limiting CPU: the node shares its cgroup v2 with other processes");
+            return None;
+        }
+        if members.split_whitespace().next().is_some() {
+            let moved = std::fs::create_dir_all(&leaf)
+                .and_then(|()| std::fs::write(leaf.join("cgroup.procs"), pid.to_string()));
+            if let Err(e) = moved {
+                tracing::info!(cgroup = %leaf.display(), %e, "not limiting CPU: cannot move the node into a leaf cgroup");
+                return None;
+            }
+        }
+        if let Err(e) = enable_cpu(&own_dir) {
+            tracing::info!(cgroup = %own_dir.display(), %e, "not limiting CPU: cannot enable the cpu controller");
+            return None;
+        }
+        Some(Self {
+            parent: own_dir.join("stratus-process"),
+            hierarchy: Hierarchy::V2,
+        })
+    }
+
+    /// The v1 `cpu` hierarchy under `mounts`.
+    fn detect_v1(mounts: &Path, own: &str) -> Option<Self> {
         // `<id>:<controllers>:<path>`; the v1 line whose controllers name cpu.
         let path = own.lines().find_map(|line| {
             let mut fields = line.splitn(3, ':');
@@ -57,6 +147,7 @@ impl CpuCgroups {
         rustix::fs::access(&own_dir, rustix::fs::Access::WRITE_OK).ok()?;
         Some(Self {
             parent: own_dir.join("stratus-process"),
+            hierarchy: Hierarchy::V1,
         })
     }
 
@@ -66,6 +157,7 @@ impl CpuCgroups {
         CpuLimit {
             dir: self.pod_dir(uid).join(crate::plan::safe(container)),
             quota_us: (millicores * PERIOD_US / 1000).max(MIN_QUOTA_US),
+            hierarchy: self.hierarchy,
         }
     }
 
@@ -108,20 +200,52 @@ fn remove_dir(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
+/// Let the children of v2 cgroup `dir` use the `cpu` controller.
+fn enable_cpu(dir: &Path) -> std::io::Result<()> {
+    std::fs::write(dir.join("cgroup.subtree_control"), "+cpu")
+}
+
 /// One container's CPU cgroup and quota.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CpuLimit {
     dir: PathBuf,
     quota_us: u64,
+    hierarchy: Hierarchy,
 }
 
 impl CpuLimit {
     /// Make the cgroup (once) and move process `pid` into it.
     pub(crate) fn enter(&self, pid: u32) -> std::io::Result<()> {
         if !self.dir.exists() {
-            std::fs::create_dir_all(&self.dir)?;
-            std::fs::write(self.dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
-            std::fs::write(self.dir.join("cpu.cfs_quota_us"), self.quota_us.to_string())?;
+            match self.hierarchy {
+                Hierarchy::V1 => {
+                    std::fs::create_dir_all(&self.dir)?;
+                    std::fs::write(self.dir.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
+                    std::fs::write(self.dir.join("cpu.cfs_quota_us"), self.quota_us.to_string())?;
+                }
+                Hierarchy::V2 => {
+                    // `stratus-process` and the pod's cgroup pass the
+                    // controller down; only the container's holds a process.
+                    let pod = self
+                        .dir
+                        .parent()
+                        .ok_or_else(|| std::io::Error::other("a container cgroup has a parent"))?;
+                    for level in [pod.parent(), Some(pod)].into_iter().flatten() {
+                        if !level.join("cgroup.subtree_control").exists()
+                            || std::fs::read_to_string(level.join("cgroup.subtree_control"))
+                                .is_ok_and(|c| !c.contains("cpu"))
+                        {
+                            std::fs::create_dir_all(level)?;
+                            enable_cpu(level)?;
+                        }
+                    }
+                    std::fs::create_dir_all(&self.dir)?;
+                    std::fs::write(
+                        self.dir.join("cpu.max"),
+                        format!("{} {PERIOD_US}", self.quota_us),
+                    )?;
+                }
+            }
         }
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
     }
@@ -164,6 +288,7 @@ mod tests {
     fn quotas_follow_the_kubelet() {
         let cgroups = CpuCgroups {
             parent: PathBuf::from("/cg/stratus-process"),
+            hierarchy: Hierarchy::V1,
         };
         let half = cgroups.limit("uid-1", "app", 500);
         assert_eq!(half.quota_us, 50_000);
@@ -182,6 +307,66 @@ mod tests {
         assert_eq!(read("cpu.cfs_quota_us"), "25000");
         assert_eq!(read("cpu.cfs_period_us"), "100000");
         assert_eq!(read("cgroup.procs"), "42");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A directory laid out as a cgroup v2 mount whose `node` cgroup holds
+    /// `procs`.
+    fn fake_unified(test: &str, procs: &str) -> PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("stratus-cgroups-{test}-{}", std::process::id()));
+        let own = root.join("system.slice/node.service");
+        std::fs::create_dir_all(&own).unwrap();
+        for dir in [&root, &own] {
+            std::fs::write(dir.join("cgroup.controllers"), "cpuset cpu io memory pids").unwrap();
+            std::fs::write(dir.join("cgroup.subtree_control"), "").unwrap();
+        }
+        std::fs::write(own.join("cgroup.procs"), procs).unwrap();
+        root
+    }
+
+    #[test]
+    fn on_cgroup_v2_the_node_moves_into_a_leaf_and_delegates_cpu() {
+        let root = fake_unified("v2", "4242\n");
+        let own = "0::/system.slice/node.service\n";
+        let found = CpuCgroups::detect_v2(&root, own, 4242).unwrap();
+        let node = root.join("system.slice/node.service");
+        assert_eq!(found.parent, node.join("stratus-process"));
+        assert_eq!(found.mechanism(), "cgroup-v2");
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(&node.join("stratus-node/cgroup.procs")), "4242");
+        assert_eq!(read(&node.join("cgroup.subtree_control")), "+cpu");
+        // Detected again from the leaf, the same cgroups (not nested).
+        let again =
+            CpuCgroups::detect_v2(&root, "0::/system.slice/node.service/stratus-node\n", 4242);
+        assert_eq!(again, Some(found.clone()));
+
+        let limit = found.limit("uid-3", "app", 250);
+        limit.enter(77).unwrap();
+        assert_eq!(read(&limit.dir.join("cpu.max")), "25000 100000");
+        assert_eq!(read(&limit.dir.join("cgroup.procs")), "77");
+        assert_eq!(
+            read(&node.join("stratus-process/cgroup.subtree_control")),
+            "+cpu"
+        );
+        assert_eq!(
+            read(&node.join("stratus-process/uid-3/cgroup.subtree_control")),
+            "+cpu"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn on_cgroup_v2_a_shared_or_controllerless_cgroup_is_not_used() {
+        let root = fake_unified("v2-shared", "4242\n1\n");
+        let own = "0::/system.slice/node.service\n";
+        assert_eq!(CpuCgroups::detect_v2(&root, own, 4242), None);
+        let _ = std::fs::remove_dir_all(&root);
+        let root = fake_unified("v2-nocpu", "4242\n");
+        std::fs::write(root.join("cgroup.controllers"), "memory pids").unwrap();
+        assert_eq!(CpuCgroups::detect_v2(&root, own, 4242), None);
+        // No v1 cpu line and no v2 cpu: nothing to limit with.
+        assert_eq!(CpuCgroups::detect_in(&root, own), None);
         let _ = std::fs::remove_dir_all(&root);
     }
 }

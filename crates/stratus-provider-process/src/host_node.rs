@@ -11,8 +11,8 @@ use stratus_pod::NodeProvider;
 use crate::ProcessConfig;
 
 /// The annotation saying how the node enforces container limits:
-/// `memory=rlimit-data,cpu=cgroup-v1` where this process may write the
-/// cgroup v1 `cpu` controller, `memory=rlimit-data,cpu=none` elsewhere (see
+/// `memory=rlimit-data,cpu=cgroup-v1` (or `cgroup-v2`) where this process
+/// may write the `cpu` controller, `memory=rlimit-data,cpu=none` elsewhere (see
 /// `docs/providers/process.md`).
 pub const LIMITS_ANNOTATION: &str = "process.stratus.dev/limits";
 
@@ -45,10 +45,10 @@ impl HostNode {
     /// The node of `config`'s host ([`ProcessConfig::host_capacity`]).
     pub fn new(config: &ProcessConfig) -> Self {
         Self {
-            enforced: if crate::cgroups::CpuCgroups::detect().is_some() {
-                "memory=rlimit-data,cpu=cgroup-v1"
-            } else {
-                "memory=rlimit-data,cpu=none"
+            enforced: match crate::cgroups::CpuCgroups::detect().map(|c| c.mechanism()) {
+                Some("cgroup-v1") => "memory=rlimit-data,cpu=cgroup-v1",
+                Some(_) => "memory=rlimit-data,cpu=cgroup-v2",
+                None => "memory=rlimit-data,cpu=none",
             },
             capacity: config
                 .host_capacity()

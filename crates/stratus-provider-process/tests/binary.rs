@@ -107,6 +107,7 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
     assert!(
         [
             "memory=rlimit-data,cpu=cgroup-v1",
+            "memory=rlimit-data,cpu=cgroup-v2",
             "memory=rlimit-data,cpu=none"
         ]
         .contains(&limits.as_str()),

@@ -1153,7 +1153,9 @@ async fn cpu_limits_are_cgroups_where_the_node_may_make_them() {
                 "-c",
                 "sleep 0.5; g=$(grep -E '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' /proc/self/cgroup | cut -d: -f3); \
                  echo \"$g\"; for m in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct; do \
-                 [ -f \"$m$g/cpu.cfs_quota_us\" ] && cat \"$m$g/cpu.cfs_quota_us\" && break; done",
+                 [ -f \"$m$g/cpu.cfs_quota_us\" ] && cat \"$m$g/cpu.cfs_quota_us\" && break; done; \
+                 u=$(grep '^0::' /proc/self/cgroup | cut -d: -f3); echo \"$u\"; \
+                 cat \"/sys/fs/cgroup$u/cpu.max\" 2>/dev/null; true",
             ],
             &AttachParams::default().stderr(false),
         )
@@ -1163,6 +1165,9 @@ async fn cpu_limits_are_cgroups_where_the_node_may_make_them() {
     if enforced.ends_with("cpu=cgroup-v1") {
         assert!(out.contains(&format!("stratus-process/{uid}/app")), "{out}");
         assert!(out.lines().any(|l| l == "25000"), "{out}");
+    } else if enforced.ends_with("cpu=cgroup-v2") {
+        assert!(out.contains(&format!("stratus-process/{uid}/app")), "{out}");
+        assert!(out.lines().any(|l| l == "25000 100000"), "{out}");
     } else {
         assert_eq!(enforced, "memory=rlimit-data,cpu=none");
         assert!(!out.contains("stratus-process"), "{out}");
