@@ -4,19 +4,20 @@
 //! writing as its own ServiceAccount (`--use-service-account-credentials`).
 
 mod common;
+mod documented;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use common::{free_port, load_balancer_service};
-use k8s_openapi::api::core::v1::{Node, Service};
-use kube::api::{Api, PostParams};
+use common::free_port;
+use documented::DocumentedManager;
+use kube::api::Api;
 use stratus_ccm::app::{Command, ManagerOptions, OptionsError, known_controllers};
 use stratus_cloud::CloudProvider;
 use stratus_testing::apiserver::Verb;
 use stratus_testing::http_status::{get, insecure_client};
-use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, eventually};
+use stratus_testing::{FakeCloud, TestCluster, eventually};
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -246,62 +247,14 @@ fn bad_values_are_typed_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_daemonset_arguments_run_each_controller_as_its_service_account() {
     let cluster = TestCluster::start().await.unwrap();
-    let cloud = FakeCloud::new();
-    cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.1"));
     let kubeconfig =
         std::env::temp_dir().join(format!("stratus-ds-{}.kubeconfig", std::process::id()));
     cluster.server().write_kubeconfig(&kubeconfig).unwrap();
-    let port = free_port();
-    let args = vec![
-        "cloud-controller-manager".to_string(),
-        // The documented argument list.
-        "--cloud-provider=fake".into(),
-        "--leader-elect=true".into(),
-        "--use-service-account-credentials".into(),
-        "--allocate-node-cidrs=true".into(),
-        "--configure-cloud-routes=true".into(),
-        "--cluster-cidr=172.17.0.0/16".into(),
-        // The harness.
-        format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--secure-port={port}"),
-        "--bind-address=127.0.0.1".into(),
-        "--disabled-metrics=running_managed_controllers".into(),
-    ];
-    let provider = cloud.clone();
-    let command = Command::new().cloud_initializer(move |_options, _flags| {
-        Ok(Arc::new(provider) as Arc<dyn CloudProvider>)
-    });
-    let (stop, stopped) = watch::channel(false);
-    let task = tokio::spawn(command.run_with_args(args, stopped));
-
-    let _kubelet = cluster
-        .add_node(NodeSpec::new("node-a").with_heartbeat(Duration::from_secs(3600)))
-        .await
-        .unwrap();
-    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    services
-        .create(&PostParams::default(), &load_balancer_service("web"))
-        .await
-        .unwrap();
-    let nodes: Api<Node> = Api::all(cluster.client());
-    eventually(
-        "the node is initialized, given a pod CIDR and a route; web has a load balancer",
-        Duration::from_secs(30),
-        || async {
-            let node = nodes.get("node-a").await.unwrap();
-            let spec = node.spec.unwrap_or_default();
-            let web = services.get("web").await.unwrap();
-            spec.provider_id.as_deref() == Some("fake://node-a")
-                && spec.pod_cidr.is_some()
-                && !cloud.routes_list().is_empty()
-                && web
-                    .status
-                    .and_then(|s| s.load_balancer)
-                    .and_then(|l| l.ingress)
-                    .is_some_and(|i| !i.is_empty())
-        },
-    )
-    .await;
+    let manager = DocumentedManager::start(
+        &kubeconfig,
+        &["--disabled-metrics=running_managed_controllers"],
+    );
+    let _kubelet = manager.converge(&cluster, || {}).await;
 
     // Each controller's writes were made by its own ServiceAccount.
     let writes: Vec<_> = cluster
@@ -359,7 +312,7 @@ async fn the_documented_daemonset_arguments_run_each_controller_as_its_service_a
         );
     }
 
-    let admin = insecure_client(([127, 0, 0, 1], port).into());
+    let admin = insecure_client(([127, 0, 0, 1], manager.port).into());
     let (code, body) = get(&admin, "/healthz").await;
     assert_eq!(code, 200, "{body}");
     let (_, metrics) = get(&admin, "/metrics").await;
@@ -369,8 +322,7 @@ async fn the_documented_daemonset_arguments_run_each_controller_as_its_service_a
     );
     assert!(metrics.contains("workqueue_adds"), "{metrics}");
 
-    stop.send(true).unwrap();
-    task.await.unwrap().unwrap();
+    manager.stop().await;
     let _ = std::fs::remove_file(&kubeconfig);
 }
 
