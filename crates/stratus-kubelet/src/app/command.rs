@@ -100,7 +100,12 @@ pub enum CommandError {
 ///     backend_endpoint: String,
 /// }
 ///
-/// # fn provider(endpoint: &str) -> Arc<dyn stratus_pod::PodLifecycleHandler> { unimplemented!() }
+/// # use stratus_pod::mock::{MockPodLifecycle, MockPodProvider};
+/// /// The vendor's provider for the backend at `endpoint`.
+/// fn provider(endpoint: &str) -> Arc<dyn stratus_pod::PodLifecycleHandler> {
+///     # let _ = endpoint;
+///     Arc::new(MockPodProvider::new(MockPodLifecycle::new()))
+/// }
 /// fn main() -> std::process::ExitCode {
 ///     register_pod_provider("my-backend", |init: ProviderInit| {
 ///         let flags = init.flags::<MyFlags>().ok_or("the command was built without MyFlags")?;
