@@ -248,16 +248,21 @@ fn gadget_crd() -> CustomResourceDefinition {
     .unwrap()
 }
 
-#[tokio::test]
-async fn schemas_default_prune_and_validate() {
-    let server = ApiServer::start().await.unwrap();
-    let client = server.client();
-    establish(&client, &gadget_crd()).await;
+/// The Gadget definition established, and its objects' API.
+async fn established_gadgets(client: &kube::Client) -> Api<DynamicObject> {
+    establish(client, &gadget_crd()).await;
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1alpha1", "Gadget"),
         "gadgets",
     );
-    let gadgets: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    Api::all_with(client.clone(), &resource)
+}
+
+#[tokio::test]
+async fn schemas_default_prune_and_validate() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let gadgets = established_gadgets(&client).await;
     let object = |spec: Value| -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "example.com/v1alpha1", "kind": "Gadget",
@@ -352,12 +357,7 @@ async fn the_scale_subresource_follows_the_declared_paths() {
     use k8s_openapi::api::autoscaling::v1::Scale;
     let server = ApiServer::start().await.unwrap();
     let client = server.client();
-    establish(&client, &gadget_crd()).await;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1alpha1", "Gadget"),
-        "gadgets",
-    );
-    let gadgets: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let gadgets = established_gadgets(&client).await;
     let gadget: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1alpha1", "kind": "Gadget",
         "metadata": {"name": "g1"}, "spec": {"replicas": 2},
