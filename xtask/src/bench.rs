@@ -143,6 +143,37 @@ async fn namespace(server: &ApiServer, name: &str) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// Run jobs `0..total` on one task per worker (`workers` holds each task's
+/// state: its client), taking the next job number from a shared counter;
+/// the answer is jobs per second.
+async fn jobs_per_second<W, F, Fut>(total: usize, workers: Vec<W>, job: F) -> Result<f64, BoxError>
+where
+    W: Send + 'static,
+    F: Fn(W, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<W, BoxError>> + Send,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in workers {
+        let (next, job) = (next.clone(), job.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut worker = worker;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return Ok::<_, BoxError>(());
+                }
+                worker = job(worker, i).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
 fn small_cm(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"bench": "true"}}, "data": {"k": "v"}})
 }
@@ -170,28 +201,15 @@ async fn apiserver() -> Result<(), BoxError> {
     let mut rows = Vec::new();
 
     // Small creates from concurrent kube clients.
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let api: Api<ConfigMap> = Api::namespaced(server.client(), "bench-http");
-        let next = next.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= WRITES {
-                    return Ok::<_, kube::Error>(());
-                }
-                let cm: ConfigMap =
-                    serde_json::from_value(small_cm(&format!("cm-{i}"))).unwrap_or_default();
-                api.create(&PostParams::default(), &cm).await?;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let http_creates = WRITES as f64 / started.elapsed().as_secs_f64();
+    let apis = (0..CLIENTS)
+        .map(|_| Api::<ConfigMap>::namespaced(server.client(), "bench-http"))
+        .collect();
+    let http_creates = jobs_per_second(WRITES, apis, |api, i| async move {
+        let cm: ConfigMap = serde_json::from_value(small_cm(&format!("cm-{i}")))?;
+        api.create(&PostParams::default(), &cm).await?;
+        Ok(api)
+    })
+    .await?;
     let started = Instant::now();
     for i in 0..WRITES {
         direct::create(
@@ -222,36 +240,25 @@ async fn apiserver() -> Result<(), BoxError> {
         })
         .collect::<Result<_, _>>()?;
     let bodies = Arc::new(bodies);
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let client = server.client();
-        let (next, bodies) = (next.clone(), bodies.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= WRITES {
-                    return Ok::<_, BoxError>(());
-                }
-                let req = http::Request::post("/api/v1/namespaces/bench-proto/configmaps")
-                    .header("Content-Type", "application/vnd.kubernetes.protobuf")
-                    .header("Accept", "application/vnd.kubernetes.protobuf")
-                    .body(kube::client::Body::from(bodies[i].clone()))?;
-                let resp = client.send(req).await?;
-                if resp.status() != http::StatusCode::CREATED {
-                    return Err(format!("protobuf create answered {}", resp.status()).into());
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
+    let clients = (0..CLIENTS)
+        .map(|_| (server.client(), bodies.clone()))
+        .collect();
+    let protobuf_creates = jobs_per_second(WRITES, clients, |(client, bodies), i| async move {
+        let req = http::Request::post("/api/v1/namespaces/bench-proto/configmaps")
+            .header("Content-Type", "application/vnd.kubernetes.protobuf")
+            .header("Accept", "application/vnd.kubernetes.protobuf")
+            .body(kube::client::Body::from(bodies[i].clone()))?;
+        let resp = client.send(req).await?;
+        if resp.status() != http::StatusCode::CREATED {
+            return Err(format!("protobuf create answered {}", resp.status()).into());
+        }
+        Ok((client, bodies))
+    })
+    .await?;
     rows.push(Row {
         metric: "protobuf_creates_per_sec",
         unit: "/s",
-        http: WRITES as f64 / started.elapsed().as_secs_f64(),
+        http: protobuf_creates,
         floor: Some(floor_creates),
         higher_is_better: true,
     });
@@ -282,64 +289,44 @@ async fn apiserver() -> Result<(), BoxError> {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
         "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": "bench-rbac"}]
     }))?;
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
+    let mut apis = Vec::new();
     for _ in 0..CLIENTS {
         let mut config = rbac_server.config()?;
         config.auth_info.token = Some("bench-token".to_owned().into());
-        let api: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config)?, "bench-rbac");
-        let next = next.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= WRITES {
-                    return Ok::<_, kube::Error>(());
-                }
-                let cm: ConfigMap =
-                    serde_json::from_value(small_cm(&format!("cm-{i}"))).unwrap_or_default();
-                api.create(&PostParams::default(), &cm).await?;
-            }
-        }));
+        apis.push(Api::<ConfigMap>::namespaced(
+            kube::Client::try_from(config)?,
+            "bench-rbac",
+        ));
     }
-    for t in tasks {
-        t.await??;
-    }
+    let rbac_creates = jobs_per_second(WRITES, apis, |api, i| async move {
+        let cm: ConfigMap = serde_json::from_value(small_cm(&format!("cm-{i}")))?;
+        api.create(&PostParams::default(), &cm).await?;
+        Ok(api)
+    })
+    .await?;
     rows.push(Row {
         metric: "rbac_creates_per_sec",
         unit: "/s",
-        http: WRITES as f64 / started.elapsed().as_secs_f64(),
+        http: rbac_creates,
         floor: Some(http_creates),
         higher_is_better: true,
     });
     rbac_server.shutdown().await;
 
     // Merge patches from concurrent kube clients.
-    let next = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let api: Api<ConfigMap> = Api::namespaced(server.client(), "bench-http");
-        let next = next.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= WRITES {
-                    return Ok::<_, kube::Error>(());
-                }
-                api.patch(
-                    &format!("cm-{i}"),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"data": {"k": "w"}})),
-                )
-                .await?;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let http_patches = WRITES as f64 / started.elapsed().as_secs_f64();
+    let apis = (0..CLIENTS)
+        .map(|_| Api::<ConfigMap>::namespaced(server.client(), "bench-http"))
+        .collect();
+    let http_patches = jobs_per_second(WRITES, apis, |api, i| async move {
+        api.patch(
+            &format!("cm-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
+        .await?;
+        Ok(api)
+    })
+    .await?;
     let started = Instant::now();
     let body = serde_json::to_vec(&json!({"data": {"k": "w"}}))?;
     for i in 0..WRITES {
