@@ -291,10 +291,8 @@ async fn apiserver() -> Result<(), BoxError> {
     }))?;
     let mut apis = Vec::new();
     for _ in 0..CLIENTS {
-        let mut config = rbac_server.config()?;
-        config.auth_info.token = Some("bench-token".to_owned().into());
         apis.push(Api::<ConfigMap>::namespaced(
-            kube::Client::try_from(config)?,
+            rbac_server.client_with_token("bench-token")?,
             "bench-rbac",
         ));
     }

@@ -240,9 +240,7 @@ async fn self_reviews_answer_for_the_caller() {
         },
     );
     server.set_access_policy(|r| (r.user == "bob" && r.verb == "list", "bob lists".into()));
-    let mut config = server.config().unwrap();
-    config.auth_info.token = Some("bob-token".to_owned().into());
-    let bob = kube::Client::try_from(config).unwrap();
+    let bob = server.client_with_token("bob-token").unwrap();
     let bob_whoami: Api<SelfSubjectReview> = Api::all(bob.clone());
     let info = bob_whoami
         .create(

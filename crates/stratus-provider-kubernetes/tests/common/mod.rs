@@ -51,9 +51,7 @@ impl Remote {
             .service_account_token("stratus-offload", "stratus-offload-node")
             .await
             .unwrap();
-        let mut config = self.cluster.server().config().unwrap();
-        config.auth_info.token = Some(token.into());
-        kube::Client::try_from(config).unwrap()
+        self.cluster.server().client_with_token(&token).unwrap()
     }
 
     /// The requests the remote API server refused (401, 403).

@@ -464,6 +464,15 @@ impl ApiServer {
         kube::Client::try_from(self.config()?).map_err(|e| ApiServerError::Client(e.to_string()))
     }
 
+    /// A `kube::Client` for this server that presents the bearer `token`
+    /// (a ServiceAccount's token from TokenRequest, or one given to
+    /// [`ApiServer::add_token`]) instead of the administrator's.
+    pub fn client_with_token(&self, token: &str) -> Result<kube::Client, ApiServerError> {
+        let mut config = self.config()?;
+        config.auth_info.token = Some(token.to_owned().into());
+        kube::Client::try_from(config).map_err(|e| ApiServerError::Client(e.to_string()))
+    }
+
     /// The `kube::Config` of this server (its URL, and its CA when serving
     /// TLS), for code that builds its own client.
     pub fn config(&self) -> Result<kube::Config, ApiServerError> {
