@@ -182,14 +182,7 @@ fn write(
         let mut next = current.clone();
         let path: Vec<&str> = paths.spec.iter().map(String::as_str).collect();
         set_at(&mut next, &path, json!(replicas));
-        let generation = at(current, &["metadata", "generation"])
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        set_at(
-            &mut next,
-            &["metadata", "generation"],
-            json!(generation + 1),
-        );
+        super::write::bump_generation(current, &mut next);
         Ok(Mutation::Replace(next))
     };
     if req.dry_run() {

@@ -410,14 +410,7 @@ fn next_state(
     }
     default_for(inner, def, &mut desired, Some(current))?;
     if spec_part(&desired) != spec_part(current) {
-        let generation = at(current, &["metadata", "generation"])
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        set_at(
-            &mut desired,
-            &["metadata", "generation"],
-            json!(generation + 1),
-        );
+        bump_generation(current, &mut desired);
     }
     if let Some(operation) = operation {
         apply::record_update(
@@ -996,4 +989,13 @@ pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
     super::disruption::check(inner, &pod.object)?;
     let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
     Ok((201, success_status(&def, &name, meta::uid(&stored.object))))
+}
+
+/// `next`'s `metadata.generation`: one more than `current`'s (a spec
+/// change, as kube-apiserver counts them).
+pub(super) fn bump_generation(current: &Value, next: &mut Value) {
+    let generation = at(current, &["metadata", "generation"])
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    set_at(next, &["metadata", "generation"], json!(generation + 1));
 }
