@@ -165,7 +165,7 @@ impl VirtualNodeBuilder {
 }
 
 /// A DNS subdomain (RFC 1123): what a Node name must be.
-fn valid_dns_subdomain(name: &str) -> bool {
+pub(crate) fn valid_dns_subdomain(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|label| {

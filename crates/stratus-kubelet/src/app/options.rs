@@ -140,18 +140,7 @@ impl KubeletOptions {
     pub fn node_names(&self) -> Result<Vec<String>, String> {
         let mut names: Vec<String> = Vec::new();
         for name in self.nodename.split(',').map(str::trim) {
-            let valid = !name.is_empty()
-                && name.len() <= 253
-                && name.split('.').all(|label| {
-                    !label.is_empty()
-                        && label.len() <= 63
-                        && label
-                            .chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                        && !label.starts_with('-')
-                        && !label.ends_with('-')
-                });
-            if !valid {
+            if !crate::virtual_node::valid_dns_subdomain(name) {
                 return Err(format!(
                     "--nodename {:?}: {name:?} is not a node name (a lowercase DNS subdomain)",
                     self.nodename

@@ -74,13 +74,9 @@ fn versions(crd: &Value) -> &[Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// An RFC 1123 label (plural names, version names).
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    super::validation::dns_label(s, 63, false)
 }
 
 /// Defaulting of a definition (`names.singular`, `names.listKind`,

@@ -6,7 +6,9 @@ use super::error::Cause;
 use super::meta::{at, str_at};
 use super::resources::{NameRule, ResourceDef};
 
-fn dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
+/// An RFC 1123 label of at most `max` characters (an RFC 1035 label, starting
+/// with a letter, when `first_alpha`).
+pub(super) fn dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
     !s.is_empty()
         && s.len() <= max
         && s.bytes()
