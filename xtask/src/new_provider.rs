@@ -332,10 +332,19 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             // Formatted for the name it was generated with (line widths
             // depend on it); a machine without rustfmt keeps the template's
             // layout.
-            let _ = std::process::Command::new("cargo")
+            let formatted = std::process::Command::new("cargo")
                 .arg("fmt")
                 .current_dir(&dir)
                 .status();
+            if !formatted
+                .as_ref()
+                .is_ok_and(std::process::ExitStatus::success)
+            {
+                eprintln!(
+                    "new-provider: `cargo fmt` did not run in {} ({formatted:?}); the files keep the templates' layout",
+                    dir.display()
+                );
+            }
             println!(
                 "new-provider: wrote {}\nnext: cd {} && cargo test   (the conformance test lists the methods left to write)",
                 dir.display(),
