@@ -1,7 +1,8 @@
 //! `cargo xtask e2e --kubeconfig FILE [--ccm] [--virtual-node NAME]`: the
 //! end-to-end checks of `stratus_testing::e2e` against any cluster — the
-//! cloud controller manager's (Nodes initialized, LoadBalancer Services
-//! provisioned and released) and a virtual node's (Go virtual-kubelet's
+//! cloud controller manager's (Nodes initialized, routes for their pod
+//! CIDRs, LoadBalancer Services provisioned and released, a Node whose
+//! instance is gone deleted) and a virtual node's (Go virtual-kubelet's
 //! e2e cases). Prints each check and a summary, writes JUnit XML with
 //! `--junit`, exits 1 when a check failed. `--cleanup` deletes what an
 //! interrupted run left (objects labelled
@@ -40,6 +41,15 @@ pub(crate) struct Args {
     /// Write the results as JUnit XML here.
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// The manager under test configures no cloud routes (skip the route
+    /// check).
+    #[arg(long)]
+    no_routes: bool,
+    /// The provider ID of an instance that does not exist, for the
+    /// lifecycle check (default: a cloud Node's with its last segment
+    /// replaced).
+    #[arg(long)]
+    gone_provider_id: Option<String>,
     /// Only delete what earlier runs left, then stop.
     #[arg(long)]
     cleanup: bool,
@@ -82,6 +92,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         namespace: args.namespace.clone(),
         wait: Duration::from_secs(args.wait),
         image: args.image.clone(),
+        routes: !args.no_routes,
+        gone_provider_id: args.gone_provider_id.clone(),
         ..E2eConfig::default()
     };
     let mut suites: Vec<(String, Report)> = Vec::new();

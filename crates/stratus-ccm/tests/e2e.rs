@@ -1,7 +1,9 @@
 //! The end-to-end runner (`stratus_testing::e2e::run_ccm_e2e`, what
 //! `cargo xtask e2e --ccm` runs against a real cluster) against the
-//! manager on the harness: a healthy cloud passes; a cloud whose load
-//! balancers fail is reported with the contract it broke.
+//! manager on the harness: a healthy cloud passes (routes and the deletion
+//! of a Node whose instance is gone included); a cloud whose load
+//! balancers fail is reported with the contract it broke, and so is a
+//! cloud that never says an instance is gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +40,9 @@ async fn the_e2e_runner_passes_a_healthy_cloud_and_names_a_broken_contract() {
         "ccm",
         "--cloud-provider=fake",
         "--leader-elect=false",
-        "--controllers=cloud-node,service",
+        "--cluster-cidr=10.244.0.0/16",
+        "--allocate-node-cidrs",
+        "--node-monitor-period=1s",
     ])
     .unwrap()
     .options;
@@ -62,11 +66,19 @@ async fn the_e2e_runner_passes_a_healthy_cloud_and_names_a_broken_contract() {
         .iter()
         .filter(|c| c.outcome == Outcome::Passed)
         .count();
-    assert_eq!(passed, 4, "{healthy}");
+    assert_eq!(passed, 6, "{healthy}");
+    // The Node the runner registered for the lifecycle check is gone, and
+    // the cloud was asked about it.
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client());
+    let left = nodes
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=stratus-e2e"))
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "{:?}", left.items);
 
     cloud.fail_next("ensure_load_balancer", CloudErrorKind::Other, 10_000);
     let config = E2eConfig {
-        wait: Duration::from_secs(3),
+        wait: Duration::from_secs(5),
         ..E2eConfig::default()
     };
     let broken = run_ccm_e2e(cluster.client(), &config).await;
@@ -84,6 +96,24 @@ async fn the_e2e_runner_passes_a_healthy_cloud_and_names_a_broken_contract() {
     );
     // The Nodes still pass: only the broken contract is named.
     assert!(!failed.iter().any(|f| f.contains("Node")), "{broken}");
+
+    // A cloud that answers every instance exists: the lifecycle check fails
+    // and says which answer was wrong.
+    let config = E2eConfig {
+        wait: Duration::from_secs(4),
+        gone_provider_id: Some("fake://e2e-0".into()),
+        ..E2eConfig::default()
+    };
+    let kept = run_ccm_e2e(cluster.client(), &config).await;
+    let lifecycle = kept
+        .failures()
+        .into_iter()
+        .find(|c| c.name.contains("instance does not exist"))
+        .unwrap_or_else(|| panic!("the lifecycle check should fail: {kept}"));
+    assert!(
+        format!("{:?}", lifecycle.outcome).contains("instance_state / instance_exists"),
+        "{kept}"
+    );
     stop.send(true).unwrap();
     manager.wait().await.unwrap();
 }

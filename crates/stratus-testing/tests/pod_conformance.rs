@@ -153,7 +153,17 @@ async fn the_e2e_runner_passes_a_healthy_node_and_names_a_broken_contract() {
     };
     let healthy = run_virtual_node_e2e(api.client(), "vk-healthy", &config).await;
     healthy.assert_complete();
-    assert!(healthy.checks.len() >= 9, "{healthy}");
+    assert!(healthy.checks.len() >= 10, "{healthy}");
+    let exec = healthy
+        .checks
+        .iter()
+        .find(|c| c.name.contains("(exec)"))
+        .expect("an exec check");
+    assert_eq!(
+        exec.outcome,
+        stratus_testing::conformance::Outcome::Passed,
+        "{healthy}"
+    );
 
     let broken = run_virtual_node_e2e(api.client(), "vk-never-deletes", &config).await;
     let failed: Vec<String> = broken

@@ -1,8 +1,11 @@
 //! The end-to-end checks against a real cluster running this manager
-//! (Nodes initialized with provider ID and addresses, a LoadBalancer
-//! Service provisioned and released), seen through the API server only.
-//! Everything it creates is labelled `app.kubernetes.io/managed-by=stratus-e2e`
-//! and deleted.
+//! (Nodes initialized with provider ID and addresses, routes for their pod
+//! CIDRs, a LoadBalancer Service provisioned and released, a Node whose
+//! instance is gone deleted), seen through the API server only. Everything
+//! it creates is labelled `app.kubernetes.io/managed-by=stratus-e2e` and
+//! deleted. A cluster without cloud routes sets `routes: false`; a cloud
+//! whose provider IDs carry more than a trailing instance name sets
+//! `gone_provider_id` to the ID of an instance that does not exist.
 //!
 //! ```sh
 //! STRATUS_E2E_KUBECONFIG=~/.kube/config cargo test --test e2e -- --ignored --nocapture

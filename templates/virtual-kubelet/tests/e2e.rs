@@ -1,6 +1,7 @@
 //! Go virtual-kubelet's end-to-end cases against a real cluster running
-//! this node (Ready, Lease renewed, a pod runs and is deleted, logs and
-//! stats through the API server), seen through the API server only.
+//! this node (Ready, Lease renewed, a pod runs and is deleted gracefully and
+//! forcibly, logs, exec and stats through the API server), seen through the
+//! API server only.
 //! Everything it creates is labelled `app.kubernetes.io/managed-by=stratus-e2e`
 //! and deleted.
 //!

@@ -2,10 +2,13 @@
 //! and a cloud controller manager's (Go's cloud-provider e2e tests).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Service};
 use kube::Api;
-use kube::api::{DeleteParams, LogParams, PostParams};
+use kube::api::{AttachParams, DeleteParams, LogParams, PostParams};
 use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
 
 use super::{E2eConfig, MANAGED_BY, RUN_LABEL};
 use crate::conformance::{Outcome, Report};
@@ -15,6 +18,12 @@ use crate::wait::poll_until;
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 /// The finalizer the service controller keeps on a LoadBalancer Service.
 const LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
+/// The condition the route controller writes on a Node.
+const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+/// Its reason once the Node's routes exist.
+const ROUTE_CREATED: &str = "RouteCreated";
+/// The taint keeping workloads off the Node the lifecycle check registers.
+const GONE_TAINT: &str = "e2e.stratus.dev/instance-gone";
 
 async fn until<F, Fut>(config: &E2eConfig, what: &str, check: F) -> Result<(), String>
 where
@@ -22,6 +31,25 @@ where
     Fut: std::future::Future<Output = Result<bool, String>>,
 {
     poll_until(config.wait, what, check, |_| None).await
+}
+
+/// Poll `pending` every 100 ms until it answers `Ok(None)`; on timeout the
+/// error is what it last said was still pending.
+async fn until_settled<F, Fut>(config: &E2eConfig, mut pending: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<String>, String>>,
+{
+    let deadline = Instant::now() + config.wait;
+    loop {
+        match pending().await? {
+            None => return Ok(()),
+            Some(why) if Instant::now() >= deadline => {
+                return Err(format!("after {:?}: {why}", config.wait));
+            }
+            Some(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
 }
 
 fn labels(config: &E2eConfig) -> Value {
@@ -84,11 +112,57 @@ async fn running_pods(client: &kube::Client, node: &str) -> Result<Option<Vec<St
     ))
 }
 
-fn condition_true(node: &Node, type_: &str) -> bool {
+fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+        .and_then(|c| c.iter().find(|c| c.type_ == type_))
+}
+
+fn condition_true(node: &Node, type_: &str) -> bool {
+    condition(node, type_).is_some_and(|c| c.status == "True")
+}
+
+/// Run `echo stratus-e2e-exec` in the pod's container through the API
+/// server (`pods/exec`); `Ok(None)` when the node serves no exec (501).
+async fn exec_echo(pods: &Api<Pod>, name: &str) -> Result<Option<()>, String> {
+    let params = AttachParams::default().container("app").stderr(false);
+    let mut process = match pods.exec(name, ["echo", "stratus-e2e-exec"], &params).await {
+        Ok(p) => p,
+        Err(kube::Error::UpgradeConnection(
+            kube::client::UpgradeConnectionError::ProtocolSwitch(status),
+        )) if status == http::StatusCode::NOT_IMPLEMENTED => return Ok(None),
+        Err(e) if code(&e) == Some(501) => return Ok(None),
+        Err(e) => return Err(format!("POST pods/{name}/exec: {e}")),
+    };
+    let mut out = String::new();
+    if let Some(mut stdout) = process.stdout() {
+        stdout
+            .read_to_string(&mut out)
+            .await
+            .map_err(|e| format!("reading the exec's stdout: {e}"))?;
+    }
+    let status = process.take_status();
+    process
+        .join()
+        .await
+        .map_err(|e| format!("the exec stream broke: {e}"))?;
+    if let Some(status) = status
+        && let Some(status) = status.await
+        && status.status.as_deref() == Some("Failure")
+    {
+        return Err(format!(
+            "the command failed: {} (ContainerExec::exec)",
+            status.message.unwrap_or_default()
+        ));
+    }
+    if out.trim() == "stratus-e2e-exec" {
+        Ok(Some(()))
+    } else {
+        Err(format!(
+            "`echo stratus-e2e-exec` printed {out:?} (ContainerExec::exec)"
+        ))
+    }
 }
 
 async fn renew_time(leases: &Api<Lease>, node: &str) -> Result<Option<String>, String> {
@@ -150,8 +224,8 @@ async fn runs(pods: &Api<Pod>, config: &E2eConfig, name: &str) -> Result<(), Str
 /// cluster `client` talks to: the node is Ready and renews its Lease; a pod
 /// bound to it runs with an IP and reports its container running; the
 /// provider lists it (`/runningpods/`), its logs come through the API
-/// server and the stats summary has it (skipped where the node serves
-/// none); graceful and forced deletions remove it from the API and from the
+/// server, a command runs in it (`exec`) and the stats summary has it
+/// (each skipped where the node serves none); graceful and forced deletions remove it from the API and from the
 /// provider.
 pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2eConfig) -> Report {
     let mut report = Report::default();
@@ -245,6 +319,20 @@ pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2e
             Outcome::Failed(format!("GET pods/{name}/log: {e}")),
         ),
     }
+    match exec_echo(&pods, &name).await {
+        Ok(Some(())) => report.push(
+            "a command runs in the pod through the API server (exec)",
+            Outcome::Passed,
+        ),
+        Ok(None) => report.push(
+            "a command runs in the pod through the API server (exec)",
+            Outcome::Skipped("the provider serves no exec".into()),
+        ),
+        Err(e) => report.push(
+            "a command runs in the pod through the API server (exec)",
+            Outcome::Failed(e),
+        ),
+    }
     match proxy(&client, node, "stats/summary").await {
         Ok(None) => report.push(
             "the stats summary has the pod",
@@ -309,9 +397,12 @@ fn tainted_uninitialized(node: &Node) -> bool {
 /// Go's cloud-provider e2e checks against the cluster `client` talks to,
 /// whose cloud controller manager is under test: every Node loses the
 /// uninitialized taint; the Nodes of the cloud (not virtual ones) have a
-/// provider ID and addresses; a LoadBalancer Service gets an ingress and
-/// the cleanup finalizer, and once deleted is released (its load balancer
-/// deleted, the finalizer removed).
+/// provider ID and addresses, a pod CIDR and a route (`NetworkUnavailable`
+/// `False` with reason `RouteCreated`; skipped when
+/// [`E2eConfig::routes`] is off); a LoadBalancer Service gets an ingress
+/// and the cleanup finalizer, and once deleted is released (its load
+/// balancer deleted, the finalizer removed); a not-Ready Node whose
+/// instance does not exist ([`E2eConfig::gone_provider_id`]) is deleted.
 pub async fn run_ccm_e2e(client: kube::Client, config: &E2eConfig) -> Report {
     let mut report = Report::default();
     let nodes: Api<Node> = Api::all(client.clone());
@@ -417,12 +508,134 @@ pub async fn run_ccm_e2e(client: kube::Client, config: &E2eConfig) -> Report {
         }
         .await,
     );
-    report.push(
-        "a Node whose instance is deleted is removed",
-        Outcome::Skipped(
-            "needs an instance deleted in the cloud; the conformance suite checks instance_exists"
-                .into(),
-        ),
+    let routes = "the cloud's Nodes have routes for their pod CIDRs (NetworkUnavailable=False)";
+    if config.routes {
+        report.result(routes, routes_created(&nodes, config).await);
+    } else {
+        report.push(
+            routes,
+            Outcome::Skipped("the cluster configures no cloud routes (routes: false)".into()),
+        );
+    }
+    gone_node_deleted(report, &nodes, config).await
+}
+
+/// The pod CIDRs of `node` (`spec.podCIDRs`, else `spec.podCIDR`).
+fn pod_cidrs(node: &Node) -> Vec<String> {
+    let spec = node.spec.clone().unwrap_or_default();
+    spec.pod_cidrs
+        .filter(|c| !c.is_empty())
+        .or_else(|| spec.pod_cidr.map(|c| vec![c]))
+        .unwrap_or_default()
+}
+
+/// Every cloud Node has a pod CIDR and the route controller's
+/// `NetworkUnavailable=False` (`RouteCreated`).
+async fn routes_created(nodes: &Api<Node>, config: &E2eConfig) -> Result<(), String> {
+    until_settled(config, || async {
+        let list = nodes
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut cloud = list.items.iter().filter(|n| !is_virtual(n)).peekable();
+        if cloud.peek().is_none() {
+            return Ok(Some("the cluster has no Node outside virtual nodes".into()));
+        }
+        for node in cloud {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            if pod_cidrs(node).is_empty() {
+                return Ok(Some(format!(
+                    "Node {name} has no pod CIDR (node-ipam: --allocate-node-cidrs, --cluster-cidr)"
+                )));
+            }
+            match condition(node, NETWORK_UNAVAILABLE) {
+                Some(c) if c.status == "False" && c.reason.as_deref() == Some(ROUTE_CREATED) => {}
+                Some(c) => {
+                    return Ok(Some(format!(
+                        "Node {name} is NetworkUnavailable={} ({}): its routes were not created (create_route)",
+                        c.status,
+                        c.reason.as_deref().unwrap_or("no reason")
+                    )));
+                }
+                None => {
+                    return Ok(Some(format!(
+                        "Node {name} has no NetworkUnavailable condition: the route controller created no route for it (list_routes / create_route)"
+                    )));
+                }
+            }
+        }
+        Ok(None)
+    })
+    .await
+}
+
+/// The provider ID of an instance that does not exist: the configured one,
+/// else a cloud Node's with its last segment replaced by the run's name.
+async fn gone_provider_id(nodes: &Api<Node>, config: &E2eConfig) -> Result<String, String> {
+    if let Some(id) = &config.gone_provider_id {
+        return Ok(id.clone());
+    }
+    let list = nodes
+        .list(&Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    list.items
+        .iter()
+        .filter(|n| !is_virtual(n))
+        .find_map(|n| n.spec.as_ref()?.provider_id.clone())
+        .and_then(|id| {
+            let cut = id.rfind('/')?;
+            Some(format!("{}{}-gone", &id[..=cut], config.run))
+        })
+        .ok_or_else(|| {
+            "no cloud Node has a provider ID to derive a vanished instance's from \
+             (set gone_provider_id / --gone-provider-id)"
+                .to_owned()
+        })
+}
+
+/// Go's cloud-node-lifecycle contract: a Node that is not Ready and whose
+/// instance does not exist is deleted. The check registers such a Node
+/// itself (tainted so nothing is scheduled to it), then waits for it to go.
+async fn gone_node_deleted(mut report: Report, nodes: &Api<Node>, config: &E2eConfig) -> Report {
+    let name = format!("{}-gone", config.run);
+    report.result(
+        "a Node whose instance does not exist is deleted",
+        async {
+            let provider_id = gone_provider_id(nodes, config).await?;
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": labels(config)},
+                "spec": {
+                    "providerID": provider_id,
+                    "taints": [
+                        {"key": GONE_TAINT, "effect": "NoSchedule"},
+                        {"key": GONE_TAINT, "effect": "NoExecute"},
+                    ],
+                },
+            }))
+            .map_err(|e| e.to_string())?;
+            nodes
+                .create(&PostParams::default(), &node)
+                .await
+                .map_err(|e| format!("creating the Node: {e}"))?;
+            until_settled(config, || async {
+                let present = nodes
+                    .get_opt(&name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_some();
+                Ok(present.then(|| {
+                    format!(
+                        "Node {name} ({provider_id}) still exists: the cloud-node-lifecycle \
+                         controller did not delete it (instance_state / instance_exists must \
+                         answer that the instance is gone)"
+                    )
+                }))
+            })
+            .await
+        }
+        .await,
     );
+    let _ = nodes.delete(&name, &DeleteParams::default()).await;
     report
 }
