@@ -12,8 +12,9 @@ use crate::ProcessConfig;
 
 /// The annotation saying how the node enforces container limits:
 /// `memory=rlimit-data,cpu=cgroup-v1` (or `cgroup-v2`) where this process
-/// may write the `cpu` controller, `memory=rlimit-data,cpu=none` elsewhere (see
-/// `docs/providers/process.md`).
+/// may write the `cpu` controller, `memory=cgroup-v2,cpu=cgroup-v2` where
+/// the v2 `memory` controller is delegated too, `memory=rlimit-data,cpu=none`
+/// elsewhere (see `docs/providers/process.md`).
 pub const LIMITS_ANNOTATION: &str = "process.stratus.dev/limits";
 
 /// A [`NodeProvider`] reporting the host's capacity (or the configured
@@ -45,11 +46,8 @@ impl HostNode {
     /// The node of `config`'s host ([`ProcessConfig::host_capacity`]).
     pub fn new(config: &ProcessConfig) -> Self {
         Self {
-            enforced: match crate::cgroups::CpuCgroups::detect().map(|c| c.mechanism()) {
-                Some("cgroup-v1") => "memory=rlimit-data,cpu=cgroup-v1",
-                Some(_) => "memory=rlimit-data,cpu=cgroup-v2",
-                None => "memory=rlimit-data,cpu=none",
-            },
+            enforced: crate::cgroups::Cgroups::detect()
+                .map_or("memory=rlimit-data,cpu=none", |c| c.enforced()),
             capacity: config
                 .host_capacity()
                 .into_iter()

@@ -69,7 +69,7 @@ pub(crate) async fn record_command(pod_dir: &Path, pid: i32) -> PathBuf {
 pub fn reap_leftovers(config: &crate::ProcessConfig) -> usize {
     let killed = reap(&config.root_dir);
     // Their CPU cgroups are empty now.
-    if let Some(cgroups) = crate::cgroups::CpuCgroups::detect() {
+    if let Some(cgroups) = crate::cgroups::Cgroups::detect() {
         cgroups.remove_all();
     }
     killed

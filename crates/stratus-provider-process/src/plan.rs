@@ -44,13 +44,15 @@ pub(crate) struct Launch {
     pub(crate) pre_stop: Option<k8s_openapi::api::core::v1::LifecycleHandler>,
     /// `stdin: true`: the process reads a pipe that `kubectl attach` writes.
     pub(crate) stdin: bool,
-    /// `resources.limits.memory` in bytes (see [`crate::limits`]).
+    /// `resources.limits.memory` in bytes, enforced as an `RLIMIT_DATA`
+    /// (see [`crate::limits`]); `None` when the container's cgroup enforces
+    /// it.
     pub(crate) memory_limit: Option<u64>,
     /// A sidecar: an init container with `restartPolicy: Always`.
     pub(crate) sidecar: bool,
-    /// The CPU cgroup of `resources.limits.cpu`, where the node can make
-    /// one (see [`crate::cgroups`]).
-    pub(crate) cpu: Option<crate::cgroups::CpuLimit>,
+    /// The cgroup of `resources.limits.cpu` (and of the memory limit on
+    /// cgroup v2), where the node can make one (see [`crate::cgroups`]).
+    pub(crate) cgroup: Option<crate::cgroups::ContainerCgroup>,
 }
 
 impl Launch {
@@ -92,17 +94,23 @@ impl Launch {
     }
 
     /// Bind `child` to the container's limits, if any: its memory limit
-    /// ([`crate::limits`]) and its CPU cgroup ([`crate::cgroups`]). A
-    /// process that already ended has nothing to bind; any other failure is
-    /// logged (the process runs).
+    /// ([`crate::limits`]) and its cgroup ([`crate::cgroups`]). A process
+    /// that already ended has nothing to bind; any other failure is logged
+    /// (the process runs).
     pub(crate) fn limit(&self, child: &tokio::process::Child) {
         self.limit_memory(child);
-        if let (Some(cpu), Some(pid)) = (&self.cpu, child.id())
-            && let Err(e) = cpu.enter(pid)
+        if let (Some(cgroup), Some(pid)) = (&self.cgroup, child.id())
+            && let Err(e) = cgroup.enter(pid)
             && e.raw_os_error() != Some(rustix::io::Errno::SRCH.raw_os_error())
         {
-            tracing::warn!(container = %self.name, %e, "cannot set the CPU limit");
+            tracing::warn!(container = %self.name, %e, "cannot set the container's cgroup limits");
         }
+    }
+
+    /// How many times the kernel killed a process of the container's cgroup
+    /// for its memory limit so far (0 where memory is no cgroup limit).
+    pub(crate) fn oom_kills(&self) -> u64 {
+        self.cgroup.as_ref().map_or(0, |c| c.oom_kills())
     }
 }
 
@@ -130,7 +138,7 @@ pub(crate) struct Plan {
 /// cannot do (the node then reports `ProviderFailed` with that message).
 pub(crate) fn plan(
     config: &ProcessConfig,
-    cpu_cgroups: Option<&crate::cgroups::CpuCgroups>,
+    cgroups: Option<&crate::cgroups::Cgroups>,
     pod: &Pod,
 ) -> Result<Plan, PodError> {
     let spec = pod
@@ -193,8 +201,13 @@ pub(crate) fn plan(
     }
     let launch = |c: &Container| -> Result<Launch, PodError> {
         let mut launch = launch_of(config, &dir, &volume_dirs, c, name)?;
-        if let (Some(cgroups), Some(millicores)) = (cpu_cgroups, crate::limits::cpu_limit(c)?) {
-            launch.cpu = Some(cgroups.limit(uid, &c.name, millicores));
+        if let Some(cgroups) = cgroups {
+            let millicores = crate::limits::cpu_limit(c)?;
+            launch.cgroup = cgroups.limit(uid, &c.name, millicores, launch.memory_limit);
+            if cgroups.limits_memory() {
+                // memory.max enforces it; no RLIMIT_DATA as well.
+                launch.memory_limit = None;
+            }
         }
         Ok(launch)
     };
@@ -337,7 +350,7 @@ fn launch_of(
         stdin: c.stdin == Some(true),
         memory_limit,
         sidecar: c.restart_policy.as_deref() == Some("Always"),
-        cpu: None,
+        cgroup: None,
     })
 }
 

@@ -67,7 +67,7 @@ struct Entry {
 pub(crate) struct Inner {
     config: ProcessConfig,
     /// Where CPU limits are enforced, if this process may.
-    cpu_cgroups: Option<crate::cgroups::CpuCgroups>,
+    cgroups: Option<crate::cgroups::Cgroups>,
     /// CPU rates between stats summaries.
     rates: Mutex<crate::stats::Rates>,
     pods: Mutex<HashMap<String, Entry>>,
@@ -99,7 +99,7 @@ impl ProcessProvider {
         Self {
             inner: Arc::new(Inner {
                 config,
-                cpu_cgroups: crate::cgroups::CpuCgroups::detect(),
+                cgroups: crate::cgroups::Cgroups::detect(),
                 rates: Mutex::new(crate::stats::Rates::default()),
                 pods: Mutex::new(HashMap::new()),
                 callback: Mutex::new(None),
@@ -421,7 +421,7 @@ fn waiting(name: &str, image: &str, reason: &str) -> ContainerStatus {
 impl PodLifecycleHandler for ProcessProvider {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let key = key_of(pod);
-        let plan = plan(&self.inner.config, self.inner.cpu_cgroups.as_ref(), pod)?;
+        let plan = plan(&self.inner.config, self.inner.cgroups.as_ref(), pod)?;
         let resources = self.resources.as_deref();
         for (volume, dir) in &plan.volumes {
             crate::volumes::write(volume, dir, pod, resources).await?;
@@ -538,7 +538,7 @@ impl PodLifecycleHandler for ProcessProvider {
                 }
                 let last = with_status(&entry, &inner.config);
                 if let (Some(cgroups), Some(uid)) =
-                    (&inner.cpu_cgroups, entry.pod.metadata.uid.as_deref())
+                    (&inner.cgroups, entry.pod.metadata.uid.as_deref())
                 {
                     cgroups.remove_pod(uid);
                 }

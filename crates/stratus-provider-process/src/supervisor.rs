@@ -242,6 +242,7 @@ async fn run_instance(
         }
     };
     launch.limit(&child);
+    let oom_kills = launch.oom_kills();
     let started = now();
     let group = crate::exec::process_group(&child);
     if let (Some(group), Some(dir)) = (group, inner.pod_dir(key)) {
@@ -376,9 +377,15 @@ async fn run_instance(
     if let Some(because) = killed_because {
         message = Some(because);
     }
+    // The kernel killed it for its memory limit (cgroup v2 memory.max).
+    let oom_killed = code != 0 && launch.oom_kills() > oom_kills;
     Exit {
         code,
-        reason: if code == 0 { "Completed" } else { "Error" },
+        reason: match code {
+            0 => "Completed",
+            _ if oom_killed => "OOMKilled",
+            _ => "Error",
+        },
         message,
         started: Some(started),
         finished: now(),
