@@ -28,6 +28,7 @@ mod discovery;
 mod disruption;
 mod error;
 mod fields;
+pub mod fuzz_support;
 mod http;
 mod kubelet;
 mod meta;

@@ -72,11 +72,18 @@ pub(crate) fn list_strategy(kind: &str, path: &[&str]) -> ListStrategy {
     }
 }
 
-/// Apply an RFC 6902 JSON patch.
+/// Apply an RFC 6902 JSON patch: all of it, or nothing (`target` is left
+/// as it was when an operation fails).
 pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
     let ops: json_patch::Patch =
         serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
-    json_patch::patch(target, &ops).map_err(|e| e.to_string())
+    // On a copy, without json-patch's own undo: its undo panics when an
+    // operation it undoes cannot be reversed (a `move` of a value into
+    // itself after an earlier `move`; found by `cargo xtask fuzz`).
+    let mut patched = target.clone();
+    json_patch::patch_unsafe(&mut patched, &ops).map_err(|e| e.to_string())?;
+    *target = patched;
+    Ok(())
 }
 
 /// Apply an RFC 7386 JSON merge patch.
@@ -423,5 +430,23 @@ mod tests {
         merge_patch(&mut v, &json!({"b": {"c": null, "d": 3}})).unwrap();
         assert_eq!(v["b"], json!({"d": 3}));
         assert!(merge_patch(&mut v, &json!([1])).is_err());
+    }
+
+    #[test]
+    fn a_json_patch_that_fails_after_a_move_leaves_the_object_alone() {
+        // Found by `cargo xtask fuzz` (json-patch): the second operation
+        // fails, and undoing the first (a move from /0 into /0/0, "inside
+        // itself") used to panic inside json-patch.
+        let original = json!([[1]]);
+        let mut target = original.clone();
+        let patch = json!([
+            {"op": "move", "from": "/0/0", "path": "/0"},
+            {"op": "remove", "path": "/9"},
+        ]);
+        assert!(json_patch(&mut target, &patch).is_err());
+        assert_eq!(target, original);
+        let ok = json!([{"op": "move", "from": "/0/0", "path": "/0"}]);
+        json_patch(&mut target, &ok).unwrap();
+        assert_eq!(target, json!([1, []]));
     }
 }
