@@ -1,7 +1,8 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
 //! formatting, clippy, the workspace tests, the docs, packaging every
 //! library crate as crates.io would build it, the generated provider
-//! crates of both kinds (built and tested outside the workspace), the
+//! crates of both kinds (built and tested outside the workspace), a short
+//! fuzzing run of every parser of network and user input, the
 //! end-to-end runner against the demo cluster, the kubectl scripts (one
 //! with the newest kubectl against a process node, whose pods are real
 //! processes, one against an offload node, whose pods run in a second API
@@ -83,6 +84,14 @@ const STEPS: &[Step] = &[
         name: "generated-providers",
         program: "bash",
         args: &["scripts/generated-providers.sh"],
+        env: &[],
+    },
+    Step {
+        // Every parser of network and user input fed mutated inputs for a
+        // minute in all (about 3 s a target); a panic or a hang fails it.
+        name: "fuzz",
+        program: "cargo",
+        args: &["xtask", "fuzz", "--seconds", "60"],
         env: &[],
     },
     Step {

@@ -4,6 +4,7 @@
 //! - `apiserver`: the harness's in-memory API server in the foreground.
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `e2e`: the end-to-end checks against a cluster (a kubeconfig).
+//! - `fuzz`: the parsers of network and user input, fed mutated inputs.
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
 //! - `new-provider`: a provider crate generated from `templates/`.
@@ -11,6 +12,7 @@
 mod apiserver;
 mod bench;
 mod bench_ccm;
+mod bench_failover;
 mod bench_kubelet;
 mod bench_kubelet_api;
 mod bench_offload;
@@ -20,6 +22,8 @@ mod demo;
 mod demo_offload;
 mod demo_process;
 mod e2e;
+mod fuzz;
+mod fuzz_targets;
 mod generated;
 mod heap_meter;
 mod manifests;
@@ -41,9 +45,10 @@ tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
-  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process)
+  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
   e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
+  fuzz        every parser of network and user input fed mutated inputs ([--seconds N | --minutes N] [--target NAME] [--list])
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
   new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V]
               write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)";
@@ -104,6 +109,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("demo") => parse_and_run(&args, demo::run),
         Some("e2e") => parse_and_run(&args, e2e::run),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
         Some("new-provider") => new_provider::run(&args),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
