@@ -283,3 +283,37 @@ async fn interoperates_with_a_client_go_holder_on_the_wire() {
     assert_eq!(spec.lease_duration_seconds, Some(1));
     assert_eq!(spec.lease_transitions, Some(4));
 }
+
+/// A candidate that found the Lease held wakes when it expires as observed
+/// locally, not at its next jittered retry (up to 2.2 retry periods later,
+/// as client-go does): with a 1.5 s retry, the takeover lands right after
+/// the 2 s lease, never a retry period past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_wakes_when_the_observed_lease_expires() {
+    let server = ApiServer::start().await.unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let slow_retry = ElectionConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1900),
+        retry_period: Duration::from_millis(1500),
+        release_on_cancel: true,
+    };
+    let mut a = elector(&server, "a", slow_retry);
+    // a never renews: the record b first sees is the one it waits out.
+    a.acquire(stopped.clone()).await.unwrap().unwrap().abandon();
+    let mut b = elector(&server, "b", slow_retry);
+    let started = Instant::now();
+    let acquired = tokio::time::timeout(Duration::from_secs(10), b.acquire(stopped))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(acquired.is_some());
+    let took = started.elapsed();
+    assert!(
+        took >= slow_retry.lease_duration,
+        "took over early: {took:?}"
+    );
+    // client-go's next attempt would come 1.5–3.3 s after the first, so a
+    // takeover before 2.8 s in every run is this wake-up's doing.
+    assert!(took < Duration::from_millis(2800), "took {took:?}");
+}
