@@ -13,6 +13,9 @@
 //!   (`bench_process.rs`).
 //! - `offload`: 2,000 pods offloaded to a second API server
 //!   (`bench_offload.rs`).
+//! - `failover`: Lease takeover by replicas of the sample manager after a
+//!   crash, a graceful stop and a partition of the leader
+//!   (`bench_failover.rs`).
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -48,7 +51,9 @@ pub(crate) fn write_results(
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
-        eprintln!("usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api|process|offload>");
+        eprintln!(
+            "usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api|process|offload|failover>"
+        );
         return ExitCode::from(2);
     };
     if ![
@@ -58,11 +63,12 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         "kubelet-api",
         "process",
         "offload",
+        "failover",
     ]
     .contains(&target.as_str())
     {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api, process, offload"
+            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api, process, offload, failover"
         );
         return ExitCode::from(2);
     }
@@ -110,6 +116,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_process::run())
     } else if target == "offload" {
         rt.block_on(crate::bench_offload::run())
+    } else if target == "failover" {
+        rt.block_on(crate::bench_failover::run(&args[1..]))
     } else {
         rt.block_on(apiserver())
     };
