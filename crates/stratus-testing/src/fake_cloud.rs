@@ -157,7 +157,7 @@ struct State {
     instances: BTreeMap<String, FakeInstance>,
     load_balancers: BTreeMap<String, FakeLoadBalancer>,
     routes: BTreeMap<String, Route>,
-    calls: Vec<CloudCall>,
+    calls: crate::call_log::CallLog<CloudCall>,
     errors: BTreeMap<&'static str, VecDeque<CloudErrorKind>>,
     latency: Duration,
     bucket: Option<Bucket>,
@@ -297,18 +297,15 @@ impl FakeCloud {
         self.lock().routes.clone()
     }
 
-    /// Every call made, in order.
+    /// The calls made, in order (the last 10,000: the log stays bounded
+    /// however long the cloud runs).
     pub fn calls(&self) -> Vec<CloudCall> {
-        self.lock().calls.clone()
+        self.lock().calls.recent()
     }
 
-    /// How many calls were made to `method`.
+    /// How many calls were made to `method` (all of them).
     pub fn calls_to(&self, method: &str) -> usize {
-        self.lock()
-            .calls
-            .iter()
-            .filter(|c| c.method == method)
-            .count()
+        self.lock().calls.count(method)
     }
 
     /// Forget the call log.
@@ -362,11 +359,14 @@ impl FakeCloud {
     async fn call(&self, method: &'static str, target: &str, batch_size: usize) -> Result<()> {
         let (latency, outcome) = {
             let mut s = self.lock();
-            s.calls.push(CloudCall {
+            s.calls.push(
                 method,
-                target: target.to_owned(),
-                batch_size,
-            });
+                CloudCall {
+                    method,
+                    target: target.to_owned(),
+                    batch_size,
+                },
+            );
             let mut outcome = Ok(());
             if let Some(b) = s.bucket.as_mut() {
                 let now = Instant::now();

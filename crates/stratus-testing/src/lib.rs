@@ -40,6 +40,7 @@
 //! ```
 
 pub mod apiserver;
+mod call_log;
 pub mod cluster;
 pub mod conformance;
 pub mod csr_signer;

@@ -75,7 +75,7 @@ pub struct PodCall {
 struct State {
     latency: Duration,
     pods: BTreeMap<String, Pod>,
-    calls: Vec<PodCall>,
+    calls: crate::call_log::CallLog<PodCall>,
     failures: BTreeMap<&'static str, VecDeque<PodError>>,
     callback: Option<PodStatusCallback>,
     logs: BTreeMap<String, Vec<capabilities::LogLine>>,
@@ -180,18 +180,15 @@ impl MockPodProvider {
         self.lock().latency = latency;
     }
 
-    /// The calls received so far.
+    /// The calls received so far, oldest first (the last 10,000: the log
+    /// stays bounded however long the provider runs).
     pub fn calls(&self) -> Vec<PodCall> {
-        self.lock().calls.clone()
+        self.lock().calls.recent()
     }
 
-    /// How many calls of `method` were received.
+    /// How many calls of `method` were received (all of them).
     pub fn calls_to(&self, method: &str) -> usize {
-        self.lock()
-            .calls
-            .iter()
-            .filter(|c| c.method == method)
-            .count()
+        self.lock().calls.count(method)
     }
 
     /// The pods the provider runs, by `namespace/name`.
@@ -242,7 +239,7 @@ impl MockPodProvider {
     async fn begin(&self, method: &'static str, pod: String) -> Result<()> {
         let latency = {
             let mut s = self.lock();
-            s.calls.push(PodCall { method, pod });
+            s.calls.push(method, PodCall { method, pod });
             if let Some(e) = s.failures.get_mut(method).and_then(VecDeque::pop_front) {
                 return Err(e);
             }
