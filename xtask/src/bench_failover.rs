@@ -599,7 +599,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     for (key, mut values) in figures {
         values.sort_by(f64::total_cmp);
         metrics.push((format!("{key}_min"), values[0]));
-        metrics.push((format!("{key}_median"), percentile(&values, 50.0)));
+        metrics.push((format!("{key}_median"), percentile(&values, 0.5)));
         metrics.push((format!("{key}_max"), values[values.len() - 1]));
     }
     let median = |key: &str| {

@@ -5,6 +5,8 @@
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `e2e`: the end-to-end checks against a cluster (a kubeconfig).
 //! - `fuzz`: the parsers of network and user input, fed mutated inputs.
+//! - `soak`: the demo's components as processes under churn and API
+//!   faults, their memory and descriptors sampled.
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
 //! - `new-provider`: a provider crate generated from `templates/`.
@@ -29,6 +31,7 @@ mod heap_meter;
 mod manifests;
 mod new_provider;
 mod protobuf_schema;
+mod soak;
 
 /// Counts the controllers' heap in `bench ccm`; otherwise the system
 /// allocator with two atomic additions per allocation on tagged threads.
@@ -49,6 +52,7 @@ tasks:
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
   e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
   fuzz        every parser of network and user input fed mutated inputs ([--seconds N | --minutes N] [--target NAME] [--list])
+  soak        the demo's components as processes under churn and API faults, memory and fds sampled ([--minutes N | --seconds N])
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
   new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V]
               write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)";
@@ -110,6 +114,7 @@ fn main() -> ExitCode {
         Some("demo") => parse_and_run(&args, demo::run),
         Some("e2e") => parse_and_run(&args, e2e::run),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
         Some("new-provider") => new_provider::run(&args),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
