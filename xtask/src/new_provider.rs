@@ -150,8 +150,9 @@ fn render(template: &str, values: &[(&str, String)], file: &str) -> Result<Strin
     }
 }
 
-/// The virtual kubelet's Deployment: one replica (a node is one process),
-/// the node's IP from the downward API.
+/// The virtual kubelet's Deployment: one replica (a node is one process;
+/// `Recreate`, so an upgrade never runs two processes writing the same
+/// Node), the node's IP from the downward API.
 fn virtual_kubelet_deployment(name: &str, krate: &str, image: &str) -> Value {
     json!({
         "apiVersion": "apps/v1",
@@ -159,6 +160,7 @@ fn virtual_kubelet_deployment(name: &str, krate: &str, image: &str) -> Value {
         "metadata": {"name": krate, "namespace": "kube-system", "labels": {"app": krate}},
         "spec": {
             "replicas": 1,
+            "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": {"app": krate}},
             "template": {
                 "metadata": {"labels": {"app": krate}},
