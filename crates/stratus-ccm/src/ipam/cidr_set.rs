@@ -104,7 +104,9 @@ impl CidrSet {
 
     fn cidr_at(&self, index: usize) -> Cidr {
         let base = to_u128(self.cluster.network());
-        let addr = base + ((index as u128) << self.shift());
+        // A shift of the whole width (a /0 cut into one /0) leaves one
+        // index, 0; `checked_shl` says so without overflowing.
+        let addr = base + (index as u128).checked_shl(self.shift()).unwrap_or(0);
         let ip = if self.cluster.is_ipv6() {
             IpAddr::V6(Ipv6Addr::from(addr))
         } else {
@@ -127,7 +129,9 @@ impl CidrSet {
         let first = to_u128(cidr.first()).max(base);
         let last = to_u128(cidr.last()).min(to_u128(self.cluster.last()));
         let shift = self.shift();
-        let index = |addr: u128| usize::try_from((addr - base) >> shift).unwrap_or(usize::MAX);
+        let index = |addr: u128| {
+            usize::try_from((addr - base).checked_shr(shift).unwrap_or(0)).unwrap_or(usize::MAX)
+        };
         Ok(index(first)..=index(last).min(self.used.len() - 1))
     }
 
@@ -233,6 +237,22 @@ mod tests {
             set.occupy(&c("10.0.0.0/24")),
             Err(CidrSetError::OutOfRange { .. })
         ));
+    }
+
+    #[test]
+    fn a_whole_address_space_cut_into_itself_has_one_cidr() {
+        // Found by `cargo xtask fuzz` (cidr): a /0 IPv6 cluster with a /0
+        // node mask shifted a u128 by 128 bits, which panics in debug
+        // builds.
+        let mut set = CidrSet::new(c("::/0"), 0).unwrap();
+        assert_eq!(set.capacity(), 1);
+        assert_eq!(set.allocate_next(), Some(c("::/0")));
+        set.release(&c("::1/128")).unwrap();
+        assert_eq!(set.in_use(), 0);
+        set.occupy(&c("fd00::/64")).unwrap();
+        assert_eq!(set.allocate_next(), None);
+        let mut v4 = CidrSet::new(c("0.0.0.0/0"), 0).unwrap();
+        assert_eq!(v4.allocate_next(), Some(c("0.0.0.0/0")));
     }
 
     #[test]
