@@ -8,6 +8,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+/// The configuration-file parser every generated provider starts from
+/// (`--cloud-config`, `--provider-config`), as `new-provider` writes it.
+#[path = "../../templates/common/src/config.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod template_config;
+
 /// One fuzz target.
 pub(crate) struct Target {
     /// Its name (`--target`, the corpus directory).
@@ -616,6 +622,11 @@ fn process_config_seeds() -> Vec<Vec<u8>> {
     ])
 }
 
+fn cloud_config(data: &[u8]) -> String {
+    let parsed = template_config::Config::parse((!data.is_empty()).then_some(data));
+    outcome(&parsed, |c| c.region.is_some().to_string())
+}
+
 fn offload_config(data: &[u8]) -> String {
     outcome(
         &stratus_provider_kubernetes::OffloadConfig::from_yaml(&text(data)),
@@ -834,6 +845,21 @@ pub(crate) static TARGETS: &[Target] = &[
         dictionary: &[
             ": ", "\n", "{", "}", "[", "]", "maxPods", "capacity", "images", "-", "Gi",
         ],
+    },
+    Target {
+        name: "cloud-config",
+        about: "the configuration file of a generated provider (--cloud-config / --provider-config, YAML)",
+        run: cloud_config,
+        seeds: || {
+            seeds_of(&[
+                "region: eu-1\n",
+                "",
+                "regoin: x",
+                "region: ''\n",
+                "[not, a, map]",
+            ])
+        },
+        dictionary: &[": ", "\n", "region", "'", "\"", "{", "}", "- "],
     },
     Target {
         name: "offload-config",
