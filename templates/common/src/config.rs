@@ -73,7 +73,10 @@ mod tests {
         assert!(unknown.to_string().contains("regoin"), "{unknown}");
         assert!(matches!(
             Config::parse(Some(b"region: ''\n")),
-            Err(ConfigError::Invalid { field: "region", .. })
+            Err(ConfigError::Invalid {
+                field: "region",
+                ..
+            })
         ));
         assert!(Config::parse(Some(b"\xff\xfe")).is_err());
         assert!(Config::parse(Some(b"[not, a, map]")).is_err());
