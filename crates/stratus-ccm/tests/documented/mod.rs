@@ -54,7 +54,8 @@ impl DocumentedManager {
     }
 
     /// Register `node-a` and create the LoadBalancer Service `web`, then
-    /// wait until the node is initialized, given a pod CIDR and a route,
+    /// wait until the node is initialized, given a pod CIDR and a route
+    /// (created in the cloud and written as `NetworkUnavailable=False`),
     /// and `web` has an ingress; `check` runs at each poll (to fail fast).
     pub(crate) async fn converge(
         &self,
@@ -84,11 +85,20 @@ impl DocumentedManager {
             Duration::from_secs(30),
             || async {
                 check();
-                let spec = nodes.get("node-a").await.unwrap().spec.unwrap_or_default();
+                let node = nodes.get("node-a").await.unwrap();
+                // The route controller's write follows the cloud route.
+                let route_written = node
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False");
+                let spec = node.spec.unwrap_or_default();
                 let web = services.get("web").await.unwrap();
                 spec.provider_id.as_deref() == Some("fake://node-a")
                     && spec.pod_cidr.is_some()
                     && !self.cloud.routes_list().is_empty()
+                    && route_written
                     && web
                         .status
                         .and_then(|s| s.load_balancer)
