@@ -48,6 +48,22 @@ pub(crate) fn write_results(
     Ok(())
 }
 
+/// `--flag N` pairs, each value a whole number (the options of `bench
+/// failover` and `soak`).
+pub(crate) fn number_flags(args: &[String]) -> Result<Vec<(&str, u64)>, String> {
+    let mut out = Vec::new();
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a number"))?
+            .parse()
+            .map_err(|e| format!("{flag}: {e}"))?;
+        out.push((flag.as_str(), value));
+    }
+    Ok(out)
+}
+
 /// Run `target`, in a release build.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {

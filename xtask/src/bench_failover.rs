@@ -453,14 +453,9 @@ fn settings(args: &[String]) -> Result<Settings, BoxError> {
         replicas: 3,
         go_rounds: 3,
     };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let value: usize = args
-            .next()
-            .ok_or_else(|| format!("{arg} needs a number"))?
-            .parse()
-            .map_err(|e| format!("{arg}: {e}"))?;
-        match arg.as_str() {
+    for (flag, value) in crate::bench::number_flags(args)? {
+        let value = usize::try_from(value)?;
+        match flag {
             "--rounds" => s.rounds = value.max(1),
             "--replicas" => s.replicas = value.max(2),
             "--go-rounds" => s.go_rounds = value,

@@ -100,14 +100,8 @@ struct Settings {
 
 fn settings(args: &[String]) -> Result<Settings, String> {
     let mut total = Duration::from_secs(120);
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let value: u64 = args
-            .next()
-            .ok_or_else(|| format!("{arg} needs a number"))?
-            .parse()
-            .map_err(|e| format!("{arg}: {e}"))?;
-        total = match arg.as_str() {
+    for (flag, value) in crate::bench::number_flags(args)? {
+        total = match flag {
             "--minutes" => Duration::from_secs(value * 60),
             "--seconds" => Duration::from_secs(value),
             other => return Err(format!("unknown option {other:?}")),
@@ -326,6 +320,40 @@ where
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Delete every object `params` selects in `api` (failures are left to
+/// the checks that follow).
+async fn delete_all<K>(api: &Api<K>, params: &ListParams) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for object in api.list(params).await?.items {
+        if let Some(name) = object.meta().name.as_deref() {
+            let _ = api.delete(name, &DeleteParams::default()).await;
+        }
+    }
+    Ok(())
+}
+
+/// `None` when `params` selects nothing in `api`, else how many `what` are
+/// left and one of their names.
+async fn left<K>(
+    api: &Api<K>,
+    params: &ListParams,
+    what: &str,
+) -> Result<Option<String>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let list = api.list(params).await?;
+    Ok(list.items.first().map(|o| {
+        format!(
+            "{} {what} left, e.g. {}",
+            list.items.len(),
+            o.meta().name.as_deref().unwrap_or_default()
+        )
+    }))
 }
 
 /// Processes whose working directory is under `dir`.
@@ -569,41 +597,15 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
     .await;
     let live_pods = pods.list(&labelled).await?.items.len();
     let live_services = services.list(&labelled).await?.items.len();
-    for p in pods.list(&labelled).await?.items {
-        if let Some(name) = p.metadata.name {
-            let _ = pods.delete(&name, &DeleteParams::default()).await;
-        }
-    }
-    for s in services.list(&labelled).await?.items {
-        if let Some(name) = s.metadata.name {
-            let _ = services.delete(&name, &DeleteParams::default()).await;
-        }
-    }
-    let stuck = settle("no pod left (none stuck Terminating)", wait, || async {
-        let list = pods.list(&labelled).await?;
-        Ok(list.items.first().map(|p| {
-            format!(
-                "{} pods left, e.g. {}",
-                list.items.len(),
-                p.metadata.name.as_deref().unwrap_or_default()
-            )
-        }))
+    delete_all(&pods, &labelled).await?;
+    delete_all(&services, &labelled).await?;
+    let stuck = settle("no pod left (none stuck Terminating)", wait, || {
+        left(&pods, &labelled, "pods")
     })
     .await;
-    let leaked = settle(
-        "no Service left (load balancers released)",
-        wait,
-        || async {
-            let list = services.list(&labelled).await?;
-            Ok(list.items.first().map(|s| {
-                format!(
-                    "{} Services kept by their finalizer, e.g. {}",
-                    list.items.len(),
-                    s.metadata.name.as_deref().unwrap_or_default()
-                )
-            }))
-        },
-    )
+    let leaked = settle("no Service left (load balancers released)", wait, || {
+        left(&services, &labelled, "Services kept by their finalizer")
+    })
     .await;
     let leftover = processes_under(&dir.join("pods"));
     for (what, result) in [
