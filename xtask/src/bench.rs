@@ -18,6 +18,7 @@
 //!   (`bench_failover.rs`).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -62,6 +63,27 @@ pub(crate) fn number_flags(args: &[String]) -> Result<Vec<(&str, u64)>, String> 
         out.push((flag.as_str(), value));
     }
     Ok(out)
+}
+
+/// `cargo build --quiet [--release] --package P ... [--bins]` with the
+/// running Cargo; the answer is the directory the binaries are in
+/// (`<target dir>/release` or `<target dir>/debug`).
+pub(crate) fn build_binaries(release: bool, packages: &[&str]) -> Result<PathBuf, BoxError> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut args = vec!["build", "--quiet"];
+    if release {
+        args.push("--release");
+    }
+    for package in packages {
+        args.extend(["--package", package]);
+    }
+    args.push("--bins");
+    let status = Command::new(cargo).args(&args).status()?;
+    if !status.success() {
+        return Err(format!("building {} failed", packages.join(", ")).into());
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".to_owned());
+    Ok(PathBuf::from(target).join(if release { "release" } else { "debug" }))
 }
 
 /// Run `target`, in a release build.

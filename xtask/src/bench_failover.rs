@@ -465,29 +465,11 @@ fn settings(args: &[String]) -> Result<Settings, BoxError> {
     Ok(s)
 }
 
-/// Build the sample manager (release) and say where it is.
-fn build_sample() -> Result<PathBuf, BoxError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--package",
-            "sample-cloud-controller-manager",
-        ])
-        .status()?;
-    if !status.success() {
-        return Err("building sample-cloud-controller-manager failed".into());
-    }
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".to_owned());
-    Ok(PathBuf::from(target).join("release/sample-cloud-controller-manager"))
-}
-
 /// The bench.
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let settings = settings(args)?;
-    let binary = build_sample()?;
+    let binary = crate::bench::build_binaries(true, &["sample-cloud-controller-manager"])?
+        .join("sample-cloud-controller-manager");
     let server = ApiServer::start().await?;
     let upstream: SocketAddr = server
         .url()

@@ -28,7 +28,7 @@
 //! The figures go to `target/bench/soak.json`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -113,41 +113,24 @@ fn settings(args: &[String]) -> Result<Settings, String> {
     Ok(Settings { total })
 }
 
-fn target_dir() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".to_owned()))
-}
-
-/// Build the three component binaries (debug).
-fn build() -> Result<(), BoxError> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = std::process::Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--package",
-            "sample-cloud-controller-manager",
-            "--package",
-            "sample-virtual-kubelet",
-            "--package",
-            "stratus-provider-process",
-            "--bins",
-        ])
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err("building the components failed".into())
-    }
-}
+/// The kubelet-API flags both virtual nodes run with: loopback, free
+/// ports, no authorization (the soak is about the node, not its API).
+const LOCAL_KUBELET_FLAGS: [&str; 4] = [
+    "--listen-address=127.0.0.1",
+    "--kubelet-port=0",
+    "--authorization-mode=AlwaysAllow",
+    "--metrics-addr=127.0.0.1:0",
+];
 
 fn spawn(
+    bin_dir: &Path,
     name: &'static str,
     binary: &str,
     args: &[String],
     logs: &Path,
 ) -> Result<Component, BoxError> {
     let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
-    let child = tokio::process::Command::new(target_dir().join("debug").join(binary))
+    let child = tokio::process::Command::new(bin_dir.join(binary))
         .args(args)
         .env("HOSTNAME", name)
         .stdout(Stdio::null())
@@ -374,9 +357,19 @@ fn processes_under(dir: &Path) -> Vec<u32> {
 
 /// The run.
 async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
-    build()?;
-    // Absolute: the process node's rootDir must be.
-    let dir = std::env::current_dir()?.join(target_dir()).join("soak");
+    let bin = crate::bench::build_binaries(
+        false,
+        &[
+            "sample-cloud-controller-manager",
+            "sample-virtual-kubelet",
+            "stratus-provider-process",
+        ],
+    )?;
+    // Beside the binaries' profile directory; absolute, as the process
+    // node's rootDir must be.
+    let dir = std::env::current_dir()?
+        .join(bin.parent().unwrap_or(&bin))
+        .join("soak");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("pods"))?;
     let server = ApiServer::start().await?;
@@ -395,6 +388,7 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
     }
     let mut components = vec![
         spawn(
+            &bin,
             "cloud-controller-manager",
             "sample-cloud-controller-manager",
             &[
@@ -409,31 +403,33 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
             &dir,
         )?,
         spawn(
+            &bin,
             "virtual-kubelet",
             "sample-virtual-kubelet",
             &[
-                kc.clone(),
-                "--provider=mock".into(),
-                format!("--nodename={VIRTUAL_NODE}"),
-                "--listen-address=127.0.0.1".into(),
-                "--kubelet-port=0".into(),
-                "--authorization-mode=AlwaysAllow".into(),
-                "--metrics-addr=127.0.0.1:0".into(),
-            ],
+                vec![
+                    kc.clone(),
+                    "--provider=mock".into(),
+                    format!("--nodename={VIRTUAL_NODE}"),
+                ],
+                LOCAL_KUBELET_FLAGS.map(String::from).to_vec(),
+            ]
+            .concat(),
             &dir,
         )?,
         spawn(
+            &bin,
             "process-node",
             "stratus-process-node",
             &[
-                kc.clone(),
-                format!("--nodename={PROCESS_NODE}"),
-                format!("--provider-config={}", process_config.display()),
-                "--listen-address=127.0.0.1".into(),
-                "--kubelet-port=0".into(),
-                "--authorization-mode=AlwaysAllow".into(),
-                "--metrics-addr=127.0.0.1:0".into(),
-            ],
+                vec![
+                    kc.clone(),
+                    format!("--nodename={PROCESS_NODE}"),
+                    format!("--provider-config={}", process_config.display()),
+                ],
+                LOCAL_KUBELET_FLAGS.map(String::from).to_vec(),
+            ]
+            .concat(),
             &dir,
         )?,
     ];
