@@ -319,11 +319,17 @@ fn save_corpus(target: &str, fresh: &[(String, Vec<u8>)]) {
     let existing = std::fs::read_dir(&dir).map_or(0, |d| d.count());
     let mut inputs: Vec<&Vec<u8>> = fresh.iter().map(|(_, i)| i).collect();
     inputs.sort_by_key(|i| i.len());
-    if std::fs::create_dir_all(&dir).is_err() {
-        return;
-    }
-    for input in inputs.into_iter().take(MAX_SAVED.saturating_sub(existing)) {
-        let _ = std::fs::write(dir.join(hash(input)), input);
+    let saved = std::fs::create_dir_all(&dir).and_then(|()| {
+        for input in inputs.into_iter().take(MAX_SAVED.saturating_sub(existing)) {
+            std::fs::write(dir.join(hash(input)), input)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = saved {
+        eprintln!(
+            "fuzz: {target}: cannot save the corpus in {}: {e}",
+            dir.display()
+        );
     }
 }
 
