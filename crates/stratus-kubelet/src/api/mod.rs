@@ -45,7 +45,6 @@
 //! # Ok(()) }
 //! ```
 
-mod channel;
 mod params;
 mod port_forward;
 mod remote_command;
@@ -55,13 +54,15 @@ pub mod serving_certificate;
 mod session;
 pub mod spdy;
 
-pub use channel::{
-    ChannelProtocol, Frame, FrameError, PORT_FORWARD_PROTOCOLS, REMOTE_COMMAND_PROTOCOLS, channels,
-};
+use stratus_httpstream::wsstream as channel;
+
 pub use params::{
     MAX_PORTS, ParamError, Query, StreamOptions, forward_ports, log_options, stream_options,
 };
 pub use route::{Route, RouteError, kubelet_attributes, subresource_of};
 pub use server::{
     ApiAuth, Body, KubeletApi, KubeletServer, KubeletServerBuilder, KubeletServerError,
+};
+pub use stratus_httpstream::wsstream::{
+    ChannelProtocol, Frame, FrameError, PORT_FORWARD_PROTOCOLS, REMOTE_COMMAND_PROTOCOLS, channels,
 };

@@ -1,35 +1,15 @@
-//! SPDY/3.1, the stream protocol kube-apiserver speaks to kubelets for
-//! exec, attach and port-forward (and kubectl speaks to the API server
-//! when WebSockets are off): framing, compressed header blocks, a server
-//! session, and the Kubernetes stream conventions on top. Written here
-//! because no maintained Rust crate implements SPDY; every parser is
-//! property-tested against arbitrary bytes.
+//! SPDY/3.1 on the kubelet side: the protocol itself (frames, header
+//! blocks, sessions, version negotiation) comes from `stratus-httpstream`
+//! and is re-exported here; this module serves exec, attach and
+//! port-forward over it, as kube-apiserver speaks them to kubelets.
 //!
 //! ```
-//! use stratus_kubelet::api::spdy::{Compressor, Decompressor, Frame};
-//!
-//! let mut out = Compressor::default();
-//! let mut inn = Decompressor::default();
-//! let syn = Frame::SynStream {
-//!     stream: 1,
-//!     associated: 0,
-//!     flags: 0,
-//!     headers: out.compress(&[("streamType".into(), "error".into())]),
-//! };
-//! let bytes = syn.encode();
-//! let Some((Frame::SynStream { headers, .. }, _)) = Frame::parse(&bytes).unwrap() else { panic!() };
-//! assert_eq!(inn.decompress(&headers).unwrap(), [("streamtype".to_string(), "error".to_string())]);
+//! use stratus_kubelet::api::spdy::{negotiate, REMOTE_COMMAND_VERSIONS};
+//! assert_eq!(negotiate(&["v5.channel.k8s.io"], REMOTE_COMMAND_VERSIONS), Some(Some("v5.channel.k8s.io")));
 //! ```
 
-mod frame;
-mod headers;
 pub(crate) mod serve;
-mod session;
+mod sink;
 
-pub use frame::{FLAG_FIN, Frame, FrameError, MAX_PAYLOAD, VERSION};
-pub use headers::{
-    Compressor, Decompressor, HeaderError, Headers, MAX_HEADER_BLOCK, decode_block, dictionary,
-    encode_block, header,
-};
-pub use serve::{PORT_FORWARD_VERSION, REMOTE_COMMAND_VERSIONS, negotiate};
-pub use session::{Session, Stream, StreamWriter};
+pub use sink::StreamSink;
+pub use stratus_httpstream::spdy::*;

@@ -14,45 +14,12 @@ use stratus_pod::{
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::headers::header;
-use super::session::{Session, Stream, StreamWriter};
-use crate::api::channel::ChannelProtocol;
+use super::StreamSink;
 use crate::api::params::StreamOptions;
 use crate::api::remote_command::{Outcome, report};
 use crate::api::session::ResizeMessage;
-
-/// The `X-Stream-Protocol-Version`s exec and attach accept, newest first.
-pub const REMOTE_COMMAND_VERSIONS: &[&str] = &[
-    "v5.channel.k8s.io",
-    "v4.channel.k8s.io",
-    "v3.channel.k8s.io",
-    "v2.channel.k8s.io",
-    "channel.k8s.io",
-];
-
-/// The `X-Stream-Protocol-Version` of port-forward.
-pub const PORT_FORWARD_VERSION: &str = "portforward.k8s.io";
-
-/// Pick the client's first offered version the server supports; `None`
-/// when nothing offered is supported. No offer at all means the original
-/// protocol (`channel.k8s.io`), answered without a version header.
-///
-/// ```
-/// use stratus_kubelet::api::spdy::{negotiate, REMOTE_COMMAND_VERSIONS};
-/// assert_eq!(negotiate(&["v4.channel.k8s.io,v5.channel.k8s.io"], REMOTE_COMMAND_VERSIONS), Some(Some("v4.channel.k8s.io")));
-/// assert_eq!(negotiate(&[], REMOTE_COMMAND_VERSIONS), Some(None));
-/// assert_eq!(negotiate(&["v9"], REMOTE_COMMAND_VERSIONS), None);
-/// ```
-pub fn negotiate(offered: &[&str], supported: &[&'static str]) -> Option<Option<&'static str>> {
-    let offers = crate::api::channel::offers(offered);
-    if offers.is_empty() {
-        return Some(None);
-    }
-    offers
-        .iter()
-        .find_map(|o| supported.iter().find(|s| *s == o))
-        .map(|s| Some(*s))
-}
+use stratus_httpstream::spdy::{Session, Stream, StreamWriter, header};
+use stratus_httpstream::wsstream::ChannelProtocol;
 
 /// The channel protocol whose error reporting a SPDY version uses.
 fn reporting(version: Option<&str>) -> ChannelProtocol {
@@ -165,7 +132,7 @@ pub(crate) async fn remote_command<T>(
         streams.remove(name).map(|s| {
             let w = s.writer();
             writers.push(w.clone());
-            w.sink()
+            StreamSink::boxed(w.clone())
         })
     };
     let stdout = output("stdout");
@@ -274,7 +241,7 @@ pub(crate) async fn port_forward<T>(
             let (incoming, outgoing) = data.input();
             let stream = PortForwardStream {
                 incoming,
-                outgoing: outgoing.sink(),
+                outgoing: StreamSink::boxed(outgoing.clone()),
             };
             let result = match provider.port_forward() {
                 Some(forward) => forward.port_forward(&namespace, &pod, port, stream).await,
@@ -378,10 +345,6 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert_eq!(
-            negotiate(&["portforward.k8s.io"], &[PORT_FORWARD_VERSION]),
-            Some(Some(PORT_FORWARD_VERSION))
-        );
         assert_eq!(reporting(Some("v3.channel.k8s.io")), ChannelProtocol::V1);
         assert_eq!(reporting(Some("v5.channel.k8s.io")), ChannelProtocol::V5);
     }

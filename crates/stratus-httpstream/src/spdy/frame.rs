@@ -112,7 +112,7 @@ impl Frame {
     /// are needed, else the frame and the bytes it used.
     ///
     /// ```
-    /// use stratus_kubelet::api::spdy::Frame;
+    /// use stratus_httpstream::spdy::Frame;
     /// let ping = Frame::Ping(7).encode();
     /// assert_eq!(Frame::parse(&ping).unwrap(), Some((Frame::Ping(7), 12)));
     /// assert_eq!(Frame::parse(&ping[..5]).unwrap(), None);

@@ -55,7 +55,7 @@ pub const PORT_FORWARD_PROTOCOLS: &[ChannelProtocol] =
 
 /// The protocols a client offers, from header values that may each hold
 /// a comma-separated list.
-pub(crate) fn offers<'a>(headers: &[&'a str]) -> Vec<&'a str> {
+pub fn offers<'a>(headers: &[&'a str]) -> Vec<&'a str> {
     headers
         .iter()
         .flat_map(|h| h.split(','))
@@ -115,7 +115,7 @@ impl ChannelProtocol {
     /// `None` if nothing offered is supported.
     ///
     /// ```
-    /// use stratus_kubelet::api::{ChannelProtocol, REMOTE_COMMAND_PROTOCOLS as P};
+    /// use stratus_httpstream::wsstream::{ChannelProtocol, REMOTE_COMMAND_PROTOCOLS as P};
     /// assert_eq!(ChannelProtocol::negotiate(&["v5.channel.k8s.io, v4.channel.k8s.io"], P), Some((ChannelProtocol::V5, true)));
     /// assert_eq!(ChannelProtocol::negotiate(&[], P), Some((ChannelProtocol::V1, false)));
     /// assert_eq!(ChannelProtocol::negotiate(&["v9.channel.k8s.io"], P), None);
@@ -154,7 +154,7 @@ impl ChannelProtocol {
     /// Encode `data` on `channel`: `(is_text, payload)`.
     ///
     /// ```
-    /// use stratus_kubelet::api::ChannelProtocol;
+    /// use stratus_httpstream::wsstream::ChannelProtocol;
     /// assert_eq!(ChannelProtocol::V4.encode(1, b"hi"), (false, b"\x01hi".to_vec()));
     /// assert_eq!(ChannelProtocol::V4Base64.encode(1, b"hi"), (true, b"1aGk=".to_vec()));
     /// ```
@@ -175,7 +175,7 @@ impl ChannelProtocol {
     /// Decode one message (`is_text` says which WebSocket kind it was).
     ///
     /// ```
-    /// use stratus_kubelet::api::{ChannelProtocol, Frame};
+    /// use stratus_httpstream::wsstream::{ChannelProtocol, Frame};
     /// assert_eq!(ChannelProtocol::V5.decode(false, b"\x00ls\n"), Ok(Frame::Data(0, b"ls\n".to_vec())));
     /// assert_eq!(ChannelProtocol::V5.decode(false, &[255, 0]), Ok(Frame::Close(0)));
     /// assert!(ChannelProtocol::V4Base64.decode(true, b"0%%%").is_err());

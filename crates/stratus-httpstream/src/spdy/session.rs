@@ -11,11 +11,16 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
-use stratus_pod::{ByteSink, ByteStream, OutputStream};
+use std::pin::Pin;
+
+use futures_util::Stream as FuturesStream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+
+/// The bytes a peer sends on one stream, ending at its `FIN` (the same
+/// type as `stratus_pod::ByteStream`).
+pub type ByteStream = Pin<Box<dyn FuturesStream<Item = io::Result<Vec<u8>>> + Send + 'static>>;
 
 use super::frame::{Frame, MAX_PAYLOAD};
 use super::headers::{Compressor, Decompressor, Headers};
@@ -169,11 +174,6 @@ impl StreamWriter {
     pub fn reset(&self) {
         self.writer.reset(self.id, CANCEL);
     }
-
-    /// The writer as an output stream for a provider.
-    pub fn sink(&self) -> OutputStream {
-        Box::new(self.clone())
-    }
 }
 
 impl std::fmt::Debug for StreamWriter {
@@ -181,18 +181,6 @@ impl std::fmt::Debug for StreamWriter {
         f.debug_struct("StreamWriter")
             .field("id", &self.id)
             .finish()
-    }
-}
-
-#[async_trait]
-impl ByteSink for StreamWriter {
-    async fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        StreamWriter::write(self, data)
-    }
-
-    async fn close(&mut self) -> io::Result<()> {
-        StreamWriter::close(self);
-        Ok(())
     }
 }
 
