@@ -105,7 +105,7 @@ pub(crate) fn values(def: &ResourceDef, obj: &Value) -> BTreeMap<&'static str, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::{builtin, idx};
+    use crate::resources::{builtin, idx};
     use serde_json::json;
 
     #[test]

@@ -5,7 +5,7 @@
 //! panic.
 //!
 //! ```
-//! use stratus_testing::apiserver::fuzz_support::{json_patch, label_selector};
+//! use stratus_apiserver::fuzz_support::{json_patch, label_selector};
 //! use serde_json::json;
 //!
 //! assert_eq!(label_selector("app in (web,db),!canary", &json!({"app": "web"})), Ok(true));

@@ -310,7 +310,7 @@ fn watch_response(inner: Arc<Inner>, plan: watch::WatchPlan, protobuf: bool) -> 
             .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     let content_type = if protobuf {
-        stratus_apiserver::protobuf::WATCH_MEDIA_TYPE
+        crate::protobuf::WATCH_MEDIA_TYPE
     } else {
         "application/json"
     };
@@ -329,7 +329,7 @@ fn watch_in_protobuf(
         return Ok(false);
     }
     let def = &inner.defs.get(req.def);
-    if stratus_apiserver::protobuf::supports(&def.api_version(), def.kind) {
+    if crate::protobuf::supports(&def.api_version(), def.kind) {
         return Ok(true);
     }
     if negotiated.json {

@@ -9,7 +9,7 @@
 //!     .with_safe_default_protocol_versions()
 //!     .unwrap()
 //!     .dangerous()
-//!     .with_custom_certificate_verifier(stratus_testing::insecure::any_server_certificate(provider))
+//!     .with_custom_certificate_verifier(stratus_apiserver::insecure::any_server_certificate(provider))
 //!     .with_no_client_auth();
 //! assert!(config.alpn_protocols.is_empty());
 //! ```

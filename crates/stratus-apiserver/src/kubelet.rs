@@ -38,13 +38,13 @@ pub(crate) struct KubeletClient {
     /// The CA that signed the harness's client certificate.
     pub(crate) ca_pem: String,
     /// Issues client certificates for tests.
-    pub(crate) ca: stratus_runtime::tls::CertificateAuthority,
+    pub(crate) ca: crate::tls_ca::Authority,
     config: Arc<rustls::ClientConfig>,
 }
 
 impl KubeletClient {
     pub(crate) fn new() -> Result<Self, String> {
-        let ca = stratus_runtime::tls::CertificateAuthority::new("stratus-harness-client-ca")
+        let ca = crate::tls_ca::Authority::new("stratus-harness-client-ca")
             .map_err(|e| e.to_string())?;
         let (cert_pem, key_pem) = ca
             .issue_client(KUBELET_CLIENT_USER, &["system:masters"])
@@ -161,7 +161,7 @@ fn locate(
     target: &Target,
     query: Option<&str>,
 ) -> Result<((String, u16), String), ApiError> {
-    let parsed = stratus_kubelet::api::Query::parse(query);
+    let parsed = crate::state::query_pairs(query);
     match target {
         Target::Node { name, path } => {
             let endpoint = kubelet_endpoint(inner, name)?;
@@ -188,7 +188,10 @@ fn locate(
                     ApiError::bad_request(format!("pod {name} does not have a host assigned"))
                 })?;
             let endpoint = kubelet_endpoint(inner, node)?;
-            let asked = parsed.get("container");
+            let asked = parsed
+                .iter()
+                .find(|(k, v)| k == "container" && !v.is_empty())
+                .map(|(_, v)| v.as_str());
             let (ns, pod_name) = (encode(namespace), encode(name));
             let path = match sub.as_str() {
                 "portforward" => format!("/portForward/{ns}/{pod_name}"),
@@ -203,10 +206,10 @@ fn locate(
                 }
             };
             let kept: Vec<String> = parsed
-                .pairs()
-                .filter(|(k, _)| *k != "container" && *k != "insecureSkipTLSVerifyBackend")
+                .iter()
+                .filter(|(k, _)| k != "container" && k != "insecureSkipTLSVerifyBackend")
                 .map(|(k, v)| {
-                    let k = if k == "ports" { "port" } else { k };
+                    let k = if k == "ports" { "port" } else { k.as_str() };
                     format!("{}={}", encode(k), encode(v))
                 })
                 .collect();

@@ -1,23 +1,76 @@
-//! The wire formats of an in-memory Kubernetes API server.
-//!
-//! [`protobuf`] reads and writes Kubernetes' protobuf encoding
-//! (`application/vnd.kubernetes.protobuf`) for every built-in type, as
-//! kubectl 1.32 and newer and client-go send it, translating to and from
-//! the JSON form of the same object.
+//! An in-memory Kubernetes API server that `kube::Client`, kube-runtime,
+//! kubectl and the official Python and JavaScript clients talk to over
+//! real HTTP (or HTTPS): JSON and protobuf, watch, server-side apply, the
+//! built-in API groups, CustomResourceDefinitions, optional RBAC, and
+//! faults to inject. Add it alone as a dev-dependency of any kube-rs
+//! project; it depends on no other Stratus crate except the shared stream
+//! protocols of `stratus-httpstream`.
 //!
 //! ```
-//! use serde_json::json;
-//! use stratus_apiserver::protobuf;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//! use stratus_apiserver::ApiServer;
 //!
-//! let lease = json!({
-//!     "apiVersion": "coordination.k8s.io/v1",
-//!     "kind": "Lease",
-//!     "metadata": {"name": "node-1", "namespace": "kube-node-lease"},
-//!     "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40,
-//!              "renewTime": "2026-11-24T08:00:00.123456Z"},
-//! });
-//! let wire = protobuf::encode_object(&lease).unwrap();
-//! assert_eq!(protobuf::decode_object(&wire).unwrap(), lease);
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let server = ApiServer::start().await.unwrap();
+//! let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("settings".into());
+//! let created = api.create(&PostParams::default(), &cm).await.unwrap();
+//! assert!(created.metadata.uid.is_some());
+//! assert_eq!(api.get("settings").await.unwrap().metadata.name.as_deref(), Some("settings"));
+//! server.shutdown().await;
+//! # });
 //! ```
+//!
+//! [`protobuf`] is the wire-format codec on its own: Kubernetes' protobuf
+//! encoding (`application/vnd.kubernetes.protobuf`) for every built-in
+//! type, translated to and from the JSON form of the same object.
+//!
+//! See `docs/testing.md` in the Stratus repository for what the server
+//! matches of kube-apiserver and where it differs.
 
+mod apply;
+#[doc(hidden)]
+pub mod bench_support;
+mod controls;
+mod crd;
+mod defaults;
+mod discovery;
+mod disruption;
+mod error;
+mod fields;
+pub mod fuzz_support;
+mod http;
+pub mod insecure;
+mod kubelet;
+mod meta;
+mod openapi;
+mod patch;
 pub mod protobuf;
+mod rbac;
+mod read;
+mod registry;
+mod resources;
+mod reviews;
+mod scale;
+mod schema;
+mod selectors;
+mod server;
+mod state;
+mod store;
+mod stream_translation;
+mod table;
+mod tls;
+mod tls_ca;
+mod token_request;
+mod validation;
+mod wait;
+mod watch;
+mod wire_format;
+mod write;
+
+pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
+pub use kubelet::KUBELET_CLIENT_USER;
+pub use server::{ApiServer, ApiServerBuilder, ApiServerError, CaSigner};
+pub use wait::eventually;

@@ -456,7 +456,7 @@ mod tests {
         // refuse its writes.
         for d in builtin() {
             assert!(
-                stratus_apiserver::protobuf::supports(&d.api_version(), d.kind),
+                crate::protobuf::supports(&d.api_version(), d.kind),
                 "{} {}",
                 d.api_version(),
                 d.kind

@@ -1,57 +1,5 @@
-//! An in-memory Kubernetes API server that `kube::Client` and kubectl talk to
-//! over real HTTP.
-//!
-//! ```
-//! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::api::{Api, PostParams};
-//! use stratus_testing::ApiServer;
-//!
-//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let server = ApiServer::start().await.unwrap();
-//! let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-//! let mut cm = ConfigMap::default();
-//! cm.metadata.name = Some("settings".into());
-//! let created = api.create(&PostParams::default(), &cm).await.unwrap();
-//! assert!(created.metadata.uid.is_some());
-//! assert_eq!(api.get("settings").await.unwrap().metadata.name.as_deref(), Some("settings"));
-//! server.shutdown().await;
-//! # });
-//! ```
-
-mod apply;
-#[doc(hidden)]
-pub mod bench_support;
-mod controls;
-mod crd;
-mod defaults;
-mod discovery;
-mod disruption;
-mod error;
-mod fields;
-pub mod fuzz_support;
-mod http;
-mod kubelet;
-mod meta;
-mod openapi;
-mod patch;
-mod rbac;
-mod read;
-mod registry;
-mod resources;
-mod reviews;
-mod scale;
-mod schema;
-mod selectors;
-mod state;
-mod store;
-mod stream_translation;
-mod table;
-mod tls;
-mod token_request;
-mod validation;
-mod watch;
-mod wire_format;
-mod write;
+//! The server itself: [`ApiServerBuilder`], [`ApiServer`] and the handles
+//! tests hold on it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -65,10 +13,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
-pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
-pub use kubelet::KUBELET_CLIENT_USER;
-
-use state::{Inner, Query, ResourceRequest, Settings};
+use crate::state::{Inner, Query, ResourceRequest, Settings};
+use crate::{AccessRequest, Fault, RequestRecord, ReviewUser, Verb};
+use crate::{http, rbac, tls, write};
 
 /// Why the server could not start or act.
 #[derive(Debug, thiserror::Error)]
@@ -373,7 +320,7 @@ impl CaSigner {
 
 /// A running in-memory API server. Dropping it stops it.
 pub struct ApiServer {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     addr: SocketAddr,
     task: Option<JoinHandle<()>>,
     generation: tokio_watch::Sender<u64>,
@@ -441,7 +388,7 @@ impl ApiServer {
 
     /// The harness's CA as a signer of certificate requests (the CA of
     /// [`kubelet_client_ca_pem`](Self::kubelet_client_ca_pem)), usable
-    /// from other tasks. Used by [`crate::csr_signer`].
+    /// from other tasks. Used by `stratus_testing::csr_signer`.
     pub fn ca_signer(&self) -> CaSigner {
         CaSigner {
             inner: self.inner.clone(),
@@ -569,7 +516,7 @@ impl ApiServer {
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let server = stratus_testing::ApiServer::builder().rbac().start().await.unwrap();
+    /// let server = stratus_apiserver::ApiServer::builder().rbac().start().await.unwrap();
     /// assert!(server.refused_requests().is_empty());
     /// # });
     /// ```

@@ -100,19 +100,27 @@ impl Inner {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Query(pub(crate) HashMap<String, String>);
 
+/// The decoded `key=value` pairs of a query string, in order, repeated
+/// keys kept (exec's `command=`).
+pub(crate) fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    raw.unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
 impl Query {
     pub(crate) fn parse(raw: Option<&str>) -> Self {
-        let mut map = HashMap::new();
-        for pair in raw.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let decode = |s: &str| {
-                percent_encoding::percent_decode_str(&s.replace('+', " "))
-                    .decode_utf8_lossy()
-                    .into_owned()
-            };
-            map.insert(decode(k), decode(v));
-        }
-        Self(map)
+        Self(query_pairs(raw).into_iter().collect())
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<&str> {

@@ -9,12 +9,13 @@
 //! - port-forward: kubectl's SPDY tunnelled in a WebSocket
 //!   (`SPDY/3.1+portforward.k8s.io`) is unwrapped into a SPDY upgrade.
 
+use crate::state::Query;
 use bytes::Bytes;
 use futures_util::future::join_all;
 use futures_util::{SinkExt, StreamExt};
 use http::{HeaderMap, HeaderValue, header};
-use stratus_kubelet::api::spdy::Session;
-use stratus_kubelet::api::{ChannelProtocol, Frame, Query, REMOTE_COMMAND_PROTOCOLS, channels};
+use stratus_httpstream::spdy::Session;
+use stratus_httpstream::wsstream::{ChannelProtocol, Frame, REMOTE_COMMAND_PROTOCOLS, channels};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
@@ -247,7 +248,7 @@ async fn remote_command<S, K>(
 
     let (mut ws_out, mut ws_in) = socket.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-    let pump = |channel: u8, stream: stratus_kubelet::api::spdy::Stream| {
+    let pump = |channel: u8, stream: stratus_httpstream::spdy::Stream| {
         let tx = tx.clone();
         async move {
             let (mut input, _) = stream.input();

@@ -452,7 +452,7 @@ mod tests {
         let node = json!({"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}},
             "spec": {"unschedulable": true},
             "status": {"conditions": [{"type": "Ready", "status": "True"}], "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}});
-        let (_, cells) = layout(&crate::apiserver::resources::builtin()[1], &node);
+        let (_, cells) = layout(&crate::resources::builtin()[1], &node);
         assert_eq!(cells[1], "Ready,SchedulingDisabled");
         assert_eq!(cells[2], "worker");
         assert_eq!(cells[5], "10.0.0.1");

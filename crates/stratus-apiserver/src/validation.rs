@@ -222,7 +222,7 @@ pub(crate) fn immutable(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Caus
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::{builtin, idx};
+    use crate::resources::{builtin, idx};
     use serde_json::json;
 
     #[test]

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::protobuf;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use stratus_apiserver::protobuf;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 

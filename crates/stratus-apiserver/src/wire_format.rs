@@ -8,9 +8,9 @@
 //! protobuf table) is answered in JSON when the client accepts JSON, and
 //! with 406 when it accepts protobuf alone.
 
+use crate::protobuf;
 use bytes::Bytes;
 use serde_json::Value;
-use stratus_apiserver::protobuf;
 
 use super::error::ApiError;
 

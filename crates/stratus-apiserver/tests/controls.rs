@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::discovery::Discovery;
 use serde_json::json;
-use stratus_testing::{ApiServer, Fault, FaultAction, ReviewUser, Verb};
+use stratus_apiserver::{ApiServer, Fault, FaultAction, ReviewUser, Verb};
 
 async fn raw(
     client: &kube::Client,

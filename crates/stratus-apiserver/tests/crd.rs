@@ -18,7 +18,7 @@ use kube_runtime::wait::{await_condition, conditions};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use stratus_testing::{ApiServer, eventually};
+use stratus_apiserver::{ApiServer, eventually};
 
 /// A custom resource as a kube-rs user declares it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use serde_json::json;
-use stratus_testing::ApiServer;
+use stratus_apiserver::ApiServer;
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Pod {
     serde_json::from_value(json!({

@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stratus_testing::ApiServer;
+use stratus_apiserver::ApiServer;
 
 async fn node(server: &ApiServer) -> Api<Node> {
     let nodes: Api<Node> = Api::all(server.client());

@@ -5,8 +5,8 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+use stratus_apiserver::ApiServer;
 use stratus_apiserver::protobuf;
-use stratus_testing::ApiServer;
 
 const PB: &str = "application/vnd.kubernetes.protobuf";
 const CLIENT_GO_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";

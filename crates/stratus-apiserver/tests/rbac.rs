@@ -9,7 +9,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use stratus_testing::{ApiServer, Verb};
+use stratus_apiserver::{ApiServer, Verb};
 
 fn client_with(server: &ApiServer, token: Option<&str>) -> Client {
     let mut config = server.config().unwrap();

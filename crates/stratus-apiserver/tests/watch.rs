@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube_runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
-use stratus_testing::ApiServer;
+use stratus_apiserver::ApiServer;
 
 fn cm(name: &str, label: &str) -> ConfigMap {
     serde_json::from_value(

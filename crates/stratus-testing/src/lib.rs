@@ -14,7 +14,8 @@
 //!   [`csr_signer`]: a strict approver and signer of kubelet serving
 //!   certificates.
 //!
-//! [`ApiServer`] is an in-memory Kubernetes API server: `kube::Client`,
+//! [`ApiServer`] is an in-memory Kubernetes API server (the
+//! `stratus-apiserver` crate, re-exported as [`apiserver`]): `kube::Client`,
 //! kube-runtime's `watcher` / `reflector` / `Controller`, and kubectl talk to
 //! it over real HTTP. It is the cluster every Stratus test runs against and
 //! the embedded default of `cargo xtask demo`. See `docs/testing.md` for what
@@ -39,7 +40,6 @@
 //! # });
 //! ```
 
-pub mod apiserver;
 mod call_log;
 pub mod cluster;
 pub mod conformance;
@@ -47,7 +47,6 @@ pub mod csr_signer;
 pub mod e2e;
 pub mod fake_cloud;
 pub mod http_status;
-pub mod insecure;
 pub mod kubelet_api;
 mod metrics_text;
 pub mod mock_pod_provider;
@@ -55,12 +54,14 @@ pub mod pod_conformance;
 pub mod process;
 mod wait;
 
-pub use apiserver::{
-    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, Fault, FaultAction, RequestRecord,
-    ReviewUser, Verb,
-};
 pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
 pub use fake_cloud::{CloudCall, FAKE_PROVIDER, FakeCloud, FakeInstance, FakeLoadBalancer};
 pub use metrics_text::metric_sample;
 pub use mock_pod_provider::{MockPodProvider, PodCall};
-pub use wait::eventually;
+/// The in-memory API server, the `stratus-apiserver` crate re-exported.
+pub use stratus_apiserver as apiserver;
+pub use stratus_apiserver::insecure;
+pub use stratus_apiserver::{
+    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, CaSigner, Fault, FaultAction,
+    RequestRecord, ReviewUser, Verb, eventually,
+};

@@ -3,35 +3,6 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// Check `condition` every 50 ms until it holds; panic with `what` after
-/// `timeout`. For tests that wait on controllers converging.
-///
-/// ```
-/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-/// let started = std::time::Instant::now();
-/// stratus_testing::eventually("100 ms to pass", std::time::Duration::from_secs(5), || async move {
-///     started.elapsed() >= std::time::Duration::from_millis(100)
-/// })
-/// .await;
-/// # });
-/// ```
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if condition().await {
-            return;
-        }
-        if Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Poll `check` every 100 ms until it answers `Ok(true)`; an `Err` ends
 /// the wait with it, `timeout` with "timed out after ... waiting for
 /// `what`", and `give_up` (asked after each `false`) with its reason. The
