@@ -31,6 +31,7 @@ fn request(
         query: Query::parse(Some(query)),
         user_agent: "stratus-bench".into(),
         user: None,
+        warnings: Default::default(),
     })
 }
 

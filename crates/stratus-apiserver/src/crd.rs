@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use super::error::{ApiError, Cause};
+use super::field_validation::{self, Directive};
 use super::meta::{self, at, is_terminating, set_at, str_at, strings};
 use super::registry::{CustomVersion, PrinterColumn, intern, intern_list};
 use super::resources::{NameRule, ResourceDef};
@@ -563,28 +564,22 @@ pub(crate) fn check_creatable(inner: &Inner, def: &ResourceDef) -> Result<(), Ap
 }
 
 /// Defaulting, pruning and validation of a custom object against its
-/// schema. Unknown fields are an error with `fieldValidation=Strict`.
+/// schema: the validation causes, and the warnings about pruned fields
+/// (`fieldValidation=Strict` refuses them instead).
 pub(crate) fn admit(
     inner: &Inner,
     index: usize,
     obj: &mut Value,
-    strict: bool,
-) -> Result<Vec<Cause>, ApiError> {
+    directive: Directive,
+) -> Result<(Vec<Cause>, Vec<String>), ApiError> {
     let Some(custom) = inner.defs.custom(index) else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let Some(schema_value) = &custom.schema else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let pruned = schema::prune(schema_value, obj, "", true);
-    if strict && let Some(first) = pruned.first() {
-        let def = inner.defs.get(index);
-        return Err(ApiError::bad_request(format!(
-            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: unknown field {first:?}",
-            kind = def.kind,
-            version = def.version,
-        )));
-    }
+    let warnings = field_validation::judge(directive, &inner.defs.get(index), &pruned)?;
     schema::apply_defaults(schema_value, obj);
     let mut causes = Vec::new();
     let mut body = obj.clone();
@@ -594,7 +589,7 @@ pub(crate) fn admit(
         }
     }
     schema::validate(schema_value, &body, "", &mut causes);
-    Ok(causes)
+    Ok((causes, warnings))
 }
 
 #[cfg(test)]

@@ -173,12 +173,12 @@ fn route(
         ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs.served()))),
         ["openapi", "v2"] => return Ok(Route::OpenApiV2),
         ["openapi", "v3", "api", v] => {
-            return openapi::group_version(&inner.defs.served(), "", v)
+            return openapi::group_version(&inner.defs, "", v)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
         ["openapi", "v3", "apis", g, v] => {
-            return openapi::group_version(&inner.defs.served(), g, v)
+            return openapi::group_version(&inner.defs, g, v)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
         }
@@ -223,6 +223,7 @@ fn route(
         query: query.clone(),
         user_agent: user_agent.to_owned(),
         user: None,
+        warnings: Default::default(),
     }))
 }
 
@@ -545,6 +546,17 @@ fn authenticate_and_authorize(
 }
 
 /// Serve one request.
+/// One `Warning: 299 - "text"` header per warning, as kube-apiserver
+/// sends them (client-go and kubectl print them).
+fn add_warnings(resp: &mut Response<Body>, warnings: Vec<String>) {
+    for text in warnings {
+        let value = format!("299 - {}", serde_json::Value::String(text));
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+}
+
 pub(crate) async fn handle(
     inner: Arc<Inner>,
     mut req: Request<Incoming>,
@@ -649,14 +661,18 @@ pub(crate) async fn handle(
                 }
             }
             (None, Ok(Route::OpenApiV2)) => {
-                let (content_type, bytes) = openapi::v2(header_str(&parts, header::ACCEPT));
+                let (content_type, bytes) =
+                    openapi::v2(&inner.defs, header_str(&parts, header::ACCEPT));
                 bytes_response(200, full(bytes), content_type)
             }
             (None, Ok(Route::Resource(r))) => {
-                match resource(&inner, &method, r, &parts, body, on_upgrade).await {
+                let warnings = r.warnings.clone();
+                let mut resp = match resource(&inner, &method, r, &parts, body, on_upgrade).await {
                     Ok(resp) => resp,
                     Err(e) => error_response(&e),
-                }
+                };
+                add_warnings(&mut resp, warnings.take());
+                resp
             }
             (None, Ok(Route::NodeProxy { name, path })) => {
                 let target = kubelet::Target::Node { name, path };

@@ -33,12 +33,14 @@
 mod apply;
 #[doc(hidden)]
 pub mod bench_support;
+mod builtin_schemas;
 mod controls;
 mod crd;
 mod defaults;
 mod discovery;
 mod disruption;
 mod error;
+mod field_validation;
 mod fields;
 pub mod fuzz_support;
 mod http;

@@ -1,11 +1,20 @@
-//! A minimal OpenAPI v3 description: enough for kubectl to see that the
-//! server validates fields itself (`fieldValidation`) so it skips its
-//! client-side schema validation. It lists the paths and operations of
-//! every resource with their group-version-kind; it carries no schemas.
-//! The v2 document has no definitions at all.
+//! The OpenAPI descriptions: `/openapi/v3` (one document per group-version
+//! with the paths and operations of every resource and, as components, the
+//! schema of each kind and of everything it refers to, custom resources
+//! included) and `/openapi/v2` (every definition). `kubectl explain` reads
+//! the v3 documents; kubectl also sees from them that the server validates
+//! fields itself (`fieldValidation`).
+//!
+//! The patch operations list no request body types, so kubectl (1.29+)
+//! computes the strategic merge patches of `apply` from its compiled-in
+//! types rather than from these schemas, which carry no patch merge keys
+//! (k8s-openapi has none); for the same reason the protobuf form of the v2
+//! document, which kubectl 1.27–1.28 read for `apply`, has no definitions.
 
 use serde_json::{Map, Value, json};
 
+use super::builtin_schemas::{self, V3_REF_PREFIX};
+use super::registry::Registry;
 use super::resources::{ResourceDef, groups};
 
 /// The protobuf media type of an OpenAPI v2 document.
@@ -16,7 +25,7 @@ const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+pro
 /// it builds strategic merge patches from its compiled-in types). The
 /// protobuf form is gnostic's `Document` with `swagger` (1) and
 /// `info.title` (2.1).
-pub(crate) fn v2(accept: &str) -> (&'static str, bytes::Bytes) {
+pub(crate) fn v2(registry: &Registry, accept: &str) -> (&'static str, bytes::Bytes) {
     const TITLE: &[u8] = b"Kubernetes";
     if accept.contains(V2_PROTOBUF) {
         let mut info = vec![0x0a, TITLE.len() as u8];
@@ -28,12 +37,68 @@ pub(crate) fn v2(accept: &str) -> (&'static str, bytes::Bytes) {
         return ("application/octet-stream", bytes::Bytes::from(doc));
     }
     let version = super::discovery::version()["gitVersion"].clone();
+    let mut definitions = Map::new();
+    for (name, schema) in &builtin_schemas::get().definitions {
+        definitions.insert(name.clone(), builtin_schemas::as_v2(schema));
+    }
+    for (name, schema) in custom_schemas(registry, None) {
+        definitions.insert(name, builtin_schemas::as_v2(&schema));
+    }
     let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": version},
-        "paths": {}, "definitions": {}});
+        "paths": {}, "definitions": definitions});
     (
         "application/json",
         bytes::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
     )
+}
+
+/// The definition name kube-apiserver gives a custom kind: the group
+/// reversed, the version, the kind (`com.example.v1.Widget`).
+fn custom_name(def: &ResourceDef) -> String {
+    let mut group: Vec<&str> = def.group.split('.').collect();
+    group.reverse();
+    format!("{}.{}.{}", group.join("."), def.version, def.kind)
+}
+
+/// The schemas of the served custom kinds (of `only` group-version), as
+/// kube-apiserver publishes them: the definition's schema, `metadata` as
+/// ObjectMeta, and the kind's group-version-kind.
+fn custom_schemas(registry: &Registry, only: Option<(&str, &str)>) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for (index, def) in registry.all() {
+        if !def.served || !def.custom {
+            continue;
+        }
+        if only.is_some_and(|(g, v)| (g, v) != (def.group, def.version)) {
+            continue;
+        }
+        let Some(custom) = registry.custom(index) else {
+            continue;
+        };
+        let mut schema = custom.schema.clone().unwrap_or_else(
+            || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        );
+        if let Some(map) = schema.as_object_mut() {
+            let props = map
+                .entry("properties")
+                .or_insert_with(|| json!({}))
+                .as_object_mut();
+            if let Some(props) = props {
+                props.insert("apiVersion".into(), json!({"type": "string",
+                    "description": "APIVersion defines the versioned schema of this representation of an object."}));
+                props.insert("kind".into(), json!({"type": "string",
+                    "description": "Kind is a string value representing the REST resource this object represents."}));
+                props.insert("metadata".into(), json!({"allOf": [{"$ref": format!("{V3_REF_PREFIX}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")}],
+                    "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"}));
+            }
+            map.insert(
+                "x-kubernetes-group-version-kind".into(),
+                json!([{"group": def.group, "kind": def.kind, "version": def.version}]),
+            );
+        }
+        out.push((custom_name(&def), schema));
+    }
+    out
 }
 
 fn gv_key(group: &str, version: &str) -> String {
@@ -64,7 +129,8 @@ fn param(name: &str) -> Value {
 }
 
 /// `GET /openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
-pub(crate) fn group_version(defs: &[ResourceDef], group: &str, version: &str) -> Option<Value> {
+pub(crate) fn group_version(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let defs = registry.served();
     let in_gv: Vec<&ResourceDef> = defs
         .iter()
         .filter(|d| d.group == group && d.version == version)
@@ -78,7 +144,7 @@ pub(crate) fn group_version(defs: &[ResourceDef], group: &str, version: &str) ->
         format!("/apis/{group}/{version}")
     };
     let mut paths = Map::new();
-    for d in in_gv {
+    for d in &in_gv {
         let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
         let item = if d.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", d.plural)
@@ -127,10 +193,26 @@ pub(crate) fn group_version(defs: &[ResourceDef], group: &str, version: &str) ->
             }),
         );
     }
+    let schemas = builtin_schemas::get();
+    let roots = in_gv
+        .iter()
+        .filter_map(|d| schemas.root(d.group, d.version, d.kind));
+    let mut components = Map::new();
+    let mut referenced = Vec::new();
+    for (name, schema) in custom_schemas(registry, Some((group, version))) {
+        referenced.push(name.clone());
+        components.insert(name, schema);
+    }
+    referenced.push("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".to_owned());
+    for name in schemas.closure(roots.chain(referenced.iter().map(String::as_str))) {
+        if let Some(schema) = schemas.definitions.get(&name) {
+            components.insert(name, schema.clone());
+        }
+    }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (stratus-testing)", "version": format!("v1.{}.0", super::discovery::MINOR)},
+        "info": {"title": "Kubernetes", "version": format!("v1.{}.0", super::discovery::MINOR)},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": components},
     }))
 }

@@ -221,6 +221,7 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
         query: Query::parse(Some("fieldManager=stratus-harness")),
         user_agent: "stratus-harness".into(),
         user: None,
+        warnings: Default::default(),
     };
     let body = serde_json::to_vec(&obj).unwrap_or_default();
     write::create(inner, &req, &body)

@@ -159,6 +159,29 @@ pub(crate) struct ResourceRequest {
     pub(crate) user_agent: String,
     /// The user of a recognised bearer token (`None`: the administrator).
     pub(crate) user: Option<super::controls::ReviewUser>,
+    /// The warnings the answer carries (`Warning: 299` headers).
+    pub(crate) warnings: Warnings,
+}
+
+/// Warnings collected while a request is handled, shared by its clones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Add `warnings`.
+    pub(crate) fn extend(&self, warnings: Vec<String>) {
+        if !warnings.is_empty() {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(warnings);
+        }
+    }
+
+    /// The warnings so far.
+    pub(crate) fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 impl ResourceRequest {

@@ -3,9 +3,11 @@
 use serde_json::{Map, Value, json};
 
 use super::apply;
+use super::builtin_schemas;
 use super::crd;
 use super::defaults;
 use super::error::{ApiError, Cause, success_status};
+use super::field_validation::{self, Directive};
 use super::meta::{self, at, is_terminating, set_at, str_at};
 use super::patch;
 use super::resources::{ResourceDef, idx};
@@ -229,7 +231,8 @@ pub(crate) fn create(
 /// The validation causes of an object about to be stored (`old`: its
 /// current state on update): the resource's own rules, a definition's rules
 /// for CustomResourceDefinitions, and the schema of a custom resource (which
-/// also defaults and prunes the object).
+/// also defaults and prunes the object). Unknown fields are dropped, and
+/// warned about or refused as `fieldValidation` says.
 fn admit(
     inner: &Inner,
     req: &ResourceRequest,
@@ -238,9 +241,18 @@ fn admit(
     old: Option<&Value>,
 ) -> Result<Vec<Cause>, ApiError> {
     let mut causes = Vec::new();
+    let directive = Directive::of(&req.query)?;
     if def.custom {
-        let strict = req.query.get("fieldValidation") == Some("Strict");
-        causes.extend(crd::admit(inner, req.def, obj, strict)?);
+        let (found, warnings) = crd::admit(inner, req.def, obj, directive)?;
+        causes.extend(found);
+        req.warnings.extend(warnings);
+    } else {
+        let schemas = builtin_schemas::get();
+        if let Some(root) = schemas.root(def.group, def.version, def.kind) {
+            let unknown = field_validation::prune_builtin(schemas, root, obj);
+            req.warnings
+                .extend(field_validation::judge(directive, def, &unknown)?);
+        }
     }
     if crd::is_crd(def) {
         crd::default_definition(obj);
