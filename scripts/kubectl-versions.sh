@@ -16,6 +16,16 @@ cd "$(dirname "$0")/.."
 real=$(readlink -f "$(command -v kubectl)") || { echo "kubectl is not installed" >&2; exit 1; }
 bindir=$(dirname "$real")
 versions=(27 28 29 30 31 32 33)
+differs() { # differs <description> <expected substring> <kubectl args...>: exit 1 with a diff
+  local what=$1 want=$2; shift 2
+  local out rc=0
+  out=$("$k" "$@" 2>&1) || rc=$?
+  [[ $rc == 1 ]] || failed "$what (kubectl 1.$v): wanted exit code 1, got $rc" "$out"
+  [[ "$out" == *"$want"* ]] || failed "$what (kubectl 1.$v): wanted '$want'" "$out"
+  passed=$((passed + 1))
+}
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndat: {a: b}\n' >"$work/typo.yaml"
+
 for v in "${versions[@]}"; do
   [ -x "$bindir/kubectl.1.$v" ] || { echo "kubectl.1.$v is missing beside $real" >&2; exit 1; }
 done
@@ -84,6 +94,16 @@ fails() { # fails <description> <expected substring> <kubectl args...>
   passed=$((passed + 1))
 }
 
+differs() { # differs <description> <expected substring> <kubectl args...>: exit 1 with a diff
+  local what=$1 want=$2; shift 2
+  local out rc=0
+  out=$("$k" "$@" 2>&1) || rc=$?
+  [[ $rc == 1 ]] || failed "$what (kubectl 1.$v): wanted exit code 1, got $rc" "$out"
+  [[ "$out" == *"$want"* ]] || failed "$what (kubectl 1.$v): wanted '$want'" "$out"
+  passed=$((passed + 1))
+}
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndat: {a: b}\n' >"$work/typo.yaml"
+
 for v in "${versions[@]}"; do
   k="$bindir/kubectl.1.$v"
   ns="team-$v"
@@ -127,6 +147,14 @@ for v in "${versions[@]}"; do
   check "yaml round trip" "color: blue" -n "$ns" get configmap settings -o yaml
   "$k" -n "$ns" get configmap settings -o yaml >"$work/settings.yaml"
   check "replace from yaml" "configmap/settings replaced" replace -f "$work/settings.yaml"
+  sed 's/color: blue/color: green/' "$work/settings.yaml" >"$work/settings-green.yaml"
+  differs "diff (server dry run)" "+  color: green" diff -f "$work/settings-green.yaml"
+  check "diff left the object alone" "blue" -n "$ns" get configmap settings -o 'jsonpath={.data.color}'
+  check "explain (OpenAPI v3)" "Number of desired pods" explain deployment.spec.replicas
+  check "explain a nested field" "IntOrString" explain pods.spec.containers.livenessProbe.httpGet.port
+  fails "unknown field refused (strict validation)" 'unknown field "dat"' -n "$ns" create -f "$work/typo.yaml"
+  check "unknown field warned (--validate=warn)" 'unknown field "dat"' -n "$ns" create -f "$work/typo.yaml" --validate=warn
+  check "unknown field dropped" "typo::" -n "$ns" get configmap typo -o 'jsonpath={.metadata.name}:{.dat}:'
   cat >"$work/node-$v.yaml" <<YAML
 apiVersion: v1
 kind: Node
@@ -167,6 +195,7 @@ YAML
   check "schema default" "slow" -n "$ns" get gadget g1 -o 'jsonpath={.spec.mode}'
   check "printer columns" "REPLICAS" -n "$ns" get gadgets
   check "short name" "g1" -n "$ns" get gd -o name
+  check "explain a custom resource" "GROUP:      example.com" explain gadgets.spec.mode
   fails "schema validation" "spec.replicas in body should be less than or equal to 5" -n "$ns" create -f "$work/gadget-invalid.yaml"
   fails "unknown fields refused" "bogus" -n "$ns" create -f "$work/gadget-unknown.yaml"
   check "label a custom object" "gadget.example.com/g1 labeled" -n "$ns" label gadget g1 tier=gold

@@ -13,6 +13,7 @@ use hyper::upgrade::OnUpgrade;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::admission;
 use super::controls::{FaultAction, RequestRecord, Verb};
 use super::discovery;
 use super::error::ApiError;
@@ -418,6 +419,14 @@ async fn resource(
         }
         (&Method::POST, false, None) => {
             let body = json_body(inner, parts, body).await?;
+            if admission_applies(inner, &req) {
+                let (admitted, warnings) =
+                    admission::admit(inner, &req, admission::Write::Create(&body)).await?;
+                req.warnings.extend(warnings);
+                return answer(admitted_write(inner, &req, admitted, || {
+                    write::create(inner, &req, &body)
+                }));
+            }
             answer(write::create(inner, &req, &body))
         }
         (&Method::POST, true, Some("binding")) => {
@@ -434,15 +443,35 @@ async fn resource(
         }
         (&Method::PUT, true, None | Some("status" | "approval" | "finalize")) => {
             let body = json_body(inner, parts, body).await?;
+            if admission_applies(inner, &req) {
+                let (admitted, warnings) =
+                    admission::admit(inner, &req, admission::Write::Update(&body)).await?;
+                req.warnings.extend(warnings);
+                return answer(admitted_write(inner, &req, admitted, || {
+                    write::update(inner, &req, &body)
+                }));
+            }
             answer(write::update(inner, &req, &body))
         }
         (&Method::PATCH, true, None | Some("status" | "approval")) => {
             let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
             let body = read_body(inner, body).await?;
+            if admission_applies(inner, &req) {
+                let write = admission::Write::Patch(&content_type, &body);
+                let (admitted, warnings) = admission::admit(inner, &req, write).await?;
+                req.warnings.extend(warnings);
+                return answer(admitted_write(inner, &req, admitted, || {
+                    write::patch(inner, &req, &content_type, &body)
+                }));
+            }
             answer(write::patch(inner, &req, &content_type, &body))
         }
         (&Method::DELETE, true, None) => {
             let body = json_body(inner, parts, body).await?;
+            if admission_applies(inner, &req) {
+                let (_, warnings) = admission::admit(inner, &req, admission::Write::Delete).await?;
+                req.warnings.extend(warnings);
+            }
             answer(write::delete(inner, &req, &body))
         }
         (&Method::DELETE, false, None) => {
@@ -452,6 +481,27 @@ async fn resource(
         _ => Err(ApiError::method_not_allowed(format!(
             "the server does not allow this method on the requested resource ({method})"
         ))),
+    }
+}
+
+/// Whether a write goes through admission webhooks: some are configured
+/// and the resource stores what it is sent (reviews do not).
+fn admission_applies(inner: &Inner, req: &ResourceRequest) -> bool {
+    !inner.defs.get(req.def).review && admission::configured(inner)
+}
+
+/// Carry out an admitted write: as sent (`as_sent`), or as the mutating
+/// webhooks left it.
+fn admitted_write(
+    inner: &Inner,
+    req: &ResourceRequest,
+    admitted: admission::Admitted,
+    as_sent: impl FnOnce() -> Result<write::Answer, ApiError>,
+) -> Result<write::Answer, ApiError> {
+    match admitted {
+        admission::Admitted::AsSent => as_sent(),
+        admission::Admitted::Create(body) => write::create(inner, req, &body),
+        admission::Admitted::Update(body) => write::update(inner, req, &body),
     }
 }
 

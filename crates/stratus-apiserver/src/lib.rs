@@ -30,6 +30,7 @@
 //! See `docs/testing.md` in the Stratus repository for what the server
 //! matches of kube-apiserver and where it differs.
 
+mod admission;
 mod apply;
 #[doc(hidden)]
 pub mod bench_support;

@@ -368,3 +368,115 @@ async fn the_command_passes_vendor_flags_to_the_cloud_initializer_and_controller
         .unwrap_err();
     assert!(err.to_string().contains("--acme-tag"), "{err}");
 }
+
+/// A serving certificate for 127.0.0.1 signed by a new CA, written to
+/// `dir`: the certificate and key paths, and the CA (PEM).
+fn webhook_certificate(dir: &std::path::Path) -> (String, String, String) {
+    let ca = stratus_runtime::tls::CertificateAuthority::new("webhook-ca").unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let csr = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .serialize_request(&key)
+        .unwrap()
+        .pem()
+        .unwrap();
+    let cert = ca.sign_request(&csr, Duration::from_secs(3600)).unwrap();
+    let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_path, cert).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (
+        cert_path.display().to_string(),
+        key_path.display().to_string(),
+        ca.ca_pem.clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_calls_the_managers_webhooks() {
+    use base64::Engine as _;
+    use k8s_openapi::api::core::v1::Service;
+
+    let cluster = TestCluster::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("stratus-webhook-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key, ca_pem) = webhook_certificate(&dir);
+    let flags = options(&[
+        "--cloud-provider=acme",
+        "--webhooks=lb-class",
+        "--leader-elect=false",
+        &format!("--webhook-tls-cert-file={cert}"),
+        &format!("--webhook-tls-private-key-file={key}"),
+    ]);
+    let (stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(flags)
+        .with_client(cluster.client())
+        .with_provider(Arc::new(FakeCloud::new()))
+        .with_webhook(lb_class_webhook())
+        .with_admin_addr("127.0.0.1:0".parse().unwrap())
+        .with_webhook_addr("127.0.0.1:0".parse().unwrap())
+        .start(stopped)
+        .await
+        .unwrap();
+    let port = manager.webhook_addr().unwrap().port();
+
+    // Registered as a cluster would: a ValidatingWebhookConfiguration
+    // naming the webhook's URL and CA.
+    let configuration = serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "lb-class"},
+        "webhooks": [{
+            "name": "lb-class.acme.example.com",
+            "clientConfig": {
+                "url": format!("https://127.0.0.1:{port}/validate-lb-class"),
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(&ca_pem),
+            },
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
+                "apiVersions": ["v1"], "resources": ["services"]}],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }],
+    });
+    let req = http::Request::post(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    )
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&configuration).unwrap())
+    .unwrap();
+    cluster.client().request_text(req).await.unwrap();
+
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let service = |name: &str, ty: &str| -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"type": ty, "ports": [{"port": 80}]},
+        }))
+        .unwrap()
+    };
+    let refused = services
+        .create(&PostParams::default(), &service("lb", "LoadBalancer"))
+        .await
+        .unwrap_err();
+    match refused {
+        kube::Error::Api(s) => assert_eq!(
+            s.message,
+            "admission webhook \"lb-class.acme.example.com\" denied the request: LoadBalancer Services need a loadBalancerClass"
+        ),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    assert!(services.get_opt("lb").await.unwrap().is_none());
+    services
+        .create(&PostParams::default(), &service("internal", "ClusterIP"))
+        .await
+        .unwrap();
+    let mut classed = service("classed", "LoadBalancer");
+    classed.spec.as_mut().unwrap().load_balancer_class = Some("acme.example.com/lb".into());
+    services
+        .create(&PostParams::default(), &classed)
+        .await
+        .unwrap();
+
+    stop.send(true).unwrap();
+    manager.wait().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
