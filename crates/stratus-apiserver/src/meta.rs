@@ -124,3 +124,42 @@ pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Remove empty `labels`, `annotations`, `finalizers` and
+/// `ownerReferences` from an object's metadata: kube-apiserver decodes
+/// metadata into ObjectMeta, whose empty maps and lists are not written
+/// back (a patch removing the last annotation leaves no `annotations: {}`).
+pub(crate) fn drop_empty(obj: &mut Value) {
+    if let Some(m) = meta_mut(obj) {
+        m.retain(|k, v| {
+            let listed = matches!(
+                k.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences"
+            );
+            let empty = match v {
+                Value::Object(o) => o.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                Value::Null => true,
+                _ => false,
+            };
+            !(listed && empty)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn empty_metadata_collections_are_dropped() {
+        let mut obj = json!({"metadata": {"name": "a", "labels": {}, "annotations": {"k": "v"},
+            "finalizers": [], "ownerReferences": null, "generateName": ""}});
+        drop_empty(&mut obj);
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "a", "annotations": {"k": "v"}, "generateName": ""}})
+        );
+    }
+}

@@ -181,7 +181,9 @@ pub(crate) fn create(
         m.insert("name".into(), json!(name));
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         m.insert("creationTimestamp".into(), json!(meta::now()));
-        m.insert("generation".into(), json!(1));
+        if tracks_generation(&def) {
+            m.insert("generation".into(), json!(1));
+        }
         for field in [
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
@@ -241,6 +243,7 @@ fn admit(
     old: Option<&Value>,
 ) -> Result<Vec<Cause>, ApiError> {
     let mut causes = Vec::new();
+    meta::drop_empty(obj);
     let directive = Directive::of(&req.query)?;
     if def.custom {
         let (found, warnings) = crd::admit(inner, req.def, obj, directive)?;
@@ -421,7 +424,7 @@ fn next_state(
         return Err(ApiError::invalid(def, &name, causes));
     }
     default_for(inner, def, &mut desired, Some(current))?;
-    if spec_part(&desired) != spec_part(current) {
+    if tracks_generation(def) && spec_part(&desired) != spec_part(current) {
         bump_generation(current, &mut desired);
     }
     if let Some(operation) = operation {
@@ -1001,6 +1004,26 @@ pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
     super::disruption::check(inner, &pod.object)?;
     let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
     Ok((201, success_status(&def, &name, meta::uid(&stored.object))))
+}
+
+/// Whether the kind's strategy keeps `metadata.generation` (set to 1 on
+/// create, bumped on spec changes): workloads, Pods, the policy and
+/// networking kinds with a spec, EndpointSlices, webhook configurations,
+/// CustomResourceDefinitions and custom resources. ConfigMaps, Secrets,
+/// Services, Nodes, Namespaces, RBAC objects and the rest have none.
+pub(crate) fn tracks_generation(def: &ResourceDef) -> bool {
+    def.custom
+        || matches!(
+            (def.group, def.kind),
+            ("", "Pod")
+                | ("apps", _)
+                | ("batch", _)
+                | ("policy", "PodDisruptionBudget")
+                | ("networking.k8s.io", _)
+                | ("discovery.k8s.io", "EndpointSlice")
+                | ("admissionregistration.k8s.io", _)
+                | ("apiextensions.k8s.io", _)
+        ) && def.kind != "ControllerRevision"
 }
 
 /// `next`'s `metadata.generation`: one more than `current`'s (a spec

@@ -263,7 +263,7 @@ async fn mutating_webhooks_patch_what_is_stored() {
         .unwrap();
     assert!(!skipped.metadata.labels.unwrap().contains_key("mutated"));
     // generateName: the webhook sees the generated name.
-    let mut generated = cm("", json!({}));
+    let mut generated = cm("", json!({"app": "generated"}));
     generated.metadata.name = None;
     generated.metadata.generate_name = Some("gen-".into());
     let made = cms

@@ -152,9 +152,8 @@ async fn update_concurrency_status_and_generation() {
         .await
         .unwrap();
     assert_eq!(
-        updated.metadata.generation,
-        Some(1),
-        "label changes do not bump generation"
+        updated.metadata.generation, None,
+        "Nodes keep no generation (as in kube-apiserver)"
     );
     stale.metadata.labels = Some(BTreeMap::from([("b".into(), "2".into())]));
     let err = nodes
@@ -185,11 +184,7 @@ async fn update_concurrency_status_and_generation() {
             .is_none()
     );
     assert_eq!(after_main.spec.as_ref().unwrap().unschedulable, Some(true));
-    assert_eq!(
-        after_main.metadata.generation,
-        Some(2),
-        "spec change bumps generation"
-    );
+    assert_eq!(after_main.metadata.generation, None);
 
     let mut status_write = after_main.clone();
     status_write.status = with_status.status.clone();
@@ -207,7 +202,7 @@ async fn update_concurrency_status_and_generation() {
         after_status.status.unwrap().conditions.unwrap()[0].type_,
         "Ready"
     );
-    assert_eq!(after_status.metadata.generation, Some(2));
+    assert_eq!(after_status.metadata.generation, None);
 
     // Immutable providerID once set.
     let set = nodes
@@ -893,4 +888,56 @@ async fn evictions_honour_disruption_budgets() {
     other.spec.as_mut().unwrap().node_name = Some("n1".into());
     pods.create(&PostParams::default(), &other).await.unwrap();
     pods.evict("lonely", &EvictParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn generation_counts_spec_changes_of_kinds_that_keep_one() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let server = ApiServer::start().await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+    }))
+    .unwrap();
+    let created = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let pp = PatchParams::default();
+    let labelled = deployments
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, Some(1), "labels are not spec");
+    let scaled = deployments
+        .patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 3}})))
+        .await
+        .unwrap();
+    assert_eq!(scaled.metadata.generation, Some(2));
+    let status = deployments
+        .patch_status(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"status": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status.metadata.generation, Some(2), "status is not spec");
+
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("plain".into());
+    let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
+    assert_eq!(
+        cm.metadata.generation, None,
+        "ConfigMaps keep no generation"
+    );
 }
