@@ -4,9 +4,10 @@
 # standalone harness API server over TLS (creates, dry runs, labels, selectors,
 # get all, apply of docs/deploy/, YAML round trips, cordon, drain through
 # evictions, scale, certificate approval, auth can-i / whoami, a ServiceAccount
-# token under RBAC (the server runs with --authorization-mode RBAC), a CRD with
-# schema defaults and validation,
-# namespace deletion). kubectl 1.32 and newer send
+# token under RBAC (the server runs with --authorization-mode RBAC),
+# impersonation (--as), a CRD with
+# schema defaults and validation, explain (OpenAPI v3), diff, unknown fields
+# refused (strict) and warned, namespace deletion). kubectl 1.32 and newer send
 # protobuf request bodies; older ones JSON. Prints
 # "kubectl-versions: N passed, 0 failed" when all pass; exits non-zero on the
 # first failed check.
@@ -16,16 +17,6 @@ cd "$(dirname "$0")/.."
 real=$(readlink -f "$(command -v kubectl)") || { echo "kubectl is not installed" >&2; exit 1; }
 bindir=$(dirname "$real")
 versions=(27 28 29 30 31 32 33)
-differs() { # differs <description> <expected substring> <kubectl args...>: exit 1 with a diff
-  local what=$1 want=$2; shift 2
-  local out rc=0
-  out=$("$k" "$@" 2>&1) || rc=$?
-  [[ $rc == 1 ]] || failed "$what (kubectl 1.$v): wanted exit code 1, got $rc" "$out"
-  [[ "$out" == *"$want"* ]] || failed "$what (kubectl 1.$v): wanted '$want'" "$out"
-  passed=$((passed + 1))
-}
-printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndat: {a: b}\n' >"$work/typo.yaml"
-
 for v in "${versions[@]}"; do
   [ -x "$bindir/kubectl.1.$v" ] || { echo "kubectl.1.$v is missing beside $real" >&2; exit 1; }
 done
@@ -104,6 +95,16 @@ differs() { # differs <description> <expected substring> <kubectl args...>: exit
 }
 printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndat: {a: b}\n' >"$work/typo.yaml"
 
+differs() { # differs <description> <expected substring> <kubectl args...>: exit 1 with a diff
+  local what=$1 want=$2; shift 2
+  local out rc=0
+  out=$("$k" "$@" 2>&1) || rc=$?
+  [[ $rc == 1 ]] || failed "$what (kubectl 1.$v): wanted exit code 1, got $rc" "$out"
+  [[ "$out" == *"$want"* ]] || failed "$what (kubectl 1.$v): wanted '$want'" "$out"
+  passed=$((passed + 1))
+}
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo}\ndat: {a: b}\n' >"$work/typo.yaml"
+
 for v in "${versions[@]}"; do
   k="$bindir/kubectl.1.$v"
   ns="team-$v"
@@ -136,7 +137,11 @@ for v in "${versions[@]}"; do
   if [ "$v" -ge 28 ]; then
     check "auth whoami (SelfSubjectReview)" "kubernetes-admin" auth whoami
     check "auth whoami with a ServiceAccount token" "system:serviceaccount:$ns:robot" --token="$robot_token" auth whoami
+    check "impersonation (--as, --as-group)" "qa" --as=bob --as-group=qa auth whoami
   fi
+  check "auth can-i as a ServiceAccount (--as)" "yes" -n "$ns" --as="system:serviceaccount:$ns:robot" auth can-i get pods
+  fails "impersonating needs the impersonate verb" "cannot impersonate resource \"users\"" -n "$ns" --token="$robot_token" --as=bob get pods
+  fails "a ServiceAccount without rights on Roles cannot write one" "cannot create resource \"roles\"" -n "$ns" --token="$robot_token" create role grab --verb=delete --resource=pods
   check "server dry run" "(server dry run)" -n "$ns" create configmap dry --from-literal=a=b --dry-run=server
   fails "dry run stored nothing" "NotFound" -n "$ns" get configmap dry -o name
   check "label" "configmap/settings labeled" -n "$ns" label configmap settings tier=gold

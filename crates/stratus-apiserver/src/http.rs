@@ -527,10 +527,10 @@ fn authenticate_and_authorize(
     inner: &Inner,
     token: Option<&str>,
     identity: Option<super::controls::ReviewUser>,
-    method: &Method,
-    path: &str,
+    parts: &http::request::Parts,
     routed: Result<Route, ApiError>,
 ) -> Result<Route, ApiError> {
+    let (method, path) = (&parts.method, parts.uri.path());
     let user = match (token, identity) {
         (Some(rbac::ADMIN_TOKEN), _) => rbac::administrator(),
         (Some(_), Some(mut user)) => {
@@ -540,7 +540,25 @@ fn authenticate_and_authorize(
             user
         }
         (Some(_), None) => return Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
-        (None, _) => rbac::anonymous(),
+        (None, Some(certified)) => certified,
+        (None, None) => rbac::anonymous(),
+    };
+    // Impersonation: the caller must be allowed to `impersonate` each
+    // identity asked for; the request is then authorized as that identity.
+    let user = match rbac::impersonated(&parts.headers)? {
+        None => user,
+        Some(as_user) => {
+            for attrs in rbac::impersonation_checks(&as_user) {
+                if !rbac::authorize(inner, &user, &attrs).0 {
+                    return Err(ApiError::new(
+                        403,
+                        "Forbidden",
+                        rbac::forbidden_message(&user, &attrs),
+                    ));
+                }
+            }
+            as_user
+        }
     };
     let mut routed = routed?;
     let attrs = match &routed {
@@ -611,6 +629,7 @@ pub(crate) async fn handle(
     inner: Arc<Inner>,
     mut req: Request<Incoming>,
     host: Arc<str>,
+    peer: Option<Arc<super::controls::ReviewUser>>,
 ) -> Response<Body> {
     let started = Instant::now();
     let on_upgrade = req.extensions_mut().remove::<OnUpgrade>();
@@ -621,10 +640,13 @@ pub(crate) async fn handle(
         .split_once(' ')
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim().to_owned());
-    let identity = token
-        .as_deref()
-        .filter(|t| *t != rbac::ADMIN_TOKEN)
-        .and_then(|t| inner.reviews.user_of(t));
+    // A bearer token wins over a client certificate, as in kube-apiserver
+    // (both are tried; the token authenticator runs first).
+    let identity = match token.as_deref() {
+        Some(t) if t != rbac::ADMIN_TOKEN => inner.reviews.user_of(t),
+        Some(_) => None,
+        None => peer.as_deref().cloned(),
+    };
     let user = identity
         .as_ref()
         .map(|u| u.username.clone())
@@ -659,13 +681,14 @@ pub(crate) async fn handle(
             &inner,
             token.as_deref(),
             identity.clone(),
-            &method,
-            parts.uri.path(),
+            &parts,
             routed,
         );
-    }
-    if let Ok(Route::Resource(r)) = &mut routed {
-        r.user = r.user.take().or(identity);
+    } else if let Ok(Route::Resource(r)) = &mut routed {
+        r.user = match rbac::impersonated(&parts.headers) {
+            Ok(Some(as_user)) => Some(as_user),
+            _ => identity.clone(),
+        };
     }
     let faults = inner.faults.apply(verb, &resource_name);
     let response = if let Some(paused) = faults.paused_for {

@@ -125,12 +125,14 @@ impl ApiServerBuilder {
 
     /// Start serving.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
-        let tls = match self.tls {
-            true => Some(Arc::new(tls::self_signed().map_err(ApiServerError::Tls)?)),
-            false => None,
-        };
         let rbac = self.settings.rbac;
         let inner = Inner::new(self.settings).map_err(ApiServerError::Tls)?;
+        let tls = match self.tls {
+            true => Some(Arc::new(
+                tls::self_signed(&inner.kubelet.ca_pem).map_err(ApiServerError::Tls)?,
+            )),
+            false => None,
+        };
         seed_defaults(&inner)?;
         if rbac {
             for object in rbac::bootstrap() {
@@ -257,30 +259,45 @@ fn spawn_serving(
             let mut conn_generation = generation.clone();
             let mut conn_closing = inner.closing.subscribe();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let inner = inner.clone();
-                    let host = host.clone();
-                    async move {
-                        Ok::<_, std::convert::Infallible>(http::handle(inner, req, host).await)
-                    }
-                });
+                let service = |peer: Option<Arc<crate::ReviewUser>>| {
+                    hyper::service::service_fn(move |req| {
+                        let inner = inner.clone();
+                        let host = host.clone();
+                        let peer = peer.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                http::handle(inner, req, host, peer).await,
+                            )
+                        }
+                    })
+                };
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let serve = async move {
                     match acceptor {
                         Some(acceptor) => {
                             // A failed handshake closes only this connection.
                             if let Ok(tls_stream) = acceptor.accept(stream).await {
+                                let peer = tls_stream
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|chain| chain.first())
+                                    .and_then(|leaf| tls::user_of_certificate(leaf.as_ref()))
+                                    .map(Arc::new);
                                 let _ = builder
                                     .serve_connection_with_upgrades(
                                         TokioIo::new(tls_stream),
-                                        service,
+                                        service(peer),
                                     )
                                     .await;
                             }
                         }
                         None => {
                             let _ = builder
-                                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                .serve_connection_with_upgrades(
+                                    TokioIo::new(stream),
+                                    service(None),
+                                )
                                 .await;
                         }
                     }

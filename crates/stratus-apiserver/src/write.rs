@@ -264,6 +264,11 @@ fn admit(
             causes.extend(crd::immutable(old, obj));
         }
     }
+    if inner.settings.rbac
+        && let Some(user) = &req.user
+    {
+        super::rbac::check_escalation(inner, user, def, req.ns_key(), obj)?;
+    }
     causes.extend(validation::validate(def, obj));
     if let Some(old) = old {
         causes.extend(validation::immutable(def, old, obj));

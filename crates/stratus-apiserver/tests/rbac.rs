@@ -243,3 +243,189 @@ async fn a_service_account_may_do_what_its_role_allows() {
             .any(|r| r.verb == Verb::List && r.resource == "pods")
     );
 }
+
+/// A client that presents a client certificate for `user` in `groups`
+/// (signed by the server's client CA) and no token.
+fn certificate_client(server: &ApiServer, user: &str, groups: &[&str]) -> Client {
+    use base64::Engine as _;
+    let (cert, key) = server.issue_client_certificate(user, groups).unwrap();
+    let mut config = server.config().unwrap();
+    config.auth_info.token = None;
+    config.auth_info.client_certificate_data =
+        Some(base64::engine::general_purpose::STANDARD.encode(cert));
+    config.auth_info.client_key_data = Some(
+        base64::engine::general_purpose::STANDARD
+            .encode(key)
+            .into(),
+    );
+    Client::try_from(config).unwrap()
+}
+
+async fn self_subject(client: &Client) -> serde_json::Value {
+    let req = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1",
+                "kind": "SelfSubjectReview"}))
+            .unwrap(),
+        )
+        .unwrap();
+    let text = client.request_text(req).await.unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["status"]["userInfo"].clone()
+}
+
+#[tokio::test]
+async fn client_certificates_authenticate_their_subject() {
+    let server = ApiServer::builder().tls().rbac().start().await.unwrap();
+    let alice = certificate_client(&server, "alice", &["devs"]);
+    let who = self_subject(&alice).await;
+    assert_eq!(who["username"], "alice");
+    assert_eq!(who["groups"], json!(["devs", "system:authenticated"]));
+    let pods: Api<Pod> = Api::namespaced(alice.clone(), "default");
+    let (code, message) = api_error(pods.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
+    // Bound through her certificate's organization.
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(server.client());
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "devs-view"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    pods.list(&ListParams::default()).await.unwrap();
+    // The administrator's certificate (system:masters) may do anything.
+    let root = certificate_client(&server, "root", &["system:masters"]);
+    Api::<Namespace>::all(root)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn impersonation_needs_the_impersonate_verb() {
+    let server = ApiServer::builder().rbac().start().await.unwrap();
+    let token = robot_token(&server).await;
+    // The administrator may act as anyone.
+    let mut config = server.config().unwrap();
+    config.auth_info.impersonate = Some("bob".into());
+    config.auth_info.impersonate_groups = Some(vec!["qa".into()]);
+    let as_bob = Client::try_from(config).unwrap();
+    let who = self_subject(&as_bob).await;
+    assert_eq!(who["username"], "bob");
+    assert_eq!(who["groups"], json!(["qa", "system:authenticated"]));
+    let (code, _) = api_error(
+        Api::<Pod>::namespaced(as_bob, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403, "bob holds no binding");
+
+    // The robot may not impersonate.
+    let mut config = server.config().unwrap();
+    config.auth_info.token = Some(token.into());
+    config.auth_info.impersonate = Some("bob".into());
+    let robot_as_bob = Client::try_from(config).unwrap();
+    let (code, message) = api_error(
+        Api::<Pod>::namespaced(robot_as_bob, "team")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "users \"bob\" is forbidden: User \"system:serviceaccount:team:robot\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+    );
+}
+
+#[tokio::test]
+async fn roles_and_bindings_cannot_grant_more_than_their_writer_holds() {
+    let server = ApiServer::builder().rbac().start().await.unwrap();
+    let token = robot_token(&server).await;
+    let admin = server.client();
+    // The robot may manage Roles and RoleBindings in its namespace.
+    Api::<Role>::namespaced(admin.clone(), "team")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "rbac-manager"},
+                "rules": [{"apiGroups": ["rbac.authorization.k8s.io"],
+                    "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "update"]}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "team")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "robot-rbac"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rbac-manager"},
+                "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "team"}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let robot = client_with(&server, Some(&token));
+    let roles: Api<Role> = Api::namespaced(robot.clone(), "team");
+    let role = |name: &str, verbs: &[&str]| -> Role {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    // What it holds (get/list/watch pods) it may grant.
+    roles
+        .create(&PostParams::default(), &role("readers", &["get", "list"]))
+        .await
+        .unwrap();
+    let (code, message) = api_error(
+        roles
+            .create(&PostParams::default(), &role("deleters", &["get", "delete"]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        "roles.rbac.authorization.k8s.io \"deleters\" is forbidden: user \"system:serviceaccount:team:robot\" (groups=[\"system:serviceaccounts\" \"system:serviceaccounts:team\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"get\" \"delete\"]}"
+    );
+    // Binding cluster-admin needs its permissions or `bind`.
+    let bindings: Api<RoleBinding> = Api::namespaced(robot, "team");
+    let (code, message) = api_error(
+        bindings
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "grab"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                    "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "team"}]}))
+                .unwrap(),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert!(message.contains("attempting to grant RBAC permissions not currently held"), "{message}");
+    // With `escalate` it may grant more.
+    Api::<Role>::namespaced(admin, "team")
+        .replace(
+            "rbac-manager",
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "rbac-manager"},
+                "rules": [{"apiGroups": ["rbac.authorization.k8s.io"],
+                    "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "update", "escalate"]}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    roles
+        .create(&PostParams::default(), &role("deleters", &["get", "delete"]))
+        .await
+        .unwrap();
+}
