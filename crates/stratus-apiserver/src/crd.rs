@@ -278,6 +278,20 @@ fn resource_of(crd: &Value) -> Option<(ResourceDef, CustomVersion)> {
         columns: columns(storage),
         list_kind: n.list_kind,
         scale,
+        selectable: storage
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter_map(|f| f.get("jsonPath").and_then(Value::as_str))
+                    .map(|p| {
+                        let name = p.trim_start_matches('.');
+                        (intern(name), split_path(p))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     Some((def, custom))
 }

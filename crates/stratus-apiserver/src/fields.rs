@@ -19,6 +19,13 @@ fn text(obj: &Value, path: &[&str]) -> String {
     }
 }
 
+/// The value at `path` as a field selector compares it (strings as they
+/// are, booleans and numbers printed, anything else empty).
+pub(crate) fn text_at(obj: &Value, path: &[String]) -> String {
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    text(obj, &path)
+}
+
 /// The selectable fields of `def` (beyond `metadata.name` and
 /// `metadata.namespace`), with their JSON paths and the value of an absent
 /// boolean field.

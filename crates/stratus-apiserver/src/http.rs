@@ -545,10 +545,10 @@ fn authenticate_and_authorize(
     };
     // Impersonation: the caller must be allowed to `impersonate` each
     // identity asked for; the request is then authorized as that identity.
-    let user = match rbac::impersonated(&parts.headers)? {
+    let user = match super::impersonation::impersonated(&parts.headers)? {
         None => user,
         Some(as_user) => {
-            for attrs in rbac::impersonation_checks(&as_user) {
+            for attrs in super::impersonation::impersonation_checks(&as_user) {
                 if !rbac::authorize(inner, &user, &attrs).0 {
                     return Err(ApiError::new(
                         403,
@@ -677,15 +677,10 @@ pub(crate) async fn handle(
         _ => (Verb::Other, String::new(), None, None),
     };
     if inner.settings.rbac {
-        routed = authenticate_and_authorize(
-            &inner,
-            token.as_deref(),
-            identity.clone(),
-            &parts,
-            routed,
-        );
+        routed =
+            authenticate_and_authorize(&inner, token.as_deref(), identity.clone(), &parts, routed);
     } else if let Ok(Route::Resource(r)) = &mut routed {
-        r.user = match rbac::impersonated(&parts.headers) {
+        r.user = match super::impersonation::impersonated(&parts.headers) {
             Ok(Some(as_user)) => Some(as_user),
             _ => identity.clone(),
         };

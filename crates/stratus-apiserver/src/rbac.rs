@@ -12,7 +12,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::controls::ReviewUser;
-use super::error::ApiError;
 use super::meta::{self, str_at};
 use super::state::Inner;
 
@@ -20,7 +19,7 @@ use super::state::Inner;
 /// [`super::ApiServer::client`]).
 pub(crate) const ADMIN_TOKEN: &str = "stratus-harness";
 
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The kubeconfig's administrator.
 pub(crate) fn administrator() -> ReviewUser {
@@ -53,7 +52,7 @@ pub(crate) struct Attributes {
     pub(crate) path: Option<String>,
 }
 
-fn strings(v: Option<&Value>) -> Vec<&str> {
+pub(crate) fn strings(v: Option<&Value>) -> Vec<&str> {
     v.and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default()
@@ -115,7 +114,7 @@ fn subject_matches(subject: &Value, user: &ReviewUser, binding_ns: &str) -> bool
 
 /// The rules of a ClusterRole, with those its aggregation rule collects
 /// from the other ClusterRoles (what kube's aggregation controller writes).
-fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Arc<Value>]) -> Vec<&'a Value> {
+pub(crate) fn cluster_role_rules<'a>(role: &'a Value, all: &'a [Arc<Value>]) -> Vec<&'a Value> {
     let mut rules: Vec<&Value> = role
         .get("rules")
         .and_then(Value::as_array)
@@ -721,250 +720,4 @@ mod tests {
             r#"deployments.apps is forbidden: User "bob" cannot create resource "deployments" in API group "apps" in the namespace "x""#
         );
     }
-}
-
-/// The identity a request asks to act as (`Impersonate-User`,
-/// `Impersonate-Group`, `Impersonate-Uid`), as kube-apiserver builds it:
-/// `system:authenticated` added (and a ServiceAccount's groups for a
-/// ServiceAccount user). Groups or a uid without a user are refused.
-pub(crate) fn impersonated(headers: &http::HeaderMap) -> Result<Option<ReviewUser>, ApiError> {
-    let values = |name: &str| -> Vec<String> {
-        headers
-            .get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .collect()
-    };
-    let users = values("impersonate-user");
-    let groups = values("impersonate-group");
-    let uid = values("impersonate-uid").into_iter().next();
-    let Some(username) = users.into_iter().next() else {
-        if groups.is_empty() && uid.is_none() {
-            return Ok(None);
-        }
-        return Err(ApiError::new(
-            403,
-            "Forbidden",
-            "requested impersonation of groups or a uid without impersonating a user",
-        ));
-    };
-    let mut all = groups;
-    if let Some(rest) = username.strip_prefix("system:serviceaccount:")
-        && let Some((ns, _)) = rest.split_once(':')
-        && all.is_empty()
-    {
-        all.push("system:serviceaccounts".into());
-        all.push(format!("system:serviceaccounts:{ns}"));
-    }
-    if username != "system:anonymous" && !all.iter().any(|g| g == "system:authenticated") {
-        all.push("system:authenticated".into());
-    }
-    Ok(Some(ReviewUser {
-        username,
-        uid: uid.unwrap_or_default(),
-        groups: all,
-    }))
-}
-
-/// What the caller must be allowed to `impersonate` to act as `as_user`:
-/// the user (or ServiceAccount), each group asked for, the uid.
-pub(crate) fn impersonation_checks(as_user: &ReviewUser) -> Vec<Attributes> {
-    let impersonate = |api_group: &str, resource: &str, namespace: &str, name: &str| Attributes {
-        verb: "impersonate".into(),
-        api_group: api_group.into(),
-        resource: resource.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        ..Attributes::default()
-    };
-    let mut checks = vec![
-        match as_user
-            .username
-            .strip_prefix("system:serviceaccount:")
-            .and_then(|rest| rest.split_once(':'))
-        {
-            Some((ns, name)) => impersonate("", "serviceaccounts", ns, name),
-            None => impersonate("", "users", "", &as_user.username),
-        },
-    ];
-    let implied = |g: &str| g == "system:authenticated" || g.starts_with("system:serviceaccounts");
-    for group in as_user.groups.iter().filter(|g| !implied(g)) {
-        checks.push(impersonate("", "groups", "", group));
-    }
-    if !as_user.uid.is_empty() {
-        checks.push(impersonate("authentication.k8s.io", "uids", "", &as_user.uid));
-    }
-    checks
-}
-
-/// Escalation prevention on writes of RBAC objects, as kube-apiserver's:
-/// a Role or ClusterRole may only grant what its writer holds (or the
-/// writer has `escalate` on it); a binding may only bind a role whose
-/// permissions its writer holds (or the writer has `bind` on that role).
-pub(crate) fn check_escalation(
-    inner: &Inner,
-    user: &ReviewUser,
-    def: &crate::resources::ResourceDef,
-    namespace: &str,
-    obj: &Value,
-) -> Result<(), ApiError> {
-    if def.group != RBAC_GROUP || user.groups.iter().any(|g| g == "system:masters") {
-        return Ok(());
-    }
-    let name = obj
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let may = |verb: &str, resource: &str, ns: &str, name: &str| {
-        authorize(
-            inner,
-            user,
-            &Attributes {
-                verb: verb.into(),
-                api_group: RBAC_GROUP.into(),
-                resource: resource.into(),
-                namespace: ns.into(),
-                name: name.into(),
-                ..Attributes::default()
-            },
-        )
-        .0
-    };
-    let (rules, scope_ns) = match def.kind {
-        "Role" | "ClusterRole" => {
-            if may("escalate", def.plural, namespace, name) {
-                return Ok(());
-            }
-            (obj.get("rules").cloned().unwrap_or(Value::Null), namespace)
-        }
-        "RoleBinding" | "ClusterRoleBinding" => {
-            let kind = obj.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or_default();
-            let role = obj.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or_default();
-            let (plural, role_ns) = match kind {
-                "Role" => ("roles", namespace),
-                _ => ("clusterroles", ""),
-            };
-            if may("bind", plural, role_ns, role) {
-                return Ok(());
-            }
-            let policy = policy_of(inner, namespace);
-            let rules = match kind {
-                "Role" => policy
-                    .roles
-                    .iter()
-                    .find(|r| meta::name(r) == role)
-                    .and_then(|r| r.get("rules").cloned()),
-                _ => policy
-                    .cluster_roles
-                    .iter()
-                    .find(|r| meta::name(r) == role)
-                    .map(|r| {
-                        Value::Array(
-                            cluster_role_rules(r, &policy.cluster_roles)
-                                .into_iter()
-                                .cloned()
-                                .collect(),
-                        )
-                    }),
-            };
-            (rules.unwrap_or(Value::Null), namespace)
-        }
-        _ => return Ok(()),
-    };
-    let missing: Vec<String> = rules
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter(|rule| !rule_held(inner, user, rule, scope_ns))
-        .map(describe_rule)
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let groups: Vec<String> = user.groups.iter().map(|g| format!("{g:?}")).collect();
-    Err(ApiError::new(
-        403,
-        "Forbidden",
-        format!(
-            "{}.{RBAC_GROUP} {name:?} is forbidden: user {:?} (groups=[{}]) is attempting to grant RBAC permissions not currently held:\n{}",
-            def.plural,
-            user.username,
-            groups.join(" "),
-            missing.join("\n")
-        ),
-    ))
-}
-
-/// Every request a rule grants is one `user` may make in `namespace`.
-fn rule_held(inner: &Inner, user: &ReviewUser, rule: &Value, namespace: &str) -> bool {
-    let verbs = strings(rule.get("verbs"));
-    let urls = strings(rule.get("nonResourceURLs"));
-    if !urls.is_empty() {
-        return urls.iter().all(|url| {
-            verbs.iter().all(|verb| {
-                authorize(
-                    inner,
-                    user,
-                    &Attributes {
-                        verb: (*verb).into(),
-                        path: Some((*url).into()),
-                        ..Attributes::default()
-                    },
-                )
-                .0
-            })
-        });
-    }
-    let groups = strings(rule.get("apiGroups"));
-    let resources = strings(rule.get("resources"));
-    let names = strings(rule.get("resourceNames"));
-    let names: Vec<&str> = if names.is_empty() { vec![""] } else { names };
-    groups.iter().all(|group| {
-        resources.iter().all(|resource| {
-            let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
-            verbs.iter().all(|verb| {
-                names.iter().all(|name| {
-                    authorize(
-                        inner,
-                        user,
-                        &Attributes {
-                            verb: (*verb).into(),
-                            api_group: (*group).into(),
-                            resource: resource.into(),
-                            subresource: sub.into(),
-                            namespace: namespace.into(),
-                            name: (*name).into(),
-                            path: None,
-                        },
-                    )
-                    .0
-                })
-            })
-        })
-    })
-}
-
-/// A rule as kube-apiserver prints it in escalation errors.
-fn describe_rule(rule: &Value) -> String {
-    let list = |key: &str| {
-        strings(rule.get(key))
-            .iter()
-            .map(|s| format!("{s:?}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let mut parts = Vec::new();
-    if rule.get("nonResourceURLs").is_some() {
-        parts.push(format!("NonResourceURLs:[{}]", list("nonResourceURLs")));
-    } else {
-        parts.push(format!("APIGroups:[{}]", list("apiGroups")));
-        parts.push(format!("Resources:[{}]", list("resources")));
-        if rule.get("resourceNames").is_some() {
-            parts.push(format!("ResourceNames:[{}]", list("resourceNames")));
-        }
-    }
-    parts.push(format!("Verbs:[{}]", list("verbs")));
-    format!("{{{}}}", parts.join(", "))
 }

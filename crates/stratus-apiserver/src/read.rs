@@ -46,25 +46,58 @@ impl Representation {
 pub(crate) struct Filter {
     labels: LabelSelector,
     fields: FieldSelector,
+    /// A custom resource's `selectableFields`: name and JSON path.
+    extra: Vec<(&'static str, Vec<String>)>,
 }
 
 impl Filter {
-    pub(crate) fn from_query(def: &ResourceDef, query: &Query) -> Result<Self, ApiError> {
+    /// The filter of a request on the resource at `index`.
+    pub(crate) fn of(inner: &Inner, index: usize, query: &Query) -> Result<Self, ApiError> {
+        let def = inner.defs.get(index);
+        let extra = inner
+            .defs
+            .custom(index)
+            .map(|c| c.selectable.clone())
+            .unwrap_or_default();
+        Self::from_query(&def, extra, query)
+    }
+
+    fn from_query(
+        def: &ResourceDef,
+        extra: Vec<(&'static str, Vec<String>)>,
+        query: &Query,
+    ) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
             .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
         let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
             .map_err(ApiError::bad_request)?;
-        if let Some(unsupported) = fields.fields().find(|f| !fields::supported(def, f)) {
+        if let Some(unsupported) = fields
+            .fields()
+            .find(|f| !fields::supported(def, f) && !extra.iter().any(|(e, _)| e == f))
+        {
             return Err(ApiError::bad_request(format!(
                 "field label not supported: {unsupported}"
             )));
         }
-        Ok(Self { labels, fields })
+        Ok(Self {
+            labels,
+            fields,
+            extra,
+        })
     }
 
     pub(crate) fn matches(&self, def: &ResourceDef, obj: &Value) -> bool {
-        (self.labels.is_empty() || self.labels.matches(meta::labels(obj)))
-            && (self.fields.is_empty() || self.fields.matches(&fields::values(def, obj)))
+        if !(self.labels.is_empty() || self.labels.matches(meta::labels(obj))) {
+            return false;
+        }
+        if self.fields.is_empty() {
+            return true;
+        }
+        let mut values = fields::values(def, obj);
+        for (field, path) in &self.extra {
+            values.insert(field, fields::text_at(obj, path));
+        }
+        self.fields.matches(&values)
     }
 }
 
@@ -143,7 +176,7 @@ pub(crate) fn list(
     repr: Representation,
 ) -> Result<Bytes, ApiError> {
     let def = &inner.defs.get(req.def);
-    let filter = Filter::from_query(def, &req.query)?;
+    let filter = Filter::of(inner, req.def, &req.query)?;
     let limit: Option<usize> = req.query.number("limit")?.filter(|l: &usize| *l > 0);
     let rv_param: Option<u64> = match req.query.get("resourceVersion") {
         None => None,

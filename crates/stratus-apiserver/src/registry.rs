@@ -39,6 +39,9 @@ pub(crate) struct CustomVersion {
     pub(crate) list_kind: String,
     /// The scale subresource's paths, if the version declares one.
     pub(crate) scale: Option<super::scale::ScalePaths>,
+    /// `selectableFields`: the field selector name (the JSON path without
+    /// its leading dot) and the path.
+    pub(crate) selectable: Vec<(&'static str, Vec<String>)>,
 }
 
 #[derive(Default)]

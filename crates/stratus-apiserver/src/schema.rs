@@ -337,6 +337,15 @@ fn validate_string(
             format!("{display} in body should be at least {min} chars long"),
         ));
     }
+    if let Some(format) = schema.get("format").and_then(Value::as_str)
+        && super::formats::conforms(format, s) == Some(false)
+    {
+        out.push(invalid(
+            path,
+            value,
+            format!("{display} in body must be of type {format}: {s:?}"),
+        ));
+    }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
         match regex::Regex::new(pattern) {
             Ok(re) if !re.is_match(s) => out.push(invalid(

@@ -294,10 +294,7 @@ fn spawn_serving(
                         }
                         None => {
                             let _ = builder
-                                .serve_connection_with_upgrades(
-                                    TokioIo::new(stream),
-                                    service(None),
-                                )
+                                .serve_connection_with_upgrades(TokioIo::new(stream), service(None))
                                 .await;
                         }
                     }

@@ -30,11 +30,13 @@ pub(crate) fn self_signed(client_ca_pem: &str) -> Result<ServingCert, String> {
             .add(cert.map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
     }
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| e.to_string())?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(|e| e.to_string())?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?

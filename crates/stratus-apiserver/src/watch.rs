@@ -46,14 +46,13 @@ pub(crate) fn plan(
     repr: Representation,
     protobuf: bool,
 ) -> Result<WatchPlan, ApiError> {
-    let def = &inner.defs.get(req.def);
     let mut query = req.query.clone();
     if let Some(name) = &req.name {
         query
             .0
             .insert("fieldSelector".into(), format!("metadata.name={name}"));
     }
-    let filter = Filter::from_query(def, &query)?;
+    let filter = Filter::of(inner, req.def, &query)?;
     let send_initial = req.query.flag("sendInitialEvents");
     let bookmarks = req.query.flag("allowWatchBookmarks");
     if send_initial && (req.query.get("resourceVersionMatch") != Some("NotOlderThan") || !bookmarks)

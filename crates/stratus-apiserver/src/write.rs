@@ -267,7 +267,7 @@ fn admit(
     if inner.settings.rbac
         && let Some(user) = &req.user
     {
-        super::rbac::check_escalation(inner, user, def, req.ns_key(), obj)?;
+        super::escalation::check_escalation(inner, user, def, req.ns_key(), obj)?;
     }
     causes.extend(validation::validate(def, obj));
     if let Some(old) = old {
@@ -808,7 +808,7 @@ pub(crate) fn delete_collection(
 ) -> Result<Answer, ApiError> {
     let def = inner.defs.get(req.def);
     let opts = delete_options(req, body)?;
-    let filter = super::read::Filter::from_query(&def, &req.query)?;
+    let filter = super::read::Filter::of(inner, req.def, &req.query)?;
     let (items, _) = inner.store.list(req.def, req.namespace.as_deref());
     let mut deleted = Vec::new();
     for item in items.iter().filter(|s| filter.matches(&def, &s.object)) {

@@ -596,3 +596,103 @@ async fn a_kube_runtime_controller_reconciles_custom_resources() {
     .await;
     controller.abort();
 }
+
+#[tokio::test]
+async fn selectable_fields_and_formats() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "probes.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "probes", "kind": "Probe", "singular": "probe"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "selectableFields": [{"jsonPath": ".spec.color"}],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {"type": "object", "properties": {
+                        "color": {"type": "string"},
+                        "at": {"type": "string", "format": "date-time"},
+                        "address": {"type": "string", "format": "ipv4"}
+                    }}}
+                }}
+            }]
+        }
+    }))
+    .unwrap();
+    establish(&client, &crd).await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Probe"),
+        "probes",
+    );
+    let probes: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+    let probe = |name: &str, spec: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Probe",
+            "metadata": {"name": name}, "spec": spec}))
+        .unwrap()
+    };
+    let pp = PostParams::default();
+    probes
+        .create(
+            &pp,
+            &probe(
+                "red",
+                json!({"color": "red", "at": "2026-11-25T13:00:00Z", "address": "10.0.0.1"}),
+            ),
+        )
+        .await
+        .unwrap();
+    probes
+        .create(&pp, &probe("blue", json!({"color": "blue"})))
+        .await
+        .unwrap();
+
+    // selectableFields: a field selector on the declared path.
+    let red: Vec<String> = probes
+        .list(&ListParams::default().fields("spec.color=red"))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(red, ["red"]);
+    let not_red = probes
+        .list(&ListParams::default().fields("spec.color!=red"))
+        .await
+        .unwrap();
+    assert_eq!(not_red.items.len(), 1);
+    let (code, message) = api_error(
+        probes
+            .list(&ListParams::default().fields("spec.at=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (400, "field label not supported: spec.at")
+    );
+
+    // Formats are checked.
+    let (code, message) = api_error(
+        probes
+            .create(
+                &pp,
+                &probe("bad", json!({"at": "yesterday", "address": "10.0.0.300"})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("spec.at in body must be of type date-time: \"yesterday\""),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.address in body must be of type ipv4"),
+        "{message}"
+    );
+}

@@ -253,11 +253,8 @@ fn certificate_client(server: &ApiServer, user: &str, groups: &[&str]) -> Client
     config.auth_info.token = None;
     config.auth_info.client_certificate_data =
         Some(base64::engine::general_purpose::STANDARD.encode(cert));
-    config.auth_info.client_key_data = Some(
-        base64::engine::general_purpose::STANDARD
-            .encode(key)
-            .into(),
-    );
+    config.auth_info.client_key_data =
+        Some(base64::engine::general_purpose::STANDARD.encode(key).into());
     Client::try_from(config).unwrap()
 }
 
@@ -387,7 +384,10 @@ async fn roles_and_bindings_cannot_grant_more_than_their_writer_holds() {
         .unwrap();
     let (code, message) = api_error(
         roles
-            .create(&PostParams::default(), &role("deleters", &["get", "delete"]))
+            .create(
+                &PostParams::default(),
+                &role("deleters", &["get", "delete"]),
+            )
             .await
             .unwrap_err(),
     );
@@ -411,7 +411,10 @@ async fn roles_and_bindings_cannot_grant_more_than_their_writer_holds() {
             .unwrap_err(),
     );
     assert_eq!(code, 403);
-    assert!(message.contains("attempting to grant RBAC permissions not currently held"), "{message}");
+    assert!(
+        message.contains("attempting to grant RBAC permissions not currently held"),
+        "{message}"
+    );
     // With `escalate` it may grant more.
     Api::<Role>::namespaced(admin, "team")
         .replace(
@@ -425,7 +428,10 @@ async fn roles_and_bindings_cannot_grant_more_than_their_writer_holds() {
         .await
         .unwrap();
     roles
-        .create(&PostParams::default(), &role("deleters", &["get", "delete"]))
+        .create(
+            &PostParams::default(),
+            &role("deleters", &["get", "delete"]),
+        )
         .await
         .unwrap();
 }
