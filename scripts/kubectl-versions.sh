@@ -123,6 +123,8 @@ for v in "${versions[@]}"; do
   check "scale (the scale subresource)" "deployment.apps/web scaled" -n "$ns" scale deployment web --replicas=4
   check "scaled" "4" -n "$ns" get deployment web -o 'jsonpath={.spec.replicas}'
   check "create job" "job.batch/once created" -n "$ns" create job once --image=busybox
+  check "workload columns" "UP-TO-DATE" -n "$ns" get deployments
+  check "a Job's generated selector" "controller-uid" -n "$ns" get job once -o 'jsonpath={.spec.selector.matchLabels}'
   check "create role" "role.rbac.authorization.k8s.io/reader created" -n "$ns" create role reader --verb=get --resource=pods
   check "create rolebinding" "rolebinding.rbac.authorization.k8s.io/reader created" -n "$ns" create rolebinding reader --role=reader --serviceaccount="$ns:robot"
   check "create priorityclass" "priorityclass.scheduling.k8s.io/high-$v created" create priorityclass "high-$v" --value=1000

@@ -129,7 +129,7 @@ fn image_pull_policy(image: &str) -> &'static str {
     }
 }
 
-fn default_containers(pod: &mut Value, field: &str) {
+pub(crate) fn default_containers(pod: &mut Value, field: &str) {
     let Some(list) = pod
         .get_mut("spec")
         .and_then(|s| s.get_mut(field))

@@ -67,6 +67,7 @@ mod state;
 mod store;
 mod stream_translation;
 mod table;
+mod table_workloads;
 mod tls;
 mod tls_ca;
 mod token_request;
@@ -74,6 +75,7 @@ mod validation;
 mod wait;
 mod watch;
 mod wire_format;
+mod workloads;
 mod write;
 
 pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};

@@ -353,10 +353,17 @@ fn layout(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
                 vec![name, s(str_at(obj, &["type"])), json!(n), created()],
             )
         }
-        _ => (
-            vec![column("Name", "string", 0), column("Age", "string", 0)],
-            vec![name, created()],
-        ),
+        (group, kind) => {
+            let age_at = |path: &[&str]| json!(age(obj, path));
+            super::table_workloads::layout(group, kind, obj, name.clone(), &age_at).unwrap_or_else(
+                || {
+                    (
+                        vec![column("Name", "string", 0), column("Age", "string", 0)],
+                        vec![name, created()],
+                    )
+                },
+            )
+        }
     }
 }
 

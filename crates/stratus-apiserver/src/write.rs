@@ -269,6 +269,8 @@ fn admit(
     {
         super::escalation::check_escalation(inner, user, def, req.ns_key(), obj)?;
     }
+    super::workloads::default(def, obj);
+    causes.extend(super::workloads::validate(def, obj));
     causes.extend(validation::validate(def, obj));
     if let Some(old) = old {
         causes.extend(validation::immutable(def, old, obj));

@@ -941,3 +941,52 @@ async fn generation_counts_spec_changes_of_kinds_that_keep_one() {
         "ConfigMaps keep no generation"
     );
 }
+
+#[tokio::test]
+async fn workloads_are_defaulted_and_checked() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::batch::v1::Job;
+    let server = ApiServer::start().await.unwrap();
+    let jobs: Api<Job> = Api::namespaced(server.client(), "default");
+    let job: Job = serde_json::from_value(json!({"metadata": {"name": "once"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}}}}))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let spec = created.spec.unwrap();
+    assert_eq!(
+        (spec.completions, spec.parallelism, spec.backoff_limit),
+        (Some(1), Some(1), Some(6))
+    );
+    assert_eq!(
+        spec.selector.unwrap().match_labels.unwrap()["batch.kubernetes.io/controller-uid"],
+        uid
+    );
+    assert_eq!(
+        spec.template.metadata.unwrap().labels.unwrap()["job-name"],
+        "once"
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(server.client(), "default");
+    let bad: Deployment = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "other"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}))
+    .unwrap();
+    match deployments
+        .create(&PostParams::default(), &bad)
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message.contains("spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"other\"}: `selector` does not match template `labels`"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,447 @@
+//! `kubectl get` columns of the workload, policy, scheduling and RBAC kinds,
+//! as kube-apiserver's printers lay them out (priority 1 columns show with
+//! `-o wide`).
+
+use serde_json::{Value, json};
+
+use super::meta::{at, str_at};
+
+/// A column, as `table::column` makes them.
+fn column(name: &str, ty: &str, priority: u8) -> Value {
+    let format = if name == "Name" { "name" } else { "" };
+    json!({"name": name, "type": ty, "format": format, "description": name, "priority": priority})
+}
+
+fn int(obj: &Value, path: &[&str]) -> i64 {
+    at(obj, path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn none_if_empty(s: String) -> Value {
+    json!(if s.is_empty() { "<none>".to_owned() } else { s })
+}
+
+/// The containers and images of the pod template at `template`.
+fn containers_and_images(obj: &Value, template: &[&str]) -> (Value, Value) {
+    let mut path = template.to_vec();
+    path.extend(["spec", "containers"]);
+    let containers: Vec<&Value> = at(obj, &path)
+        .and_then(Value::as_array)
+        .map(|c| c.iter().collect())
+        .unwrap_or_default();
+    let field = |key: &str| {
+        containers
+            .iter()
+            .filter_map(|c| c.get(key).and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (none_if_empty(field("name")), none_if_empty(field("image")))
+}
+
+/// A label selector as kubectl prints it (`app=web,tier in (a,b)`).
+fn selector(obj: &Value, path: &[&str]) -> Value {
+    let Some(sel) = at(obj, path) else {
+        return json!("<none>");
+    };
+    let mut parts: Vec<String> = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for e in sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        parts.push(match e.get("operator").and_then(Value::as_str) {
+            Some("In") => format!("{key} in ({})", values.join(",")),
+            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
+            Some("Exists") => key.to_owned(),
+            Some("DoesNotExist") => format!("!{key}"),
+            _ => continue,
+        });
+    }
+    none_if_empty(parts.join(","))
+}
+
+fn job_status(job: &Value) -> &'static str {
+    let conditions = at(job, &["status", "conditions"])
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let holds = |ty: &str| {
+        conditions.iter().any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(ty)
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    };
+    if holds("Complete") {
+        "Complete"
+    } else if holds("Failed") {
+        "Failed"
+    } else if at(job, &["metadata", "deletionTimestamp"]).is_some() {
+        "Terminating"
+    } else if holds("Suspended") {
+        "Suspended"
+    } else {
+        "Running"
+    }
+}
+
+fn subjects(binding: &Value, kind: &str) -> Value {
+    let names: Vec<String> = binding
+        .get("subjects")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s.get("kind").and_then(Value::as_str) == Some(kind))
+        .map(|s| {
+            let name = s.get("name").and_then(Value::as_str).unwrap_or_default();
+            match s.get("namespace").and_then(Value::as_str) {
+                Some(ns) if kind == "ServiceAccount" => format!("{ns}/{name}"),
+                _ => name.to_owned(),
+            }
+        })
+        .collect();
+    json!(names.join(", "))
+}
+
+/// The columns and cells of `kind` in `group` (after the caller's name and
+/// age closures), or `None` for a kind with only Name and Age.
+pub(crate) fn layout(
+    group: &str,
+    kind: &str,
+    obj: &Value,
+    name: Value,
+    age: &dyn Fn(&[&str]) -> Value,
+) -> Option<(Vec<Value>, Vec<Value>)> {
+    let created = age(&["metadata", "creationTimestamp"]);
+    let template: &[&str] = &["spec", "template"];
+    Some(match (group, kind) {
+        ("apps", "Deployment") => {
+            let (containers, images) = containers_and_images(obj, template);
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Ready", "string", 0),
+                    column("Up-to-date", "integer", 0),
+                    column("Available", "integer", 0),
+                    column("Age", "string", 0),
+                    column("Containers", "string", 1),
+                    column("Images", "string", 1),
+                    column("Selector", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(format!(
+                        "{}/{}",
+                        int(obj, &["status", "readyReplicas"]),
+                        int(obj, &["spec", "replicas"])
+                    )),
+                    json!(int(obj, &["status", "updatedReplicas"])),
+                    json!(int(obj, &["status", "availableReplicas"])),
+                    created,
+                    containers,
+                    images,
+                    selector(obj, &["spec", "selector"]),
+                ],
+            )
+        }
+        ("apps", "ReplicaSet") => {
+            let (containers, images) = containers_and_images(obj, template);
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Desired", "integer", 0),
+                    column("Current", "integer", 0),
+                    column("Ready", "integer", 0),
+                    column("Age", "string", 0),
+                    column("Containers", "string", 1),
+                    column("Images", "string", 1),
+                    column("Selector", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(int(obj, &["spec", "replicas"])),
+                    json!(int(obj, &["status", "replicas"])),
+                    json!(int(obj, &["status", "readyReplicas"])),
+                    created,
+                    containers,
+                    images,
+                    selector(obj, &["spec", "selector"]),
+                ],
+            )
+        }
+        ("apps", "StatefulSet") => {
+            let (containers, images) = containers_and_images(obj, template);
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Ready", "string", 0),
+                    column("Age", "string", 0),
+                    column("Containers", "string", 1),
+                    column("Images", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(format!(
+                        "{}/{}",
+                        int(obj, &["status", "readyReplicas"]),
+                        int(obj, &["spec", "replicas"])
+                    )),
+                    created,
+                    containers,
+                    images,
+                ],
+            )
+        }
+        ("apps", "DaemonSet") => {
+            let (containers, images) = containers_and_images(obj, template);
+            let node_selector: Vec<String> = at(obj, &["spec", "template", "spec", "nodeSelector"])
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Desired", "integer", 0),
+                    column("Current", "integer", 0),
+                    column("Ready", "integer", 0),
+                    column("Up-to-date", "integer", 0),
+                    column("Available", "integer", 0),
+                    column("Node Selector", "string", 0),
+                    column("Age", "string", 0),
+                    column("Containers", "string", 1),
+                    column("Images", "string", 1),
+                    column("Selector", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(int(obj, &["status", "desiredNumberScheduled"])),
+                    json!(int(obj, &["status", "currentNumberScheduled"])),
+                    json!(int(obj, &["status", "numberReady"])),
+                    json!(int(obj, &["status", "updatedNumberScheduled"])),
+                    json!(int(obj, &["status", "numberAvailable"])),
+                    none_if_empty(node_selector.join(",")),
+                    created,
+                    containers,
+                    images,
+                    selector(obj, &["spec", "selector"]),
+                ],
+            )
+        }
+        ("batch", "Job") => {
+            let (containers, images) = containers_and_images(obj, template);
+            let completions = match at(obj, &["spec", "completions"]).and_then(Value::as_i64) {
+                Some(c) => format!("{}/{c}", int(obj, &["status", "succeeded"])),
+                None => format!(
+                    "{}/1 of {}",
+                    int(obj, &["status", "succeeded"]),
+                    int(obj, &["spec", "parallelism"]).max(1)
+                ),
+            };
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Status", "string", 0),
+                    column("Completions", "string", 0),
+                    column("Duration", "string", 0),
+                    column("Age", "string", 0),
+                    column("Containers", "string", 1),
+                    column("Images", "string", 1),
+                    column("Selector", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(job_status(obj)),
+                    json!(completions),
+                    if str_at(obj, &["status", "startTime"]).is_some() {
+                        age(&["status", "startTime"])
+                    } else {
+                        json!("")
+                    },
+                    created,
+                    containers,
+                    images,
+                    selector(obj, &["spec", "selector"]),
+                ],
+            )
+        }
+        ("batch", "CronJob") => {
+            let (containers, images) =
+                containers_and_images(obj, &["spec", "jobTemplate", "spec", "template"]);
+            let active = at(obj, &["status", "active"])
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Schedule", "string", 0),
+                    column("Timezone", "string", 0),
+                    column("Suspend", "boolean", 0),
+                    column("Active", "integer", 0),
+                    column("Last Schedule", "string", 0),
+                    column("Age", "string", 0),
+                    column("Containers", "string", 1),
+                    column("Images", "string", 1),
+                    column("Selector", "string", 1),
+                ],
+                vec![
+                    name,
+                    json!(str_at(obj, &["spec", "schedule"]).unwrap_or_default()),
+                    json!(str_at(obj, &["spec", "timeZone"]).unwrap_or("<none>")),
+                    json!(
+                        at(obj, &["spec", "suspend"])
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false)
+                    ),
+                    json!(active),
+                    if str_at(obj, &["status", "lastScheduleTime"]).is_some() {
+                        age(&["status", "lastScheduleTime"])
+                    } else {
+                        json!("<none>")
+                    },
+                    created,
+                    containers,
+                    images,
+                    selector(obj, &["spec", "jobTemplate", "spec", "selector"]),
+                ],
+            )
+        }
+        ("policy", "PodDisruptionBudget") => {
+            let or_na = |path: &[&str]| match at(obj, path) {
+                Some(Value::Number(n)) => json!(n.to_string()),
+                Some(Value::String(s)) => json!(s),
+                _ => json!("N/A"),
+            };
+            (
+                vec![
+                    column("Name", "string", 0),
+                    column("Min Available", "string", 0),
+                    column("Max Unavailable", "string", 0),
+                    column("Allowed Disruptions", "integer", 0),
+                    column("Age", "string", 0),
+                ],
+                vec![
+                    name,
+                    or_na(&["spec", "minAvailable"]),
+                    or_na(&["spec", "maxUnavailable"]),
+                    json!(int(obj, &["status", "disruptionsAllowed"])),
+                    created,
+                ],
+            )
+        }
+        ("scheduling.k8s.io", "PriorityClass") => (
+            vec![
+                column("Name", "string", 0),
+                column("Value", "integer", 0),
+                column("Global-Default", "boolean", 0),
+                column("Age", "string", 0),
+                column("Preemption-Policy", "string", 0),
+            ],
+            vec![
+                name,
+                json!(int(obj, &["value"])),
+                json!(
+                    obj.get("globalDefault")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false)
+                ),
+                created,
+                json!(str_at(obj, &["preemptionPolicy"]).unwrap_or("PreemptLowerPriority")),
+            ],
+        ),
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => (
+            vec![column("Name", "string", 0), column("Created At", "date", 0)],
+            vec![
+                name,
+                json!(str_at(obj, &["metadata", "creationTimestamp"]).unwrap_or_default()),
+            ],
+        ),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => (
+            vec![
+                column("Name", "string", 0),
+                column("Role", "string", 0),
+                column("Age", "string", 0),
+                column("Users", "string", 1),
+                column("Groups", "string", 1),
+                column("ServiceAccounts", "string", 1),
+            ],
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    str_at(obj, &["roleRef", "kind"]).unwrap_or_default(),
+                    str_at(obj, &["roleRef", "name"]).unwrap_or_default()
+                )),
+                created,
+                subjects(obj, "User"),
+                subjects(obj, "Group"),
+                subjects(obj, "ServiceAccount"),
+            ],
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cells(group: &str, kind: &str, obj: &Value) -> Vec<Value> {
+        layout(group, kind, obj, json!("x"), &|_| json!("1m"))
+            .unwrap()
+            .1
+    }
+
+    #[test]
+    fn deployment_and_job_columns() {
+        let d = json!({"spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+            "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}});
+        assert_eq!(
+            cells("apps", "Deployment", &d),
+            [
+                json!("x"),
+                json!("2/3"),
+                json!(3),
+                json!(2),
+                json!("1m"),
+                json!("c"),
+                json!("nginx"),
+                json!("app=web")
+            ]
+        );
+        let job = json!({"spec": {"completions": 2}, "status": {"succeeded": 2,
+            "conditions": [{"type": "Complete", "status": "True"}]}});
+        let c = cells("batch", "Job", &job);
+        assert_eq!(
+            (c[1].clone(), c[2].clone()),
+            (json!("Complete"), json!("2/2"))
+        );
+        let binding = json!({"roleRef": {"kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "team"}]});
+        let c = cells("rbac.authorization.k8s.io", "RoleBinding", &binding);
+        assert_eq!(
+            (c[1].clone(), c[5].clone()),
+            (json!("ClusterRole/view"), json!("team/robot"))
+        );
+        assert!(layout("", "ConfigMap", &json!({}), json!("x"), &|_| json!("")).is_none());
+    }
+}
