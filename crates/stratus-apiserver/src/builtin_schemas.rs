@@ -85,6 +85,8 @@ fn build() -> BuiltinSchemas {
         "node.k8s.io" "v1" "RuntimeClass" => node::v1::RuntimeClass,
         "admissionregistration.k8s.io" "v1" "MutatingWebhookConfiguration" => admissionregistration::v1::MutatingWebhookConfiguration,
         "admissionregistration.k8s.io" "v1" "ValidatingWebhookConfiguration" => admissionregistration::v1::ValidatingWebhookConfiguration,
+        "flowcontrol.apiserver.k8s.io" "v1" "FlowSchema" => flowcontrol::v1::FlowSchema,
+        "flowcontrol.apiserver.k8s.io" "v1" "PriorityLevelConfiguration" => flowcontrol::v1::PriorityLevelConfiguration,
         "apiextensions.k8s.io" "v1" "CustomResourceDefinition" => CustomResourceDefinition,
         "autoscaling" "v1" "Scale" => k8s_openapi::api::autoscaling::v1::Scale,
     );

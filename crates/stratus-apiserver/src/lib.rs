@@ -44,6 +44,7 @@ mod error;
 mod escalation;
 mod field_validation;
 mod fields;
+mod flowcontrol;
 mod formats;
 pub mod fuzz_support;
 mod http;

@@ -380,11 +380,14 @@ const STORED: &[Row] = &[
     ("", "LimitRange", "limitranges", "limitrange", true, &["limits"], PLAIN),
     ("", "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim", true, &["pvc"], STATUS),
     ("", "PersistentVolume", "persistentvolumes", "persistentvolume", false, &["pv"], STATUS),
+    (FLOWCONTROL_GROUP, "FlowSchema", "flowschemas", "flowschema", false, &[], STATUS),
+    (FLOWCONTROL_GROUP, "PriorityLevelConfiguration", "prioritylevelconfigurations", "prioritylevelconfiguration", false, &[], STATUS),
     ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", "customresourcedefinition", false, &["crd", "crds"], STATUS),
 ];
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
+const FLOWCONTROL_GROUP: &str = "flowcontrol.apiserver.k8s.io";
 
 fn stored(row: &Row) -> ResourceDef {
     let &(group, kind, plural, singular, namespaced, short_names, traits) = row;

@@ -171,6 +171,9 @@ impl ApiServerBuilder {
 }
 
 fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
+    for object in crate::flowcontrol::bootstrap() {
+        create_json(inner, object)?;
+    }
     for ns in write::SYSTEM_NAMESPACES {
         create_json(
             inner,

@@ -990,3 +990,21 @@ async fn workloads_are_defaulted_and_checked() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn flow_control_objects_are_served_with_the_mandatory_configuration() {
+    use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+    let server = ApiServer::start().await.unwrap();
+    let schemas: Api<FlowSchema> = Api::all(server.client());
+    let names: Vec<String> = schemas
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|f| f.metadata.name)
+        .collect();
+    assert_eq!(names, ["catch-all", "exempt"]);
+    let levels: Api<PriorityLevelConfiguration> = Api::all(server.client());
+    let exempt = levels.get("exempt").await.unwrap();
+    assert_eq!(exempt.spec.type_, "Exempt");
+}
