@@ -32,6 +32,60 @@ enum Elem {
 type Path = Vec<Elem>;
 type FieldSet = BTreeSet<Path>;
 
+/// How the lists of an object merge: a custom resource's schema
+/// (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`; lists without
+/// one are atomic), else the built-in kind's merge keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lists<'a> {
+    kind: &'a str,
+    schema: Option<&'a Value>,
+}
+
+impl<'a> Lists<'a> {
+    /// The lists of `kind`, from `schema` when it has one (custom resources).
+    pub(crate) fn new(kind: &'a str, schema: Option<&'a Value>) -> Self {
+        Self { kind, schema }
+    }
+
+    fn strategy(&self, names: &[&str]) -> ListStrategy {
+        match self.schema {
+            Some(schema) => schema_list_strategy(schema, names),
+            None => list_strategy(self.kind, names),
+        }
+    }
+}
+
+/// The strategy a structural schema gives the list at `names` (field
+/// names from the root, list indexes left out).
+fn schema_list_strategy(schema: &Value, names: &[&str]) -> ListStrategy {
+    let mut at = schema;
+    for name in names {
+        while let Some(items) = at.get("items") {
+            at = items;
+        }
+        at = match at
+            .get("properties")
+            .and_then(|p| p.get(*name))
+            .or_else(|| at.get("additionalProperties").filter(|a| a.is_object()))
+        {
+            Some(next) => next,
+            None => return ListStrategy::Atomic,
+        };
+    }
+    match at.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => ListStrategy::MergePrimitive,
+        Some("map") => at
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .and_then(|keys| keys.first())
+            .and_then(Value::as_str)
+            .map_or(ListStrategy::Atomic, |k| {
+                ListStrategy::MergeByKey(super::registry::intern(k))
+            }),
+        _ => ListStrategy::Atomic,
+    }
+}
+
 /// Metadata fields the server owns; never tracked.
 const SYSTEM_META: &[&str] = &[
     "name",
@@ -57,7 +111,7 @@ fn field_names(path: &Path) -> Vec<&str> {
 }
 
 /// The leaf fields of `value` at `path`.
-fn collect(kind: &str, value: &Value, path: &mut Path, out: &mut FieldSet) {
+fn collect(lists: Lists<'_>, value: &Value, path: &mut Path, out: &mut FieldSet) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (k, v) in map {
@@ -71,13 +125,13 @@ fn collect(kind: &str, value: &Value, path: &mut Path, out: &mut FieldSet) {
                     continue;
                 }
                 path.push(Elem::Field(k.clone()));
-                collect(kind, v, path, out);
+                collect(lists, v, path, out);
                 path.pop();
             }
         }
         Value::Array(items) if !items.is_empty() => {
             let names = field_names(path);
-            match list_strategy(kind, &names) {
+            match lists.strategy(&names) {
                 ListStrategy::Atomic => {
                     out.insert(path.clone());
                 }
@@ -95,7 +149,7 @@ fn collect(kind: &str, value: &Value, path: &mut Path, out: &mut FieldSet) {
                             continue;
                         };
                         path.push(Elem::Key(json!({ key: id }).to_string()));
-                        collect(kind, item, path, out);
+                        collect(lists, item, path, out);
                         path.pop();
                     }
                 }
@@ -109,9 +163,9 @@ fn collect(kind: &str, value: &Value, path: &mut Path, out: &mut FieldSet) {
     }
 }
 
-fn fields_of(kind: &str, value: &Value) -> FieldSet {
+fn fields_of(lists: Lists<'_>, value: &Value) -> FieldSet {
     let mut out = FieldSet::new();
-    collect(kind, value, &mut Vec::new(), &mut out);
+    collect(lists, value, &mut Vec::new(), &mut out);
     out
 }
 
@@ -350,9 +404,10 @@ pub(crate) fn record_update(
     manager: &str,
     operation: &str,
     api_version: &str,
+    schema: Option<&Value>,
 ) {
     let kind = kind_of(new);
-    let new_fields = fields_of(&kind, new);
+    let new_fields = fields_of(Lists::new(&kind, schema), new);
     let changed: FieldSet = match old {
         None => new_fields.clone(),
         Some(old) => new_fields
@@ -414,7 +469,7 @@ fn render(path: &Path) -> String {
 
 /// Merge an apply configuration into the live object (lists by their
 /// strategy, maps recursively).
-fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<String>) {
+fn merge_config(lists: Lists<'_>, live: &mut Value, config: &Value, names: &mut Vec<String>) {
     match (live, config) {
         (Value::Object(l), Value::Object(c)) => {
             for (k, v) in c {
@@ -423,7 +478,7 @@ fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<St
                 }
                 names.push(k.clone());
                 match l.get_mut(k) {
-                    Some(existing) if !v.is_null() => merge_config(kind, existing, v, names),
+                    Some(existing) if !v.is_null() => merge_config(lists, existing, v, names),
                     _ => {
                         if v.is_null() {
                             l.remove(k);
@@ -437,7 +492,7 @@ fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<St
         }
         (l @ Value::Array(_), Value::Array(items)) => {
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            match list_strategy(kind, &refs) {
+            match lists.strategy(&refs) {
                 ListStrategy::Atomic => *l = Value::Array(items.clone()),
                 ListStrategy::MergePrimitive => {
                     if let Value::Array(list) = l {
@@ -455,7 +510,7 @@ fn merge_config(kind: &str, live: &mut Value, config: &Value, names: &mut Vec<St
                                 .iter_mut()
                                 .find(|e| item.get(key).is_some() && e.get(key) == item.get(key))
                             {
-                                Some(existing) => merge_config(kind, existing, item, names),
+                                Some(existing) => merge_config(lists, existing, item, names),
                                 None => list.push(item.clone()),
                             }
                         }
@@ -512,7 +567,7 @@ fn conflict_error(
 
 /// Who applies what to which object.
 struct ApplyRequest<'a> {
-    kind: &'a str,
+    lists: Lists<'a>,
     plural: &'a str,
     name: &'a str,
     api_version: &'a str,
@@ -527,14 +582,14 @@ fn applied(
     config: &Value,
 ) -> Result<Value, ApiError> {
     let ApplyRequest {
-        kind,
+        lists,
         plural,
         name,
         api_version,
         manager,
         force,
     } = *req;
-    let config_fields = fields_of(kind, config);
+    let config_fields = fields_of(lists, config);
     let mut entries = live.map(read_entries).unwrap_or_default();
     let mut conflicts = Vec::new();
     let mut conflicting = FieldSet::new();
@@ -562,15 +617,36 @@ fn applied(
         .find(|e| e.manager == manager && e.operation == "Apply")
         .map(|e| e.fields.clone())
         .unwrap_or_default();
-    for p in previous.difference(&config_fields) {
-        let owned_elsewhere = entries
-            .iter()
-            .any(|e| !(e.manager == manager && e.operation == "Apply") && e.fields.contains(p));
-        if !owned_elsewhere {
-            remove_path(&mut out, p);
+    let others = |e: &&Entry| !(e.manager == manager && e.operation == "Apply");
+    let leaves: Vec<&Path> = previous
+        .difference(&config_fields)
+        .filter(|p| !entries.iter().filter(others).any(|e| e.fields.contains(*p)))
+        .collect();
+    // A keyed list item nobody owns a field of any more goes as a whole
+    // (its key fields with it); it is found by its key, so before its
+    // leaves are removed.
+    let items: FieldSet = leaves
+        .iter()
+        .filter_map(|p| {
+            p.iter()
+                .rposition(|e| matches!(e, Elem::Key(_)))
+                .map(|i| p[..=i].to_vec())
+        })
+        .collect();
+    for item in &items {
+        let owned = config_fields.iter().any(|f| f.starts_with(item))
+            || entries
+                .iter()
+                .filter(others)
+                .any(|e| e.fields.iter().any(|f| f.starts_with(item)));
+        if !owned {
+            remove_path(&mut out, item);
         }
     }
-    merge_config(kind, &mut out, config, &mut Vec::new());
+    for p in leaves {
+        remove_path(&mut out, p);
+    }
+    merge_config(lists, &mut out, config, &mut Vec::new());
     // Forced conflicts change hands; equal values are shared.
     for e in &mut entries {
         if !(e.manager == manager && e.operation == "Apply") {
@@ -617,8 +693,10 @@ pub(crate) fn server_side_apply(
         )));
     }
     let api_version = def.api_version();
+    let custom = inner.defs.custom(req.def);
+    let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
     let apply_req = ApplyRequest {
-        kind: def.kind,
+        lists: Lists::new(def.kind, schema),
         plural: def.plural,
         name: &name,
         api_version: &api_version,
@@ -720,7 +798,7 @@ mod tests {
 
     fn req(manager: &str, force: bool) -> ApplyRequest<'_> {
         ApplyRequest {
-            kind: "ConfigMap",
+            lists: Lists::new("ConfigMap", None),
             plural: "configmaps",
             name: "c",
             api_version: "v1",
@@ -733,7 +811,7 @@ mod tests {
     fn fields_v1_round_trip() {
         let obj = json!({"kind": "Pod", "metadata": {"name": "x", "labels": {"a": "1"}, "finalizers": ["f"]},
             "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "k"}]}});
-        let set = fields_of("Pod", &obj);
+        let set = fields_of(Lists::new("Pod", None), &obj);
         let v1 = to_fields_v1(&set);
         assert_eq!(from_fields_v1(&v1), set);
         let rendered: Vec<String> = set.iter().map(render).collect();
@@ -750,7 +828,7 @@ mod tests {
     fn apply_conflicts_and_force() {
         let mut live =
             json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
-        record_update(&mut live, None, "kubectl-edit", "Update", "v1");
+        record_update(&mut live, None, "kubectl-edit", "Update", "v1", None);
         let config = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}});
         let err = applied(&req("mgr", false), Some(&live), &config).unwrap_err();
         assert_eq!(err.code, 409);

@@ -198,7 +198,16 @@ pub(crate) fn create(
         return Err(ApiError::invalid(&def, &name, causes));
     }
     default_for(inner, &def, &mut obj, None)?;
-    apply::record_update(&mut obj, None, &req.manager(), "Update", &def.api_version());
+    let custom = inner.defs.custom(req.def);
+    let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+    apply::record_update(
+        &mut obj,
+        None,
+        &req.manager(),
+        "Update",
+        &def.api_version(),
+        schema,
+    );
     if req.dry_run() {
         if def.kind == "Service" {
             inner.alloc.release_service(&obj);
@@ -435,12 +444,14 @@ fn next_state(
         bump_generation(current, &mut desired);
     }
     if let Some(operation) = operation {
+        let custom = inner.defs.custom(req.def);
         apply::record_update(
             &mut desired,
             Some(current),
             &req.manager(),
             operation,
             &def.api_version(),
+            custom.as_ref().and_then(|c| c.schema.as_ref()),
         );
     }
     finish(def, current, desired)

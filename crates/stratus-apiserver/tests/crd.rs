@@ -696,3 +696,89 @@ async fn selectable_fields_and_formats() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn server_side_apply_merges_lists_by_their_schema_list_type() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "routers.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "routers", "kind": "Router", "singular": "router"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {"type": "object", "properties": {
+                        "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "items": {"type": "object", "required": ["name"], "properties": {
+                                "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                        "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                            "items": {"type": "string"}},
+                        "hosts": {"type": "array", "items": {"type": "string"}}
+                    }}}
+                }}
+            }]
+        }
+    }))
+    .unwrap();
+    establish(&client, &crd).await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Router"),
+        "routers",
+    );
+    let routers: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+    let apply = |manager: &str, spec: Value| {
+        let routers = routers.clone();
+        let manager = manager.to_owned();
+        async move {
+            let config = json!({"apiVersion": "example.com/v1", "kind": "Router",
+                "metadata": {"name": "r"}, "spec": spec});
+            routers
+                .patch("r", &PatchParams::apply(&manager), &Patch::Apply(config))
+                .await
+                .unwrap()
+        }
+    };
+    apply(
+        "a",
+        json!({"ports": [{"name": "http", "port": 80}], "tags": ["x"], "hosts": ["h1"]}),
+    )
+    .await;
+    let merged = apply(
+        "b",
+        json!({"ports": [{"name": "https", "port": 443}], "tags": ["y"]}),
+    )
+    .await;
+    let spec = &merged.data["spec"];
+    // A map list keeps both managers' items, a set both values.
+    assert_eq!(
+        spec["ports"],
+        json!([{"name": "http", "port": 80}, {"name": "https", "port": 443}])
+    );
+    assert_eq!(spec["tags"], json!(["x", "y"]));
+    assert_eq!(spec["hosts"], json!(["h1"]));
+    // An atomic list is owned whole: another manager's different value
+    // conflicts.
+    let config = json!({"apiVersion": "example.com/v1", "kind": "Router",
+        "metadata": {"name": "r"}, "spec": {"hosts": ["h2"]}});
+    let (code, message) = api_error(
+        routers
+            .patch("r", &PatchParams::apply("b"), &Patch::Apply(config))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 409);
+    assert!(message.contains(".spec.hosts"), "{message}");
+    // Each manager owns its own item: `a` dropping its port removes it only.
+    let after = apply("a", json!({"tags": ["x"], "hosts": ["h1"]})).await;
+    assert_eq!(
+        after.data["spec"]["ports"],
+        json!([{"name": "https", "port": 443}])
+    );
+}
