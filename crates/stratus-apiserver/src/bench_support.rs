@@ -32,6 +32,7 @@ fn request(
         user_agent: "stratus-bench".into(),
         user: None,
         warnings: Default::default(),
+        conversion: None,
     })
 }
 

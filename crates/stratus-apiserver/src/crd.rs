@@ -3,8 +3,10 @@
 //! objects before the definition goes (the finalizer controller), as
 //! kube-apiserver's apiextensions server does.
 //!
-//! Only each definition's storage version is served: objects are not
-//! converted between versions.
+//! Every served version is served. Objects are stored at the storage
+//! version; a request at another served version is carried out at the
+//! storage version with its `apiVersion` rewritten both ways (the `None`
+//! conversion strategy; see `conversion`).
 
 use serde_json::{Value, json};
 
@@ -229,13 +231,34 @@ fn columns(version: &Value) -> Vec<PrinterColumn> {
 
 /// The resource a definition's storage version serves.
 fn resource_of(crd: &Value) -> Option<(ResourceDef, CustomVersion)> {
-    let n = names(crd);
     let storage = versions(crd)
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))?;
     if storage.get("served").and_then(Value::as_bool) != Some(true) {
         return None;
     }
+    version_resource(crd, storage, None)
+}
+
+/// The resources of a definition's other served versions, each carried
+/// out at `storage_version`.
+fn other_versions(crd: &Value, storage_version: &'static str) -> Vec<(ResourceDef, CustomVersion)> {
+    versions(crd)
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) != Some(true))
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| version_resource(crd, v, Some(storage_version)))
+        .collect()
+}
+
+/// The resource one version of a definition serves (`storage`: the
+/// storage version, for a version that is not it).
+fn version_resource(
+    crd: &Value,
+    storage: &Value,
+    storage_version: Option<&'static str>,
+) -> Option<(ResourceDef, CustomVersion)> {
+    let n = names(crd);
     let version = storage.get("name").and_then(Value::as_str)?;
     let subresources = storage.get("subresources");
     let has_status = subresources.and_then(|s| s.get("status")).is_some();
@@ -278,6 +301,7 @@ fn resource_of(crd: &Value) -> Option<(ResourceDef, CustomVersion)> {
         columns: columns(storage),
         list_kind: n.list_kind,
         scale,
+        storage_version,
         selectable: storage
             .get("selectableFields")
             .and_then(Value::as_array)
@@ -369,6 +393,20 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
         }
         (Some((def, custom)), None) => {
             inner.defs.serve(*def, custom.clone(), &inner.store);
+            let others = other_versions(crd, def.version);
+            let mut kept = vec![def.version];
+            for (other, custom) in others {
+                if inner
+                    .defs
+                    .find(other.group, other.version, other.plural)
+                    .is_some_and(|i| !inner.defs.get(i).custom)
+                {
+                    continue;
+                }
+                kept.push(other.version);
+                inner.defs.serve(other, custom, &inner.store);
+            }
+            inner.defs.unserve_versions(name, &kept);
             conditions.push(condition(
                 "NamesAccepted",
                 true,

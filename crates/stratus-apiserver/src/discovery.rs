@@ -32,25 +32,79 @@ pub(crate) fn api_versions(addr: &str) -> Value {
     })
 }
 
-fn group_doc(group: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
-    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+/// Kubernetes' version priority (`v2` > `v1` > `v1beta2` > `v1beta1` >
+/// `v1alpha1` > anything else, alphabetically): lower sorts first.
+fn version_priority(version: &str) -> (u8, std::cmp::Reverse<u32>, std::cmp::Reverse<u32>, String) {
+    let parsed = version.strip_prefix('v').and_then(|rest| {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u32 = rest[..digits].parse().ok()?;
+        match &rest[digits..] {
+            "" => Some((0, major, 0)),
+            tail => {
+                let (level, minor) = tail
+                    .strip_prefix("beta")
+                    .map(|m| (1, m))
+                    .or_else(|| tail.strip_prefix("alpha").map(|m| (2, m)))?;
+                Some((level, major, minor.parse().ok()?))
+            }
+        }
+    });
+    match parsed {
+        Some((level, major, minor)) => (
+            level,
+            std::cmp::Reverse(major),
+            std::cmp::Reverse(minor),
+            String::new(),
+        ),
+        None => (
+            3,
+            std::cmp::Reverse(0),
+            std::cmp::Reverse(0),
+            version.to_owned(),
+        ),
+    }
+}
+
+/// The groups served, in discovery order, each with its versions by
+/// priority (the first is the preferred one).
+pub(crate) fn group_versions(defs: &[ResourceDef]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for (g, v) in groups(defs) {
+        match out.iter_mut().find(|(group, _)| *group == g) {
+            Some((_, versions)) => versions.push(v),
+            None => out.push((g, vec![v])),
+        }
+    }
+    for (_, versions) in &mut out {
+        versions.sort_by_key(|v| version_priority(v));
+    }
+    out
+}
+
+fn group_doc(group: &str, versions: &[&str]) -> Value {
+    let gvs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({"name": group, "versions": gvs, "preferredVersion": gvs.first().cloned().unwrap_or_default()})
 }
 
 pub(crate) fn group_list(defs: &[ResourceDef]) -> Value {
-    let groups: Vec<Value> = groups(defs)
+    let groups: Vec<Value> = group_versions(defs)
         .into_iter()
-        .map(|(g, v)| group_doc(g, v))
+        .map(|(g, v)| group_doc(g, &v))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 pub(crate) fn group(defs: &[ResourceDef], name: &str) -> Option<Value> {
-    groups(defs)
+    group_versions(defs)
         .into_iter()
         .find(|(g, _)| *g == name)
         .map(|(g, v)| {
-            let mut doc = group_doc(g, v);
+            let mut doc = group_doc(g, &v);
             doc["kind"] = json!("APIGroup");
             doc["apiVersion"] = json!("v1");
             doc
@@ -224,18 +278,28 @@ fn resource_discovery(d: &ResourceDef) -> Value {
 /// `version`): every resource of the core group (`core`) or of the named
 /// groups in one document, as kubectl asks for first.
 pub(crate) fn aggregated(defs: &[ResourceDef], core: bool, version: &str) -> Value {
-    let gvs: Vec<(&str, &str)> = if core { vec![("", "v1")] } else { groups(defs) };
+    let gvs: Vec<(&str, Vec<&str>)> = if core {
+        vec![("", vec!["v1"])]
+    } else {
+        group_versions(defs)
+    };
     let items: Vec<Value> = gvs
         .into_iter()
-        .map(|(g, v)| {
-            let resources: Vec<Value> = defs
+        .map(|(g, versions)| {
+            let versions: Vec<Value> = versions
                 .iter()
-                .filter(|d| d.group == g && d.version == v)
-                .map(resource_discovery)
+                .map(|v| {
+                    let resources: Vec<Value> = defs
+                        .iter()
+                        .filter(|d| d.group == g && d.version == *v)
+                        .map(resource_discovery)
+                        .collect();
+                    json!({"version": v, "resources": resources, "freshness": "Current"})
+                })
                 .collect();
             json!({
                 "metadata": {"name": g, "creationTimestamp": null},
-                "versions": [{"version": v, "resources": resources, "freshness": "Current"}],
+                "versions": versions,
             })
         })
         .collect();
@@ -266,5 +330,38 @@ mod tests {
             Some("v2beta1")
         );
         assert_eq!(aggregated_version("application/json, */*"), None);
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::version_priority;
+
+    #[test]
+    fn versions_sort_as_kubernetes_sorts_them() {
+        let mut v = vec![
+            "v1alpha1",
+            "v1beta1",
+            "foo",
+            "v2",
+            "v1",
+            "v1beta2",
+            "v11alpha2",
+            "bar",
+        ];
+        v.sort_by_key(|x| version_priority(x));
+        assert_eq!(
+            v,
+            [
+                "v2",
+                "v1",
+                "v1beta2",
+                "v1beta1",
+                "v11alpha2",
+                "v1alpha1",
+                "bar",
+                "foo"
+            ]
+        );
     }
 }

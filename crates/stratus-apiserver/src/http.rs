@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::admission;
 use super::controls::{FaultAction, RequestRecord, Verb};
+use super::conversion;
 use super::discovery;
 use super::error::ApiError;
 use super::kubelet;
@@ -225,6 +226,7 @@ fn route(
         user_agent: user_agent.to_owned(),
         user: None,
         warnings: Default::default(),
+        conversion: None,
     }))
 }
 
@@ -392,12 +394,12 @@ async fn resource(
         }
         (&Method::GET, true, Some("scale")) => answer(super::scale::get(inner, &req)),
         (&Method::PUT, true, Some("scale")) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             answer(super::scale::update(inner, &req, &body))
         }
         (&Method::PATCH, true, Some("scale")) => {
             let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
-            let body = read_body(inner, body).await?;
+            let body = req.incoming(read_body(inner, body).await?);
             answer(super::scale::patch(inner, &req, &content_type, &body))
         }
         (&Method::GET, true, Some("log"))
@@ -414,11 +416,11 @@ async fn resource(
                 name: req.name.clone().unwrap_or_default(),
                 path: String::new(),
             };
-            let body = read_body(inner, body).await?;
+            let body = req.incoming(read_body(inner, body).await?);
             kubelet::proxy(inner, target, parts, body, on_upgrade).await
         }
         (&Method::POST, false, None) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             if admission_applies(inner, &req) {
                 let (admitted, warnings) =
                     admission::admit(inner, &req, admission::Write::Create(&body)).await?;
@@ -430,19 +432,19 @@ async fn resource(
             answer(write::create(inner, &req, &body))
         }
         (&Method::POST, true, Some("binding")) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             answer(write::bind(inner, &req, &body))
         }
         (&Method::POST, true, Some("token")) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             answer(super::token_request::issue(inner, &req, &body))
         }
         (&Method::POST, true, Some("eviction")) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             answer(write::evict(inner, &req, &body))
         }
         (&Method::PUT, true, None | Some("status" | "approval" | "finalize")) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             if admission_applies(inner, &req) {
                 let (admitted, warnings) =
                     admission::admit(inner, &req, admission::Write::Update(&body)).await?;
@@ -455,7 +457,7 @@ async fn resource(
         }
         (&Method::PATCH, true, None | Some("status" | "approval")) => {
             let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
-            let body = read_body(inner, body).await?;
+            let body = req.incoming(read_body(inner, body).await?);
             if admission_applies(inner, &req) {
                 let write = admission::Write::Patch(&content_type, &body);
                 let (admitted, warnings) = admission::admit(inner, &req, write).await?;
@@ -467,7 +469,7 @@ async fn resource(
             answer(write::patch(inner, &req, &content_type, &body))
         }
         (&Method::DELETE, true, None) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             if admission_applies(inner, &req) {
                 let (_, warnings) = admission::admit(inner, &req, admission::Write::Delete).await?;
                 req.warnings.extend(warnings);
@@ -475,7 +477,7 @@ async fn resource(
             answer(write::delete(inner, &req, &body))
         }
         (&Method::DELETE, false, None) => {
-            let body = json_body(inner, parts, body).await?;
+            let body = req.incoming(json_body(inner, parts, body).await?);
             answer(write::delete_collection(inner, &req, &body))
         }
         _ => Err(ApiError::method_not_allowed(format!(
@@ -733,12 +735,18 @@ pub(crate) async fn handle(
                     openapi::v2(&inner.defs, header_str(&parts, header::ACCEPT));
                 bytes_response(200, full(bytes), content_type)
             }
-            (None, Ok(Route::Resource(r))) => {
+            (None, Ok(Route::Resource(mut r))) => {
                 let warnings = r.warnings.clone();
+                let conversion = conversion::of(&inner, &mut r);
+                r.conversion = conversion.clone();
+                let watching = r.query.flag("watch");
                 let mut resp = match resource(&inner, &method, r, &parts, body, on_upgrade).await {
                     Ok(resp) => resp,
                     Err(e) => error_response(&e),
                 };
+                if let Some(conversion) = &conversion {
+                    resp = conversion.outgoing(resp, watching).await;
+                }
                 add_warnings(&mut resp, warnings.take());
                 resp
             }

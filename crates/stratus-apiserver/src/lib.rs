@@ -36,6 +36,7 @@ mod apply;
 pub mod bench_support;
 mod builtin_schemas;
 mod controls;
+mod conversion;
 mod crd;
 mod defaults;
 mod discovery;

@@ -39,6 +39,9 @@ pub(crate) struct CustomVersion {
     pub(crate) list_kind: String,
     /// The scale subresource's paths, if the version declares one.
     pub(crate) scale: Option<super::scale::ScalePaths>,
+    /// For a version that is not the storage version, the storage
+    /// version's name: requests are carried out there.
+    pub(crate) storage_version: Option<&'static str>,
     /// `selectableFields`: the field selector name (the JSON path without
     /// its leading dot) and the path.
     pub(crate) selectable: Vec<(&'static str, Vec<String>)>,
@@ -162,6 +165,21 @@ impl Registry {
             defs.custom.remove(&i);
         }
         indexes
+    }
+
+    /// Stop serving the versions of `crd` not in `keep`.
+    pub(crate) fn unserve_versions(&self, crd: &str, keep: &[&str]) {
+        let mut defs = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<usize> = defs
+            .custom
+            .iter()
+            .filter(|(i, c)| c.crd == crd && !keep.contains(&defs.defs[**i].version))
+            .map(|(i, _)| *i)
+            .collect();
+        for i in gone {
+            defs.defs[i].served = false;
+            defs.custom.remove(&i);
+        }
     }
 
     /// The index a custom resource had, served or not (its bucket may still

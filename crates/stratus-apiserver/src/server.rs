@@ -227,6 +227,7 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
         user_agent: "stratus-harness".into(),
         user: None,
         warnings: Default::default(),
+        conversion: None,
     };
     let body = serde_json::to_vec(&obj).unwrap_or_default();
     write::create(inner, &req, &body)

@@ -161,6 +161,9 @@ pub(crate) struct ResourceRequest {
     pub(crate) user: Option<super::controls::ReviewUser>,
     /// The warnings the answer carries (`Warning: 299` headers).
     pub(crate) warnings: Warnings,
+    /// Set when the client asked for a custom resource version other than
+    /// the storage version (`def` is then the storage version's).
+    pub(crate) conversion: Option<super::conversion::Conversion>,
 }
 
 /// Warnings collected while a request is handled, shared by its clones.
@@ -185,6 +188,14 @@ impl Warnings {
 }
 
 impl ResourceRequest {
+    /// A request body as the resource served stores it.
+    pub(crate) fn incoming(&self, body: bytes::Bytes) -> bytes::Bytes {
+        match &self.conversion {
+            Some(c) => c.incoming(body),
+            None => body,
+        }
+    }
+
     /// The namespace key in the store ("" for cluster-scoped resources).
     pub(crate) fn ns_key(&self) -> &str {
         self.namespace.as_deref().unwrap_or("")

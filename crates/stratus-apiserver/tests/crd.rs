@@ -782,3 +782,94 @@ async fn server_side_apply_merges_lists_by_their_schema_list_type() {
         json!([{"name": "https", "port": 443}])
     );
 }
+
+#[tokio::test]
+async fn every_served_version_is_served_from_the_storage_version() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}});
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "boxes.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "boxes", "kind": "Box", "singular": "box"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+                {"name": "v1alpha1", "served": false, "storage": false, "schema": schema}
+            ]
+        }
+    }))
+    .unwrap();
+    establish(&client, &crd).await;
+    let at = |version: &str| -> Api<DynamicObject> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", version, "Box"),
+            "boxes",
+        );
+        Api::namespaced_with(client.clone(), "default", &resource)
+    };
+    let (v1, beta) = (at("v1"), at("v1beta1"));
+    let mut events = beta
+        .watch(&kube::api::WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+
+    let b: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1beta1",
+        "kind": "Box", "metadata": {"name": "b1"}, "spec": {"size": 2}}))
+    .unwrap();
+    let created = beta.create(&PostParams::default(), &b).await.unwrap();
+    assert_eq!(created.types.unwrap().api_version, "example.com/v1beta1");
+    let stored = v1.get("b1").await.unwrap();
+    assert_eq!(stored.types.unwrap().api_version, "example.com/v1");
+    assert_eq!(stored.data["spec"]["size"], 2);
+    let listed = beta.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        listed.items[0].types.as_ref().unwrap().api_version,
+        "example.com/v1beta1"
+    );
+    match events.next().await.unwrap().unwrap() {
+        kube::api::WatchEvent::Added(o) => {
+            assert_eq!(o.types.unwrap().api_version, "example.com/v1beta1")
+        }
+        other => panic!("{other:?}"),
+    }
+    // An update at one version is seen at the other.
+    beta.patch(
+        "b1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"size": 3}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v1.get("b1").await.unwrap().data["spec"]["size"], 3);
+    // A version that is not served is not found.
+    let (code, _) = api_error(at("v1alpha1").get("b1").await.unwrap_err());
+    assert_eq!(code, 404);
+    // Discovery lists both served versions.
+    let group: Value = serde_json::from_str(
+        &server
+            .client()
+            .request_text(
+                http::Request::get("/apis/example.com")
+                    .body(Vec::new())
+                    .unwrap(),
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let versions: Vec<&str> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["version"].as_str())
+        .collect();
+    assert_eq!(versions, ["v1", "v1beta1"]);
+    assert_eq!(group["preferredVersion"]["version"], "v1");
+}
