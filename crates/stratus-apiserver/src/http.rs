@@ -738,7 +738,7 @@ pub(crate) async fn handle(
             (None, Ok(Route::Resource(mut r))) => {
                 let warnings = r.warnings.clone();
                 let conversion = conversion::of(&inner, &mut r);
-                r.conversion = conversion.clone();
+                r.conversion = conversion.clone().map(Arc::new);
                 let watching = r.query.flag("watch");
                 let mut resp = match resource(&inner, &method, r, &parts, body, on_upgrade).await {
                     Ok(resp) => resp,

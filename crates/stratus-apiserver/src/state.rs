@@ -163,7 +163,7 @@ pub(crate) struct ResourceRequest {
     pub(crate) warnings: Warnings,
     /// Set when the client asked for a custom resource version other than
     /// the storage version (`def` is then the storage version's).
-    pub(crate) conversion: Option<super::conversion::Conversion>,
+    pub(crate) conversion: Option<std::sync::Arc<super::conversion::Conversion>>,
 }
 
 /// Warnings collected while a request is handled, shared by its clones.
