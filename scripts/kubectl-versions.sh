@@ -150,6 +150,7 @@ for v in "${versions[@]}"; do
   check "annotate" "configmap/settings annotate" -n "$ns" annotate configmap settings note=hi
   check "selector" "settings" -n "$ns" get configmaps -l tier=gold -o name
   check "get all" "deployment.apps/web" get all -n "$ns"
+  check "get all -A" "service/kubernetes" get all -A
   check "flow control (APF) objects" "catch-all" get flowschemas
   check "apply the deploy manifests" "cloud-controller-manager" apply -f docs/deploy/
   check "yaml round trip" "color: blue" -n "$ns" get configmap settings -o yaml

@@ -50,27 +50,43 @@ pub(crate) fn judge(
     def: &ResourceDef,
     unknown: &[String],
 ) -> Result<Vec<String>, ApiError> {
-    if unknown.is_empty() {
+    let problems: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    judge_problems(directive, def, problems)
+}
+
+/// Act on the `duplicated` fields of a request body, as on unknown ones.
+pub(crate) fn judge_duplicates(
+    directive: Directive,
+    def: &ResourceDef,
+    duplicated: &[String],
+) -> Result<Vec<String>, ApiError> {
+    let problems: Vec<String> = duplicated
+        .iter()
+        .map(|f| format!("duplicate field {f:?}"))
+        .collect();
+    judge_problems(directive, def, problems)
+}
+
+fn judge_problems(
+    directive: Directive,
+    def: &ResourceDef,
+    problems: Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    if problems.is_empty() {
         return Ok(Vec::new());
     }
     match directive {
         Directive::Ignore => Ok(Vec::new()),
-        Directive::Warn => Ok(unknown
-            .iter()
-            .map(|f| format!("unknown field {f:?}"))
-            .collect()),
-        Directive::Strict => {
-            let fields: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field {f:?}"))
-                .collect();
-            Err(ApiError::bad_request(format!(
-                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
-                fields.join(", "),
-                kind = def.kind,
-                version = def.version,
-            )))
-        }
+        Directive::Warn => Ok(problems),
+        Directive::Strict => Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+            problems.join(", "),
+            kind = def.kind,
+            version = def.version,
+        ))),
     }
 }
 

@@ -355,14 +355,14 @@ fn layout(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
         }
         (group, kind) => {
             let age_at = |path: &[&str]| json!(age(obj, path));
-            super::table_workloads::layout(group, kind, obj, name.clone(), &age_at).unwrap_or_else(
-                || {
+            super::table_workloads::layout(group, kind, obj, name.clone(), &age_at)
+                .or_else(|| super::table_cluster::layout(group, kind, obj, name.clone(), &age_at))
+                .unwrap_or_else(|| {
                     (
                         vec![column("Name", "string", 0), column("Age", "string", 0)],
                         vec![name, created()],
                     )
-                },
-            )
+                })
         }
     }
 }

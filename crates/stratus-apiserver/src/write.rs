@@ -145,6 +145,20 @@ fn default_for(
     Ok(())
 }
 
+/// Report duplicated fields of a JSON body as `fieldValidation` says.
+fn check_duplicates(req: &ResourceRequest, def: &ResourceDef, body: &[u8]) -> Result<(), ApiError> {
+    let duplicated = super::duplicates::duplicate_fields(body);
+    if !duplicated.is_empty() {
+        let directive = Directive::of(&req.query)?;
+        req.warnings.extend(field_validation::judge_duplicates(
+            directive,
+            def,
+            &duplicated,
+        )?);
+    }
+    Ok(())
+}
+
 /// POST on a collection.
 pub(crate) fn create(
     inner: &Inner,
@@ -156,6 +170,7 @@ pub(crate) fn create(
     if def.review {
         return super::reviews::answer(inner, &def, req, obj);
     }
+    check_duplicates(req, &def, body)?;
     check_type(&def, &mut obj)?;
     check_body_namespace(req, &mut obj)?;
     check_namespace(inner, req)?;
@@ -280,6 +295,7 @@ fn admit(
     }
     super::workloads::default(def, obj);
     causes.extend(super::workloads::validate(def, obj));
+    causes.extend(super::validation_groups::validate(def, obj));
     causes.extend(validation::validate(def, obj));
     if let Some(old) = old {
         causes.extend(validation::immutable(def, old, obj));
@@ -516,6 +532,7 @@ pub(crate) fn update(
     let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let mut desired = parse_object(body)?;
+    check_duplicates(req, &def, body)?;
     check_body_namespace(req, &mut desired)?;
     if req.dry_run() {
         let current = inner

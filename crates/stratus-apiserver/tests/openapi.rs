@@ -135,3 +135,49 @@ async fn strict_field_validation_refuses_unknown_fields() {
     let typed: Deployment = serde_json::from_value(answer).unwrap();
     assert_eq!(typed.metadata.name.as_deref(), Some("clean"));
 }
+
+#[tokio::test]
+async fn duplicate_fields_are_warned_about_or_refused() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let send = |query: &'static str| {
+        let client = client.clone();
+        async move {
+            let body = br#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "twice", "name": "twice"}, "data": {"a": "1", "a": "2"}}"#;
+            let req = http::Request::post(format!("/api/v1/namespaces/default/configmaps{query}"))
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body.to_vec()))
+                .unwrap();
+            let resp = client.send(req).await.unwrap();
+            let status = resp.status().as_u16();
+            let warnings: Vec<String> = resp
+                .headers()
+                .get_all("warning")
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            (
+                status,
+                warnings,
+                serde_json::from_slice::<Value>(&bytes).unwrap(),
+            )
+        }
+    };
+    let (status, _, answer) = send("?fieldValidation=Strict").await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        answer["message"],
+        r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "metadata.name", duplicate field "data.a""#
+    );
+    let (status, warnings, answer) = send("").await;
+    assert_eq!(status, 201);
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "duplicate field \"metadata.name\"""#,
+            r#"299 - "duplicate field \"data.a\"""#
+        ]
+    );
+    assert_eq!(answer["data"]["a"], "2", "the last one wins");
+}
