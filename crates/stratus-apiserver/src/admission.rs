@@ -380,16 +380,7 @@ fn denial(hook: &Hook, response: &Value) -> ApiError {
         (None, Some(r)) => format!("{denied}: {r}"),
         (None, None) => format!("{denied} without explanation"),
     };
-    let reason = match code {
-        400 => "BadRequest",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "NotFound",
-        409 => "Conflict",
-        422 => "Invalid",
-        429 => "TooManyRequests",
-        _ => "InternalError",
-    };
+    let reason = ApiError::reason_for(code);
     ApiError::new(code, reason, message)
 }
 

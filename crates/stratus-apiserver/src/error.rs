@@ -66,6 +66,23 @@ fn qualified(def: &ResourceDef) -> String {
 }
 
 impl ApiError {
+    /// The `Status` reason kube-apiserver gives an HTTP status code.
+    pub(crate) fn reason_for(code: u16) -> &'static str {
+        match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        }
+    }
+
     pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,

@@ -285,20 +285,7 @@ fn fault_error(action: &FaultAction) -> ApiError {
             )
         },
         FaultAction::Error(code) => {
-            let reason = match code {
-                400 => "BadRequest",
-                401 => "Unauthorized",
-                403 => "Forbidden",
-                404 => "NotFound",
-                409 => "Conflict",
-                410 => "Expired",
-                422 => "Invalid",
-                429 => "TooManyRequests",
-                500 => "InternalError",
-                503 => "ServiceUnavailable",
-                504 => "Timeout",
-                _ => "InternalError",
-            };
+            let reason = ApiError::reason_for(*code);
             ApiError::new(*code, reason, format!("injected fault: {code}"))
         }
         FaultAction::Latency(_) => ApiError::internal("a latency fault is not an error"),

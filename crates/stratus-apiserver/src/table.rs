@@ -55,7 +55,8 @@ fn s(v: Option<&str>) -> Value {
     json!(v.filter(|x| !x.is_empty()).unwrap_or("<none>"))
 }
 
-fn column(name: &str, ty: &str, priority: u8) -> Value {
+/// A Table column definition (`Name` gets the `name` format).
+pub(crate) fn column(name: &str, ty: &str, priority: u8) -> Value {
     let format = if name == "Name" { "name" } else { "" };
     json!({"name": name, "type": ty, "format": format, "description": name, "priority": priority})
 }

@@ -5,11 +5,7 @@
 use serde_json::{Value, json};
 
 use super::meta::{at, str_at};
-
-fn column(name: &str, ty: &str, priority: u8) -> Value {
-    let format = if name == "Name" { "name" } else { "" };
-    json!({"name": name, "type": ty, "format": format, "description": name, "priority": priority})
-}
+use super::table::column;
 
 fn columns(names: &[&str]) -> Vec<Value> {
     names.iter().map(|n| column(n, "string", 0)).collect()

@@ -5,12 +5,7 @@
 use serde_json::{Value, json};
 
 use super::meta::{at, str_at};
-
-/// A column, as `table::column` makes them.
-fn column(name: &str, ty: &str, priority: u8) -> Value {
-    let format = if name == "Name" { "name" } else { "" };
-    json!({"name": name, "type": ty, "format": format, "description": name, "priority": priority})
-}
+use super::table::column;
 
 fn int(obj: &Value, path: &[&str]) -> i64 {
     at(obj, path).and_then(Value::as_i64).unwrap_or(0)
@@ -118,6 +113,42 @@ fn subjects(binding: &Value, kind: &str) -> Value {
     json!(names.join(", "))
 }
 
+/// Columns shown by default, named and typed.
+fn shown(specs: &[(&str, &str)]) -> Vec<Value> {
+    specs.iter().map(|(n, t)| column(n, t, 0)).collect()
+}
+
+type Layout = (Vec<Value>, Vec<Value>);
+
+/// `layout` with kubectl's `-o wide` template columns appended:
+/// Containers, Images, and Selector when `selector` names one.
+fn with_template(
+    (mut columns, mut cells): Layout,
+    obj: &Value,
+    template: &[&str],
+    selector_path: Option<&[&str]>,
+) -> Layout {
+    let (containers, images) = containers_and_images(obj, template);
+    columns.push(column("Containers", "string", 1));
+    columns.push(column("Images", "string", 1));
+    cells.push(containers);
+    cells.push(images);
+    if let Some(path) = selector_path {
+        columns.push(column("Selector", "string", 1));
+        cells.push(selector(obj, path));
+    }
+    (columns, cells)
+}
+
+/// `ready/desired` from the status and spec replica counts.
+fn ready_of(obj: &Value) -> Value {
+    json!(format!(
+        "{}/{}",
+        int(obj, &["status", "readyReplicas"]),
+        int(obj, &["spec", "replicas"])
+    ))
+}
+
 /// The columns and cells of `kind` in `group` (after the caller's name and
 /// age closures), or `None` for a kind with only Name and Age.
 pub(crate) fn layout(
@@ -126,89 +157,64 @@ pub(crate) fn layout(
     obj: &Value,
     name: Value,
     age: &dyn Fn(&[&str]) -> Value,
-) -> Option<(Vec<Value>, Vec<Value>)> {
+) -> Option<Layout> {
     let created = age(&["metadata", "creationTimestamp"]);
     let template: &[&str] = &["spec", "template"];
+    let selector_path: &[&str] = &["spec", "selector"];
+    let status = |field: &str| json!(int(obj, &["status", field]));
     Some(match (group, kind) {
-        ("apps", "Deployment") => {
-            let (containers, images) = containers_and_images(obj, template);
+        ("apps", "Deployment") => with_template(
             (
-                vec![
-                    column("Name", "string", 0),
-                    column("Ready", "string", 0),
-                    column("Up-to-date", "integer", 0),
-                    column("Available", "integer", 0),
-                    column("Age", "string", 0),
-                    column("Containers", "string", 1),
-                    column("Images", "string", 1),
-                    column("Selector", "string", 1),
-                ],
+                shown(&[
+                    ("Name", "string"),
+                    ("Ready", "string"),
+                    ("Up-to-date", "integer"),
+                    ("Available", "integer"),
+                    ("Age", "string"),
+                ]),
                 vec![
                     name,
-                    json!(format!(
-                        "{}/{}",
-                        int(obj, &["status", "readyReplicas"]),
-                        int(obj, &["spec", "replicas"])
-                    )),
-                    json!(int(obj, &["status", "updatedReplicas"])),
-                    json!(int(obj, &["status", "availableReplicas"])),
+                    ready_of(obj),
+                    status("updatedReplicas"),
+                    status("availableReplicas"),
                     created,
-                    containers,
-                    images,
-                    selector(obj, &["spec", "selector"]),
                 ],
-            )
-        }
-        ("apps", "ReplicaSet") => {
-            let (containers, images) = containers_and_images(obj, template);
+            ),
+            obj,
+            template,
+            Some(selector_path),
+        ),
+        ("apps", "ReplicaSet") => with_template(
             (
-                vec![
-                    column("Name", "string", 0),
-                    column("Desired", "integer", 0),
-                    column("Current", "integer", 0),
-                    column("Ready", "integer", 0),
-                    column("Age", "string", 0),
-                    column("Containers", "string", 1),
-                    column("Images", "string", 1),
-                    column("Selector", "string", 1),
-                ],
+                shown(&[
+                    ("Name", "string"),
+                    ("Desired", "integer"),
+                    ("Current", "integer"),
+                    ("Ready", "integer"),
+                    ("Age", "string"),
+                ]),
                 vec![
                     name,
                     json!(int(obj, &["spec", "replicas"])),
-                    json!(int(obj, &["status", "replicas"])),
-                    json!(int(obj, &["status", "readyReplicas"])),
+                    status("replicas"),
+                    status("readyReplicas"),
                     created,
-                    containers,
-                    images,
-                    selector(obj, &["spec", "selector"]),
                 ],
-            )
-        }
-        ("apps", "StatefulSet") => {
-            let (containers, images) = containers_and_images(obj, template);
+            ),
+            obj,
+            template,
+            Some(selector_path),
+        ),
+        ("apps", "StatefulSet") => with_template(
             (
-                vec![
-                    column("Name", "string", 0),
-                    column("Ready", "string", 0),
-                    column("Age", "string", 0),
-                    column("Containers", "string", 1),
-                    column("Images", "string", 1),
-                ],
-                vec![
-                    name,
-                    json!(format!(
-                        "{}/{}",
-                        int(obj, &["status", "readyReplicas"]),
-                        int(obj, &["spec", "replicas"])
-                    )),
-                    created,
-                    containers,
-                    images,
-                ],
-            )
-        }
+                shown(&[("Name", "string"), ("Ready", "string"), ("Age", "string")]),
+                vec![name, ready_of(obj), created],
+            ),
+            obj,
+            template,
+            None,
+        ),
         ("apps", "DaemonSet") => {
-            let (containers, images) = containers_and_images(obj, template);
             let node_selector: Vec<String> = at(obj, &["spec", "template", "spec", "nodeSelector"])
                 .and_then(Value::as_object)
                 .map(|m| {
@@ -217,111 +223,107 @@ pub(crate) fn layout(
                         .collect()
                 })
                 .unwrap_or_default();
-            (
-                vec![
-                    column("Name", "string", 0),
-                    column("Desired", "integer", 0),
-                    column("Current", "integer", 0),
-                    column("Ready", "integer", 0),
-                    column("Up-to-date", "integer", 0),
-                    column("Available", "integer", 0),
-                    column("Node Selector", "string", 0),
-                    column("Age", "string", 0),
-                    column("Containers", "string", 1),
-                    column("Images", "string", 1),
-                    column("Selector", "string", 1),
-                ],
-                vec![
-                    name,
-                    json!(int(obj, &["status", "desiredNumberScheduled"])),
-                    json!(int(obj, &["status", "currentNumberScheduled"])),
-                    json!(int(obj, &["status", "numberReady"])),
-                    json!(int(obj, &["status", "updatedNumberScheduled"])),
-                    json!(int(obj, &["status", "numberAvailable"])),
-                    none_if_empty(node_selector.join(",")),
-                    created,
-                    containers,
-                    images,
-                    selector(obj, &["spec", "selector"]),
-                ],
+            with_template(
+                (
+                    shown(&[
+                        ("Name", "string"),
+                        ("Desired", "integer"),
+                        ("Current", "integer"),
+                        ("Ready", "integer"),
+                        ("Up-to-date", "integer"),
+                        ("Available", "integer"),
+                        ("Node Selector", "string"),
+                        ("Age", "string"),
+                    ]),
+                    vec![
+                        name,
+                        status("desiredNumberScheduled"),
+                        status("currentNumberScheduled"),
+                        status("numberReady"),
+                        status("updatedNumberScheduled"),
+                        status("numberAvailable"),
+                        none_if_empty(node_selector.join(",")),
+                        created,
+                    ],
+                ),
+                obj,
+                template,
+                Some(selector_path),
             )
         }
         ("batch", "Job") => {
-            let (containers, images) = containers_and_images(obj, template);
+            let succeeded = int(obj, &["status", "succeeded"]);
             let completions = match at(obj, &["spec", "completions"]).and_then(Value::as_i64) {
-                Some(c) => format!("{}/{c}", int(obj, &["status", "succeeded"])),
+                Some(c) => format!("{succeeded}/{c}"),
                 None => format!(
-                    "{}/1 of {}",
-                    int(obj, &["status", "succeeded"]),
+                    "{succeeded}/1 of {}",
                     int(obj, &["spec", "parallelism"]).max(1)
                 ),
             };
-            (
-                vec![
-                    column("Name", "string", 0),
-                    column("Status", "string", 0),
-                    column("Completions", "string", 0),
-                    column("Duration", "string", 0),
-                    column("Age", "string", 0),
-                    column("Containers", "string", 1),
-                    column("Images", "string", 1),
-                    column("Selector", "string", 1),
-                ],
-                vec![
-                    name,
-                    json!(job_status(obj)),
-                    json!(completions),
-                    if str_at(obj, &["status", "startTime"]).is_some() {
-                        age(&["status", "startTime"])
-                    } else {
-                        json!("")
-                    },
-                    created,
-                    containers,
-                    images,
-                    selector(obj, &["spec", "selector"]),
-                ],
+            let duration = if str_at(obj, &["status", "startTime"]).is_some() {
+                age(&["status", "startTime"])
+            } else {
+                json!("")
+            };
+            with_template(
+                (
+                    shown(&[
+                        ("Name", "string"),
+                        ("Status", "string"),
+                        ("Completions", "string"),
+                        ("Duration", "string"),
+                        ("Age", "string"),
+                    ]),
+                    vec![
+                        name,
+                        json!(job_status(obj)),
+                        json!(completions),
+                        duration,
+                        created,
+                    ],
+                ),
+                obj,
+                template,
+                Some(selector_path),
             )
         }
         ("batch", "CronJob") => {
-            let (containers, images) =
-                containers_and_images(obj, &["spec", "jobTemplate", "spec", "template"]);
             let active = at(obj, &["status", "active"])
                 .and_then(Value::as_array)
                 .map_or(0, Vec::len);
-            (
-                vec![
-                    column("Name", "string", 0),
-                    column("Schedule", "string", 0),
-                    column("Timezone", "string", 0),
-                    column("Suspend", "boolean", 0),
-                    column("Active", "integer", 0),
-                    column("Last Schedule", "string", 0),
-                    column("Age", "string", 0),
-                    column("Containers", "string", 1),
-                    column("Images", "string", 1),
-                    column("Selector", "string", 1),
-                ],
-                vec![
-                    name,
-                    json!(str_at(obj, &["spec", "schedule"]).unwrap_or_default()),
-                    json!(str_at(obj, &["spec", "timeZone"]).unwrap_or("<none>")),
-                    json!(
-                        at(obj, &["spec", "suspend"])
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false)
-                    ),
-                    json!(active),
-                    if str_at(obj, &["status", "lastScheduleTime"]).is_some() {
-                        age(&["status", "lastScheduleTime"])
-                    } else {
-                        json!("<none>")
-                    },
-                    created,
-                    containers,
-                    images,
-                    selector(obj, &["spec", "jobTemplate", "spec", "selector"]),
-                ],
+            let last = if str_at(obj, &["status", "lastScheduleTime"]).is_some() {
+                age(&["status", "lastScheduleTime"])
+            } else {
+                json!("<none>")
+            };
+            with_template(
+                (
+                    shown(&[
+                        ("Name", "string"),
+                        ("Schedule", "string"),
+                        ("Timezone", "string"),
+                        ("Suspend", "boolean"),
+                        ("Active", "integer"),
+                        ("Last Schedule", "string"),
+                        ("Age", "string"),
+                    ]),
+                    vec![
+                        name,
+                        json!(str_at(obj, &["spec", "schedule"]).unwrap_or_default()),
+                        json!(str_at(obj, &["spec", "timeZone"]).unwrap_or("<none>")),
+                        json!(
+                            at(obj, &["spec", "suspend"])
+                                .and_then(Value::as_bool)
+                                .unwrap_or(false)
+                        ),
+                        json!(active),
+                        last,
+                        created,
+                    ],
+                ),
+                obj,
+                &["spec", "jobTemplate", "spec", "template"],
+                Some(&["spec", "jobTemplate", "spec", "selector"]),
             )
         }
         ("policy", "PodDisruptionBudget") => {
@@ -331,30 +333,30 @@ pub(crate) fn layout(
                 _ => json!("N/A"),
             };
             (
-                vec![
-                    column("Name", "string", 0),
-                    column("Min Available", "string", 0),
-                    column("Max Unavailable", "string", 0),
-                    column("Allowed Disruptions", "integer", 0),
-                    column("Age", "string", 0),
-                ],
+                shown(&[
+                    ("Name", "string"),
+                    ("Min Available", "string"),
+                    ("Max Unavailable", "string"),
+                    ("Allowed Disruptions", "integer"),
+                    ("Age", "string"),
+                ]),
                 vec![
                     name,
                     or_na(&["spec", "minAvailable"]),
                     or_na(&["spec", "maxUnavailable"]),
-                    json!(int(obj, &["status", "disruptionsAllowed"])),
+                    status("disruptionsAllowed"),
                     created,
                 ],
             )
         }
         ("scheduling.k8s.io", "PriorityClass") => (
-            vec![
-                column("Name", "string", 0),
-                column("Value", "integer", 0),
-                column("Global-Default", "boolean", 0),
-                column("Age", "string", 0),
-                column("Preemption-Policy", "string", 0),
-            ],
+            shown(&[
+                ("Name", "string"),
+                ("Value", "integer"),
+                ("Global-Default", "boolean"),
+                ("Age", "string"),
+                ("Preemption-Policy", "string"),
+            ]),
             vec![
                 name,
                 json!(int(obj, &["value"])),
@@ -368,34 +370,33 @@ pub(crate) fn layout(
             ],
         ),
         ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => (
-            vec![column("Name", "string", 0), column("Created At", "date", 0)],
+            shown(&[("Name", "string"), ("Created At", "date")]),
             vec![
                 name,
                 json!(str_at(obj, &["metadata", "creationTimestamp"]).unwrap_or_default()),
             ],
         ),
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => (
-            vec![
-                column("Name", "string", 0),
-                column("Role", "string", 0),
-                column("Age", "string", 0),
-                column("Users", "string", 1),
-                column("Groups", "string", 1),
-                column("ServiceAccounts", "string", 1),
-            ],
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    str_at(obj, &["roleRef", "kind"]).unwrap_or_default(),
-                    str_at(obj, &["roleRef", "name"]).unwrap_or_default()
-                )),
-                created,
-                subjects(obj, "User"),
-                subjects(obj, "Group"),
-                subjects(obj, "ServiceAccount"),
-            ],
-        ),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            let mut columns = shown(&[("Name", "string"), ("Role", "string"), ("Age", "string")]);
+            for wide in ["Users", "Groups", "ServiceAccounts"] {
+                columns.push(column(wide, "string", 1));
+            }
+            (
+                columns,
+                vec![
+                    name,
+                    json!(format!(
+                        "{}/{}",
+                        str_at(obj, &["roleRef", "kind"]).unwrap_or_default(),
+                        str_at(obj, &["roleRef", "name"]).unwrap_or_default()
+                    )),
+                    created,
+                    subjects(obj, "User"),
+                    subjects(obj, "Group"),
+                    subjects(obj, "ServiceAccount"),
+                ],
+            )
+        }
         _ => return None,
     })
 }
