@@ -114,7 +114,7 @@ for v in "${versions[@]}"; do
   check "create secret" "secret/token created" -n "$ns" create secret generic token --from-literal=key=s3cret
   check "secret bytes" "czNjcmV0" -n "$ns" get secret token -o 'jsonpath={.data.key}'
   check "create serviceaccount" "serviceaccount/robot created" -n "$ns" create serviceaccount robot
-  check "create token (TokenRequest)" "harness-sa-" -n "$ns" create token robot --duration=20m
+  check "create token (TokenRequest: a signed JWT)" "eyJhbGciOiJFUzI1NiIs" -n "$ns" create token robot --duration=20m
   fails "a token shorter than 10 minutes" "less than 600 seconds" -n "$ns" create token robot --duration=1m
   check "create service" "service/web created" -n "$ns" create service clusterip web --tcp=80:8080
   check "service port" "8080" -n "$ns" get service web -o 'jsonpath={.spec.ports[0].targetPort}'

@@ -172,6 +172,12 @@ fn route(
                 .ok_or_else(not_found_path);
         }
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        [".well-known", "openid-configuration"] => {
+            return Ok(Route::Document(
+                super::service_account_jwt::openid_configuration(),
+            ));
+        }
+        ["openid", "v1", "jwks"] => return Ok(Route::Document(inner.token_signer.jwks())),
         ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs.served()))),
         ["openapi", "v2"] => return Ok(Route::OpenApiV2),
         ["openapi", "v3", "api", v] => {

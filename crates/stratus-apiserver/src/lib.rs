@@ -66,6 +66,7 @@ mod scale;
 mod schema;
 mod selectors;
 mod server;
+mod service_account_jwt;
 mod state;
 mod store;
 mod stream_translation;

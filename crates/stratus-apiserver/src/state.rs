@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     pub(crate) generate: Mutex<u64>,
     /// The harness's client identity towards kubelets.
     pub(crate) kubelet: super::kubelet::KubeletClient,
+    /// The key ServiceAccount tokens are signed with.
+    pub(crate) token_signer: super::service_account_jwt::Signer,
 }
 
 impl Inner {
@@ -61,6 +63,7 @@ impl Inner {
         let store = Store::new(defs.len(), settings.history);
         let defs = Registry::new(defs);
         let kubelet = super::kubelet::KubeletClient::new()?;
+        let token_signer = super::service_account_jwt::Signer::new()?;
         Ok(Arc::new(Self {
             defs,
             store,
@@ -73,6 +76,7 @@ impl Inner {
             closing: watch::channel(false).0,
             generate: Mutex::new(0x5eed),
             kubelet,
+            token_signer,
         }))
     }
 

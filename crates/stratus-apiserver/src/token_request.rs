@@ -1,5 +1,5 @@
-//! `POST .../serviceaccounts/<name>/token` (TokenRequest): a bearer token
-//! for the ServiceAccount, which authenticates as
+//! `POST .../serviceaccounts/<name>/token` (TokenRequest): a signed JWT
+//! for the ServiceAccount (see `service_account_jwt`), which authenticates as
 //! `system:serviceaccount:<namespace>:<name>` in TokenReviews and in the
 //! request log, until it expires.
 
@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::controls::ReviewUser;
 use super::error::{ApiError, Cause};
 use super::meta;
+use super::service_account_jwt::{ISSUER, claims};
 use super::state::{Inner, ResourceRequest, parse_object};
 use super::write::Answer;
 
@@ -48,8 +49,24 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
             }
         },
     };
-    let token = format!("harness-sa-{}", uuid::Uuid::new_v4().simple());
     let uid = meta::uid(&account.object).to_owned();
+    if request.pointer("/spec/audiences").is_none() {
+        request["spec"]["audiences"] = json!([ISSUER]);
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let claims = claims(
+        &namespace,
+        &name,
+        &uid,
+        &request["spec"]["audiences"],
+        request.pointer("/spec/boundObjectRef"),
+        now,
+        seconds as i64,
+    );
+    let token = inner
+        .token_signer
+        .sign(&claims)
+        .map_err(|e| ApiError::internal(format!("signing the token: {e}")))?;
     let user = ReviewUser {
         username: format!("system:serviceaccount:{namespace}:{name}"),
         uid,
@@ -67,9 +84,6 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
     request["metadata"]["namespace"] = json!(namespace);
     request["metadata"]["creationTimestamp"] = json!(meta::now());
     request["spec"]["expirationSeconds"] = json!(seconds);
-    if request.pointer("/spec/audiences").is_none() {
-        request["spec"]["audiences"] = json!(["https://kubernetes.default.svc"]);
-    }
     let expiration = meta::now_plus(seconds as i64);
     request["status"] = json!({"token": token, "expirationTimestamp": expiration});
     Ok((201, request))

@@ -435,3 +435,48 @@ async fn roles_and_bindings_cannot_grant_more_than_their_writer_holds() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn service_account_tokens_are_jwts_the_issuer_publishes_keys_for() {
+    use base64::Engine as _;
+    let server = ApiServer::builder().rbac().start().await.unwrap();
+    let token = robot_token(&server).await;
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(parts.len(), 3, "{token}");
+    let decode = |p: &str| -> serde_json::Value {
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let (header, claims) = (decode(parts[0]), decode(parts[1]));
+    assert_eq!(header["alg"], "ES256");
+    assert_eq!(claims["sub"], "system:serviceaccount:team:robot");
+    assert_eq!(
+        claims["iss"],
+        "https://kubernetes.default.svc.cluster.local"
+    );
+    assert_eq!(claims["kubernetes.io"]["namespace"], "team");
+    let admin = server.client();
+    let get = |path: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let text = admin
+                .request_text(http::Request::get(path).body(Vec::new()).unwrap())
+                .await
+                .unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        }
+    };
+    let jwks = get("/openid/v1/jwks").await;
+    assert_eq!(jwks["keys"][0]["kid"], header["kid"]);
+    assert_eq!(jwks["keys"][0]["crv"], "P-256");
+    let discovery = get("/.well-known/openid-configuration").await;
+    assert_eq!(discovery["issuer"], claims["iss"]);
+    // The token still authenticates its ServiceAccount.
+    let robot = client_with(&server, Some(&token));
+    let who = self_subject(&robot).await;
+    assert_eq!(who["username"], "system:serviceaccount:team:robot");
+}
