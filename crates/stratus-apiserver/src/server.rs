@@ -384,7 +384,7 @@ impl ApiServer {
     /// The PEM of the CA that signed the certificate the server presents to
     /// kubelets when it proxies `pods/log`, `exec`, `attach`,
     /// `portforward` and `nodes/proxy` (user
-    /// [`KUBELET_CLIENT_USER`], group `system:masters`). A kubelet API
+    /// [`KUBELET_CLIENT_USER`](crate::KUBELET_CLIENT_USER), group `system:masters`). A kubelet API
     /// trusts it as its client CA.
     pub fn kubelet_client_ca_pem(&self) -> &str {
         &self.inner.kubelet.ca_pem
