@@ -613,7 +613,15 @@ pub(crate) async fn admit(
         ..attrs(operation, Some(&proposed), current.as_ref())
     };
     let (mutated, mut warnings) = mutate(inner, &a, proposed.clone()).await?;
-    let (admitted, final_object) = if mutated == proposed {
+    // A generated name was chosen by the dry run: the create must keep the
+    // name the webhooks saw.
+    let generated = match &write {
+        Write::Create(body) => serde_json::from_slice::<Value>(body)
+            .ok()
+            .is_some_and(|b| super::meta::name(&b).is_empty()),
+        _ => false,
+    };
+    let (admitted, final_object) = if mutated == proposed && !generated {
         (Admitted::AsSent, mutated)
     } else if let Write::Create(_) = write {
         let mut body = mutated;

@@ -188,6 +188,24 @@ async fn validating_webhooks_allow_deny_and_warn() {
     );
     assert_eq!(code, 403);
 
+    // A generated name: the object is stored under the name the webhook saw.
+    let mut generated = cm("", json!({}));
+    generated.metadata.name = None;
+    generated.metadata.generate_name = Some("gen-".into());
+    let made = cms
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    let made_name = made.metadata.name.unwrap();
+    assert!(
+        hook.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == made_name.as_str() && r["operation"] == "CREATE"),
+        "the webhook saw {made_name}"
+    );
+
     let seen = hook.seen.lock().unwrap().clone();
     let create = &seen[0];
     assert_eq!(create["operation"], "CREATE");
