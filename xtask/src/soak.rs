@@ -320,7 +320,8 @@ where
 }
 
 /// `None` when `params` selects nothing in `api`, else how many `what` are
-/// left and one of their names.
+/// left and the first one's name, deletion time, finalizers and
+/// resourceVersion (what a stuck object's diagnosis starts from).
 async fn left<K>(
     api: &Api<K>,
     params: &ListParams,
@@ -331,12 +332,39 @@ where
 {
     let list = api.list(params).await?;
     Ok(list.items.first().map(|o| {
+        let m = o.meta();
         format!(
-            "{} {what} left, e.g. {}",
+            "{} {what} left, e.g. {} (deletionTimestamp {:?}, finalizers {:?}, resourceVersion {:?})",
             list.items.len(),
-            o.meta().name.as_deref().unwrap_or_default()
+            m.name.as_deref().unwrap_or_default(),
+            m.deletion_timestamp.as_ref().map(|t| t.0.to_string()),
+            m.finalizers.clone().unwrap_or_default(),
+            m.resource_version.as_deref().unwrap_or_default(),
         )
     }))
+}
+
+/// The request log's entries for the object named in a `left` report, as
+/// lines to print when the soak fails.
+fn requests_for(server: &ApiServer, report: &str) -> Vec<String> {
+    let Some(name) = report
+        .split("e.g. ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+    else {
+        return Vec::new();
+    };
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.name.as_deref() == Some(name))
+        .map(|r| {
+            format!(
+                "  {:?} {} {} {} ({})",
+                r.verb, r.resource, name, r.status, r.user_agent
+            )
+        })
+        .collect()
 }
 
 /// Processes whose working directory is under `dir`.
@@ -612,6 +640,13 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
         ("leaked load balancers", leaked),
     ] {
         if let Err(e) = result {
+            let history = requests_for(&server, &e);
+            if !history.is_empty() {
+                println!(
+                    "soak: the requests on what {what} names:\n{}",
+                    history.join("\n")
+                );
+            }
             failures.push(format!("{what}: {e}"));
         }
     }
