@@ -150,9 +150,22 @@ fn pod_cells(p: &Value) -> Vec<Value> {
     ]
 }
 
-fn service_cells(svc: &Value) -> Vec<Value> {
-    let ty = str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP");
-    let ingress: Vec<&str> = at(svc, &["status", "loadBalancer", "ingress"])
+/// A string map as kubectl prints it (`a=1,b=2`), empty for none.
+pub(crate) fn key_values(obj: &Value, path: &[&str]) -> String {
+    at(obj, path)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// The IPs (or hostnames) of a `status.loadBalancer.ingress`.
+pub(crate) fn load_balancer_addresses(obj: &Value) -> Vec<&str> {
+    at(obj, &["status", "loadBalancer", "ingress"])
         .and_then(Value::as_array)
         .map(|i| {
             i.iter()
@@ -163,7 +176,12 @@ fn service_cells(svc: &Value) -> Vec<Value> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn service_cells(svc: &Value) -> Vec<Value> {
+    let ty = str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP");
+    let ingress = load_balancer_addresses(svc);
     let external = if !ingress.is_empty() {
         ingress.join(",")
     } else if ty == "LoadBalancer" {
@@ -186,14 +204,7 @@ fn service_cells(svc: &Value) -> Vec<Value> {
                 .collect()
         })
         .unwrap_or_default();
-    let selector: Vec<String> = at(svc, &["spec", "selector"])
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let selector = key_values(svc, &["spec", "selector"]);
     vec![
         json!(super::meta::name(svc)),
         json!(ty),
@@ -208,7 +219,7 @@ fn service_cells(svc: &Value) -> Vec<Value> {
         json!(if selector.is_empty() {
             "<none>".to_owned()
         } else {
-            selector.join(",")
+            selector
         }),
     ]
 }

@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 
 use super::meta::{at, str_at};
-use super::table::column;
+use super::table::{column, load_balancer_addresses};
+use super::table_workloads::selector;
 
 fn columns(names: &[&str]) -> Vec<Value> {
     names.iter().map(|n| column(n, "string", 0)).collect()
@@ -59,19 +60,7 @@ fn ingress_hosts(obj: &Value) -> Value {
 }
 
 fn ingress_address(obj: &Value) -> Value {
-    let addrs: Vec<&str> = at(obj, &["status", "loadBalancer", "ingress"])
-        .and_then(Value::as_array)
-        .map(|i| {
-            i.iter()
-                .filter_map(|x| {
-                    x.get("ip")
-                        .or_else(|| x.get("hostname"))
-                        .and_then(Value::as_str)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    json!(addrs.join(","))
+    json!(load_balancer_addresses(obj).join(","))
 }
 
 /// The columns and cells of `kind` in `group`, or `None` for a kind this
@@ -109,28 +98,10 @@ pub(crate) fn layout(
                 created,
             ],
         ),
-        ("networking.k8s.io", "NetworkPolicy") => {
-            let selector: Vec<String> = at(obj, &["spec", "podSelector", "matchLabels"])
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (
-                columns(&["Name", "Pod-Selector", "Age"]),
-                vec![
-                    name,
-                    json!(if selector.is_empty() {
-                        "<none>".to_owned()
-                    } else {
-                        selector.join(",")
-                    }),
-                    created,
-                ],
-            )
-        }
+        ("networking.k8s.io", "NetworkPolicy") => (
+            columns(&["Name", "Pod-Selector", "Age"]),
+            vec![name, selector(obj, &["spec", "podSelector"]), created],
+        ),
         ("storage.k8s.io", "StorageClass") => {
             let default = at(
                 obj,

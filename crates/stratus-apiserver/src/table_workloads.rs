@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::meta::{at, str_at};
-use super::table::column;
+use super::table::{column, key_values};
 
 fn int(obj: &Value, path: &[&str]) -> i64 {
     at(obj, path).and_then(Value::as_i64).unwrap_or(0)
@@ -34,19 +34,16 @@ fn containers_and_images(obj: &Value, template: &[&str]) -> (Value, Value) {
 }
 
 /// A label selector as kubectl prints it (`app=web,tier in (a,b)`).
-fn selector(obj: &Value, path: &[&str]) -> Value {
+pub(crate) fn selector(obj: &Value, path: &[&str]) -> Value {
     let Some(sel) = at(obj, path) else {
         return json!("<none>");
     };
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let labels = key_values(sel, &["matchLabels"]);
+    let mut parts: Vec<String> = if labels.is_empty() {
+        Vec::new()
+    } else {
+        vec![labels]
+    };
     for e in sel
         .get("matchExpressions")
         .and_then(Value::as_array)
@@ -215,14 +212,7 @@ pub(crate) fn layout(
             None,
         ),
         ("apps", "DaemonSet") => {
-            let node_selector: Vec<String> = at(obj, &["spec", "template", "spec", "nodeSelector"])
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let node_selector = key_values(obj, &["spec", "template", "spec", "nodeSelector"]);
             with_template(
                 (
                     shown(&[
@@ -242,7 +232,7 @@ pub(crate) fn layout(
                         status("numberReady"),
                         status("updatedNumberScheduled"),
                         status("numberAvailable"),
-                        none_if_empty(node_selector.join(",")),
+                        none_if_empty(node_selector),
                         created,
                     ],
                 ),
