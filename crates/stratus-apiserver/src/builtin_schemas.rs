@@ -18,8 +18,9 @@ pub(crate) struct BuiltinSchemas {
     /// Every definition by its Kubernetes name
     /// (`io.k8s.api.apps.v1.Deployment`), refs in the v3 form.
     pub(crate) definitions: Map<String, Value>,
-    /// The definition name of each served kind, by (group, version, kind).
-    roots: HashMap<(&'static str, &'static str, &'static str), String>,
+    /// The definition name of each served kind: by kind, then group and
+    /// version.
+    roots: HashMap<&'static str, Vec<(&'static str, &'static str, String)>>,
 }
 
 macro_rules! kinds {
@@ -27,7 +28,7 @@ macro_rules! kinds {
         $(
             let schema = $gen.subschema_for::<$ty>();
             if let Some(name) = schema.get("$ref").and_then(Value::as_str) {
-                $roots.insert(($group, $version, $kind), name.trim_start_matches(V3_REF_PREFIX).to_owned());
+                $roots.entry($kind).or_insert_with(Vec::new).push(($group, $version, name.trim_start_matches(V3_REF_PREFIX).to_owned()));
             }
         )*
     };
@@ -91,7 +92,10 @@ fn build() -> BuiltinSchemas {
         "autoscaling" "v1" "Scale" => k8s_openapi::api::autoscaling::v1::Scale,
     );
     let mut definitions = generator.take_definitions(true);
-    for ((group, version, kind), name) in &roots {
+    for (kind, group, version, name) in roots
+        .iter()
+        .flat_map(|(kind, v)| v.iter().map(move |(g, ver, n)| (kind, g, ver, n)))
+    {
         if let Some(Value::Object(schema)) = definitions.get_mut(name) {
             schema.insert(
                 "x-kubernetes-group-version-kind".into(),
@@ -135,12 +139,14 @@ pub(crate) fn reference_of(schema: &Value) -> Option<&str> {
 }
 
 impl BuiltinSchemas {
-    /// The definition name of a served built-in kind.
+    /// The definition name of a served built-in kind (a hash lookup: this
+    /// runs on every write).
     pub(crate) fn root(&self, group: &str, version: &str, kind: &str) -> Option<&str> {
         self.roots
+            .get(kind)?
             .iter()
-            .find(|((g, v, k), _)| *g == group && *v == version && *k == kind)
-            .map(|(_, name)| name.as_str())
+            .find(|(g, v, _)| *g == group && *v == version)
+            .map(|(_, _, name)| name.as_str())
     }
 
     /// The schema `schema` refers to, or itself.
