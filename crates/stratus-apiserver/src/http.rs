@@ -613,11 +613,31 @@ fn authenticate_and_authorize(
 /// sends them (client-go and kubectl print them).
 fn add_warnings(resp: &mut Response<Body>, warnings: Vec<String>) {
     for text in warnings {
-        let value = format!("299 - {}", serde_json::Value::String(text));
-        if let Ok(v) = HeaderValue::from_str(&value) {
+        if let Ok(v) = HeaderValue::from_str(&warning_value(&text)) {
             resp.headers_mut().append(header::WARNING, v);
         }
     }
+}
+
+/// `299 - "text"`, quoted with characters a header cannot carry (control
+/// and non-ASCII ones) escaped as `\uXXXX`, so every warning is sent.
+fn warning_value(text: &str) -> String {
+    let mut quoted = String::from("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            ' '..='~' => quoted.push(c),
+            other => {
+                let mut units = [0u16; 2];
+                for unit in other.encode_utf16(&mut units) {
+                    quoted.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 pub(crate) async fn handle(
@@ -766,4 +786,20 @@ pub(crate) async fn handle(
         answered_at,
     });
     response
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use super::warning_value;
+
+    #[test]
+    fn warnings_are_quoted_and_escaped_into_a_valid_header() {
+        assert_eq!(
+            warning_value(r#"unknown field "a""#),
+            r#"299 - "unknown field \"a\"""#
+        );
+        let v = warning_value("caf\u{e9}\n");
+        assert_eq!(v, r#"299 - "caf\u00e9\u000a""#);
+        assert!(http::HeaderValue::from_str(&v).is_ok());
+    }
 }
