@@ -2,6 +2,8 @@
 //!
 //! - `ci`: formatting, lints, tests and docs, as CI runs them.
 //! - `apiserver`: the harness's in-memory API server in the foreground.
+//! - `cluster`: a real control plane (etcd, kube-apiserver,
+//!   kube-controller-manager, kube-scheduler) built from Go modules.
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `e2e`: the end-to-end checks against a cluster (a kubeconfig).
 //! - `fuzz`: the parsers of network and user input, fed mutated inputs.
@@ -20,6 +22,8 @@ mod bench_kubelet_api;
 mod bench_offload;
 mod bench_process;
 mod ci;
+mod cluster;
+mod cluster_pki;
 mod demo;
 mod demo_offload;
 mod demo_process;
@@ -48,6 +52,8 @@ tasks:
   ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
               and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
+  cluster     a real control plane built from tools/kubernetes/go.mod: build | up [--kubeconfig FILE] | down | status
+              | stop|start|restart COMPONENT
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
   e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
@@ -111,6 +117,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(&args[1..]),
         Some("apiserver") => parse_and_run(&args, apiserver::run),
         Some("bench") => bench::run(&args[1..]),
+        Some("cluster") => parse_and_run(&args, cluster::run),
         Some("demo") => parse_and_run(&args, demo::run),
         Some("e2e") => parse_and_run(&args, e2e::run),
         Some("fuzz") => fuzz::run(&args[1..]),
