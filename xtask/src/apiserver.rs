@@ -210,7 +210,13 @@ async fn start_offload_node(
         .write_kubeconfig(kubeconfig)
         .map_err(|e| format!("the remote kubeconfig: {e}"))?;
     let root = start_process_node(remote.server(), REMOTE_NODE, false, stopped.clone()).await?;
-    let node = crate::demo_offload::offload_node(server, name, remote.client(), "remote-").await?;
+    let node = crate::demo_offload::offload_node(
+        &stratus_testing::kubelet_api::KubeletApiSite::harness(server),
+        name,
+        remote.client(),
+        "remote-",
+    )
+    .await?;
     tokio::spawn(node.run(stopped));
     println!(
         "offload node {name}: its pods run in the remote cluster at {} (kubeconfig {}) on {REMOTE_NODE}",

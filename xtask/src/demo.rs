@@ -1,13 +1,21 @@
-//! `cargo xtask demo`: a cluster on the embedded in-process API server.
+//! `cargo xtask demo`: a cluster on the embedded in-process API server, or
+//! with `--control-plane real` on the real control plane of `cargo xtask
+//! cluster` (kube-apiserver, etcd, kube-controller-manager and
+//! kube-scheduler built from their Go modules).
 //!
-//! Starts the harness API server, simulated kubelets that register nodes
+//! Starts the harness API server (or uses the real one), simulated kubelets that register nodes
 //! with the external-cloud-provider taint and keep them Ready, the
 //! cloud-node controller with FakeCloud as the provider (it initializes the
 //! nodes: provider ID, instance-type / zone / region labels, addresses, taint
 //! removed), and LoadBalancer Services with the service controller
 //! provisioning their load balancers in FakeCloud, and a virtual node
 //! (`vk-demo`, MockPodProvider) running pods the scheduler binds to it;
-//! shows progress and a summary.
+//! shows progress and a summary. On the real control plane the manager runs
+//! as its ServiceAccount under `docs/deploy/rbac.yaml` (with
+//! `--use-service-account-credentials`), the real scheduler binds the pods,
+//! the kubelet APIs listen on the cluster's node address (kube-apiserver
+//! does not proxy to loopback), and the summary counts the manager's
+//! forbidden requests in the audit log.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -21,7 +29,12 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
 use stratus_kubelet::node::NodeConfig;
-use stratus_testing::{FakeCloud, FakeInstance, MockPodProvider, NodeSpec, TestCluster};
+use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
+use stratus_testing::{
+    FakeCloud, FakeInstance, MockPodProvider, NodeSpec, SimulatedKubelet, TestCluster,
+};
+
+use crate::cluster;
 
 /// The manager's flags, parsed as its command line would be.
 #[derive(Parser)]
@@ -56,6 +69,150 @@ pub(crate) struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// The API server: `embedded` (the harness, in-process) or `real` (the
+    /// control plane of `cargo xtask cluster`: the running one, or one
+    /// started for the demo and stopped after it).
+    #[arg(long, value_enum, default_value = "embedded")]
+    control_plane: ControlPlane,
+}
+
+/// Which API server the demo runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ControlPlane {
+    /// The harness API server, in this process.
+    Embedded,
+    /// kube-apiserver and the rest, built from their Go modules.
+    Real,
+}
+
+/// The demo's API server and what runs beside it.
+enum Home {
+    /// The harness, with its scheduler.
+    Embedded(TestCluster),
+    /// The real control plane; `started` when the demo brought it up (and
+    /// so takes it down).
+    Real {
+        state: cluster::State,
+        started: bool,
+    },
+}
+
+/// The manager's user agent (the audit log is searched for it).
+const MANAGER_AGENT: &str = "cloud-controller-manager";
+
+impl Home {
+    async fn start(args: &Args) -> Result<Self, crate::bench::BoxError> {
+        match args.control_plane {
+            ControlPlane::Embedded => {
+                let mut cluster = TestCluster::start().await?;
+                cluster.start_scheduler();
+                cluster.server().write_kubeconfig(&args.kubeconfig)?;
+                Ok(Self::Embedded(cluster))
+            }
+            ControlPlane::Real => {
+                let started = cluster::State::load().is_none();
+                let state = cluster::up(Some(cluster::DEFAULT_NODE_ADDRESS)).await?;
+                let home = Self::Real { state, started };
+                let Self::Real { state, .. } = &home else {
+                    unreachable!("just built")
+                };
+                if state.node_address.is_none() {
+                    return Err("the cluster has no node address for kubelet APIs (see `cargo xtask cluster up --node-address`)".into());
+                }
+                std::fs::copy(&state.kubeconfig, &args.kubeconfig)?;
+                Ok(home)
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Self::Embedded(c) => c.server().url().to_owned(),
+            Self::Real { state, .. } => state.server.clone(),
+        }
+    }
+
+    async fn client(&self) -> Result<kube::Client, crate::bench::BoxError> {
+        match self {
+            Self::Embedded(c) => Ok(c.client()),
+            Self::Real { state, .. } => state.client().await,
+        }
+    }
+
+    /// Where the virtual nodes serve their kubelet APIs.
+    async fn site(&self) -> Result<KubeletApiSite, crate::bench::BoxError> {
+        match self {
+            Self::Embedded(c) => Ok(KubeletApiSite::harness(c.server())),
+            Self::Real { state, .. } => Ok(KubeletApiSite {
+                client: state.client().await?,
+                kubelet_client_ca_pem: std::fs::read_to_string(&state.ca)?,
+                address: state
+                    .node_address
+                    .as_deref()
+                    .unwrap_or(cluster::DEFAULT_NODE_ADDRESS)
+                    .parse()?,
+            }),
+        }
+    }
+
+    /// The manager's flags beyond the demo's own: on the real control
+    /// plane, its ServiceAccount's kubeconfig (after applying the shipped
+    /// RBAC) and per-controller credentials, as deployed.
+    async fn manager_flags(&self) -> Result<Vec<String>, crate::bench::BoxError> {
+        let Self::Real { state, .. } = self else {
+            return Ok(Vec::new());
+        };
+        let rbac = crate::generated::root().join("docs/deploy/rbac.yaml");
+        cluster::apply_manifest(&state.client().await?, &rbac, "stratus-demo").await?;
+        let kubeconfig = cluster::cluster_dir().join("cloud-controller-manager.kubeconfig");
+        cluster::service_account_kubeconfig(
+            state,
+            "kube-system",
+            "cloud-controller-manager",
+            &kubeconfig,
+        )
+        .await?;
+        Ok(vec![
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--use-service-account-credentials".into(),
+        ])
+    }
+
+    /// Pods can be created in `namespace` (the real controller manager
+    /// makes its `default` ServiceAccount and root CA ConfigMap first).
+    async fn namespace_ready(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+    ) -> Result<(), crate::bench::BoxError> {
+        if let Self::Real { .. } = self {
+            cluster::wait_for_default_service_account(client, namespace, Duration::from_secs(60))
+                .await?;
+            cluster::wait_for_config_map(
+                client,
+                namespace,
+                "kube-root-ca.crt",
+                Duration::from_secs(60),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The audit log's verdict on the manager (real control plane only).
+    fn manager_audit(&self) -> Option<Result<cluster::AuditCount, crate::bench::BoxError>> {
+        match self {
+            Self::Embedded(_) => None,
+            Self::Real { state, .. } => Some(cluster::audit_count(state, MANAGER_AGENT)),
+        }
+    }
+
+    /// Stop what the demo started.
+    fn stop(self) {
+        if let Self::Real { started: true, .. } = self {
+            cluster::down();
+        }
+    }
 }
 
 fn bar(done: usize, total: usize) -> String {
@@ -203,13 +360,6 @@ fn render(p: &Progress, args: &Args) -> Vec<String> {
 
 pub(crate) async fn run(args: Args) -> ExitCode {
     let started = Instant::now();
-    let mut cluster = match TestCluster::start().await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: could not start the API server: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     if let Some(parent) = args
         .kubeconfig
         .parent()
@@ -217,21 +367,41 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     {
         let _ = std::fs::create_dir_all(parent);
     }
-    if let Err(e) = cluster.server().write_kubeconfig(&args.kubeconfig) {
-        eprintln!("error: {e}");
-        return ExitCode::FAILURE;
+    let home = match Home::start(&args).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: could not start the API server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = demo(&args, &home, started).await;
+    home.stop();
+    code
+}
+
+async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
+    let (client, site, manager_flags) =
+        match tokio::try_join!(home.client(), home.site(), home.manager_flags()) {
+            Ok(all) => all,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+    match args.control_plane {
+        ControlPlane::Embedded => {
+            println!("Stratus demo: in-process API server at {}", home.url())
+        }
+        ControlPlane::Real => println!(
+            "Stratus demo: real control plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler) at {}",
+            home.url()
+        ),
     }
-    println!(
-        "Stratus demo: in-process API server at {}",
-        cluster.server().url()
-    );
     println!(
         "kubeconfig: {} (kubectl --kubeconfig {} get nodes -o wide)",
         args.kubeconfig.display(),
         args.kubeconfig.display()
     );
-    let client = cluster.client();
-    cluster.start_scheduler();
 
     let mut kubelets = Vec::with_capacity(args.nodes);
     for i in 0..args.nodes {
@@ -240,7 +410,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             .with_heartbeat(Duration::from_secs(2));
         spec.provided_node_ip = true;
         spec.labels.insert("stratus.dev/demo".into(), "true".into());
-        match cluster.add_node(spec).await {
+        match SimulatedKubelet::start(client.clone(), spec).await {
             Ok(k) => kubelets.push(k),
             Err(e) => {
                 eprintln!("error: could not register demo-node-{i}: {e}");
@@ -264,20 +434,28 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let controllers_stopped_vk = controllers_stopped.clone();
     let controllers_stopped_process = controllers_stopped.clone();
     let controllers_stopped_offload = controllers_stopped.clone();
-    let flags = match ManagerFlags::try_parse_from([
-        "cloud-controller-manager",
-        "--cloud-provider=fake",
-        "--cluster-cidr=10.244.0.0/16",
-        "--allocate-node-cidrs",
-    ]) {
+    let flags = match ManagerFlags::try_parse_from(
+        [
+            "cloud-controller-manager",
+            "--cloud-provider=fake",
+            "--cluster-cidr=10.244.0.0/16",
+            "--allocate-node-cidrs",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain(manager_flags),
+    ) {
         Ok(f) => f.options,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let manager = CloudControllerManager::new(flags)
-        .with_client(client.clone())
+    let mut manager = CloudControllerManager::new(flags);
+    if args.control_plane == ControlPlane::Embedded {
+        manager = manager.with_client(client.clone());
+    }
+    let manager = manager
         .with_provider(std::sync::Arc::new(cloud.clone()))
         .with_admin_addr(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .with_identity("stratus-demo")
@@ -299,6 +477,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         eprintln!("error: could not create the demo namespace: {e}");
         return ExitCode::FAILURE;
     }
+    if let Err(e) = home.namespace_ready(&client, "demo").await {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     // A virtual node (MockPodProvider) and pods the scheduler binds to it:
     // they select it and tolerate its provider taint.
     let pod_provider = MockPodProvider::new().with_node_name(VIRTUAL_NODE);
@@ -307,25 +489,21 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         "node.kubernetes.io/exclude-from-external-load-balancers".into(),
         "true".into(),
     );
-    let virtual_node = match stratus_testing::kubelet_api::virtual_node_with_api(
-        cluster.server(),
-        vk,
-        std::sync::Arc::new(pod_provider.clone()),
-    )
-    .await
-    {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let virtual_node =
+        match virtual_node_builder_at(&site, vk, std::sync::Arc::new(pod_provider.clone()))
+            .await
+            .and_then(|b| Ok(b.build()?))
+        {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     let virtual_node = tokio::spawn(virtual_node.run(controllers_stopped_vk));
     // A second virtual node whose pods are real processes.
     let process_demo =
-        match crate::demo_process::start(cluster.server(), "demo", controllers_stopped_process)
-            .await
-        {
+        match crate::demo_process::start(&site, "demo", controllers_stopped_process).await {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -334,7 +512,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         };
     // A third, whose pods run in another cluster (a second API server).
     let offload_demo = match crate::demo_offload::start(
-        cluster.server(),
+        &site,
         "demo",
         args.offloaded,
         controllers_stopped_offload,
@@ -400,7 +578,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let lines = render(&p, &args);
+        let lines = render(&p, args);
         if tty {
             if printed > 0 {
                 print!("\x1b[{printed}A");
@@ -537,8 +715,26 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             false
         }
     };
+    let audit_ok = match home.manager_audit() {
+        None => true,
+        Some(Ok(count)) => {
+            println!(
+                "  the manager under docs/deploy/rbac.yaml: {} requests, {} forbidden (audit log)",
+                count.requests,
+                count.forbidden.len()
+            );
+            for f in &count.forbidden {
+                eprintln!("error: forbidden: {f}");
+            }
+            count.requests > 0 && count.forbidden.is_empty()
+        }
+        Some(Err(e)) => {
+            eprintln!("error: the audit log: {e}");
+            false
+        }
+    };
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
-    if !converged || !kubelet_api_ok || !process_ok || !offload_ok {
+    if !converged || !kubelet_api_ok || !process_ok || !offload_ok || !audit_ok {
         process_demo.delete_pod(&pods).await;
         offload_demo.delete_pods(&pods).await;
         eprintln!(

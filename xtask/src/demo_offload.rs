@@ -18,7 +18,8 @@ use stratus_provider_kubernetes::naming::NODE_LABEL;
 use stratus_provider_kubernetes::{
     KubernetesProvider, NamespaceMapping, OffloadConfig, PROVIDER_NAME, RemoteNode,
 };
-use stratus_testing::{ApiServer, MockPodProvider, TestCluster};
+use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
+use stratus_testing::{MockPodProvider, TestCluster};
 use tokio::sync::watch;
 
 /// The offload node's name.
@@ -43,11 +44,11 @@ pub(crate) struct OffloadDemo {
     pods: Vec<String>,
 }
 
-/// Offload node `name` on `home` (its kubelet API served) for the cluster
+/// Offload node `name` at `home` (its kubelet API served) for the cluster
 /// `remote` talks to, remote namespaces prefixed `prefix`, the remote
 /// capacity as its node provider: built, not yet running.
 pub(crate) async fn offload_node(
-    home: &ApiServer,
+    home: &KubeletApiSite,
     name: &str,
     remote: kube::Client,
     prefix: &str,
@@ -57,8 +58,10 @@ pub(crate) async fn offload_node(
         capacity_refresh_seconds: 5,
         ..OffloadConfig::default()
     };
-    let resources: Arc<dyn PodResources> =
-        Arc::new(ApiResources::new(home.client(), Duration::from_secs(60)));
+    let resources: Arc<dyn PodResources> = Arc::new(ApiResources::new(
+        home.client.clone(),
+        Duration::from_secs(60),
+    ));
     let provider = KubernetesProvider::builder(remote.clone(), name)
         .config(config.clone())
         .host_ip("127.0.0.1")
@@ -72,7 +75,7 @@ pub(crate) async fn offload_node(
         "node.kubernetes.io/exclude-from-external-load-balancers".into(),
         "true".into(),
     );
-    stratus_testing::kubelet_api::virtual_node_builder_with_api(
+    virtual_node_builder_at(
         home,
         node_config,
         Arc::new(provider) as Arc<dyn PodLifecycleHandler>,
@@ -88,7 +91,7 @@ pub(crate) async fn offload_node(
 /// Start the remote cluster, `vk-offload` on `home`, and `count` pods in
 /// `namespace` that the scheduler binds to it.
 pub(crate) async fn start(
-    home: &ApiServer,
+    home: &KubeletApiSite,
     namespace: &str,
     count: usize,
     stopped: watch::Receiver<bool>,
@@ -113,7 +116,7 @@ pub(crate) async fn start(
     let vk = offload_node(home, OFFLOAD_NODE, remote.client(), PREFIX).await?;
     let task = tokio::spawn(vk.run(stopped));
 
-    let maps: Api<ConfigMap> = Api::namespaced(home.client(), namespace);
+    let maps: Api<ConfigMap> = Api::namespaced(home.client.clone(), namespace);
     let settings: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "offload-settings"},
         "data": {"GREETING": GREETING},
@@ -122,7 +125,7 @@ pub(crate) async fn start(
     maps.create(&PostParams::default(), &settings)
         .await
         .map_err(|e| format!("creating offload-settings: {e}"))?;
-    let pods_api: Api<Pod> = Api::namespaced(home.client(), namespace);
+    let pods_api: Api<Pod> = Api::namespaced(home.client.clone(), namespace);
     let mut pods = Vec::with_capacity(count);
     for i in 0..count {
         let name = format!("burst-{i}");

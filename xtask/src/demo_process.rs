@@ -9,8 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use stratus_kubelet::node::NodeConfig;
+use stratus_kubelet::resources::ApiResources;
 use stratus_provider_process::{ProcessConfig, ProcessProvider};
-use stratus_testing::ApiServer;
+use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -29,9 +30,9 @@ pub(crate) struct ProcessDemo {
     root: std::path::PathBuf,
 }
 
-/// Start `vk-process` on `server` and create its pod in `namespace`.
+/// Start `vk-process` at `site` and create its pod in `namespace`.
 pub(crate) async fn start(
-    server: &ApiServer,
+    site: &KubeletApiSite,
     namespace: &str,
     stopped: watch::Receiver<bool>,
 ) -> Result<ProcessDemo, String> {
@@ -41,15 +42,27 @@ pub(crate) async fn start(
         .images
         .insert("python".into(), vec!["python3".into()]);
     let capacity = config.host_capacity();
-    let provider = Arc::new(ProcessProvider::new(config).with_node_name(PROCESS_NODE));
+    // The node's ConfigMaps and Secrets (pods on a real control plane
+    // mount the `kube-root-ca.crt` ConfigMap through their
+    // ServiceAccount's projected volume).
+    let resources: Arc<dyn stratus_pod::PodResources> = Arc::new(ApiResources::new(
+        site.client.clone(),
+        Duration::from_secs(60),
+    ));
+    let provider = Arc::new(
+        ProcessProvider::new(config)
+            .with_node_name(PROCESS_NODE)
+            .with_resources(resources.clone()),
+    );
     let mut node_config = NodeConfig::new(PROCESS_NODE, stratus_provider_process::PROVIDER_NAME);
     node_config.capacity = capacity;
     node_config.labels.insert(
         "node.kubernetes.io/exclude-from-external-load-balancers".into(),
         "true".into(),
     );
-    let node = stratus_testing::kubelet_api::virtual_node_with_api(server, node_config, provider)
+    let node = virtual_node_builder_at(site, node_config, provider)
         .await
+        .and_then(|b| Ok(b.resources(resources).build()?))
         .map_err(|e| format!("the process node: {e}"))?;
     let task = tokio::spawn(node.run(stopped));
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -68,7 +81,7 @@ pub(crate) async fn start(
         },
     }))
     .map_err(|e| e.to_string())?;
-    Api::<Pod>::namespaced(server.client(), namespace)
+    Api::<Pod>::namespaced(site.client.clone(), namespace)
         .create(&PostParams::default(), &pod)
         .await
         .map_err(|e| format!("creating {PROCESS_POD}: {e}"))?;

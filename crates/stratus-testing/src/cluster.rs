@@ -181,6 +181,20 @@ impl std::fmt::Debug for SimulatedKubelet {
 }
 
 impl SimulatedKubelet {
+    /// Register a Node as a kubelet does through `client` (any API server)
+    /// and keep heartbeating it (Lease in `kube-node-lease`, Ready
+    /// condition) until the returned handle is dropped or stopped.
+    /// Re-registers the Node if it is deleted.
+    pub async fn start(client: kube::Client, spec: NodeSpec) -> Result<Self, kube::Error> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let node: Node = serde_json::from_value(spec.node()).map_err(kube::Error::SerdeError)?;
+        nodes.create(&PostParams::default(), &node).await?;
+        let ready = Arc::new(AtomicBool::new(true));
+        let name = spec.name.clone();
+        let task = tokio::spawn(heartbeat(client, spec, ready.clone()));
+        Ok(Self { name, ready, task })
+    }
+
     /// The node name.
     pub fn name(&self) -> &str {
         &self.name
@@ -307,14 +321,7 @@ impl TestCluster {
     /// `kube-node-lease`, Ready condition) until the returned handle is
     /// dropped or stopped. Re-registers the Node if it is deleted.
     pub async fn add_node(&self, spec: NodeSpec) -> Result<SimulatedKubelet, kube::Error> {
-        let client = self.server.client();
-        let nodes: Api<Node> = Api::all(client.clone());
-        let node: Node = serde_json::from_value(spec.node()).map_err(kube::Error::SerdeError)?;
-        nodes.create(&PostParams::default(), &node).await?;
-        let ready = Arc::new(AtomicBool::new(true));
-        let name = spec.name.clone();
-        let task = tokio::spawn(heartbeat(client, spec, ready.clone()));
-        Ok(SimulatedKubelet { name, ready, task })
+        SimulatedKubelet::start(self.server.client(), spec).await
     }
 
     /// Start a scheduler that binds every unbound pod (of the default
