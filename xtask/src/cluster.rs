@@ -933,10 +933,15 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
         count.requests += 1;
         if event["responseStatus"]["code"].as_u64() == Some(403) {
             count.forbidden.push(format!(
-                "{} {}: {}",
+                "{} {} {}: {} ({})",
+                event["requestReceivedTimestamp"].as_str().unwrap_or_default(),
                 event["verb"].as_str().unwrap_or_default(),
                 event["requestURI"].as_str().unwrap_or_default(),
-                event["user"]["username"].as_str().unwrap_or_default()
+                event["user"]["username"].as_str().unwrap_or_default(),
+                event["responseStatus"]["message"]
+                    .as_str()
+                    .or(event["annotations"]["authorization.k8s.io/reason"].as_str())
+                    .unwrap_or_default()
             ));
         }
     }
@@ -975,6 +980,13 @@ enum Sub {
     Start { component: String },
     /// Stop and start one component.
     Restart { component: String },
+    /// Count the audit log's requests whose user agent starts with
+    /// `--user-agent`; fails if any was forbidden (403).
+    Audit {
+        /// The user agent's prefix.
+        #[arg(long, default_value = "cloud-controller-manager")]
+        user_agent: String,
+    },
 }
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
@@ -1058,6 +1070,29 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
+            }
+        }
+        Sub::Audit { user_agent } => {
+            let Some(state) = State::load() else {
+                return fail("no cluster is up");
+            };
+            match audit_count(&state, &user_agent) {
+                Ok(count) => {
+                    for f in &count.forbidden {
+                        println!("forbidden: {f}");
+                    }
+                    println!(
+                        "audit: {} requests by {user_agent}*, {} forbidden",
+                        count.requests,
+                        count.forbidden.len()
+                    );
+                    if count.forbidden.is_empty() && count.requests > 0 {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => fail(e),
             }
         }
         Sub::Stop { component } => match stop_component(&component) {

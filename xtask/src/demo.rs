@@ -440,6 +440,10 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
             "--cloud-provider=fake",
             "--cluster-cidr=10.244.0.0/16",
             "--allocate-node-cidrs",
+            // No supervisor restarts the demo's in-process manager after a
+            // lost Lease (an API server restart), so it campaigns again
+            // instead of exiting as Go's does.
+            "--leader-elect-recampaign",
         ]
         .into_iter()
         .map(String::from)

@@ -41,6 +41,11 @@ pub(crate) async fn start(
     config
         .images
         .insert("python".into(), vec!["python3".into()]);
+    // As `cargo xtask apiserver --process-node`: busybox commands run
+    // through the host's shell (the kubectl checks use them).
+    config
+        .images
+        .insert("busybox".into(), vec!["sh".into(), "-c".into()]);
     let capacity = config.host_capacity();
     // The node's ConfigMaps and Secrets (pods on a real control plane
     // mount the `kube-root-ca.crt` ConfigMap through their

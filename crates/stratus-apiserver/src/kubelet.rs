@@ -205,12 +205,31 @@ fn locate(
                     format!("/{prefix}/{ns}/{pod_name}/{container}")
                 }
             };
+            let streams = matches!(sub.as_str(), "exec" | "attach");
             let kept: Vec<String> = parsed
                 .iter()
                 .filter(|(k, _)| k != "container" && k != "insecureSkipTLSVerifyBackend")
-                .map(|(k, v)| {
+                .filter_map(|(k, v)| {
+                    // kube-apiserver sends a kubelet the streams it asked
+                    // for as `input=1`, `output=1`, `error=1`, `tty=1`
+                    // (`api.ExecStdinParam`, ...) and leaves out the rest.
+                    let stream = match k.as_str() {
+                        "stdin" | "input" => Some("input"),
+                        "stdout" | "output" => Some("output"),
+                        "stderr" | "error" => Some("error"),
+                        "tty" => Some("tty"),
+                        _ => None,
+                    };
+                    if let (true, Some(name)) = (streams, stream) {
+                        return match v.as_str() {
+                            "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(format!("{name}=1")),
+                            "0" | "f" | "F" | "false" | "FALSE" | "False" | "" => None,
+                            // Not a boolean: the kubelet says so.
+                            other => Some(format!("{name}={}", encode(other))),
+                        };
+                    }
                     let k = if k == "ports" { "port" } else { k.as_str() };
-                    format!("{}={}", encode(k), encode(v))
+                    Some(format!("{}={}", encode(k), encode(v)))
                 })
                 .collect();
             let uri = if kept.is_empty() {

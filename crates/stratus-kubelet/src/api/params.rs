@@ -155,14 +155,19 @@ pub struct StreamOptions {
 }
 
 /// The stream options of an exec (`exec = true`) or attach request:
-/// `stdin`, `stdout`, `stderr`, `tty` (each `1` or `true`) and, for exec,
-/// one or more `command`. At least one stream is required; with a TTY,
-/// standard error is merged into standard output and not requested
+/// `input`, `output`, `error` — the names kube-apiserver sends a kubelet
+/// (`input=1&output=1&error=1`) — or the client-side names `stdin`,
+/// `stdout`, `stderr` (either spelling, each `1` or `true`), `tty` and, for
+/// exec, one or more `command`. At least one stream is required; with a
+/// TTY, standard error is merged into standard output and not requested
 /// separately (the kubelet drops it the same way).
 ///
 /// ```
 /// use stratus_kubelet::api::{Query, stream_options};
 ///
+/// // As kube-apiserver forwards `kubectl exec -it`.
+/// let o = stream_options(&Query::parse(Some("command=sh&input=1&output=1&tty=1&error=1")), true).unwrap();
+/// assert!(o.tty && o.stdin && o.stdout && !o.stderr);
 /// let o = stream_options(&Query::parse(Some("command=sh&stdin=1&stdout=1&tty=1&stderr=1")), true).unwrap();
 /// assert_eq!(o.command, ["sh"]);
 /// assert!(o.tty && o.stdin && o.stdout && !o.stderr);
@@ -170,17 +175,20 @@ pub struct StreamOptions {
 /// assert!(stream_options(&Query::parse(Some("stdout=1")), true).is_err()); // no command
 /// ```
 pub fn stream_options(query: &Query, exec: bool) -> Result<StreamOptions, ParamError> {
-    let flag = |key: &str| query.flag(key);
+    // kube-apiserver's names (`api.ExecStdinParam` ...), then the clients'.
+    let flag = |kubelet: &str, client: &str| {
+        Ok::<_, ParamError>(query.flag(kubelet)? || query.flag(client)?)
+    };
     let mut options = StreamOptions {
         command: query
             .all("command")
             .into_iter()
             .map(str::to_owned)
             .collect(),
-        stdin: flag("stdin")?,
-        stdout: flag("stdout")?,
-        stderr: flag("stderr")?,
-        tty: flag("tty")?,
+        stdin: flag("input", "stdin")?,
+        stdout: flag("output", "stdout")?,
+        stderr: flag("error", "stderr")?,
+        tty: query.flag("tty")?,
     };
     if exec && options.command.is_empty() {
         return Err(ParamError("you must specify at least one command".into()));
