@@ -181,18 +181,36 @@ check("the status subresource", status.get("status") == {"ready": True}, str(sta
 listed = custom.list_namespaced_custom_object("example.com", "v1", ns, "gadgets")
 check("list custom objects", [g["metadata"]["name"] for g in listed["items"]] == ["g1"])
 extensions.delete_custom_resource_definition("gadgets.example.com")
-try:
-    custom.get_namespaced_custom_object("example.com", "v1", ns, "gadgets", "g1")
-    check("deleting the CRD deletes its objects", False)
-except ApiException as e:
-    check("deleting the CRD deletes its objects", e.status == 404, str(e.status))
+# kube-apiserver removes the objects after the CRD's finalizer runs (the
+# harness at once): wait up to 30 s.
+gone = None
+for _ in range(300):
+    try:
+        custom.get_namespaced_custom_object("example.com", "v1", ns, "gadgets", "g1")
+    except ApiException as e:
+        gone = e.status
+        if e.status == 404:
+            break
+    time.sleep(0.1)
+check("deleting the CRD deletes its objects", gone == 404, str(gone))
 
 core.delete_namespace(ns)
+# The namespace controller empties it (kube-controller-manager; the harness
+# at once): wait up to 30 s.
+gone = False
+for _ in range(300):
+    try:
+        core.read_namespace(ns)
+    except ApiException as e:
+        gone = e.status == 404
+        if gone:
+            break
+    time.sleep(0.1)
+check("delete the namespace with its contents", gone)
 try:
     core.read_namespaced_config_map("settings", ns)
-    gone = False
+    check("its ConfigMap went with it", False)
 except ApiException as e:
-    gone = e.status == 404
-check("delete the namespace with its contents", gone)
+    check("its ConfigMap went with it", e.status == 404, str(e.status))
 
 print(f"python-client: {passed} passed, 0 failed")

@@ -4,8 +4,17 @@
 # to a temporary directory removed at exit (the server is stopped then too; a
 # `work` the caller made first is used), and waits until the server answers
 # /readyz; it exits with the server's log if it never does.
+#
+# With STRATUS_CONTROL_PLANE=real the scripts run against the real control
+# plane instead (`cargo xtask cluster up` first): KUBECONFIG is a copy of its
+# administrator's kubeconfig, `real` is set, ARGS are ignored (it always runs
+# RBAC over TLS) and nothing is stopped at exit.
 
 start_harness_server() {
+  if [ "${STRATUS_CONTROL_PLANE:-embedded}" = real ]; then
+    use_real_control_plane
+    return
+  fi
   # A caller may make the directory first (to name files in it in ARGS).
   work=${work:-$(mktemp -d)}
   # `port` stays set: scripts check the address with it.
@@ -31,4 +40,16 @@ stop_harness_server() {
   kill "$harness_server" 2>/dev/null || true
   wait "$harness_server" 2>/dev/null || true
   rm -rf "$work"
+}
+
+use_real_control_plane() {
+  work=${work:-$(mktemp -d)}
+  real=1
+  export KUBECONFIG="$work/kubeconfig"
+  cp "${CARGO_TARGET_DIR:-target}/kubernetes/cluster/admin.kubeconfig" "$KUBECONFIG" || {
+    echo "no real control plane is up: run cargo xtask cluster up first" >&2
+    exit 1
+  }
+  trap 'rm -rf "$work"' EXIT
+  kubectl get --raw /readyz >/dev/null || { echo "the real control plane is not ready" >&2; exit 1; }
 }

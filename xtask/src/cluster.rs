@@ -934,7 +934,9 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
         if event["responseStatus"]["code"].as_u64() == Some(403) {
             count.forbidden.push(format!(
                 "{} {} {}: {} ({})",
-                event["requestReceivedTimestamp"].as_str().unwrap_or_default(),
+                event["requestReceivedTimestamp"]
+                    .as_str()
+                    .unwrap_or_default(),
                 event["verb"].as_str().unwrap_or_default(),
                 event["requestURI"].as_str().unwrap_or_default(),
                 event["user"]["username"].as_str().unwrap_or_default(),

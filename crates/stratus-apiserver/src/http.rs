@@ -538,60 +538,59 @@ fn authenticate_and_authorize(
         (None, Some(certified)) => certified,
         (None, None) => rbac::anonymous(),
     };
-    // Impersonation: the caller must be allowed to `impersonate` each
-    // identity asked for; the request is then authorized as that identity.
+    let attrs = match &routed {
+        Err(_) => None,
+        Ok(routed) => Some(match routed {
+            Route::Resource(r) => {
+                let def = inner.defs.get(r.def);
+                rbac::Attributes {
+                    verb: rbac_verb(method, r).to_owned(),
+                    api_group: def.group.to_owned(),
+                    resource: def.plural.to_owned(),
+                    subresource: r.sub.clone().unwrap_or_default(),
+                    namespace: r.namespace.clone().unwrap_or_default(),
+                    name: r.name.clone().unwrap_or_default(),
+                    path: None,
+                }
+            }
+            Route::NodeProxy { name, .. } => rbac::Attributes {
+                verb: match *method {
+                    Method::GET => "get",
+                    Method::POST => "create",
+                    Method::PUT => "update",
+                    Method::PATCH => "patch",
+                    Method::DELETE => "delete",
+                    _ => "unknown",
+                }
+                .to_owned(),
+                resource: "nodes".into(),
+                subresource: "proxy".into(),
+                name: name.clone(),
+                ..Default::default()
+            },
+            Route::Text(_)
+            | Route::Document(_)
+            | Route::GroupDiscovery { .. }
+            | Route::OpenApiV2 => rbac::Attributes {
+                verb: method.as_str().to_ascii_lowercase(),
+                path: Some(path.to_owned()),
+                ..Default::default()
+            },
+        }),
+    };
+    // Impersonation: the caller must be allowed to act as each identity
+    // asked for (kube-apiserver 1.37's constrained impersonation first,
+    // then the legacy `impersonate` verb); the request is then authorized
+    // as that identity.
     let user = match super::impersonation::impersonated(&parts.headers)? {
         None => user,
         Some(as_user) => {
-            for attrs in super::impersonation::impersonation_checks(&as_user) {
-                if !rbac::authorize(inner, &user, &attrs).0 {
-                    return Err(ApiError::new(
-                        403,
-                        "Forbidden",
-                        rbac::forbidden_message(&user, &attrs),
-                    ));
-                }
-            }
+            super::impersonation::authorize(inner, &user, &as_user, attrs.as_ref())?;
             as_user
         }
     };
     let mut routed = routed?;
-    let attrs = match &routed {
-        Route::Resource(r) => {
-            let def = inner.defs.get(r.def);
-            rbac::Attributes {
-                verb: rbac_verb(method, r).to_owned(),
-                api_group: def.group.to_owned(),
-                resource: def.plural.to_owned(),
-                subresource: r.sub.clone().unwrap_or_default(),
-                namespace: r.namespace.clone().unwrap_or_default(),
-                name: r.name.clone().unwrap_or_default(),
-                path: None,
-            }
-        }
-        Route::NodeProxy { name, .. } => rbac::Attributes {
-            verb: match *method {
-                Method::GET => "get",
-                Method::POST => "create",
-                Method::PUT => "update",
-                Method::PATCH => "patch",
-                Method::DELETE => "delete",
-                _ => "unknown",
-            }
-            .to_owned(),
-            resource: "nodes".into(),
-            subresource: "proxy".into(),
-            name: name.clone(),
-            ..Default::default()
-        },
-        Route::Text(_) | Route::Document(_) | Route::GroupDiscovery { .. } | Route::OpenApiV2 => {
-            rbac::Attributes {
-                verb: method.as_str().to_ascii_lowercase(),
-                path: Some(path.to_owned()),
-                ..Default::default()
-            }
-        }
-    };
+    let attrs = attrs.unwrap_or_default();
     let (allowed, _) = rbac::authorize(inner, &user, &attrs);
     if !allowed {
         let mut err = ApiError::new(403, "Forbidden", rbac::forbidden_message(&user, &attrs));

@@ -43,7 +43,8 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
                     vec![Cause::invalid(
                         "spec.expirationSeconds",
                         &v.to_string(),
-                        &format!("may not specify a duration less than {MIN_EXPIRATION} seconds"),
+                        // kube-apiserver's words (it checks 600 seconds).
+                        "may not specify a duration less than 10 minutes",
                     )],
                 ));
             }

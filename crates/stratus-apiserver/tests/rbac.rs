@@ -5,7 +5,7 @@
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
@@ -332,15 +332,64 @@ async fn impersonation_needs_the_impersonate_verb() {
     config.auth_info.impersonate = Some("bob".into());
     let robot_as_bob = Client::try_from(config).unwrap();
     let (code, message) = api_error(
-        Api::<Pod>::namespaced(robot_as_bob, "team")
+        Api::<Pod>::namespaced(robot_as_bob.clone(), "team")
             .list(&ListParams::default())
             .await
             .unwrap_err(),
     );
     assert_eq!(code, 403);
+    // kube-apiserver 1.37 reports the first impersonation mode it tried:
+    // constrained impersonation's `impersonate-on:<mode>:<verb>`.
     assert_eq!(
         message,
-        "users \"bob\" is forbidden: User \"system:serviceaccount:team:robot\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        "pods is forbidden: User \"system:serviceaccount:team:robot\" cannot impersonate-on:user-info:list resource \"pods\" in API group \"\" in the namespace \"team\""
+    );
+
+    // Constrained impersonation: allowed to list pods as bob, and only that.
+    let admin = server.client();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "list-pods-as-bob"},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["impersonate-on:user-info:list"]},
+                    {"apiGroups": ["authentication.k8s.io"], "resources": ["users"], "resourceNames": ["bob"], "verbs": ["impersonate:user-info"]}
+                ]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "robot-as-bob"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "list-pods-as-bob"},
+                "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "team"}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (code, message) = api_error(
+        Api::<Pod>::namespaced(robot_as_bob.clone(), "team")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403, "impersonated, then bob may not list pods");
+    assert!(
+        message.starts_with("pods is forbidden: User \"bob\" cannot list"),
+        "{message}"
+    );
+    let (code, message) = api_error(
+        Api::<Pod>::namespaced(robot_as_bob, "team")
+            .get("x")
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot impersonate-on:user-info:get"),
+        "{message}"
     );
 }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The client scripts that run against the harness, run unchanged against the
+# real control plane (`cargo xtask cluster up`, STRATUS_CONTROL_PLANE=real):
+# every kubectl from 1.27 to 1.33 (scripts/kubectl-versions.sh), the
+# official Python client and the official JavaScript client. Each prints its
+# own "N passed, 0 failed"; exits non-zero on the first failed script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build -q -p xtask
+xtask="${CARGO_TARGET_DIR:-target}/debug/xtask"
+"$xtask" cluster down >/dev/null 2>&1 || true
+"$xtask" cluster up
+trap '"$xtask" cluster down' EXIT
+export STRATUS_CONTROL_PLANE=real
+bash scripts/kubectl-versions.sh
+bash scripts/python-client.sh
+bash scripts/js-client.sh
