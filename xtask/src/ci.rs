@@ -188,6 +188,29 @@ const STEPS: &[Step] = &[
     },
 ];
 
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Passed,
+    Failed,
+    Skipped,
+}
+
+/// The linter a `cargo fmt` or `cargo clippy` step needs, if this machine
+/// lacks it.
+fn missing_linter(step: &Step, cargo: &str) -> Option<&'static str> {
+    let tool = match (step.program, step.args.first()) {
+        ("cargo", Some(&"fmt")) => "fmt",
+        ("cargo", Some(&"clippy")) => "clippy",
+        _ => return None,
+    };
+    let present = Command::new(cargo)
+        .args([tool, "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (!present).then_some(if tool == "fmt" { "rustfmt" } else { "clippy" })
+}
+
 /// Run every step (all of them, even after a failure) and print a summary.
 /// Where the package step builds.
 const PACKAGE_TARGET_DIR: &str = "target/package-build";
@@ -265,6 +288,13 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             step.program,
             step.args.join(" ")
         );
+        // A linter the machine lacks (and .ci/run could not install) is
+        // skipped, and said so; never failed, never skipped silently.
+        if let Some(tool) = missing_linter(step, program) {
+            eprintln!("ci step {}: SKIPPED: {tool} is not installed", step.name);
+            results.push((step.name, Outcome::Skipped, std::time::Duration::ZERO));
+            continue;
+        }
         let started = Instant::now();
         if step.name == "package" {
             forget_packed_workspace_crates();
@@ -280,17 +310,32 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
                 false
             }
         };
-        results.push((step.name, ok, started.elapsed()));
+        let outcome = if ok { Outcome::Passed } else { Outcome::Failed };
+        results.push((step.name, outcome, started.elapsed()));
     }
     println!();
     println!("ci summary:");
-    for (name, ok, took) in &results {
-        let verdict = if *ok { "ok" } else { "FAILED" };
-        println!("  {name:<8} {verdict:<7} {:>7.1}s", took.as_secs_f64());
+    for (name, outcome, took) in &results {
+        let verdict = match outcome {
+            Outcome::Passed => "ok",
+            Outcome::Failed => "FAILED",
+            Outcome::Skipped => "SKIPPED",
+        };
+        println!("  {name:<20} {verdict:<7} {:>7.1}s", took.as_secs_f64());
     }
-    let failed = results.iter().filter(|(_, ok, _)| !ok).count();
+    let failed = results
+        .iter()
+        .filter(|(_, o, _)| *o == Outcome::Failed)
+        .count();
+    let skipped = results
+        .iter()
+        .filter(|(_, o, _)| *o == Outcome::Skipped)
+        .count();
+    if skipped > 0 {
+        println!("ci: {skipped} steps skipped (a linter is not installed)");
+    }
     if failed == 0 {
-        println!("ci: all {} steps passed", results.len());
+        println!("ci: all {} steps passed", results.len() - skipped);
         ExitCode::SUCCESS
     } else {
         println!("ci: {failed} of {} steps failed", results.len());
