@@ -6,6 +6,8 @@
 //!   kube-controller-manager, kube-scheduler) built from Go modules.
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `e2e`: the end-to-end checks against a cluster (a kubeconfig).
+//! - `fidelity`: the harness and kube-apiserver answering one request
+//!   corpus, compared.
 //! - `fuzz`: the parsers of network and user input, fed mutated inputs.
 //! - `soak`: the demo's components as processes under churn and API
 //!   faults, their memory and descriptors sampled.
@@ -28,6 +30,7 @@ mod demo;
 mod demo_offload;
 mod demo_process;
 mod e2e;
+mod fidelity;
 mod fuzz;
 mod fuzz_targets;
 mod generated;
@@ -57,6 +60,7 @@ tasks:
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover)
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
   e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
+  fidelity    the harness and the real kube-apiserver answer one request corpus; ratios in target/fidelity.json
   fuzz        every parser of network and user input fed mutated inputs ([--seconds N | --minutes N] [--target NAME] [--list])
   soak        the demo's components as processes under churn and API faults, memory and fds sampled ([--minutes N | --seconds N])
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
@@ -120,6 +124,7 @@ fn main() -> ExitCode {
         Some("cluster") => parse_and_run(&args, cluster::run),
         Some("demo") => parse_and_run(&args, demo::run),
         Some("e2e") => parse_and_run(&args, e2e::run),
+        Some("fidelity") => parse_and_run(&args, fidelity::run),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),

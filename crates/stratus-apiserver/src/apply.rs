@@ -676,8 +676,12 @@ pub(crate) fn server_side_apply(
     let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
     let Some(manager) = req.query.get("fieldManager").map(str::to_owned) else {
-        return Err(ApiError::bad_request(
-            "PATCH, PUT and POST requests must have fieldManager when using server-side apply",
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            vec![super::error::Cause::required(
+                "fieldManager",
+                "is required for apply patch",
+            )],
         ));
     };
     if !config.is_object() {

@@ -34,6 +34,20 @@ impl Cause {
         }
     }
 
+    /// A value outside a fixed set (`Unsupported value: "x": supported
+    /// values: "a", "b"`).
+    pub(crate) fn unsupported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
+        let supported: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {value}: supported values: {}",
+                supported.join(", ")
+            ),
+        }
+    }
+
     pub(crate) fn forbidden(field: impl Into<String>, detail: &str) -> Self {
         Self {
             reason: "FieldValueForbidden",
@@ -148,6 +162,34 @@ impl ApiError {
         )
     }
 
+    /// Options of a request (`CreateOptions`, `ListOptions`, ...) that
+    /// kube-apiserver refuses before anything is read or written: 422,
+    /// `<kind>.meta.k8s.io "" is invalid: ...`.
+    pub(crate) fn invalid_options(kind: &str, causes: Vec<Cause>) -> Self {
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let message = match summary.len() {
+            1 => format!("{kind}.meta.k8s.io \"\" is invalid: {}", summary[0]),
+            _ => format!(
+                "{kind}.meta.k8s.io \"\" is invalid: [{}]",
+                summary.join(", ")
+            ),
+        };
+        let causes: Vec<Value> = causes
+            .into_iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message,
+            details: Some(json!({"group": "meta.k8s.io", "kind": kind, "causes": causes})),
+            retry_after: None,
+        }
+    }
+
     pub(crate) fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> Self {
         let summary: Vec<String> = causes
             .iter()
@@ -207,7 +249,11 @@ impl ApiError {
             let d = details.get_or_insert_with(|| json!({}));
             d["retryAfterSeconds"] = json!(secs);
         }
-        if let Some(d) = details {
+        if let Some(mut d) = details {
+            // Go leaves empty strings out of the details (`omitempty`).
+            if let Some(map) = d.as_object_mut() {
+                map.retain(|_, v| v.as_str() != Some(""));
+            }
             status["details"] = d;
         }
         status

@@ -352,6 +352,58 @@ async fn json_body(
     wire_format::body_as_json(header_str(parts, header::CONTENT_TYPE), bytes)
 }
 
+/// The request's options, refused as kube-apiserver refuses them (422,
+/// before anything is read or written): `dryRun` other than `All`,
+/// `fieldValidation` outside its set, `sendInitialEvents` on a list, an
+/// apply patch without `fieldManager`.
+fn check_options(method: &Method, req: &ResourceRequest) -> Result<(), ApiError> {
+    use super::error::Cause;
+    let options = match *method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        Method::DELETE => "DeleteOptions",
+        _ => "ListOptions",
+    };
+    let mut causes = Vec::new();
+    if options != "ListOptions" {
+        if let Some(v) = req.query.get("dryRun").filter(|v| *v != "All") {
+            causes.push(Cause::unsupported("dryRun", &format!("[{v:?}]"), &["All"]));
+        }
+    }
+    if matches!(options, "CreateOptions" | "UpdateOptions" | "PatchOptions")
+        && let Some(v) = req.query.get("fieldValidation")
+        && !matches!(v, "" | "Ignore" | "Strict" | "Warn")
+    {
+        causes.push(Cause::unsupported(
+            "fieldValidation",
+            &format!("{v:?}"),
+            &["", "Ignore", "Strict", "Warn"],
+        ));
+    }
+    if options == "ListOptions" && req.name.is_none() && !req.query.flag("watch") {
+        if req.query.flag("sendInitialEvents") {
+            causes.push(Cause::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+        if req.query.get("resourceVersionMatch").is_some()
+            && req.query.get("resourceVersion").is_none_or(str::is_empty)
+        {
+            causes.push(Cause::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_options(options, causes))
+    }
+}
+
 async fn resource(
     inner: &Arc<Inner>,
     method: &Method,
@@ -360,6 +412,7 @@ async fn resource(
     body: Incoming,
     on_upgrade: Option<OnUpgrade>,
 ) -> Result<Response<Body>, ApiError> {
+    check_options(method, &req)?;
     let accept = header_str(parts, header::ACCEPT);
     let repr = Representation::from_accept(accept);
     let negotiated = Negotiated::from_accept(accept);

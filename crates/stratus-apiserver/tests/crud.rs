@@ -1008,3 +1008,94 @@ async fn flow_control_objects_are_served_with_the_mandatory_configuration() {
     let exempt = levels.get("exempt").await.unwrap();
     assert_eq!(exempt.spec.type_, "Exempt");
 }
+
+/// A raw request's status and `Status` message.
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, String) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(kube::client::Body::from(body.as_bytes().to_vec()))
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect_bytes().await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    (status, v["message"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test]
+async fn bad_options_are_refused_before_anything_is_written() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}"#;
+    let base = "/api/v1/namespaces/default/configmaps";
+    // kube-apiserver 1.37's answers, word for word.
+    let (code, message) = raw(
+        &client,
+        "POST",
+        &format!("{base}?dryRun=Garbage"),
+        "application/json",
+        cm,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        message,
+        r#"CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Garbage"]: supported values: "All""#
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert!(cms.get_opt("x").await.unwrap().is_none(), "nothing stored");
+    let (code, message) = raw(
+        &client,
+        "DELETE",
+        &format!("{base}?dryRun=Garbage"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 422, "{message}");
+    let (code, message) = raw(
+        &client,
+        "GET",
+        &format!("{base}?sendInitialEvents=true"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        message,
+        r#"ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"#
+    );
+    let (code, message) = raw(
+        &client,
+        "GET",
+        &format!("{base}?resourceVersionMatch=Exact"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(message.ends_with("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"), "{message}");
+    let (code, message) = raw(
+        &client,
+        "PATCH",
+        &format!("{base}/x"),
+        "application/apply-patch+yaml",
+        cm,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        message,
+        r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
+    );
+    assert!(cms.get_opt("x").await.unwrap().is_none(), "nothing stored");
+}

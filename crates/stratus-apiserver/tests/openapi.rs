@@ -121,7 +121,12 @@ async fn strict_field_validation_refuses_unknown_fields() {
         &deployment("web"),
     )
     .await;
-    assert_eq!(status, 400, "{answer}");
+    // As kube-apiserver 1.37: the options are refused before the body.
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["message"],
+        r#"CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Nope": supported values: "", "Ignore", "Strict", "Warn""#
+    );
 
     // Objects without unknown fields pass Strict, warned about nothing.
     let mut clean = deployment("clean");
