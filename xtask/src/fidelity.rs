@@ -701,7 +701,7 @@ fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
             let short = |v: &Value| {
                 let s = v.to_string();
                 if s.len() > 200 {
-                    format!("{}…", &s[..s.floor_char_boundary(200)])
+                    format!("{}…", s.chars().take(200).collect::<String>())
                 } else {
                     s
                 }
@@ -736,12 +736,14 @@ pub(crate) async fn run(args: Args) -> ExitCode {
 }
 
 async fn fidelity(args: &Args) -> Result<ExitCode, BoxError> {
-    let started_here = cluster::State::load().is_none();
-    let state = cluster::up(None).await?;
-    let result = compare(&state, args).await;
-    if started_here {
+    // A fresh control plane: the corpus assumes none of its objects exist.
+    if cluster::State::load().is_some() {
+        eprintln!("fidelity: restarting the running control plane for a fresh state");
         cluster::down();
     }
+    let state = cluster::up(None).await?;
+    let result = compare(&state, args).await;
+    cluster::down();
     result
 }
 

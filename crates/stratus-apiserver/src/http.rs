@@ -366,10 +366,10 @@ fn check_options(method: &Method, req: &ResourceRequest) -> Result<(), ApiError>
         _ => "ListOptions",
     };
     let mut causes = Vec::new();
-    if options != "ListOptions" {
-        if let Some(v) = req.query.get("dryRun").filter(|v| *v != "All") {
-            causes.push(Cause::unsupported("dryRun", &format!("[{v:?}]"), &["All"]));
-        }
+    if options != "ListOptions"
+        && let Some(v) = req.query.get("dryRun").filter(|v| *v != "All")
+    {
+        causes.push(Cause::unsupported("dryRun", &format!("[{v:?}]"), &["All"]));
     }
     if matches!(options, "CreateOptions" | "UpdateOptions" | "PatchOptions")
         && let Some(v) = req.query.get("fieldValidation")

@@ -81,7 +81,22 @@ pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String
     // operation it undoes cannot be reversed (a `move` of a value into
     // itself after an earlier `move`; found by `cargo xtask fuzz`).
     let mut patched = target.clone();
-    json_patch::patch_unsafe(&mut patched, &ops).map_err(|e| e.to_string())?;
+    for (index, op) in ops.0.iter().enumerate() {
+        // evanphx/json-patch, as kube-apiserver applies it, treats a missing
+        // member as null in a `test` (kube-runtime's finalizer helper tests
+        // `/metadata/finalizers` against null before adding the first).
+        if let json_patch::PatchOperation::Test(test) = op
+            && test.value.is_null()
+            && patched.pointer(&test.path.to_string()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch_unsafe(&mut patched, std::slice::from_ref(op)).map_err(|e| {
+            // The operation's position in the whole patch, as one call reports it.
+            e.to_string()
+                .replacen("operation '/0'", &format!("operation '/{index}'"), 1)
+        })?;
+    }
     *target = patched;
     Ok(())
 }
@@ -427,6 +442,21 @@ mod tests {
         assert_eq!(v["a"], 5);
         assert!(json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 1}])).is_err());
         assert!(json_patch(&mut v, &json!({"op": "add"})).is_err());
+        // A missing member tests equal to null, as in kube-apiserver.
+        let mut v = json!({"metadata": {}});
+        json_patch(
+            &mut v,
+            &json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                    {"op": "add", "path": "/metadata/finalizers", "value": ["a/b"]}]),
+        )
+        .unwrap();
+        assert_eq!(v, json!({"metadata": {"finalizers": ["a/b"]}}));
+        let err = json_patch(
+            &mut v,
+            &json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]),
+        )
+        .unwrap_err();
+        assert!(err.contains("operation '/0'"), "{err}");
         merge_patch(&mut v, &json!({"b": {"c": null, "d": 3}})).unwrap();
         assert_eq!(v["b"], json!({"d": 3}));
         assert!(merge_patch(&mut v, &json!([1])).is_err());

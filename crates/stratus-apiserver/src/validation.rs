@@ -60,6 +60,28 @@ fn label_value_ok(v: &str) -> bool {
             && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()))
 }
 
+/// Why `key` is not a ConfigMap or Secret key (kube's
+/// `IsConfigMapKey`), if it is not.
+fn config_key_error(key: &str) -> Option<&'static str> {
+    if key.len() > 253 {
+        Some("must be no more than 253 characters")
+    } else if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
+        Some(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
+        )
+    } else if key == "." {
+        Some("must not be '.'")
+    } else if key == ".." {
+        Some("must not be '..'")
+    } else {
+        None
+    }
+}
+
 /// Validate a new or updated object.
 pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -85,6 +107,20 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
         }
     }
     match (def.group, def.kind) {
+        ("", "ConfigMap" | "Secret") => {
+            for field in ["data", "binaryData", "stringData"] {
+                for key in obj
+                    .get(field)
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|m| m.keys())
+                {
+                    if let Some(why) = config_key_error(key) {
+                        causes.push(Cause::invalid(format!("{field}[{key}]"), key, why));
+                    }
+                }
+            }
+        }
         ("", "Pod") => {
             let containers = at(obj, &["spec", "containers"]).and_then(Value::as_array);
             match containers {

@@ -544,13 +544,46 @@ pub(crate) fn update(
             Mutation::Unchanged => Ok((200, to_value(&current))),
         };
     }
-    let (stored, deleted) = inner
-        .store
-        .update(req.def, req.ns_key(), &name, |cur| {
-            next_state(inner, &def, req, &cur.object, desired, Some("Update"))
-        })
-        .map_err(|e| map_store_err(&def, &name, e))?;
+    let result = inner.store.update(req.def, req.ns_key(), &name, |cur| {
+        next_state(
+            inner,
+            &def,
+            req,
+            &cur.object,
+            desired.clone(),
+            Some("Update"),
+        )
+    });
+    let (stored, deleted) = match result {
+        // The kinds whose strategy allows it are created by an update
+        // (kube's `AllowCreateOnUpdate`): Services, Endpoints, Events,
+        // Leases, LimitRanges, RBAC.
+        Err(StoreError::NotFound) if req.sub.is_none() && creates_on_update(&def) => {
+            if let Some(meta) = desired.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            let body =
+                serde_json::to_vec(&desired).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            return create(inner, req, &body);
+        }
+        other => other.map_err(|e| map_store_err(&def, &name, e))?,
+    };
     Ok(committed(inner, &def, stored, deleted))
+}
+
+/// Whether an update of a missing object of `def` creates it.
+fn creates_on_update(def: &ResourceDef) -> bool {
+    matches!(
+        (def.group, def.plural),
+        ("", "services" | "endpoints" | "events" | "limitranges")
+            | ("events.k8s.io", "events")
+            | ("coordination.k8s.io", "leases")
+            | ("discovery.k8s.io", "endpointslices")
+            | (
+                "rbac.authorization.k8s.io",
+                "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
+            )
+    )
 }
 
 /// PATCH on an object (or its status subresource).

@@ -1099,3 +1099,57 @@ async fn bad_options_are_refused_before_anything_is_written() {
     );
     assert!(cms.get_opt("x").await.unwrap().is_none(), "nothing stored");
 }
+
+#[tokio::test]
+async fn config_keys_are_validated() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let cm =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"y"},"data":{"bad key!":"x"}}"#;
+    let (code, message) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        cm,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(
+        message.starts_with(r#"ConfigMap "y" is invalid: data[bad key!]: Invalid value: "bad key!": a valid config key must consist of alphanumeric characters"#),
+        "{message}"
+    );
+    let secret = r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"stringData":{"ok.key-1_A":"x"}}"#;
+    let (code, message) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        "application/json",
+        secret,
+    )
+    .await;
+    assert_eq!(code, 201, "{message}");
+}
+
+#[tokio::test]
+async fn a_json_patch_tests_a_missing_member_equal_to_null() {
+    // kube-runtime's finalizer() adds the first finalizer this way.
+    let server = ApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("f".into());
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/cleanup"]}
+    ]))
+    .unwrap();
+    let patched = cms
+        .patch("f", &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.metadata.finalizers.unwrap(),
+        ["example.com/cleanup"]
+    );
+}
