@@ -58,7 +58,8 @@ tasks:
   cluster     a real control plane built from tools/kubernetes/go.mod: build | up [--kubeconfig FILE] | down | status
               | stop|start|restart COMPONENT
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover)
-  demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running)
+  demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running
+              --control-plane embedded|real)
   e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
   fidelity    the harness and the real kube-apiserver answer one request corpus; ratios in target/fidelity.json
   fuzz        every parser of network and user input fed mutated inputs ([--seconds N | --minutes N] [--target NAME] [--list])
