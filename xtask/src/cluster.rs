@@ -148,6 +148,17 @@ pub(crate) struct State {
     pub(crate) audit_log: PathBuf,
     /// The components.
     pub(crate) components: Vec<Component>,
+    /// When kube-apiserver was stopped and when it was ready again (unix
+    /// microseconds; no end while it is down), from `stop` / `restart`.
+    /// While it starts, its authorizer's caches are not yet synced and it
+    /// may answer 403 to anyone; the audit count tells those apart.
+    #[serde(default)]
+    pub(crate) apiserver_outages: Vec<(i64, Option<i64>)>,
+}
+
+/// Now, in unix microseconds.
+fn now_micros() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_microsecond()
 }
 
 impl State {
@@ -479,6 +490,7 @@ fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
         node_address: node_address.map(str::to_owned),
         node_address_added: false,
         audit_log,
+        apiserver_outages: Vec::new(),
         components: vec![
             component("etcd", etcd, format!("{etcd_url}/health")),
             component("kube-apiserver", apiserver, format!("{server}/readyz")),
@@ -815,6 +827,9 @@ pub(crate) fn down() -> bool {
 /// Stop one component (fault tests); `start` brings it back.
 pub(crate) fn stop_component(name: &str) -> Result<(), BoxError> {
     let mut state = State::load().ok_or("no cluster is up")?;
+    if name == "kube-apiserver" {
+        state.apiserver_outages.push((now_micros(), None));
+    }
     terminate(state.component(name)?);
     state.save()
 }
@@ -828,7 +843,15 @@ pub(crate) async fn start_component(name: &str) -> Result<Duration, BoxError> {
         spawn(component)?;
     }
     state.save()?;
-    wait_healthy(&state, name, Duration::from_secs(90)).await
+    let took = wait_healthy(&state, name, Duration::from_secs(90)).await?;
+    if name == "kube-apiserver"
+        && let Some(outage) = state.apiserver_outages.last_mut()
+        && outage.1.is_none()
+    {
+        outage.1 = Some(now_micros());
+        state.save()?;
+    }
+    Ok(took)
 }
 
 /// Server-side apply every object of a multi-document YAML file (as
@@ -913,6 +936,10 @@ pub(crate) struct AuditCount {
     pub(crate) requests: usize,
     /// The ones answered 403.
     pub(crate) forbidden: Vec<String>,
+    /// 403s answered while kube-apiserver was starting again after a
+    /// `stop` (before it was ready: RBAC's caches not synced), which say
+    /// nothing of the caller's permissions.
+    pub(crate) forbidden_while_starting: usize,
 }
 
 /// Count the audit log's requests by user agent (see [`AuditCount`]).
@@ -932,6 +959,20 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
         }
         count.requests += 1;
         if event["responseStatus"]["code"].as_u64() == Some(403) {
+            let received = event["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map(|t| t.as_microsecond());
+            let starting = received.is_some_and(|at| {
+                state
+                    .apiserver_outages
+                    .iter()
+                    .any(|(down, up)| at >= *down && up.is_none_or(|up| at <= up))
+            });
+            if starting {
+                count.forbidden_while_starting += 1;
+                continue;
+            }
             count.forbidden.push(format!(
                 "{} {} {}: {} ({})",
                 event["requestReceivedTimestamp"]
@@ -1084,9 +1125,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                         println!("forbidden: {f}");
                     }
                     println!(
-                        "audit: {} requests by {user_agent}*, {} forbidden",
+                        "audit: {} requests by {user_agent}*, {} forbidden ({} more while kube-apiserver was starting, before its authorizer was ready)",
                         count.requests,
-                        count.forbidden.len()
+                        count.forbidden.len(),
+                        count.forbidden_while_starting
                     );
                     if count.forbidden.is_empty() && count.requests > 0 {
                         ExitCode::SUCCESS
@@ -1132,6 +1174,51 @@ pub(crate) async fn run(args: Args) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forbidden_requests_are_counted_apart_while_the_api_server_starts() {
+        let dir = std::env::temp_dir().join(format!("stratus-audit-test-{}", std::process::id()));
+        let mut state = prepare(&dir, None).unwrap();
+        let event = |at: &str, code: u16, agent: &str| {
+            serde_json::json!({"verb": "get", "requestURI": "/api/v1/nodes", "userAgent": agent,
+                "requestReceivedTimestamp": at, "responseStatus": {"code": code},
+                "user": {"username": "system:serviceaccount:kube-system:cloud-controller-manager"}})
+            .to_string()
+        };
+        let log = [
+            event(
+                "2026-11-25T10:00:00.000000Z",
+                200,
+                "cloud-controller-manager/v1",
+            ),
+            event(
+                "2026-11-25T10:00:05.000000Z",
+                403,
+                "cloud-controller-manager/v1",
+            ),
+            event(
+                "2026-11-25T10:01:00.000000Z",
+                403,
+                "cloud-controller-manager/v1",
+            ),
+            event("2026-11-25T10:01:00.000000Z", 403, "kubectl/v1.33"),
+        ]
+        .join("\n");
+        std::fs::write(&state.audit_log, log).unwrap();
+        let at = |t: &str| {
+            t.parse::<k8s_openapi::jiff::Timestamp>()
+                .unwrap()
+                .as_microsecond()
+        };
+        state.apiserver_outages =
+            vec![(at("2026-11-25T10:00:04Z"), Some(at("2026-11-25T10:00:10Z")))];
+        let count = audit_count(&state, "cloud-controller-manager").unwrap();
+        assert_eq!(count.requests, 3);
+        assert_eq!(count.forbidden_while_starting, 1);
+        assert_eq!(count.forbidden.len(), 1, "{:?}", count.forbidden);
+        assert!(count.forbidden[0].starts_with("2026-11-25T10:01:00"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_zombie_or_missing_process_is_not_alive() {
