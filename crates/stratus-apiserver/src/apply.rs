@@ -268,7 +268,49 @@ fn to_fields_v1(set: &FieldSet) -> Value {
         cur.entry(".").or_insert_with(|| json!({}));
     }
     strip_leaf_dots(&mut root);
+    mark_granular_nodes(&mut root);
     Value::Object(root)
+}
+
+/// Maps of built-in kinds that structured-merge-diff treats as granular
+/// (`map[string]X`, not atomic): their own node is owned too.
+const GRANULAR_MAPS: &[&str] = &[
+    "f:labels",
+    "f:annotations",
+    "f:data",
+    "f:binaryData",
+    "f:stringData",
+    "f:nodeSelector",
+    "f:matchLabels",
+    "f:capacity",
+    "f:allocatable",
+    "f:limits",
+    "f:requests",
+    "f:hard",
+    "f:parameters",
+];
+
+/// Write `"."` where kube-apiserver's structured-merge-diff records the
+/// node itself as owned beside its children: lists of items (`k:` / `v:`
+/// children), keyed items, and granular maps. Only the written form
+/// changes: reading ignores a `"."` beside children (see `from_fields_v1`),
+/// since the harness's sets own leaves.
+fn mark_granular_nodes(map: &mut Map<String, Value>) {
+    for (key, value) in map.iter_mut() {
+        let Value::Object(child) = value else {
+            continue;
+        };
+        if child.is_empty() {
+            continue;
+        }
+        let list = child
+            .keys()
+            .any(|k| k.starts_with("k:") || k.starts_with("v:"));
+        if list || key.starts_with("k:") || GRANULAR_MAPS.contains(&key.as_str()) {
+            child.entry(".").or_insert_with(|| json!({}));
+        }
+        mark_granular_nodes(child);
+    }
 }
 
 /// Leaves are written `{}`; `"."` marks an owned node that also has children.
@@ -287,7 +329,9 @@ fn strip_leaf_dots(map: &mut Map<String, Value>) {
 fn from_fields_v1(value: &Value) -> FieldSet {
     fn walk(map: &Map<String, Value>, path: &mut Path, out: &mut FieldSet) {
         let children: Vec<_> = map.iter().filter(|(k, _)| k.as_str() != ".").collect();
-        if (children.is_empty() || map.contains_key(".")) && !path.is_empty() {
+        // A `"."` beside children (a list, a keyed item, a granular map) is
+        // not a field of its own here: the harness owns leaves.
+        if children.is_empty() && !path.is_empty() {
             out.insert(path.clone());
         }
         for (k, v) in children {
@@ -524,18 +568,29 @@ fn merge_config(lists: Lists<'_>, live: &mut Value, config: &Value, names: &mut 
 
 fn conflict_error(
     def_plural: &str,
+    api_version: &str,
     name: &str,
     conflicts: &[(String, String, String)],
 ) -> ApiError {
+    // structured-merge-diff names the manager's version only when it is
+    // not the one applied.
+    let using = |v: &str| {
+        if v == api_version {
+            String::new()
+        } else {
+            format!(" using {v}")
+        }
+    };
     let causes: Vec<Value> = conflicts
         .iter()
         .map(|(manager, api_version, field)| {
-            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager:?} using {api_version}"), "field": field})
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager:?}{}", using(api_version)), "field": field})
         })
         .collect();
-    let message = if let [(manager, api_version, field)] = conflicts {
+    let message = if let [(manager, version, field)] = conflicts {
         format!(
-            "Apply failed with 1 conflict: conflict with {manager:?} using {api_version}: {field}"
+            "Apply failed with 1 conflict: conflict with {manager:?}{}: {field}",
+            using(version)
         )
     } else {
         // Grouped by manager, in first-seen order.
@@ -550,7 +605,7 @@ fn conflict_error(
             .iter()
             .map(|(m, v, fs)| {
                 let fields: Vec<String> = fs.iter().map(|f| format!("- {f}")).collect();
-                format!("conflicts with {m:?} using {v}:\n{}", fields.join("\n"))
+                format!("conflicts with {m:?}{}:\n{}", using(v), fields.join("\n"))
             })
             .collect();
         format!(
@@ -607,7 +662,7 @@ fn applied(
         }
     }
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(plural, name, &conflicts));
+        return Err(conflict_error(plural, api_version, name, &conflicts));
     }
     let mut out = live.cloned().unwrap_or_else(|| json!({}));
     // Fields this manager applied before and no longer applies go away,

@@ -29,7 +29,7 @@ pub(crate) fn text_at(obj: &Value, path: &[String]) -> String {
 /// The selectable fields of `def` (beyond `metadata.name` and
 /// `metadata.namespace`), with their JSON paths and the value of an absent
 /// boolean field.
-fn selectable(def: &ResourceDef) -> &'static [(&'static str, &'static [&'static str])] {
+pub(crate) fn selectable(def: &ResourceDef) -> &'static [(&'static str, &'static [&'static str])] {
     match (def.group, def.plural) {
         ("", "pods") => &[
             ("spec.nodeName", &["spec", "nodeName"]),

@@ -84,11 +84,14 @@ fn error_response(err: &ApiError) -> Response<Body> {
 }
 
 fn not_found_path() -> ApiError {
-    ApiError::new(
+    let mut err = ApiError::new(
         404,
         "NotFound",
         "the server could not find the requested resource",
-    )
+    );
+    // kube-apiserver sends empty details here.
+    err.details = Some(serde_json::json!({}));
+    err
 }
 
 /// A routed request.

@@ -75,9 +75,17 @@ impl Filter {
             .fields()
             .find(|f| !fields::supported(def, f) && !extra.iter().any(|(e, _)| e == f))
         {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {unsupported}"
-            )));
+            // Kinds with only the metadata fields answer with the generic
+            // converter's words, kinds with their own fields with theirs.
+            return Err(ApiError::bad_request(
+                if fields::selectable(&def).is_empty() && extra.is_empty() {
+                    format!(
+                        "{unsupported:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )
+                } else {
+                    format!("field label not supported: {unsupported}")
+                },
+            ));
         }
         Ok(Self {
             labels,
@@ -287,11 +295,20 @@ pub(crate) fn list(
             let mut out = BytesMut::with_capacity(head.len() + size + 16);
             out.put_slice(&head[..head.len() - 1]);
             out.put_slice(b",\"items\":[");
+            // kube-apiserver leaves the items' apiVersion and kind out of a
+            // built-in kind's list (custom resources' lists keep them).
+            let typed_items = inner.defs.custom(req.def).is_some();
             for (i, s) in selected.iter().enumerate() {
                 if i > 0 {
                     out.put_u8(b',');
                 }
-                out.put_slice(&s.json);
+                if typed_items {
+                    out.put_slice(&s.json);
+                } else {
+                    let (open, rest) = s.untyped_json();
+                    out.put_slice(open);
+                    out.put_slice(rest);
+                }
             }
             out.put_slice(b"]}");
             Ok(out.freeze())

@@ -24,8 +24,61 @@ pub(crate) enum EventType {
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     pub(crate) object: Arc<Value>,
+    /// The object's JSON, `apiVersion` and `kind` first (as Go writes
+    /// TypeMeta first).
     pub(crate) json: Bytes,
+    /// Where the type members end in `json` (1 when it has none).
+    pub(crate) type_end: usize,
     pub(crate) rv: u64,
+}
+
+impl Stored {
+    /// The JSON without `apiVersion` and `kind`, as kube-apiserver writes
+    /// the items of a built-in kind's list: the opening brace, and the rest
+    /// of `json` to splice after it.
+    pub(crate) fn untyped_json(&self) -> (&'static [u8], &[u8]) {
+        match self.json.get(self.type_end) {
+            _ if self.type_end <= 1 => (b"", &self.json[..]),
+            Some(b',') => (b"{", &self.json[self.type_end + 1..]),
+            _ => (b"{", b"}"),
+        }
+    }
+}
+
+/// An object's JSON with its type members first, and where they end.
+fn encode(object: &Value) -> (Bytes, usize) {
+    let Some(map) = object.as_object() else {
+        return (
+            Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
+            1,
+        );
+    };
+    let mut out = Vec::with_capacity(256);
+    out.push(b'{');
+    let mut first = true;
+    let mut member = |out: &mut Vec<u8>, key: &str, value: &Value| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        // Writing a string and a Value into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut *out, value);
+    };
+    for key in ["apiVersion", "kind"] {
+        if let Some(v) = map.get(key) {
+            member(&mut out, key, v);
+        }
+    }
+    let type_end = out.len();
+    for (key, value) in map {
+        if key != "apiVersion" && key != "kind" {
+            member(&mut out, key, value);
+        }
+    }
+    out.push(b'}');
+    (Bytes::from(out), type_end)
 }
 
 /// A change, as watches see it.
@@ -114,10 +167,11 @@ fn stamp(mut object: Value, rv: u64) -> Stored {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     }
-    let json = Bytes::from(serde_json::to_vec(&object).unwrap_or_default());
+    let (json, type_end) = encode(&object);
     Stored {
         object: Arc::new(object),
         json,
+        type_end,
         rv,
     }
 }
@@ -357,6 +411,34 @@ impl Store {
         let mut state = self.lock();
         state.history.clear();
         state.compacted = state.revision;
+    }
+}
+
+#[cfg(test)]
+mod encode_tests {
+    use super::*;
+
+    #[test]
+    fn type_members_come_first_and_can_be_left_out() {
+        let object = serde_json::json!({"data": {"a": "b"}, "kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "x"}});
+        let stored = stamp(object, 7);
+        let json = std::str::from_utf8(&stored.json).unwrap();
+        assert!(
+            json.starts_with(r#"{"apiVersion":"v1","kind":"ConfigMap","#),
+            "{json}"
+        );
+        let (open, rest) = stored.untyped_json();
+        let untyped: Value = serde_json::from_slice(&[open, rest].concat()).unwrap();
+        assert_eq!(
+            untyped,
+            serde_json::json!({"data": {"a": "b"}, "metadata": {"name": "x", "resourceVersion": "7"}})
+        );
+        let bare = stamp(serde_json::json!({"kind": "X"}), 1);
+        let (open, rest) = bare.untyped_json();
+        assert_eq!([open, rest].concat(), b"{}");
+        let untyped_already = stamp(serde_json::json!({"a": 1}), 1);
+        let (open, rest) = untyped_already.untyped_json();
+        assert_eq!([open, rest].concat(), br#"{"a":1}"#);
     }
 }
 

@@ -48,8 +48,11 @@ fn check_type(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     }
     match str_at(obj, &["kind"]) {
         Some(k) if k != def.kind => {
+            // kube-apiserver's decoder: the kind is looked up in its scheme.
+            let group_version = str_at(obj, &["apiVersion"]).unwrap_or(&want_version);
+            let version = group_version.rsplit('/').next().unwrap_or(group_version);
             return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
+                "{k} in version {version:?} cannot be handled as a {}: no kind {k:?} is registered for version {group_version:?} in scheme \"pkg/runtime/scheme.go:111\"",
                 def.kind
             )));
         }
@@ -157,6 +160,30 @@ fn check_duplicates(req: &ResourceRequest, def: &ResourceDef, body: &[u8]) -> Re
         )?);
     }
     Ok(())
+}
+
+/// A delete or update whose UID precondition names another object, in
+/// kube-apiserver's words (a CRD's go through its own store, as there).
+fn uid_precondition_failed(def: &ResourceDef, name: &str, wanted: &str, actual: &str) -> ApiError {
+    if crd::is_crd(def) {
+        return ApiError::conflict(
+            def,
+            name,
+            &format!(
+                "precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}"
+            ),
+        );
+    }
+    let mut err = ApiError::new(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on {} {name:?}: the UID in the precondition ({wanted}) does not match the UID in record ({actual}). The object might have been deleted and then recreated",
+            def.kind
+        ),
+    );
+    err.details = Some(json!({"name": name, "kind": def.kind}));
+    err
 }
 
 /// POST on a collection.
@@ -409,13 +436,11 @@ fn next_state(
     if let Some(body_uid) = str_at(&desired, &["metadata", "uid"]).filter(|u| !u.is_empty())
         && body_uid != meta::uid(current)
     {
-        return Err(ApiError::conflict(
+        return Err(uid_precondition_failed(
             def,
             &name,
-            &format!(
-                "Precondition failed: UID in precondition: {body_uid}, UID in object meta: {}",
-                meta::uid(current)
-            ),
+            body_uid,
+            meta::uid(current),
         ));
     }
     let current_meta = meta::meta(current).cloned().unwrap_or_default();
@@ -597,7 +622,12 @@ pub(crate) fn patch(
     let name = req.name.clone().unwrap_or_default();
     let media = content_type.split(';').next().unwrap_or_default().trim();
     let patch_doc: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+        if media == "application/merge-patch+json" {
+            // kube-apiserver's words for a merge patch that is not JSON.
+            ApiError::bad_request("invalid JSON patch")
+        } else {
+            ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+        }
     })?;
     if media == "application/apply-patch+yaml" {
         return apply::server_side_apply(inner, req, patch_doc);
@@ -607,13 +637,16 @@ pub(crate) fn patch(
         match media {
             "application/json-patch+json" => {
                 patch::json_patch(&mut target, &patch_doc).map_err(|e| {
-                    ApiError::new(
+                    // kube-apiserver answers a failed operation without
+                    // saying which (empty details); the harness logs it.
+                    tracing::debug!(error = %e, "JSON patch failed");
+                    let mut err = ApiError::new(
                         422,
                         "Invalid",
-                        format!(
-                            "the server rejected our request due to an error in our request: {e}"
-                        ),
-                    )
+                        "the server rejected our request due to an error in our request",
+                    );
+                    err.details = Some(json!({}));
+                    err
                 })?
             }
             "application/merge-patch+json" => {
@@ -743,14 +776,7 @@ fn delete_state(
     if let Some(uid) = &opts.uid
         && uid != meta::uid(current)
     {
-        return Err(ApiError::conflict(
-            def,
-            &name,
-            &format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                meta::uid(current)
-            ),
-        ));
+        return Err(uid_precondition_failed(def, &name, uid, meta::uid(current)));
     }
     if let Some(rv) = &opts.resource_version
         && Some(rv.as_str()) != str_at(current, &["metadata", "resourceVersion"])

@@ -1153,3 +1153,79 @@ async fn a_json_patch_tests_a_missing_member_equal_to_null() {
         ["example.com/cleanup"]
     );
 }
+
+#[tokio::test]
+async fn errors_in_kube_apiserver_1_37_words() {
+    // Each message as kube-apiserver 1.37 answers it (`cargo xtask fidelity`).
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let base = "/api/v1/namespaces/default/configmaps";
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pc"}}"#;
+    assert_eq!(
+        raw(&client, "POST", base, "application/json", cm).await.0,
+        201
+    );
+    let (code, message) = raw(
+        &client,
+        "DELETE",
+        &format!("{base}/pc"),
+        "application/json",
+        r#"{"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}"#,
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert!(
+        message.starts_with(r#"Operation cannot be fulfilled on ConfigMap "pc": the UID in the precondition (00000000-0000-0000-0000-000000000000) does not match the UID in record ("#),
+        "{message}"
+    );
+    let (code, message) = raw(
+        &client,
+        "PATCH",
+        &format!("{base}/pc"),
+        "application/json-patch+json",
+        r#"[{"op":"test","path":"/metadata/name","value":"x"}]"#,
+    )
+    .await;
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            422,
+            "the server rejected our request due to an error in our request"
+        )
+    );
+    let (code, message) = raw(
+        &client,
+        "PATCH",
+        &format!("{base}/pc"),
+        "application/merge-patch+json",
+        "{not json",
+    )
+    .await;
+    assert_eq!((code, message.as_str()), (400, "invalid JSON patch"));
+    let (code, message) = raw(
+        &client,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+        "application/json",
+        r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Nonsense","metadata":{"name":"r"}}"#,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        message,
+        r#"Nonsense in version "v1" cannot be handled as a Role: no kind "Nonsense" is registered for version "rbac.authorization.k8s.io/v1" in scheme "pkg/runtime/scheme.go:111""#
+    );
+    let (code, message) = raw(
+        &client,
+        "GET",
+        &format!("{base}?fieldSelector=spec.nothing%3Dx"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        message,
+        r#""spec.nothing" is not a known field selector: only "metadata.name", "metadata.namespace""#
+    );
+}
