@@ -110,9 +110,23 @@ fn field_names(path: &Path) -> Vec<&str> {
         .collect()
 }
 
+/// Objects structured-merge-diff treats as atomic (one field): label
+/// selectors (`+structType=atomic`) and a Service's selector map
+/// (`+mapType=atomic`).
+const ATOMIC_OBJECTS: &[&str] = &[
+    "selector",
+    "podSelector",
+    "namespaceSelector",
+    "labelSelector",
+];
+
 /// The leaf fields of `value` at `path`.
 fn collect(lists: Lists<'_>, value: &Value, path: &mut Path, out: &mut FieldSet) {
     match value {
+        Value::Object(_) if matches!(path.last(), Some(Elem::Field(f)) if ATOMIC_OBJECTS.contains(&f.as_str())) =>
+        {
+            out.insert(path.clone());
+        }
         Value::Object(map) if !map.is_empty() => {
             for (k, v) in map {
                 if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind") {
@@ -460,6 +474,13 @@ pub(crate) fn record_update(
             .cloned()
             .collect(),
     };
+    // What the server sets itself (allocations, its own finalizers) is
+    // nobody's field, as kube-apiserver records managers before its
+    // strategy runs.
+    let changed: FieldSet = changed
+        .into_iter()
+        .filter(|p| !server_set(&kind, p))
+        .collect();
     let mut entries = old.map(read_entries).unwrap_or_default();
     // Removed leaves are owned by nobody.
     for e in &mut entries {
@@ -490,6 +511,27 @@ pub(crate) fn record_update(
         }
     }
     write_entries(new, &entries);
+}
+
+/// Whether `path` of a `kind` object is set by the server, not a client.
+fn server_set(kind: &str, path: &Path) -> bool {
+    let names = field_names(path);
+    match kind {
+        "Service" => matches!(
+            names.as_slice(),
+            [
+                "spec",
+                "clusterIP"
+                    | "clusterIPs"
+                    | "ipFamilies"
+                    | "ipFamilyPolicy"
+                    | "healthCheckNodePort",
+                ..
+            ] | ["spec", "ports", "nodePort"]
+        ),
+        "Namespace" => matches!(names.as_slice(), ["spec", "finalizers", ..]),
+        _ => false,
+    }
 }
 
 fn render(path: &Path) -> String {

@@ -140,6 +140,10 @@ fn default_for(
         ("", "Secret") => defaults::secret(obj),
         ("", "Service") => defaults::service(obj, old, &inner.alloc)
             .map_err(|causes| ApiError::invalid(def, meta::name(obj), causes))?,
+        ("storage.k8s.io", "StorageClass") => {
+            meta::default_at(obj, &["reclaimPolicy"], json!("Delete"));
+            meta::default_at(obj, &["volumeBindingMode"], json!("Immediate"));
+        }
         ("certificates.k8s.io", "CertificateSigningRequest") if old.is_none() => {
             meta::default_at(obj, &["status"], json!({}));
         }
