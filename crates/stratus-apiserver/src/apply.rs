@@ -609,7 +609,6 @@ fn merge_config(lists: Lists<'_>, live: &mut Value, config: &Value, names: &mut 
 }
 
 fn conflict_error(
-    def_plural: &str,
     api_version: &str,
     name: &str,
     conflicts: &[(String, String, String)],
@@ -657,7 +656,8 @@ fn conflict_error(
         )
     };
     ApiError {
-        details: Some(json!({"name": name, "kind": def_plural, "causes": causes})),
+        // kube-apiserver's apply conflicts name no kind.
+        details: Some(json!({"name": name, "causes": causes})),
         ..ApiError::new(409, "Conflict", message)
     }
 }
@@ -665,7 +665,6 @@ fn conflict_error(
 /// Who applies what to which object.
 struct ApplyRequest<'a> {
     lists: Lists<'a>,
-    plural: &'a str,
     name: &'a str,
     api_version: &'a str,
     manager: &'a str,
@@ -680,7 +679,6 @@ fn applied(
 ) -> Result<Value, ApiError> {
     let ApplyRequest {
         lists,
-        plural,
         name,
         api_version,
         manager,
@@ -704,7 +702,7 @@ fn applied(
         }
     }
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(plural, api_version, name, &conflicts));
+        return Err(conflict_error(api_version, name, &conflicts));
     }
     let mut out = live.cloned().unwrap_or_else(|| json!({}));
     // Fields this manager applied before and no longer applies go away,
@@ -798,7 +796,6 @@ pub(crate) fn server_side_apply(
     let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
     let apply_req = ApplyRequest {
         lists: Lists::new(def.kind, schema),
-        plural: def.plural,
         name: &name,
         api_version: &api_version,
         manager: &manager,
@@ -900,7 +897,6 @@ mod tests {
     fn req(manager: &str, force: bool) -> ApplyRequest<'_> {
         ApplyRequest {
             lists: Lists::new("ConfigMap", None),
-            plural: "configmaps",
             name: "c",
             api_version: "v1",
             manager,

@@ -469,16 +469,6 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
             &["status", "storedVersions"],
             json!(stored_versions),
         );
-        if !meta::finalizers(&next)
-            .iter()
-            .any(|f| f == CLEANUP_FINALIZER)
-            && let Some(m) = meta::meta_mut(&mut next)
-        {
-            let list = m.entry("finalizers").or_insert_with(|| json!([]));
-            if let Some(a) = list.as_array_mut() {
-                a.push(json!(CLEANUP_FINALIZER));
-            }
-        }
         if next == *cur.object {
             Ok(Mutation::Unchanged)
         } else {

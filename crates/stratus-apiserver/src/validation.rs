@@ -157,7 +157,11 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
                 ty,
                 "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
             ) {
-                causes.push(Cause::invalid("spec.type", ty, "supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""));
+                causes.push(Cause::unsupported(
+                    "spec.type",
+                    &format!("{ty:?}"),
+                    &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+                ));
             }
             for (i, p) in ports.into_iter().flatten().enumerate() {
                 let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);

@@ -140,6 +140,9 @@ fn default_for(
         ("", "Secret") => defaults::secret(obj),
         ("", "Service") => defaults::service(obj, old, &inner.alloc)
             .map_err(|causes| ApiError::invalid(def, meta::name(obj), causes))?,
+        ("scheduling.k8s.io", "PriorityClass") => {
+            meta::default_at(obj, &["preemptionPolicy"], json!("PreemptLowerPriority"));
+        }
         ("storage.k8s.io", "StorageClass") => {
             meta::default_at(obj, &["reclaimPolicy"], json!("Delete"));
             meta::default_at(obj, &["volumeBindingMode"], json!("Immediate"));
@@ -816,7 +819,21 @@ fn delete_state(
             }
         }
     }
-    let finalizers = meta::finalizers(current);
+    // A CRD's deletion adds its cleanup finalizer (as kube-apiserver's CRD
+    // store does): its objects are deleted first.
+    if crd::is_crd(def)
+        && !meta::finalizers(current)
+            .iter()
+            .any(|f| f == crd::CLEANUP_FINALIZER)
+        && let Some(m) = meta::meta_mut(&mut next)
+        && let Some(list) = m
+            .entry("finalizers")
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+    {
+        list.push(json!(crd::CLEANUP_FINALIZER));
+    }
+    let finalizers = meta::finalizers(&next);
     // A namespace always terminates first: its contents are deleted, then it.
     let is_namespace = def.kind == "Namespace" && def.group.is_empty();
     if grace == 0 && finalizers.is_empty() && !is_namespace {
@@ -909,7 +926,17 @@ pub(crate) fn delete_collection(
             .unwrap_or_default()
             .to_owned();
         match delete_one(inner, req.def, &ns, meta::name(&item.object), &opts) {
-            Ok((stored, _)) => deleted.push(to_value(&stored)),
+            Ok((stored, _)) => {
+                let mut item = to_value(&stored);
+                // A built-in kind's list items carry no type (see `read::list`).
+                if !def.custom
+                    && let Some(m) = item.as_object_mut()
+                {
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                deleted.push(item);
+            }
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
@@ -1107,7 +1134,7 @@ pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
 /// Whether the kind's strategy keeps `metadata.generation` (set to 1 on
 /// create, bumped on spec changes): workloads, Pods, the policy and
 /// networking kinds with a spec, EndpointSlices, webhook configurations,
-/// CustomResourceDefinitions and custom resources. ConfigMaps, Secrets,
+/// PriorityClasses, CustomResourceDefinitions and custom resources. ConfigMaps, Secrets,
 /// Services, Nodes, Namespaces, RBAC objects and the rest have none.
 pub(crate) fn tracks_generation(def: &ResourceDef) -> bool {
     def.custom
@@ -1121,6 +1148,7 @@ pub(crate) fn tracks_generation(def: &ResourceDef) -> bool {
                 | ("discovery.k8s.io", "EndpointSlice")
                 | ("admissionregistration.k8s.io", _)
                 | ("apiextensions.k8s.io", _)
+                | ("scheduling.k8s.io", "PriorityClass")
         ) && def.kind != "ControllerRevision"
 }
 

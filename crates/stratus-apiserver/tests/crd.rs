@@ -73,12 +73,8 @@ async fn a_derived_definition_is_established_and_served() {
     let status = crd.status.unwrap();
     assert_eq!(status.accepted_names.unwrap().kind, "Widget");
     assert_eq!(status.stored_versions, Some(vec!["v1".to_owned()]));
-    assert!(
-        crd.metadata
-            .finalizers
-            .unwrap()
-            .contains(&"customresourcecleanup.apiextensions.k8s.io".to_owned())
-    );
+    // The cleanup finalizer comes with the deletion, as in kube-apiserver.
+    assert_eq!(crd.metadata.finalizers, None);
 
     // Discovery serves the new group with its names.
     let discovery = kube::discovery::Discovery::new(client.clone())
