@@ -78,7 +78,7 @@ impl Filter {
             // Kinds with only the metadata fields answer with the generic
             // converter's words, kinds with their own fields with theirs.
             return Err(ApiError::bad_request(
-                if fields::selectable(&def).is_empty() && extra.is_empty() {
+                if fields::selectable(def).is_empty() && extra.is_empty() {
                     format!(
                         "{unsupported:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
                     )
