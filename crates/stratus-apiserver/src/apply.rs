@@ -608,11 +608,7 @@ fn merge_config(lists: Lists<'_>, live: &mut Value, config: &Value, names: &mut 
     }
 }
 
-fn conflict_error(
-    api_version: &str,
-    name: &str,
-    conflicts: &[(String, String, String)],
-) -> ApiError {
+fn conflict_error(api_version: &str, conflicts: &[(String, String, String)]) -> ApiError {
     // structured-merge-diff names the manager's version only when it is
     // not the one applied.
     let using = |v: &str| {
@@ -656,8 +652,8 @@ fn conflict_error(
         )
     };
     ApiError {
-        // kube-apiserver's apply conflicts name no kind.
-        details: Some(json!({"name": name, "causes": causes})),
+        // kube-apiserver's apply conflicts carry only their causes.
+        details: Some(json!({"causes": causes})),
         ..ApiError::new(409, "Conflict", message)
     }
 }
@@ -665,7 +661,6 @@ fn conflict_error(
 /// Who applies what to which object.
 struct ApplyRequest<'a> {
     lists: Lists<'a>,
-    name: &'a str,
     api_version: &'a str,
     manager: &'a str,
     force: bool,
@@ -679,7 +674,6 @@ fn applied(
 ) -> Result<Value, ApiError> {
     let ApplyRequest {
         lists,
-        name,
         api_version,
         manager,
         force,
@@ -702,7 +696,7 @@ fn applied(
         }
     }
     if !conflicts.is_empty() && !force {
-        return Err(conflict_error(api_version, name, &conflicts));
+        return Err(conflict_error(api_version, &conflicts));
     }
     let mut out = live.cloned().unwrap_or_else(|| json!({}));
     // Fields this manager applied before and no longer applies go away,
@@ -796,7 +790,6 @@ pub(crate) fn server_side_apply(
     let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
     let apply_req = ApplyRequest {
         lists: Lists::new(def.kind, schema),
-        name: &name,
         api_version: &api_version,
         manager: &manager,
         force,
@@ -897,7 +890,6 @@ mod tests {
     fn req(manager: &str, force: bool) -> ApplyRequest<'_> {
         ApplyRequest {
             lists: Lists::new("ConfigMap", None),
-            name: "c",
             api_version: "v1",
             manager,
             force,

@@ -267,6 +267,10 @@ pub(crate) fn success_status(def: &ResourceDef, name: &str, uid: &str) -> Value 
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {"name": name, "group": def.group, "kind": def.plural, "uid": uid},
+        "details": if def.group.is_empty() {
+            json!({"name": name, "kind": def.plural, "uid": uid})
+        } else {
+            json!({"name": name, "group": def.group, "kind": def.plural, "uid": uid})
+        },
     })
 }

@@ -189,7 +189,7 @@ fn uid_precondition_failed(def: &ResourceDef, name: &str, wanted: &str, actual: 
             def.kind
         ),
     );
-    err.details = Some(json!({"name": name, "kind": def.kind}));
+    err.details = Some(json!({"name": name, "group": def.group, "kind": def.kind}));
     err
 }
 
@@ -879,8 +879,11 @@ pub(crate) fn delete_one(
             .store
             .get(resource, namespace, name)
             .ok_or_else(|| ApiError::not_found(&def, name))?;
-        delete_state(&def, &current.object, opts)?;
-        return Ok((current, false));
+        let gone = matches!(
+            delete_state(&def, &current.object, opts)?,
+            Mutation::Delete(_)
+        );
+        return Ok((current, gone));
     }
     let (stored, deleted) = inner
         .store
@@ -906,7 +909,12 @@ pub(crate) fn delete(
 ) -> Result<Answer, ApiError> {
     let opts = delete_options(req, body)?;
     let name = req.name.clone().unwrap_or_default();
-    let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
+    let (stored, gone) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
+    if opts.dry_run && gone {
+        // What kube-apiserver answers a dry run that would remove the object.
+        let def = inner.defs.get(req.def);
+        return Ok((200, success_status(&def, &name, meta::uid(&stored.object))));
+    }
     Ok((200, to_value(&stored)))
 }
 
