@@ -910,12 +910,40 @@ pub(crate) fn delete(
     let opts = delete_options(req, body)?;
     let name = req.name.clone().unwrap_or_default();
     let (stored, gone) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
-    if opts.dry_run && gone {
-        // What kube-apiserver answers a dry run that would remove the object.
-        let def = inner.defs.get(req.def);
+    let def = inner.defs.get(req.def);
+    if gone && !returns_deleted_object(&def) {
+        // kube-apiserver answers a removal (or a dry run of one) with a
+        // success Status, but for the kinds whose store returns the object.
         return Ok((200, success_status(&def, &name, meta::uid(&stored.object))));
     }
     Ok((200, to_value(&stored)))
+}
+
+/// The kinds whose store answers a delete with the deleted object
+/// (`ReturnDeletedObject`); the others answer a success `Status`. An
+/// object that only starts terminating is always returned.
+fn returns_deleted_object(def: &ResourceDef) -> bool {
+    matches!(
+        (def.group, def.plural),
+        (
+            "",
+            "pods"
+                | "services"
+                | "namespaces"
+                | "serviceaccounts"
+                | "persistentvolumes"
+                | "persistentvolumeclaims"
+                | "resourcequotas"
+                | "podtemplates"
+        ) | (
+            "storage.k8s.io",
+            "storageclasses"
+                | "csidrivers"
+                | "csinodes"
+                | "volumeattachments"
+                | "volumeattributesclasses"
+        ) | ("resource.k8s.io", _)
+    )
 }
 
 /// DELETE on a collection: every object the selectors match.
