@@ -270,23 +270,44 @@ fn path_arg(flag: &str, path: &Path) -> String {
     format!("--{flag}={}", path.display())
 }
 
-/// A kubeconfig for a client certificate.
+/// A kubeconfig at `path` for the cluster at `server` (trusting `ca`) and
+/// one user, whose credentials are the `user:` lines given
+/// (`client-certificate`/`client-key`, or `token`).
 fn write_kubeconfig(
     path: &Path,
     server: &str,
     ca: &Path,
-    cert: &Path,
-    key: &Path,
     user: &str,
+    credentials: &[(&str, String)],
 ) -> Result<(), BoxError> {
+    let credentials: String = credentials
+        .iter()
+        .map(|(key, value)| format!("    {key}: {value}\n"))
+        .collect();
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus-real\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: {user}\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: {user}@stratus-real\n  context:\n    cluster: stratus-real\n    user: {user}\ncurrent-context: {user}@stratus-real\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus-real\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: {user}\n  user:\n{credentials}contexts:\n- name: {user}@stratus-real\n  context:\n    cluster: stratus-real\n    user: {user}\ncurrent-context: {user}@stratus-real\n",
         ca.display(),
-        cert.display(),
-        key.display()
     );
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(())
+}
+
+/// A client certificate's kubeconfig lines.
+fn certificate(issued: &crate::cluster_pki::Issued) -> [(&'static str, String); 2] {
+    [
+        ("client-certificate", issued.cert.display().to_string()),
+        ("client-key", issued.key.display().to_string()),
+    ]
+}
+
+/// The flags with which kube-controller-manager and kube-scheduler reach
+/// kube-apiserver, and review their own callers through it.
+fn client_flags(kubeconfig: &Path) -> [String; 3] {
+    [
+        path_arg("kubeconfig", kubeconfig),
+        path_arg("authentication-kubeconfig", kubeconfig),
+        path_arg("authorization-kubeconfig", kubeconfig),
+    ]
 }
 
 /// Every Metadata-level event once complete: who did what, and the answer's
@@ -361,27 +382,24 @@ fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
         &kubeconfig,
         &server,
         &ca.cert,
-        &admin.cert,
-        &admin.key,
         "kubernetes-admin",
+        &certificate(&admin),
     )?;
     let kcm_kubeconfig = dir.join("controller-manager.kubeconfig");
     write_kubeconfig(
         &kcm_kubeconfig,
         &server,
         &ca.cert,
-        &kcm.cert,
-        &kcm.key,
         "system:kube-controller-manager",
+        &certificate(&kcm),
     )?;
     let scheduler_kubeconfig = dir.join("scheduler.kubeconfig");
     write_kubeconfig(
         &scheduler_kubeconfig,
         &server,
         &ca.cert,
-        &scheduler.cert,
-        &scheduler.key,
         "system:kube-scheduler",
+        &certificate(&scheduler),
     )?;
     let audit_policy = dir.join("audit-policy.yaml");
     std::fs::write(&audit_policy, AUDIT_POLICY)?;
@@ -451,9 +469,6 @@ fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
     ]);
     kcm_args.extend([
         format!("--secure-port={kcm_port}"),
-        path_arg("kubeconfig", &kcm_kubeconfig),
-        path_arg("authentication-kubeconfig", &kcm_kubeconfig),
-        path_arg("authorization-kubeconfig", &kcm_kubeconfig),
         path_arg("client-ca-file", &ca.cert),
         path_arg("requestheader-client-ca-file", &front_proxy_ca.cert),
         path_arg("root-ca-file", &ca.cert),
@@ -462,18 +477,15 @@ fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
         path_arg("cluster-signing-key-file", &ca.key_file),
         format!("--service-cluster-ip-range={SERVICE_CIDR}"),
     ]);
+    kcm_args.extend(client_flags(&kcm_kubeconfig));
 
     let mut scheduler_args = strings(&[
         "--bind-address=127.0.0.1",
         "--leader-elect=false",
         "--profiling=false",
     ]);
-    scheduler_args.extend([
-        format!("--secure-port={scheduler_port}"),
-        path_arg("kubeconfig", &scheduler_kubeconfig),
-        path_arg("authentication-kubeconfig", &scheduler_kubeconfig),
-        path_arg("authorization-kubeconfig", &scheduler_kubeconfig),
-    ]);
+    scheduler_args.push(format!("--secure-port={scheduler_port}"));
+    scheduler_args.extend(client_flags(&scheduler_kubeconfig));
 
     let component = |name: &str, args: Vec<String>, health: String| Component {
         name: name.to_owned(),
@@ -919,13 +931,7 @@ pub(crate) async fn service_account_kubeconfig(
         .status
         .and_then(|s| s.token)
         .ok_or("the TokenRequest returned no token")?;
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: stratus-real\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}@stratus-real\n  context:\n    cluster: stratus-real\n    user: {name}\n    namespace: {namespace}\ncurrent-context: {name}@stratus-real\n",
-        state.server,
-        state.ca.display(),
-    );
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(())
+    write_kubeconfig(path, &state.server, &state.ca, name, &[("token", token)])
 }
 
 /// What the audit log says of the requests whose user agent starts with

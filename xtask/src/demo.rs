@@ -112,15 +112,11 @@ impl Home {
             ControlPlane::Real => {
                 let started = cluster::State::load().is_none();
                 let state = cluster::up(Some(cluster::DEFAULT_NODE_ADDRESS)).await?;
-                let home = Self::Real { state, started };
-                let Self::Real { state, .. } = &home else {
-                    unreachable!("just built")
-                };
                 if state.node_address.is_none() {
                     return Err("the cluster has no node address for kubelet APIs (see `cargo xtask cluster up --node-address`)".into());
                 }
                 std::fs::copy(&state.kubeconfig, &args.kubeconfig)?;
-                Ok(home)
+                Ok(Self::Real { state, started })
             }
         }
     }

@@ -757,8 +757,9 @@ async fn compare(state: &cluster::State, args: &Args) -> Result<ExitCode, BoxErr
     let mut disagreements = Vec::new();
     for (i, r) in requests.iter().enumerate() {
         if i == 1 {
-            // Pods and ServiceAccount tokens wait for the controller
-            // manager's default ServiceAccount on the real server.
+            // The namespace's `default` ServiceAccount (the harness makes
+            // it at once, the real controller manager a moment later) is
+            // in both servers' ServiceAccount lists before they are read.
             cluster::wait_for_default_service_account(
                 &real,
                 NAMESPACE,

@@ -52,8 +52,8 @@ use clap::Parser;
 const USAGE: &str = "usage: cargo xtask <task> [options]
 
 tasks:
-  ci          cargo fmt --check, clippy -D warnings, the workspace tests, cargo doc with warnings denied,
-              and scripts/kubectl-harness.sh (installed kubectl against the standalone API server)
+  ci          every CI check: fmt, clippy, tests, docs, packaging, generated providers, fuzz, soak, e2e,
+              the real control plane (e2e-real, clients-real) and the client scripts (see xtask/src/ci.rs)
   apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
   cluster     a real control plane built from tools/kubernetes/go.mod: build | up [--kubeconfig FILE] | down | status
               | stop|start|restart COMPONENT

@@ -29,8 +29,9 @@ pub(crate) enum Directive {
 }
 
 impl Directive {
-    /// The directive of a request; an unrecognised value is a 400, as in
-    /// kube-apiserver.
+    /// The directive of a request. A value outside the set was refused
+    /// before (422, with the request's options: `http::check_options`);
+    /// here it is an error too, for callers that did not check.
     pub(crate) fn of(query: &Query) -> Result<Self, ApiError> {
         match query.get("fieldValidation") {
             None | Some("Warn") => Ok(Self::Warn),

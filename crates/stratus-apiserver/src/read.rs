@@ -207,11 +207,8 @@ pub(crate) fn list(
                 "too old resource version: {rv} ({revision}); the harness serves Exact reads only at the current revision"
             )));
         }
-        (Some("Exact" | "NotOlderThan"), None) => {
-            return Err(ApiError::bad_request(
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-            ));
-        }
+        // Without a resourceVersion it was refused with the request's
+        // options (`http::check_options`).
         (Some("Exact" | "NotOlderThan") | None, _) => {}
         (Some(other), _) => {
             return Err(ApiError::bad_request(format!(
