@@ -297,7 +297,7 @@ fn kind_requests(kind: &Kind) -> Vec<Request> {
         req(
             format!("{k}: list a page of one"),
             Method::GET,
-            format!("{base}?limit=1"),
+            format!("{base}?limit=1&labelSelector=app%3Dfidelity"),
         ),
         req(
             format!("{k}: list with resourceVersion=0"),
@@ -641,6 +641,11 @@ const MASKED: &[&str] = &[
 
 fn mask(value: &mut Value) {
     match value {
+        Value::String(s) => {
+            if let Some(masked) = mask_uids(s) {
+                *s = masked;
+            }
+        }
         Value::Object(map) => {
             let generated = map.contains_key("generateName");
             for (key, v) in map.iter_mut() {
@@ -656,10 +661,67 @@ fn mask(value: &mut Value) {
     }
 }
 
+/// `s` with every UID in it (8-4-4-4-12 hex digits) masked, or `None`
+/// when it holds none: error messages quote the UIDs they compare.
+fn mask_uids(s: &str) -> Option<String> {
+    const SHAPE: [usize; 5] = [8, 4, 4, 4, 12];
+    let bytes = s.as_bytes();
+    let is_uid = |at: usize| {
+        let mut i = at;
+        for (n, len) in SHAPE.iter().enumerate() {
+            if n > 0 {
+                if bytes.get(i) != Some(&b'-') {
+                    return false;
+                }
+                i += 1;
+            }
+            for _ in 0..*len {
+                if !bytes.get(i).is_some_and(u8::is_ascii_hexdigit) {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+        true
+    };
+    let mut out = String::new();
+    let (mut i, mut last, mut found) = (0, 0, false);
+    while i + 36 <= bytes.len() {
+        if is_uid(i) {
+            out.push_str(&s[last..i]);
+            out.push_str("<uid>");
+            i += 36;
+            last = i;
+            found = true;
+        } else {
+            i += 1;
+        }
+    }
+    found.then(|| {
+        out.push_str(&s[last..]);
+        out
+    })
+}
+
+/// Keeps, of a list answer's items, the corpus's own objects (labelled
+/// `app=fidelity`): the real control plane's bootstrap objects (its system
+/// ClusterRoles and PriorityClasses, the controller manager's
+/// `kube-root-ca.crt` ConfigMap) are not the harness's to have.
+fn corpus_items_only(value: &mut Value) {
+    let is_list = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k.ends_with("List"));
+    if let (true, Some(Value::Array(items))) = (is_list, value.get_mut("items")) {
+        items.retain(|item| item["metadata"]["labels"]["app"] == "fidelity");
+    }
+}
+
 /// A body as comparable JSON: one document, or a watch's events.
 fn comparable(body: &[u8]) -> Value {
     if let Ok(mut v) = serde_json::from_slice::<Value>(body) {
         mask(&mut v);
+        corpus_items_only(&mut v);
         return v;
     }
     let events: Option<Vec<Value>> = body
@@ -778,6 +840,7 @@ async fn compare(state: &cluster::State, args: &Args) -> Result<ExitCode, BoxErr
                 "request": i, "what": r.what, "method": r.method.as_str(), "path": r.path,
                 "harness_status": h.status, "kube_apiserver_status": k.status,
                 "difference": difference,
+                "harness_body": hb, "kube_apiserver_body": kb,
             }));
         }
     }
@@ -815,4 +878,29 @@ async fn compare(state: &cluster::State, args: &Args) -> Result<ExitCode, BoxErr
         args.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_in_messages_are_masked() {
+        assert_eq!(
+            mask_uids("UID in record (1d43c573-8f1b-4fd6-8f9c-b329edc4d70c)."),
+            Some("UID in record (<uid>).".to_owned())
+        );
+        assert_eq!(mask_uids("no uid here, 1d43c573-8f1b"), None);
+    }
+
+    #[test]
+    fn list_answers_keep_the_corpus_objects() {
+        let mut list = json!({"kind": "ConfigMapList", "items": [
+            {"metadata": {"name": "kube-root-ca.crt"}},
+            {"metadata": {"name": "alpha", "labels": {"app": "fidelity"}}},
+        ]});
+        corpus_items_only(&mut list);
+        assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+        assert_eq!(list["items"][0]["metadata"]["name"], "alpha");
+    }
 }

@@ -157,12 +157,13 @@ fn collect(lists: Lists<'_>, value: &Value, path: &mut Path, out: &mut FieldSet)
                     }
                 }
                 ListStrategy::MergeByKey(key) => {
+                    let keys = map_keys(lists.kind, &names, key);
                     for item in items {
-                        let Some(id) = item.get(key) else {
+                        let Some(id) = item_key(&keys, item) else {
                             out.insert(path.clone());
                             continue;
                         };
-                        path.push(Elem::Key(json!({ key: id }).to_string()));
+                        path.push(Elem::Key(id));
                         collect(lists, item, path, out);
                         path.pop();
                     }
@@ -175,6 +176,49 @@ fn collect(lists: Lists<'_>, value: &Value, path: &mut Path, out: &mut FieldSet)
             }
         }
     }
+}
+
+/// Lists structured-merge-diff keys by more than their strategic-merge
+/// key: ports are told apart by port and protocol.
+fn map_keys(kind: &str, names: &[&str], key: &'static str) -> Vec<&'static str> {
+    match (kind, names) {
+        ("Service", ["spec", "ports"]) => vec!["port", "protocol"],
+        (
+            _,
+            [
+                ..,
+                "containers" | "initContainers" | "ephemeralContainers",
+                "ports",
+            ],
+        ) => {
+            vec!["containerPort", "protocol"]
+        }
+        _ => vec![key],
+    }
+}
+
+/// The identity of a keyed list item: the JSON object of its key fields
+/// (a missing protocol is the default, TCP), or `None` without its key.
+fn item_key(keys: &[&str], item: &Value) -> Option<String> {
+    let mut id = Map::new();
+    for &k in keys {
+        let v = match item.get(k) {
+            Some(v) => v.clone(),
+            None if k == "protocol" => json!("TCP"),
+            None => return None,
+        };
+        id.insert(k.to_owned(), v);
+    }
+    Some(Value::Object(id).to_string())
+}
+
+/// Whether a list item has the identity `key` (see `item_key`).
+fn has_key(item: &Value, key: &Map<String, Value>) -> bool {
+    !key.is_empty()
+        && key.iter().all(|(k, v)| match item.get(k) {
+            Some(found) => found == v,
+            None => k == "protocol" && v == "TCP",
+        })
 }
 
 fn fields_of(lists: Lists<'_>, value: &Value) -> FieldSet {
@@ -193,11 +237,7 @@ fn lookup<'a>(root: &'a Value, path: &Path) -> Option<&'a Value> {
             }
             Elem::Key(k) => {
                 let key: Map<String, Value> = serde_json::from_str(k).ok()?;
-                let (kname, kval) = key.iter().next()?;
-                cur = cur
-                    .as_array()?
-                    .iter()
-                    .find(|i| i.get(kname) == Some(kval))?;
+                cur = cur.as_array()?.iter().find(|i| has_key(i, &key))?;
             }
             Elem::Value(v) => {
                 let value: Value = serde_json::from_str(v).ok()?;
@@ -222,11 +262,8 @@ fn remove_path(root: &mut Value, path: &Path) {
                     Ok(k) => k,
                     Err(_) => return,
                 };
-                let Some((kname, kval)) = key.iter().next() else {
-                    return;
-                };
                 cur.as_array_mut()
-                    .and_then(|a| a.iter_mut().find(|i| i.get(kname) == Some(kval)))
+                    .and_then(|a| a.iter_mut().find(|i| has_key(i, &key)))
             }
             Elem::Value(_) => return,
         };
@@ -245,9 +282,8 @@ fn remove_path(root: &mut Value, path: &Path) {
             if let (Ok(key), Some(list)) = (
                 serde_json::from_str::<Map<String, Value>>(k),
                 cur.as_array_mut(),
-            ) && let Some((kname, kval)) = key.iter().next()
-            {
-                list.retain(|i| i.get(kname) != Some(kval));
+            ) {
+                list.retain(|i| !has_key(i, &key));
             }
         }
         Elem::Value(v) => {
@@ -259,8 +295,9 @@ fn remove_path(root: &mut Value, path: &Path) {
     }
 }
 
-/// The `fieldsV1` form of a field set.
-fn to_fields_v1(set: &FieldSet) -> Value {
+/// The `fieldsV1` form of a manager's field set (`apply`: of an Apply
+/// entry).
+fn to_fields_v1(set: &FieldSet, apply: bool) -> Value {
     let mut root = Map::new();
     for path in set {
         let mut cur = &mut root;
@@ -282,12 +319,14 @@ fn to_fields_v1(set: &FieldSet) -> Value {
         cur.entry(".").or_insert_with(|| json!({}));
     }
     strip_leaf_dots(&mut root);
-    mark_granular_nodes(&mut root);
+    mark_granular_nodes(&mut root, apply);
     Value::Object(root)
 }
 
 /// Maps of built-in kinds that structured-merge-diff treats as granular
-/// (`map[string]X`, not atomic): their own node is owned too.
+/// (`map[string]X`, not atomic), and optional structs (pointers in the Go
+/// types): both absent from an empty object, so an update that adds them
+/// owns their node too.
 const GRANULAR_MAPS: &[&str] = &[
     "f:labels",
     "f:annotations",
@@ -302,14 +341,48 @@ const GRANULAR_MAPS: &[&str] = &[
     "f:requests",
     "f:hard",
     "f:parameters",
+    "f:conversion",
+    "f:sessionAffinityConfig",
+    "f:clientIP",
+    "f:securityContext",
+    "f:affinity",
+    "f:nodeAffinity",
+    "f:podAffinity",
+    "f:podAntiAffinity",
+    "f:livenessProbe",
+    "f:readinessProbe",
+    "f:startupProbe",
+    "f:httpGet",
+    "f:tcpSocket",
+    "f:grpc",
+    "f:lifecycle",
+    "f:preStop",
+    "f:postStart",
+    "f:rollingUpdate",
+    "f:valueFrom",
+    "f:fieldRef",
+    "f:resourceFieldRef",
+    "f:configMapKeyRef",
+    "f:secretKeyRef",
+    "f:configMapRef",
+    "f:secretRef",
+    "f:emptyDir",
+    "f:hostPath",
+    "f:configMap",
+    "f:secret",
+    "f:projected",
+    "f:downwardAPI",
+    "f:persistentVolumeClaim",
 ];
 
 /// Write `"."` where kube-apiserver's structured-merge-diff records the
-/// node itself as owned beside its children: lists of items (`k:` / `v:`
-/// children), keyed items, and granular maps. Only the written form
+/// node itself as owned beside its children. An update owns the nodes it
+/// adds that an empty object lacks: lists (`k:` / `v:` children), keyed
+/// items, granular maps and optional structs. An apply owns its
+/// configuration's leaves and keyed items only. Only the written form
 /// changes: reading ignores a `"."` beside children (see `from_fields_v1`),
 /// since the harness's sets own leaves.
-fn mark_granular_nodes(map: &mut Map<String, Value>) {
+fn mark_granular_nodes(map: &mut Map<String, Value>, apply: bool) {
     for (key, value) in map.iter_mut() {
         let Value::Object(child) = value else {
             continue;
@@ -320,10 +393,12 @@ fn mark_granular_nodes(map: &mut Map<String, Value>) {
         let list = child
             .keys()
             .any(|k| k.starts_with("k:") || k.starts_with("v:"));
-        if list || key.starts_with("k:") || GRANULAR_MAPS.contains(&key.as_str()) {
+        let owned =
+            key.starts_with("k:") || (!apply && (list || GRANULAR_MAPS.contains(&key.as_str())));
+        if owned {
             child.entry(".").or_insert_with(|| json!({}));
         }
-        mark_granular_nodes(child);
+        mark_granular_nodes(child, apply);
     }
 }
 
@@ -423,9 +498,27 @@ fn read_entries(obj: &Value) -> Vec<Entry> {
 }
 
 fn write_entries(obj: &mut Value, entries: &[Entry]) {
-    let list: Vec<Value> = entries
-        .iter()
-        .filter(|e| !e.fields.is_empty())
+    // In kube-apiserver's order: by operation (Apply before Update), time,
+    // manager, version and subresource.
+    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.fields.is_empty()).collect();
+    sorted.sort_by(|a, b| {
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
+    let list: Vec<Value> = sorted
+        .into_iter()
         .map(|e| {
             let mut v = json!({
                 "manager": e.manager,
@@ -433,7 +526,7 @@ fn write_entries(obj: &mut Value, entries: &[Entry]) {
                 "apiVersion": e.api_version,
                 "time": e.time,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": to_fields_v1(&e.fields),
+                "fieldsV1": to_fields_v1(&e.fields, e.operation == "Apply"),
             });
             if !e.subresource.is_empty() {
                 v["subresource"] = json!(e.subresource);
@@ -517,19 +610,24 @@ pub(crate) fn record_update(
 fn server_set(kind: &str, path: &Path) -> bool {
     let names = field_names(path);
     match kind {
-        "Service" => matches!(
+        "Service" => {
+            matches!(
+                names.as_slice(),
+                [
+                    "spec",
+                    "clusterIP"
+                        | "clusterIPs"
+                        | "ipFamilies"
+                        | "ipFamilyPolicy"
+                        | "healthCheckNodePort",
+                    ..
+                ] | ["spec", "ports", "nodePort"]
+            ) || (names.as_slice() == ["status", "loadBalancer"] && path.len() == 2)
+        }
+        "Namespace" => matches!(
             names.as_slice(),
-            [
-                "spec",
-                "clusterIP"
-                    | "clusterIPs"
-                    | "ipFamilies"
-                    | "ipFamilyPolicy"
-                    | "healthCheckNodePort",
-                ..
-            ] | ["spec", "ports", "nodePort"]
+            ["spec", "finalizers", ..] | ["status", ..]
         ),
-        "Namespace" => matches!(names.as_slice(), ["spec", "finalizers", ..]),
         _ => false,
     }
 }
@@ -901,7 +999,7 @@ mod tests {
         let obj = json!({"kind": "Pod", "metadata": {"name": "x", "labels": {"a": "1"}, "finalizers": ["f"]},
             "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "k"}]}});
         let set = fields_of(Lists::new("Pod", None), &obj);
-        let v1 = to_fields_v1(&set);
+        let v1 = to_fields_v1(&set, false);
         assert_eq!(from_fields_v1(&v1), set);
         let rendered: Vec<String> = set.iter().map(render).collect();
         assert!(

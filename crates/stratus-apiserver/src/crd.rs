@@ -108,11 +108,18 @@ pub(crate) fn validate_definition(crd: &Value) -> Vec<Cause> {
     }
     if n.plural.is_empty() {
         causes.push(Cause::required("spec.names.plural", ""));
-    } else if !is_dns_label(&n.plural) {
+    } else if !super::validation::dns_label(&n.plural, 63, true) {
         causes.push(Cause::invalid(
             "spec.names.plural",
             &n.plural,
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'",
+            &super::validation::dns1035_label_message(),
+        ));
+    }
+    if !n.singular.is_empty() && !super::validation::dns_label(&n.singular, 63, true) {
+        causes.push(Cause::invalid(
+            "spec.names.singular",
+            &n.singular,
+            &super::validation::dns1035_label_message(),
         ));
     }
     if n.kind.is_empty() {
@@ -120,7 +127,7 @@ pub(crate) fn validate_definition(crd: &Value) -> Vec<Cause> {
     }
     let expected = format!("{}.{}", n.plural, n.group);
     let name = meta::name(crd);
-    if !n.plural.is_empty() && !n.group.is_empty() && name != expected {
+    if !n.plural.is_empty() && !n.group.is_empty() && !name.is_empty() && name != expected {
         causes.push(Cause::invalid(
             "metadata.name",
             name,

@@ -288,6 +288,19 @@ pub(crate) fn service(
 ) -> Result<(), Vec<Cause>> {
     default_at(svc, &["spec", "type"], json!("ClusterIP"));
     default_at(svc, &["spec", "sessionAffinity"], json!("None"));
+    if str_at(svc, &["spec", "sessionAffinity"]) == Some("ClientIP") {
+        // Three hours, as kube-apiserver's defaulting.
+        default_at(
+            svc,
+            &[
+                "spec",
+                "sessionAffinityConfig",
+                "clientIP",
+                "timeoutSeconds",
+            ],
+            json!(10800),
+        );
+    }
     let ty = service_type(svc);
     if ty == "ExternalName" {
         return Ok(());

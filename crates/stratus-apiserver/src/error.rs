@@ -34,6 +34,15 @@ impl Cause {
         }
     }
 
+    /// An invalid number: kube writes it unquoted (`Invalid value: -1: ...`).
+    pub(crate) fn invalid_number(field: impl Into<String>, value: i64, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {detail}"),
+        }
+    }
+
     /// A value outside a fixed set (`Unsupported value: "x": supported
     /// values: "a", "b"`).
     pub(crate) fn unsupported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
@@ -244,6 +253,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // An error kube-apiserver does not classify has no reason.
+        if self.reason.is_empty()
+            && let Some(map) = status.as_object_mut()
+        {
+            map.remove("reason");
+        }
         let mut details = self.details.clone();
         if let Some(secs) = self.retry_after {
             let d = details.get_or_insert_with(|| json!({}));

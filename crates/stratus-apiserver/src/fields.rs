@@ -77,6 +77,10 @@ pub(crate) fn selectable(def: &ResourceDef) -> &'static [(&'static str, &'static
             ("type", &["type"]),
         ],
         ("", "secrets") => &[("type", &["type"])],
+        ("", "services") => &[
+            ("spec.clusterIP", &["spec", "clusterIP"]),
+            ("spec.type", &["spec", "type"]),
+        ],
         ("", "namespaces") => &[("status.phase", &["status", "phase"])],
         ("certificates.k8s.io", "certificatesigningrequests") => {
             &[("spec.signerName", &["spec", "signerName"])]

@@ -529,9 +529,13 @@ async fn resource(
             let body = req.incoming(json_body(inner, parts, body).await?);
             answer(write::delete_collection(inner, &req, &body))
         }
-        _ => Err(ApiError::method_not_allowed(format!(
-            "the server does not allow this method on the requested resource ({method})"
-        ))),
+        // kube-apiserver's router answers with empty details.
+        _ => Err(ApiError {
+            details: Some(serde_json::json!({})),
+            ..ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            )
+        }),
     }
 }
 

@@ -68,7 +68,7 @@ impl Filter {
         query: &Query,
     ) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
-            .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
+            .map_err(ApiError::bad_request)?;
         let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
             .map_err(ApiError::bad_request)?;
         if let Some(unsupported) = fields
@@ -92,6 +92,12 @@ impl Filter {
             fields,
             extra,
         })
+    }
+
+    /// True if the filter selects every object (no label or field
+    /// selector).
+    pub(crate) fn is_everything(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 
     pub(crate) fn matches(&self, def: &ResourceDef, obj: &Value) -> bool {
@@ -258,7 +264,9 @@ pub(crate) fn list(
     if let Some(token) = &continue_token {
         metadata["continue"] = json!(token);
     }
-    if let Some(n) = remaining {
+    // As kube-apiserver: the count only when nothing is filtered out (a
+    // selector would make counting the rest a full scan).
+    if let Some(n) = remaining.filter(|_| filter.is_everything()) {
         metadata["remainingItemCount"] = json!(n);
     }
     match repr {

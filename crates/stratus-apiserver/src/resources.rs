@@ -5,10 +5,8 @@
 pub(crate) enum NameRule {
     /// DNS-1123 subdomain (most resources).
     Subdomain,
-    /// DNS-1123 label (namespaces).
+    /// DNS-1123 label (namespaces, services).
     Label,
-    /// DNS-1035 label (services).
-    Dns1035,
     /// A path segment: not `.` or `..`, no `/` or `%` (RBAC objects).
     PathSegment,
 }
@@ -166,7 +164,8 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
         },
         ResourceDef {
             has_status: true,
-            names: NameRule::Dns1035,
+            // RFC 1123 labels since kube 1.34's relaxed Service names.
+            names: NameRule::Label,
             categories: &["all"],
             ..def(
                 "",

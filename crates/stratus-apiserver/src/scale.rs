@@ -169,9 +169,9 @@ fn write(
             return Err(ApiError::invalid(
                 &def,
                 &name,
-                vec![Cause::invalid(
+                vec![Cause::invalid_number(
                     "spec.replicas",
-                    &replicas.to_string(),
+                    replicas,
                     "must be greater than or equal to 0",
                 )],
             ));
@@ -213,7 +213,7 @@ pub(crate) fn update(
     req: &ResourceRequest,
     body: &[u8],
 ) -> Result<Answer, ApiError> {
-    let scale = parse_object(body)?;
+    let scale = parse_object(body, "Scale")?;
     write(inner, req, |_| Ok(scale.clone()))
 }
 

@@ -145,8 +145,16 @@ impl Query {
     pub(crate) fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
         match self.get(key) {
             None => Ok(None),
+            // kube-apiserver converts the parameter as Go's ParseInt and
+            // answers with its error.
             Some(v) => v.parse().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("invalid value {v:?} for query parameter {key}"))
+                let digits = v.strip_prefix('-').unwrap_or(v);
+                let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    "value out of range"
+                } else {
+                    "invalid syntax"
+                };
+                ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
             }),
         }
     }
@@ -224,10 +232,15 @@ impl ResourceRequest {
     }
 }
 
-/// A JSON object body, or a 400.
-pub(crate) fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
+/// A JSON object body of a `kind` object, or a 400 in kube-apiserver's
+/// words (`the object provided is unrecognized ...`).
+pub(crate) fn parse_object(body: &[u8], kind: &str) -> Result<Value, ApiError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("the body of the request was not valid JSON: {e}"))
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): couldn't get version/kind; json parse error: {} ({})",
+            go_json_error(body, &e),
+            summarize(body)
+        ))
     })?;
     if !value.is_object() {
         return Err(ApiError::bad_request(
@@ -235,4 +248,64 @@ pub(crate) fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
         ));
     }
     Ok(value)
+}
+
+/// A body as kube-apiserver quotes it in a decoding error: JSON up to 30
+/// bytes, anything else in hex.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let cut = &body[..body.len().min(MAX)];
+    let more = if body.len() > MAX { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(cut)),
+        Some(_) => {
+            let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
+/// A JSON syntax error in the words of Go's `encoding/json`.
+pub(crate) fn go_json_error(body: &[u8], e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        return "unexpected end of JSON input".to_owned();
+    }
+    // The offending character, at serde's line and column (1-based).
+    let text = String::from_utf8_lossy(body);
+    let found = text
+        .lines()
+        .nth(e.line().saturating_sub(1))
+        .and_then(|l| l.chars().nth(e.column().saturating_sub(1)));
+    let Some(c) = found else {
+        return e.to_string();
+    };
+    let message = e.to_string();
+    let context = if message.starts_with("expected `:`") {
+        "after object key"
+    } else if message.starts_with("expected `,` or `}`") {
+        "after object key:value pair"
+    } else if message.starts_with("expected `,` or `]`") {
+        "after array element"
+    } else if message.starts_with("key must be a string") {
+        "looking for beginning of object key string"
+    } else if message.starts_with("trailing characters") {
+        "after top-level value"
+    } else if message.starts_with("control character") {
+        "in string literal"
+    } else if message.starts_with("invalid escape") {
+        "in string escape code"
+    } else {
+        "looking for beginning of value"
+    };
+    let quoted = match c {
+        '\'' => "'\\''".to_owned(),
+        '\n' => "'\\n'".to_owned(),
+        '\t' => "'\\t'".to_owned(),
+        '\r' => "'\\r'".to_owned(),
+        c if (c as u32) < 0x20 => format!("'\\x{:02x}'", c as u32),
+        c if c.is_control() => format!("'\\u{:04x}'", c as u32),
+        c => format!("'{c}'"),
+    };
+    format!("invalid character {quoted} {context}")
 }

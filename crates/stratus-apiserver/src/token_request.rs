@@ -30,7 +30,7 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
     let mut request: Value = if body.is_empty() {
         json!({})
     } else {
-        parse_object(body)?
+        parse_object(body, "TokenRequest")?
     };
     let seconds = match request.pointer("/spec/expirationSeconds") {
         None | Some(Value::Null) => DEFAULT_EXPIRATION,
@@ -40,10 +40,10 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
                 return Err(ApiError::invalid(
                     &def,
                     &name,
-                    vec![Cause::invalid(
+                    // kube-apiserver's words (it checks 600 seconds).
+                    vec![Cause::invalid_number(
                         "spec.expirationSeconds",
-                        &v.to_string(),
-                        // kube-apiserver's words (it checks 600 seconds).
+                        v.as_i64().unwrap_or_default(),
                         "may not specify a duration less than 10 minutes",
                     )],
                 ));

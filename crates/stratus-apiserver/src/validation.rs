@@ -27,19 +27,43 @@ fn dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|p| dns_label(p, 63, false))
 }
 
+/// kube's `RegexError`: the message, examples and the pattern it checks.
+fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
+    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{message} (e.g. {}regex used for validation is '{pattern}')",
+        examples.join(" or ")
+    )
+}
+
+/// Why `s` is not an RFC 1123 subdomain, in kube-apiserver's words.
+pub(crate) fn dns_subdomain_message() -> String {
+    regex_error(
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+        &["example.com"],
+    )
+}
+
+/// Why `s` is not an RFC 1035 label, in kube-apiserver's words.
+pub(crate) fn dns1035_label_message() -> String {
+    regex_error(
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+        "[a-z]([-a-z0-9]*[a-z0-9])?",
+        &["my-name", "abc-123"],
+    )
+}
+
 /// Check an object name against the resource's rule; the message is the API
 /// server's.
 pub(crate) fn name_error(rule: NameRule, name: &str) -> Option<String> {
     match rule {
-        NameRule::Subdomain if !dns_subdomain(name) => Some(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".to_owned(),
-        ),
-        NameRule::Label if !dns_label(name, 63, false) => Some(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character".to_owned(),
-        ),
-        NameRule::Dns1035 if !dns_label(name, 63, true) => Some(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character".to_owned(),
-        ),
+        NameRule::Subdomain if !dns_subdomain(name) => Some(dns_subdomain_message()),
+        NameRule::Label if !dns_label(name, 63, false) => Some(regex_error(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            "[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "123-abc"],
+        )),
         NameRule::PathSegment
             if name.is_empty() || name == "." || name == ".." || name.contains(['/', '%']) =>
         {
@@ -164,13 +188,23 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
                 ));
             }
             for (i, p) in ports.into_iter().flatten().enumerate() {
-                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-                if !(1..=65535).contains(&port) {
-                    causes.push(Cause::invalid(
-                        format!("spec.ports[{i}].port"),
-                        &port.to_string(),
-                        "must be between 1 and 65535, inclusive",
-                    ));
+                // The target port defaults to the port, and is checked the
+                // same way when it is a number.
+                for field in ["port", "targetPort"] {
+                    let Some(port) = p
+                        .get(field)
+                        .and_then(Value::as_i64)
+                        .or((field == "port").then_some(0))
+                    else {
+                        continue;
+                    };
+                    if !(1..=65535).contains(&port) {
+                        causes.push(Cause::invalid_number(
+                            format!("spec.ports[{i}].{field}"),
+                            port,
+                            "must be between 1 and 65535, inclusive",
+                        ));
+                    }
                 }
             }
         }
@@ -178,9 +212,9 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
             if let Some(d) = at(obj, &["spec", "leaseDurationSeconds"]).and_then(Value::as_i64)
                 && d <= 0
             {
-                causes.push(Cause::invalid(
+                causes.push(Cause::invalid_number(
                     "spec.leaseDurationSeconds",
-                    &d.to_string(),
+                    d,
                     "must be greater than 0",
                 ));
             }
@@ -270,8 +304,9 @@ mod tests {
         assert!(name_error(NameRule::Subdomain, "a.b-c").is_none());
         assert!(name_error(NameRule::Subdomain, "A").is_some());
         assert!(name_error(NameRule::Label, "a.b").is_some());
-        assert!(name_error(NameRule::Dns1035, "1abc").is_some());
-        assert!(name_error(NameRule::Dns1035, "abc-1").is_none());
+        assert!(name_error(NameRule::Label, "1abc").is_none());
+        assert!(!dns_label("1abc", 63, true));
+        assert!(dns_label("abc-1", 63, true));
         assert!(name_error(NameRule::PathSegment, "system:controller:x").is_none());
         assert!(name_error(NameRule::PathSegment, "a/b").is_some());
         assert!(name_error(NameRule::PathSegment, "..").is_some());

@@ -31,10 +31,7 @@ fn rbac_rules(obj: &Value, causes: &mut Vec<Cause>) {
     for (i, rule) in items(obj, &["rules"]).iter().enumerate() {
         let list = |k: &str| rule.get(k).and_then(Value::as_array).map_or(0, Vec::len);
         if list("verbs") == 0 {
-            causes.push(Cause::required(
-                format!("rules[{i}].verbs"),
-                "verbs must contain at least one value",
-            ));
+            causes.push(Cause::required(format!("rules[{i}].verbs"), ""));
         }
         if list("nonResourceURLs") > 0 {
             if list("resources") > 0 || list("apiGroups") > 0 {

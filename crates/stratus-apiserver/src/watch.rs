@@ -65,10 +65,17 @@ pub(crate) fn plan(
     }
     let rv: Option<u64> = match req.query.get("resourceVersion") {
         None => None,
-        Some(v) => Some(
-            v.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {v:?}")))?,
-        ),
+        // kube-apiserver's watch cache fails such a version with an
+        // unclassified error: a 500 without a reason.
+        Some(v) => Some(v.parse().map_err(|_| {
+            ApiError::new(
+                500,
+                "",
+                format!(
+                    "resourceVersion: Invalid value: {v:?}: strconv.ParseUint: parsing {v:?}: invalid syntax"
+                ),
+            )
+        })?),
     };
     let start = match (send_initial, rv) {
         (true, _) => Start::FromState { end_bookmark: true },

@@ -42,11 +42,11 @@ pub(crate) fn body_as_json(content_type: &str, body: Bytes) -> Result<Bytes, Api
         }
         "" | "application/json" | "*/*" => Ok(body),
         _ if body.is_empty() => Ok(body),
-        other => Err(ApiError::new(
+        _ => Err(ApiError::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format ({other}) - accepted media types include: {ACCEPTED_BODIES}"
+                "the body of the request was in an unknown format - accepted media types include: {ACCEPTED_BODIES}"
             ),
         )),
     }

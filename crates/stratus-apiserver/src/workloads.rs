@@ -183,9 +183,9 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
     if let Some(replicas) = at(obj, &["spec", "replicas"]).and_then(Value::as_i64)
         && replicas < 0
     {
-        causes.push(Cause::invalid(
+        causes.push(Cause::invalid_number(
             "spec.replicas",
-            &replicas.to_string(),
+            replicas,
             "must be greater than or equal to 0",
         ));
     }

@@ -200,7 +200,7 @@ pub(crate) fn create(
     body: &[u8],
 ) -> Result<Answer, ApiError> {
     let def = inner.defs.get(req.def);
-    let mut obj = parse_object(body)?;
+    let mut obj = parse_object(body, def.kind)?;
     if def.review {
         return super::reviews::answer(inner, &def, req, obj);
     }
@@ -315,11 +315,14 @@ fn admit(
                 .extend(field_validation::judge(directive, def, &unknown)?);
         }
     }
+    // A definition's own rules come after its metadata's, as
+    // kube-apiserver lists them.
+    let mut definition_causes = Vec::new();
     if crd::is_crd(def) {
         crd::default_definition(obj);
-        causes.extend(crd::validate_definition(obj));
+        definition_causes.extend(crd::validate_definition(obj));
         if let Some(old) = old {
-            causes.extend(crd::immutable(old, obj));
+            definition_causes.extend(crd::immutable(old, obj));
         }
     }
     if inner.settings.rbac
@@ -331,6 +334,7 @@ fn admit(
     causes.extend(super::workloads::validate(def, obj));
     causes.extend(super::validation_groups::validate(def, obj));
     causes.extend(validation::validate(def, obj));
+    causes.extend(definition_causes);
     if let Some(old) = old {
         causes.extend(validation::immutable(def, old, obj));
     }
@@ -563,7 +567,7 @@ pub(crate) fn update(
 ) -> Result<Answer, ApiError> {
     let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
-    let mut desired = parse_object(body)?;
+    let mut desired = parse_object(body, def.kind)?;
     check_duplicates(req, &def, body)?;
     check_body_namespace(req, &mut desired)?;
     if req.dry_run() {
@@ -1122,7 +1126,7 @@ fn finalize_namespace_if_empty(inner: &Inner, namespace: &str) {
 pub(crate) fn bind(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
     let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
-    let binding = parse_object(body)?;
+    let binding = parse_object(body, "Binding")?;
     let node = str_at(&binding, &["target", "name"])
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
@@ -1153,7 +1157,7 @@ pub(crate) fn bind(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<
 pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
     let def = inner.defs.get(req.def);
     let name = req.name.clone().unwrap_or_default();
-    let eviction = parse_object(body)?;
+    let eviction = parse_object(body, "Eviction")?;
     let opts = match eviction.get("deleteOptions") {
         Some(d) => delete_options(req, &serde_json::to_vec(d).unwrap_or_default())?,
         None => DeleteOptions::default(),
