@@ -295,9 +295,17 @@ fn remove_path(root: &mut Value, path: &Path) {
     }
 }
 
-/// The `fieldsV1` form of a manager's field set (`apply`: of an Apply
-/// entry).
-fn to_fields_v1(set: &FieldSet, apply: bool) -> Value {
+/// How an entry's field set is written (see `mark_granular_nodes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Apply,
+    Update,
+    /// An update through the status subresource.
+    StatusUpdate,
+}
+
+/// The `fieldsV1` form of a manager's field set.
+fn to_fields_v1(set: &FieldSet, written: Written) -> Value {
     let mut root = Map::new();
     for path in set {
         let mut cur = &mut root;
@@ -319,7 +327,7 @@ fn to_fields_v1(set: &FieldSet, apply: bool) -> Value {
         cur.entry(".").or_insert_with(|| json!({}));
     }
     strip_leaf_dots(&mut root);
-    mark_granular_nodes(&mut root, apply);
+    mark_granular_nodes(&mut root, written);
     Value::Object(root)
 }
 
@@ -378,11 +386,12 @@ const GRANULAR_MAPS: &[&str] = &[
 /// Write `"."` where kube-apiserver's structured-merge-diff records the
 /// node itself as owned beside its children. An update owns the nodes it
 /// adds that an empty object lacks: lists (`k:` / `v:` children), keyed
-/// items, granular maps and optional structs. An apply owns its
+/// items, granular maps and optional structs; a status update finds its
+/// lists already there (created empty with the object). An apply owns its
 /// configuration's leaves and keyed items only. Only the written form
 /// changes: reading ignores a `"."` beside children (see `from_fields_v1`),
 /// since the harness's sets own leaves.
-fn mark_granular_nodes(map: &mut Map<String, Value>, apply: bool) {
+fn mark_granular_nodes(map: &mut Map<String, Value>, written: Written) {
     for (key, value) in map.iter_mut() {
         let Value::Object(child) = value else {
             continue;
@@ -393,12 +402,19 @@ fn mark_granular_nodes(map: &mut Map<String, Value>, apply: bool) {
         let list = child
             .keys()
             .any(|k| k.starts_with("k:") || k.starts_with("v:"));
-        let owned =
-            key.starts_with("k:") || (!apply && (list || GRANULAR_MAPS.contains(&key.as_str())));
+        let owned = match written {
+            Written::Apply => key.starts_with("k:"),
+            Written::Update => {
+                key.starts_with("k:") || list || GRANULAR_MAPS.contains(&key.as_str())
+            }
+            Written::StatusUpdate => {
+                key.starts_with("k:") || (!list && GRANULAR_MAPS.contains(&key.as_str()))
+            }
+        };
         if owned {
             child.entry(".").or_insert_with(|| json!({}));
         }
-        mark_granular_nodes(child, apply);
+        mark_granular_nodes(child, written);
     }
 }
 
@@ -526,7 +542,14 @@ fn write_entries(obj: &mut Value, entries: &[Entry]) {
                 "apiVersion": e.api_version,
                 "time": e.time,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": to_fields_v1(&e.fields, e.operation == "Apply"),
+                "fieldsV1": to_fields_v1(
+                    &e.fields,
+                    match (e.operation.as_str(), e.subresource.as_str()) {
+                        ("Apply", _) => Written::Apply,
+                        (_, "status") => Written::StatusUpdate,
+                        _ => Written::Update,
+                    },
+                ),
             });
             if !e.subresource.is_empty() {
                 v["subresource"] = json!(e.subresource);
@@ -547,16 +570,36 @@ fn kind_of(obj: &Value) -> String {
     str_at(obj, &["kind"]).unwrap_or_default().to_owned()
 }
 
+/// Who records an update, and through which subresource (`""`: the
+/// object itself).
+pub(crate) struct Writer<'a> {
+    /// The field manager.
+    pub(crate) manager: &'a str,
+    /// `Update` (or `Apply`, recorded by `server_side_apply`).
+    pub(crate) operation: &'a str,
+    /// The version the writer sent.
+    pub(crate) api_version: &'a str,
+    /// `status`, `scale`, or empty.
+    pub(crate) subresource: &'a str,
+}
+
 /// Record an update (create when `old` is `None`): the manager owns the
 /// leaves it changed; other managers lose them.
 pub(crate) fn record_update(
     new: &mut Value,
     old: Option<&Value>,
-    manager: &str,
-    operation: &str,
-    api_version: &str,
+    writer: &Writer<'_>,
     schema: Option<&Value>,
 ) {
+    let Writer {
+        manager,
+        operation,
+        api_version,
+        subresource,
+    } = *writer;
+    let same = |e: &Entry| {
+        e.manager == manager && e.operation == operation && e.subresource == subresource
+    };
     let kind = kind_of(new);
     let new_fields = fields_of(Lists::new(&kind, schema), new);
     let changed: FieldSet = match old {
@@ -581,14 +624,11 @@ pub(crate) fn record_update(
     }
     if !changed.is_empty() {
         for e in &mut entries {
-            if !(e.manager == manager && e.operation == operation) {
+            if !same(e) {
                 e.fields.retain(|p| !changed.contains(p));
             }
         }
-        match entries
-            .iter_mut()
-            .find(|e| e.manager == manager && e.operation == operation)
-        {
+        match entries.iter_mut().find(|e| same(e)) {
             Some(e) => {
                 e.fields.extend(changed);
                 e.time = meta::now();
@@ -598,7 +638,7 @@ pub(crate) fn record_update(
                 operation: operation.to_owned(),
                 api_version: api_version.to_owned(),
                 time: meta::now(),
-                subresource: String::new(),
+                subresource: subresource.to_owned(),
                 fields: changed,
             }),
         }
@@ -999,7 +1039,7 @@ mod tests {
         let obj = json!({"kind": "Pod", "metadata": {"name": "x", "labels": {"a": "1"}, "finalizers": ["f"]},
             "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "k"}]}});
         let set = fields_of(Lists::new("Pod", None), &obj);
-        let v1 = to_fields_v1(&set, false);
+        let v1 = to_fields_v1(&set, Written::Update);
         assert_eq!(from_fields_v1(&v1), set);
         let rendered: Vec<String> = set.iter().map(render).collect();
         assert!(
@@ -1015,7 +1055,17 @@ mod tests {
     fn apply_conflicts_and_force() {
         let mut live =
             json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
-        record_update(&mut live, None, "kubectl-edit", "Update", "v1", None);
+        record_update(
+            &mut live,
+            None,
+            &Writer {
+                manager: "kubectl-edit",
+                operation: "Update",
+                api_version: "v1",
+                subresource: "",
+            },
+            None,
+        );
         let config = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}});
         let err = applied(&req("mgr", false), Some(&live), &config).unwrap_err();
         assert_eq!(err.code, 409);

@@ -93,6 +93,21 @@ pub(crate) fn default_definition(crd: &mut Value) {
     meta::default_at(crd, &["spec", "conversion", "strategy"], json!("None"));
 }
 
+/// A new definition's status, before its controllers name and establish
+/// it: no names accepted, the storage version recorded.
+pub(crate) fn initial_status(crd: &mut Value) {
+    let stored: Vec<Value> = versions(crd)
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    set_at(
+        crd,
+        &["status"],
+        json!({"acceptedNames": {"kind": "", "plural": ""}, "storedVersions": stored}),
+    );
+}
+
 /// The validation of a definition that matters to serving it.
 pub(crate) fn validate_definition(crd: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -361,6 +376,106 @@ fn merge_conditions(current: &Value, new: Vec<Value>) -> Value {
     Value::Array(out)
 }
 
+/// The names a definition may have and its `NamesAccepted` condition, as
+/// kube-apiserver's naming controller decides them: each name it asks for
+/// is taken unless it is already its own or another definition of the
+/// group has accepted it; a conflict keeps the name it had (the last
+/// conflict found names the condition).
+fn accept_names(inner: &Inner, index: usize, crd: &Value, n: &Names) -> (Value, Value) {
+    let (all, _) = inner.store.list(index, None);
+    let mut resources: std::collections::BTreeSet<String> = Default::default();
+    let mut kinds: std::collections::BTreeSet<String> = Default::default();
+    for other in all.iter().filter(|o| names(&o.object).group == n.group) {
+        let accepted = at(&other.object, &["status", "acceptedNames"]);
+        let get = |k: &str| {
+            accepted
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        resources.insert(get("plural"));
+        resources.insert(get("singular"));
+        resources.extend(strings(accepted.and_then(|a| a.get("shortNames"))));
+        kinds.insert(get("kind"));
+        kinds.insert(get("listKind"));
+    }
+    let current = at(crd, &["status", "acceptedNames"])
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let had = |k: &str| current.get(k).and_then(Value::as_str).unwrap_or_default();
+    let mut out = current.clone();
+    if !out.is_object() {
+        out = json!({});
+    }
+    let mut conflict: Option<(&str, String)> = None;
+    // Each name: taken, or a conflict (the last one found is reported).
+    let checks: [(
+        &str,
+        &str,
+        &std::collections::BTreeSet<String>,
+        &'static str,
+    ); 2] = [
+        ("plural", &n.plural, &resources, "PluralConflict"),
+        ("singular", &n.singular, &resources, "SingularConflict"),
+    ];
+    for (field, wanted, used, reason) in checks {
+        if wanted == had(field) || !used.contains(wanted) {
+            out[field] = json!(wanted);
+        } else {
+            conflict = Some((reason, format!("{wanted:?} is already in use")));
+        }
+    }
+    let had_short = strings(current.get("shortNames"));
+    if n.short_names != had_short {
+        let taken: Vec<String> = n
+            .short_names
+            .iter()
+            .filter(|s| !had_short.contains(s) && resources.contains(*s))
+            .map(|s| format!("{s:?} is already in use"))
+            .collect();
+        match taken.as_slice() {
+            [] => out["shortNames"] = json!(n.short_names),
+            [one] => conflict = Some(("ShortNamesConflict", one.clone())),
+            many => {
+                conflict = Some(("ShortNamesConflict", format!("[{}]", many.join(", "))));
+            }
+        }
+    }
+    let checks: [(
+        &str,
+        &str,
+        &std::collections::BTreeSet<String>,
+        &'static str,
+    ); 2] = [
+        ("kind", &n.kind, &kinds, "KindConflict"),
+        ("listKind", &n.list_kind, &kinds, "ListKindConflict"),
+    ];
+    for (field, wanted, used, reason) in checks {
+        if wanted == had(field) || !used.contains(wanted) {
+            out[field] = json!(wanted);
+        } else {
+            conflict = Some((reason, format!("{wanted:?} is already in use")));
+        }
+    }
+    out["categories"] = json!(n.categories);
+    // Empty strings and lists are left out, as Go's `omitempty` does (but
+    // for plural and kind, which are always written).
+    if let Some(map) = out.as_object_mut() {
+        map.retain(|k, v| {
+            matches!(k.as_str(), "plural" | "kind")
+                || !(v.as_str() == Some("")
+                    || v.as_array().is_some_and(Vec::is_empty)
+                    || v.is_null())
+        });
+    }
+    let condition = match conflict {
+        Some((reason, message)) => condition("NamesAccepted", false, reason, &message),
+        None => condition("NamesAccepted", true, "NoConflicts", "no conflicts found"),
+    };
+    (out, condition)
+}
+
 /// Serve a created or updated definition and report it in its status
 /// (`NamesAccepted`, `Established`, `acceptedNames`, `storedVersions`), or
 /// start removing its objects when it is terminating.
@@ -378,27 +493,48 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
     }
     let mut conditions = Vec::new();
     let served = resource_of(crd);
-    let conflict = served.as_ref().and_then(|(def, _)| {
+    let n = names(crd);
+    let (accepted_names, names_condition) = accept_names(inner, index, crd, &n);
+    // A built-in resource of the same group, version and plural keeps its
+    // name too.
+    let builtin_conflict = served.as_ref().is_some_and(|(def, _)| {
         inner
             .defs
             .find(def.group, def.version, def.plural)
-            .filter(|&i| {
+            .is_some_and(|i| {
                 let other = inner.defs.get(i);
                 !other.custom || inner.defs.custom(i).is_some_and(|c| c.crd != name)
             })
-            .map(|_| format!("{:?} is already in use", def.plural))
     });
-    match (&served, &conflict) {
-        (_, Some(why)) => {
-            conditions.push(condition("NamesAccepted", false, "NameConflict", why));
-            conditions.push(condition(
-                "Established",
-                false,
-                "NotAccepted",
-                "not all names are accepted",
-            ));
+    let names_condition = if builtin_conflict {
+        condition(
+            "NamesAccepted",
+            false,
+            "PluralConflict",
+            &format!("{:?} is already in use", n.plural),
+        )
+    } else {
+        names_condition
+    };
+    let accepted = names_condition["status"] == "True";
+    match (&served, accepted) {
+        (_, false) => {
+            conditions.push(names_condition);
+            let established = at(crd, &["status", "conditions"])
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == "Established"))
+                .cloned()
+                .unwrap_or_else(|| {
+                    condition(
+                        "Established",
+                        false,
+                        "NotAccepted",
+                        "not all names are accepted",
+                    )
+                });
+            conditions.push(established);
         }
-        (Some((def, custom)), None) => {
+        (Some((def, custom)), true) => {
             inner.defs.serve(*def, custom.clone(), &inner.store);
             let others = other_versions(crd, def.version);
             let mut kept = vec![def.version];
@@ -414,12 +550,7 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
                 inner.defs.serve(other, custom, &inner.store);
             }
             inner.defs.unserve_versions(name, &kept);
-            conditions.push(condition(
-                "NamesAccepted",
-                true,
-                "NoConflicts",
-                "no conflicts found",
-            ));
+            conditions.push(names_condition);
             conditions.push(condition(
                 "Established",
                 true,
@@ -427,19 +558,12 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
                 "the initial names have been accepted",
             ));
         }
-        (None, None) => {
+        (None, true) => {
             // The storage version is not served: nothing to serve.
             inner.defs.unserve(name);
-            conditions.push(condition(
-                "NamesAccepted",
-                true,
-                "NoConflicts",
-                "no conflicts found",
-            ));
+            conditions.push(names_condition);
         }
     }
-    let accepted = conflict.is_none();
-    let n = names(crd);
     let storage_version = versions(crd)
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
@@ -451,20 +575,11 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
             &["status", "conditions"],
             merge_conditions(&cur.object, conditions.clone()),
         );
-        if accepted {
-            set_at(
-                &mut next,
-                &["status", "acceptedNames"],
-                json!({
-                    "plural": n.plural,
-                    "singular": n.singular,
-                    "kind": n.kind,
-                    "listKind": n.list_kind,
-                    "shortNames": n.short_names,
-                    "categories": n.categories,
-                }),
-            );
-        }
+        set_at(
+            &mut next,
+            &["status", "acceptedNames"],
+            accepted_names.clone(),
+        );
         let mut stored_versions = strings(at(&next, &["status", "storedVersions"]));
         if let Some(v) = storage_version.as_ref().and_then(Value::as_str)
             && !stored_versions.iter().any(|s| s == v)
@@ -479,6 +594,19 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
         if next == *cur.object {
             Ok(Mutation::Unchanged)
         } else {
+            // The API server's own controllers write the status as
+            // `kube-apiserver`, and own what they wrote.
+            super::apply::record_update(
+                &mut next,
+                Some(&cur.object),
+                &super::apply::Writer {
+                    manager: "kube-apiserver",
+                    operation: "Update",
+                    api_version: "apiextensions.k8s.io/v1",
+                    subresource: "status",
+                },
+                None,
+            );
             Ok(Mutation::Replace(next))
         }
     });

@@ -96,7 +96,8 @@ fn not_found_path() -> ApiError {
 
 /// A routed request.
 enum Route {
-    Text(&'static str),
+    /// A plain-text answer with its status.
+    Text(u16, &'static str),
     Document(Value),
     /// `/api` or `/apis`: aggregated discovery when the client asks for
     /// it, else the legacy document.
@@ -139,7 +140,7 @@ fn route(
     let (group, version, rest): (&str, &str, &[&str]) = match s.as_slice() {
         [] => return Ok(Route::Document(discovery::root(&inner.defs.served()))),
         ["version"] => return Ok(Route::Document(discovery::version())),
-        ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text("ok")),
+        ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text(200, "ok")),
         ["api"] => {
             return Ok(Route::GroupDiscovery {
                 core: true,
@@ -173,6 +174,17 @@ fn route(
             return discovery::resource_list(&inner.defs.served(), g, v)
                 .map(Route::Document)
                 .ok_or_else(not_found_path);
+        }
+        // A group version nobody serves is not the API's to answer:
+        // kube-apiserver's mux says so in plain text.
+        ["apis", g, v, ..]
+            if !inner
+                .defs
+                .served()
+                .iter()
+                .any(|d| d.group == *g && d.version == *v) =>
+        {
+            return Ok(Route::Text(404, "404 page not found\n"));
         }
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         [".well-known", "openid-configuration"] => {
@@ -628,7 +640,7 @@ fn authenticate_and_authorize(
                 name: name.clone(),
                 ..Default::default()
             },
-            Route::Text(_)
+            Route::Text(..)
             | Route::Document(_)
             | Route::GroupDiscovery { .. }
             | Route::OpenApiV2 => rbac::Attributes {
@@ -777,8 +789,9 @@ pub(crate) async fn handle(
         match (&faults.error, routed) {
             (Some(action), _) => error_response(&fault_error(action)),
             (None, Err(e)) => error_response(&e),
-            (None, Ok(Route::Text(t))) => {
+            (None, Ok(Route::Text(code, t))) => {
                 let mut resp = Response::new(full(Bytes::from_static(t.as_bytes())));
+                *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
                 resp.headers_mut()
                     .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
                 resp

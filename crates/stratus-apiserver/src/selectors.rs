@@ -356,7 +356,7 @@ impl<'a> Parser<'a> {
         }
         let (t, lit) = self.peek(true);
         let mut set: Vec<String> = Vec::new();
-        let mut insert = |v: &str, set: &mut Vec<String>| {
+        let insert = |v: &str, set: &mut Vec<String>| {
             if !set.iter().any(|s| s == v) {
                 set.push(v.to_owned());
             }

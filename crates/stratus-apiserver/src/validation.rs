@@ -188,14 +188,16 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
                 ));
             }
             for (i, p) in ports.into_iter().flatten().enumerate() {
-                // The target port defaults to the port, and is checked the
-                // same way when it is a number.
-                for field in ["port", "targetPort"] {
-                    let Some(port) = p
-                        .get(field)
-                        .and_then(Value::as_i64)
-                        .or((field == "port").then_some(0))
-                    else {
+                // The target port defaults to the port (before validation
+                // in kube-apiserver), and is checked the same way when it
+                // is a number.
+                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+                let target = match p.get("targetPort") {
+                    None | Some(Value::Null) => Some(port),
+                    Some(t) => t.as_i64(),
+                };
+                for (field, value) in [("port", Some(port)), ("targetPort", target)] {
+                    let Some(port) = value else {
                         continue;
                     };
                     if !(1..=65535).contains(&port) {

@@ -219,12 +219,42 @@ fn bookmark(inner: &Inner, plan: &WatchPlan, rv: u64, initial_end: bool) -> Byte
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    encode_event(
-        plan,
-        "BOOKMARK",
-        None,
-        &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata}),
-    )
+    let mut object =
+        json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata});
+    for (field, zero) in zero_fields(def.group, def.kind) {
+        object[*field] = zero.clone();
+    }
+    encode_event(plan, "BOOKMARK", None, &object)
+}
+
+/// The fields an empty object of a built-in kind still has on the wire
+/// (Go writes struct fields that have no `omitempty`, and structs even
+/// with it): a bookmark is such an object with a resourceVersion.
+fn zero_fields(group: &str, kind: &str) -> &'static [(&'static str, Value)] {
+    use std::sync::LazyLock;
+    static SERVICE: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("spec", json!({})), ("status", json!({"loadBalancer": {}}))]);
+    static SPEC: LazyLock<Vec<(&str, Value)>> = LazyLock::new(|| vec![("spec", json!({}))]);
+    static SPEC_STATUS: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("spec", json!({})), ("status", json!({}))]);
+    static POD: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("spec", json!({"containers": null})), ("status", json!({}))]);
+    static NETWORK_POLICY: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("spec", json!({"podSelector": {}}))]);
+    static STORAGE_CLASS: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("provisioner", json!(""))]);
+    static PRIORITY_CLASS: LazyLock<Vec<(&str, Value)>> =
+        LazyLock::new(|| vec![("value", json!(0))]);
+    match (group, kind) {
+        ("", "Service") => &SERVICE,
+        ("", "Pod") => &POD,
+        ("", "Namespace") => &SPEC_STATUS,
+        ("coordination.k8s.io", "Lease") => &SPEC,
+        ("networking.k8s.io", "NetworkPolicy") => &NETWORK_POLICY,
+        ("storage.k8s.io", "StorageClass") => &STORAGE_CLASS,
+        ("scheduling.k8s.io", "PriorityClass") => &PRIORITY_CLASS,
+        _ => &[],
+    }
 }
 
 /// Stream the watch into `tx` until the client goes away, the timeout

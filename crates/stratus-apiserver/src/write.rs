@@ -186,7 +186,13 @@ fn uid_precondition_failed(def: &ResourceDef, name: &str, wanted: &str, actual: 
         "Conflict",
         format!(
             "Operation cannot be fulfilled on {} {name:?}: the UID in the precondition ({wanted}) does not match the UID in record ({actual}). The object might have been deleted and then recreated",
-            def.kind
+            // The kind qualified by its group, as the Go type's scheme
+            // names it.
+            if def.group.is_empty() {
+                def.kind.to_owned()
+            } else {
+                format!("{}.{}", def.kind, def.group)
+            }
         ),
     );
     err.details = Some(json!({"name": name, "group": def.group, "kind": def.kind}));
@@ -252,11 +258,17 @@ pub(crate) fn create(
     apply::record_update(
         &mut obj,
         None,
-        &req.manager(),
-        "Update",
-        &def.api_version(),
+        &apply::Writer {
+            manager: &req.manager(),
+            operation: "Update",
+            api_version: &def.api_version(),
+            subresource: "",
+        },
         schema,
     );
+    if crd::is_crd(&def) {
+        crd::initial_status(&mut obj);
+    }
     if req.dry_run() {
         if def.kind == "Service" {
             inner.alloc.release_service(&obj);
@@ -270,11 +282,10 @@ pub(crate) fn create(
                 ensure_default_service_account(inner, &name);
             }
             if crd::is_crd(&def) {
-                // Established at once: answer with the definition's status.
+                // Named and established at once; the answer is the
+                // definition as created, before its controllers ran, as
+                // kube-apiserver's is.
                 crd::reconcile(inner, &name);
-                if let Some(reconciled) = inner.store.get(req.def, "", &name) {
-                    return Ok((201, to_value(&reconciled)));
-                }
             }
             Ok((201, to_value(&stored)))
         }
@@ -492,7 +503,12 @@ fn next_state(
         return Err(ApiError::invalid(def, &name, causes));
     }
     default_for(inner, def, &mut desired, Some(current))?;
-    if tracks_generation(def) && spec_part(&desired) != spec_part(current) {
+    // A PriorityClass starts at generation 1 and stays there: its
+    // strategy never moves it.
+    if tracks_generation(def)
+        && def.kind != "PriorityClass"
+        && spec_part(&desired) != spec_part(current)
+    {
         bump_generation(current, &mut desired);
     }
     if let Some(operation) = operation {
@@ -500,9 +516,12 @@ fn next_state(
         apply::record_update(
             &mut desired,
             Some(current),
-            &req.manager(),
-            operation,
-            &def.api_version(),
+            &apply::Writer {
+                manager: &req.manager(),
+                operation,
+                api_version: &def.api_version(),
+                subresource: req.sub.as_deref().unwrap_or_default(),
+            },
             custom.as_ref().and_then(|c| c.schema.as_ref()),
         );
     }
