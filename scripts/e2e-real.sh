@@ -13,8 +13,9 @@
 #   stats summary through kube-apiserver's proxy to our kubelet API;
 #   graceful and forced deletion; drain through evictions; a namespace
 #   deleted with its pods;
-# - faults: kube-apiserver restarted, etcd stopped for 10 s, the scheduler
-#   stopped (pods stay Pending, then bind);
+# - faults: kube-apiserver restarted (the manager's writes to the cloud are
+#   not repeated when its watches re-list), etcd stopped for 10 s, the
+#   scheduler stopped (pods stay Pending, then bind);
 # - the audit log: no request of the manager forbidden over the whole run.
 # Prints "e2e-real: N passed, 0 failed"; exits non-zero on the first failed
 # check (with the demo's log).
@@ -177,14 +178,36 @@ k -n doomed create deployment doomed --image=nginx --replicas=2 --dry-run=client
 check "they run" "successfully rolled out" k -n doomed rollout status deployment/doomed --timeout=90s
 check "a namespace deleted with its pods" "deleted" k delete namespace doomed --timeout=90s
 
-# Faults.
+# Faults. Across kube-apiserver's restart, the manager's writes to the cloud
+# (from its metrics, read with the token of a ServiceAccount allowed to) must
+# not repeat when its watches re-list: nothing changed, so nothing is due.
+manager_addr=$(sed -n 's|^manager: https://\([^/]*\)/healthz.*|\1|p' "$work/demo.log" | head -n 1)
+k create serviceaccount metrics-reader -n default >/dev/null
+k create clusterrole metrics-reader --verb=get --non-resource-url=/metrics >/dev/null
+k create clusterrolebinding metrics-reader --clusterrole=metrics-reader \
+  --serviceaccount=default:metrics-reader >/dev/null
+metrics_token=$(k create token metrics-reader -n default)
+cloud_writes() {
+  curl -sfk -H "Authorization: Bearer $metrics_token" "https://$manager_addr/metrics" |
+    awk '/^stratus_cloud_provider_requests_total[{]method="(ensure_load_balancer|update_load_balancer|ensure_load_balancer_deleted|create_route|delete_route)"/ {s += $2}
+         END {print "cloud writes: " s + 0 "."}'
+}
+check "a LoadBalancer Service" "exposed" \
+  k -n apps expose deployment/mock --name=mock-lb --type=LoadBalancer --port=80
+eventually "its ingress" "." k -n apps get service mock-lb -o 'jsonpath={.status.loadBalancer.ingress[0].ip}'
+sleep 2
+before=$(cloud_writes)
+echo "before the restart: $before"
 echo "kube-apiserver restarted at $(date -u +%H:%M:%S.%N)"
 check "kube-apiserver restarted" "healthy" "$xtask" cluster restart kube-apiserver
 check "after the restart, a scale-up runs on vk-demo" "successfully rolled out" \
   bash -c "'$newest' --kubeconfig '$kubeconfig' -n apps scale deployment/mock --replicas=4 >/dev/null && '$newest' --kubeconfig '$kubeconfig' -n apps rollout status deployment/mock --timeout=90s"
-check "after the restart, a LoadBalancer Service" "exposed" \
-  k -n apps expose deployment/mock --name=mock-lb --type=LoadBalancer --port=80
-eventually "its ingress" "." k -n apps get service mock-lb -o 'jsonpath={.status.loadBalancer.ingress[0].ip}'
+# Time for every watch of the manager to have re-listed.
+sleep 5
+check "no cloud write repeated after the restart" "$before" cloud_writes
+check "after the restart, a second LoadBalancer Service" "exposed" \
+  k -n apps expose deployment/mock --name=mock-lb2 --type=LoadBalancer --port=81
+eventually "its ingress" "." k -n apps get service mock-lb2 -o 'jsonpath={.status.loadBalancer.ingress[0].ip}'
 echo "etcd stopped at $(date -u +%H:%M:%S.%N)"
 check "etcd stopped" "" "$xtask" cluster stop etcd
 sleep 10

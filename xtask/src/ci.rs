@@ -269,6 +269,63 @@ fn forget_packed_workspace_crates() {
     }
 }
 
+/// How many of a step's last output lines are kept for the summary.
+const TAIL_LINES: usize = 40;
+
+/// Run one step, its output passed through as it comes; whether it
+/// succeeded and its last `TAIL_LINES` lines (stdout and stderr).
+fn run_step(program: &str, step: &Step) -> std::io::Result<(bool, Vec<String>)> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::{Arc, Mutex};
+    let mut child = Command::new(program)
+        .args(step.args)
+        .envs(step.env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let tail: Arc<Mutex<std::collections::VecDeque<String>>> = Arc::default();
+    let pass = |stream: Box<dyn std::io::Read + Send>, to_stderr: bool| {
+        let tail = Arc::clone(&tail);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).split(b'\n').map_while(Result::ok) {
+                let text = String::from_utf8_lossy(&line).into_owned();
+                let _ = if to_stderr {
+                    writeln!(std::io::stderr(), "{text}")
+                } else {
+                    writeln!(std::io::stdout(), "{text}")
+                };
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if t.len() == TAIL_LINES {
+                    t.pop_front();
+                }
+                t.push_back(text);
+            }
+        })
+    };
+    let readers = [
+        child.stdout.take().map(|s| pass(Box::new(s), false)),
+        child.stderr.take().map(|s| pass(Box::new(s), true)),
+    ];
+    let status = child.wait()?;
+    // A process the step left running may hold its output open: the
+    // readers get a few seconds to finish, then are left behind.
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    for reader in readers.into_iter().flatten() {
+        while !reader.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if reader.is_finished() {
+            let _ = reader.join();
+        }
+    }
+    let lines = tail
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+        .collect();
+    Ok((status.success(), lines))
+}
+
 pub(crate) fn run(args: &[String]) -> ExitCode {
     if let Some(arg) = args.first() {
         eprintln!("cargo xtask ci takes no arguments (got {arg:?})");
@@ -276,6 +333,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut results = Vec::new();
+    let mut failed_tails = Vec::new();
     for step in STEPS {
         let program = if step.program == "cargo" {
             cargo.as_str()
@@ -299,19 +357,30 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         if step.name == "package" {
             forget_packed_workspace_crates();
         }
-        let status = Command::new(program)
-            .args(step.args)
-            .envs(step.env.iter().copied())
-            .status();
-        let ok = match status {
-            Ok(s) => s.success(),
+        let (ok, tail) = match run_step(program, step) {
+            Ok(done) => done,
             Err(e) => {
                 eprintln!("could not run {program}: {e}");
-                false
+                (false, Vec::new())
             }
         };
         let outcome = if ok { Outcome::Passed } else { Outcome::Failed };
+        if !ok {
+            failed_tails.push((step.name, tail));
+        }
         results.push((step.name, outcome, started.elapsed()));
+    }
+    // What the failed steps printed last, again at the end: a CI log is
+    // often read from its end.
+    for (name, tail) in &failed_tails {
+        println!();
+        println!(
+            "ci step {name} failed; the last {} lines it printed:",
+            tail.len()
+        );
+        for line in tail {
+            println!("  | {line}");
+        }
     }
     println!();
     println!("ci summary:");

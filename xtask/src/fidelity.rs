@@ -8,10 +8,12 @@
 //! against a fresh harness and the real control plane (`cargo xtask
 //! cluster`, started for the run unless one is up), as the administrator of
 //! each. `target/fidelity.json` gets `status_agreement_ratio` (the same
-//! HTTP status), `body_agreement_ratio` (the same body once uids,
-//! timestamps, resourceVersions, generated names, allocated addresses and
-//! ports, continue tokens and managedFields times are masked) and every
-//! disagreement with the first place the bodies differ.
+//! HTTP status), `body_agreement_ratio` (the same body once uids — in
+//! messages too —, timestamps, resourceVersions, generated names, allocated
+//! addresses and ports, continue tokens and managedFields times are masked,
+//! and lists are cut to the corpus's own objects, labelled `app=fidelity`)
+//! and every disagreement with the first place the bodies differ and both
+//! bodies.
 
 use std::process::ExitCode;
 
