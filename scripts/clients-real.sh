@@ -2,7 +2,8 @@
 # The client scripts that run against the harness, run unchanged against the
 # real control plane (`cargo xtask cluster up`, STRATUS_CONTROL_PLANE=real):
 # every kubectl from 1.27 to 1.33 (scripts/kubectl-versions.sh), the
-# official Python client and the official JavaScript client. Each prints its
+# official Python client, the official JavaScript client and the installed
+# kubectl with a virtual node (scripts/kubectl-harness.sh). Each prints its
 # own "N passed, 0 failed"; exits non-zero on the first failed script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +16,4 @@ export STRATUS_CONTROL_PLANE=real
 bash scripts/kubectl-versions.sh
 bash scripts/python-client.sh
 bash scripts/js-client.sh
+bash scripts/kubectl-harness.sh

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Drives the installed kubectl against the standalone harness API server
-# (`cargo xtask apiserver --tls`) and checks every answer. Exits non-zero on the
-# first failed check; prints "kubectl: N passed, 0 failed" when all pass.
+# (`cargo xtask apiserver --tls`), or with STRATUS_CONTROL_PLANE=real against
+# the real control plane (`cargo xtask cluster up`; the virtual node then runs
+# beside it: `cargo xtask cluster virtual-node`), and checks every answer.
+# Exits non-zero on the first failed check; prints "kubectl: N passed, 0
+# failed" when all pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +12,18 @@ command -v kubectl >/dev/null || { echo "kubectl is not installed" >&2; exit 1; 
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
 start_harness_server --virtual-node vk-kubectl
+if [ -n "${real:-}" ]; then
+  # On the real control plane the virtual node runs beside it, its kubelet
+  # API reached through kube-apiserver's proxy.
+  "${CARGO_TARGET_DIR:-target}/debug/xtask" cluster virtual-node vk-kubectl >"$work/vk.log" 2>&1 &
+  vk=$!
+  trap 'kill "$vk" 2>/dev/null || true; wait "$vk" 2>/dev/null || true; rm -rf "$work"' EXIT
+  for _ in $(seq 1 150); do
+    [ "$(kubectl get node vk-kubectl -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] && break
+    sleep 0.2
+  done
+  port=$(kubectl config view --minify -o 'jsonpath={.clusters[0].cluster.server}' | sed 's/.*://')
+fi
 
 passed=0
 check() { # check <description> <expected substring> <command...>
@@ -86,7 +101,7 @@ check "merge patch" "patched" kubectl patch configmap settings --type merge -p '
 check "json patch" "patched" kubectl patch configmap settings --type json -p '[{"op":"replace","path":"/data/color","value":"red"}]'
 check "json patch result" '"color":"red"' kubectl get configmap settings -o jsonpath='{.data}'
 check "strategic patch on status" "patched" kubectl patch node node-1 --subresource=status --type strategic -p '{"status":{"conditions":[{"type":"NetworkUnavailable","status":"False","reason":"RouteCreated"}]}}'
-check "conditions merged by type" "Ready NetworkUnavailable" kubectl get node node-1 -o jsonpath='{.status.conditions[*].type}'
+check "conditions merged by type (new ones first)" "NetworkUnavailable Ready" kubectl get node node-1 -o jsonpath='{.status.conditions[*].type}'
 check "label" "labeled" kubectl label node node-1 tier=gold
 check "annotate" "annotated" kubectl annotate node node-1 note=hello
 check "taint add" "tainted" kubectl taint node node-1 dedicated=ccm:NoSchedule

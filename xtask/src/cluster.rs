@@ -997,6 +997,47 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
     Ok(count)
 }
 
+/// `cluster virtual-node NAME`: a MockPodProvider node registered with the
+/// running control plane, whose kubelet API kube-apiserver reaches on the
+/// node address with its kubelet client certificate, until SIGINT or
+/// SIGTERM; then its Node is deleted.
+async fn serve_virtual_node(name: &str) -> Result<(), crate::bench::BoxError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let state = State::load().ok_or("no control plane is up: run cargo xtask cluster up")?;
+    let client = state.client().await?;
+    let site = stratus_testing::kubelet_api::KubeletApiSite {
+        client: client.clone(),
+        kubelet_client_ca_pem: std::fs::read_to_string(&state.ca)?,
+        address: state
+            .node_address
+            .as_deref()
+            .ok_or("the control plane was started without a node address")?
+            .parse()?,
+    };
+    let provider = stratus_testing::MockPodProvider::new().with_node_name(name);
+    let config = stratus_kubelet::node::NodeConfig::new(name.to_owned(), "mock");
+    let node = stratus_testing::kubelet_api::virtual_node_builder_at(
+        &site,
+        config,
+        std::sync::Arc::new(provider),
+    )
+    .await?
+    .build()?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(node.run(stopped));
+    println!("virtual node {name} (MockPodProvider) serving until interrupted");
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    let _ = stop.send(true);
+    let _ = running.await;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let _ = nodes.delete(name, &Default::default()).await;
+    Ok(())
+}
+
 /// `cargo xtask cluster`.
 #[derive(Debug, clap::Parser)]
 #[command(name = "cargo xtask cluster")]
@@ -1029,6 +1070,10 @@ enum Sub {
     Start { component: String },
     /// Stop and start one component.
     Restart { component: String },
+    /// Run a virtual node of this name (MockPodProvider) on the running
+    /// control plane, its kubelet API on the node address, until
+    /// interrupted (Ctrl-C or SIGTERM); the Node is deleted then.
+    VirtualNode { name: String },
     /// Count the audit log's requests whose user agent starts with
     /// `--user-agent`; fails if any was forbidden (403).
     Audit {
@@ -1157,6 +1202,10 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 );
                 ExitCode::SUCCESS
             }
+            Err(e) => fail(e),
+        },
+        Sub::VirtualNode { name } => match serve_virtual_node(&name).await {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
         Sub::Restart { component } => {

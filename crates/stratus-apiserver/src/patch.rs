@@ -269,14 +269,18 @@ fn merge_list(
         ListStrategy::Atomic => *target = clean(&Value::Array(items.to_vec())),
         ListStrategy::MergePrimitive => {
             let list = target.as_array_mut().ok_or("target is not a list")?;
+            let original = list.clone();
             for item in items {
                 if !list.contains(item) {
                     list.push(item.clone());
                 }
             }
+            let merged = std::mem::take(list);
+            *list = in_patch_order(merged, items, &original, |v| Some(v.clone()));
         }
         ListStrategy::MergeByKey(key) => {
             let list = target.as_array_mut().ok_or("target is not a list")?;
+            let original = list.clone();
             for item in items {
                 let Some(id) = key_of(item, key).cloned() else {
                     return Err(format!(
@@ -298,9 +302,52 @@ fn merge_list(
                     None => list.push(clean(item)),
                 }
             }
+            let merged = std::mem::take(list);
+            *list = in_patch_order(merged, items, &original, |v| key_of(v, key).cloned());
         }
     }
     Ok(())
+}
+
+/// The order kube-apiserver gives a merged list: the items the patch
+/// names, in the patch's order, with the server's other items placed
+/// among them where the live list had them relative to each other, and
+/// before a patch item only when the live list had them before it (so
+/// items new to the list come first).
+fn in_patch_order(
+    merged: Vec<Value>,
+    patch: &[Value],
+    original: &[Value],
+    id: impl Fn(&Value) -> Option<Value>,
+) -> Vec<Value> {
+    let position = |list: &[Value], item: &Value| {
+        let wanted = id(item);
+        list.iter()
+            .position(|e| wanted.is_some() && id(e) == wanted)
+    };
+    let (mut named, server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|item| position(patch, item).is_some());
+    named.sort_by_key(|item| position(patch, item));
+    let mut out = Vec::with_capacity(named.len() + server_only.len());
+    let (mut left, mut right) = (
+        server_only.into_iter().peekable(),
+        named.into_iter().peekable(),
+    );
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!(
+                (position(original, l), position(original, r)),
+                (Some(a), Some(b)) if a < b
+            ),
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -311,6 +358,23 @@ mod tests {
     fn smp(kind: &str, mut target: Value, patch: Value) -> Value {
         strategic_merge(kind, &mut target, &patch).unwrap();
         target
+    }
+
+    #[test]
+    fn items_new_to_a_list_come_first() {
+        let node = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let out = smp(
+            "Node",
+            node,
+            json!({"status": {"conditions": [{"type": "NetworkUnavailable", "status": "False"}]}}),
+        );
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([
+                {"type": "NetworkUnavailable", "status": "False"},
+                {"type": "Ready", "status": "True"}
+            ])
+        );
     }
 
     #[test]
@@ -347,7 +411,8 @@ mod tests {
             out["spec"]["taints"],
             json!([{"key": "y", "effect": "NoSchedule"}])
         );
-        assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+        // The patch's order, as kube-apiserver merges it.
+        assert_eq!(out["metadata"]["finalizers"], json!(["b", "a"]));
     }
 
     #[test]
@@ -367,7 +432,8 @@ mod tests {
         assert_eq!(
             out["spec"]["containers"],
             json!([
-                {"name": "app", "image": "a:2", "env": [{"name": "A", "value": "1"}, {"name": "C", "value": "3"}]}
+                // New items first, as kube-apiserver orders them.
+                {"name": "app", "image": "a:2", "env": [{"name": "C", "value": "3"}, {"name": "A", "value": "1"}]}
             ])
         );
     }
