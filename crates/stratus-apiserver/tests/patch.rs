@@ -43,7 +43,8 @@ async fn strategic_merge_uses_core_merge_keys() {
         .into_iter()
         .map(|c| c.type_)
         .collect();
-    assert_eq!(types, ["Ready", "MemoryPressure", "NetworkUnavailable"]);
+    // Items new to a list come first, as kube-apiserver merges them.
+    assert_eq!(types, ["NetworkUnavailable", "Ready", "MemoryPressure"]);
     assert_eq!(status.addresses.unwrap().len(), 3);
     // Taints are replaced whole; finalizers merge.
     let patched = nodes
@@ -55,7 +56,7 @@ async fn strategic_merge_uses_core_merge_keys() {
         .await
         .unwrap();
     assert_eq!(patched.spec.unwrap().taints.unwrap_or_default().len(), 0);
-    assert_eq!(patched.metadata.finalizers.unwrap(), ["a", "b"]);
+    assert_eq!(patched.metadata.finalizers.unwrap(), ["b", "a"]);
     // $deleteFromPrimitiveList.
     let patched = nodes
         .patch(
