@@ -7,15 +7,15 @@
 //! - [`service`]: the service load-balancer controller.
 //! - [`route`]: the node-route controller.
 //! - [`ipam`]: the node-ipam controller (`RangeAllocator` semantics).
-//! - [`app`]: the manager command's flags (Go's names and defaults),
-//!   validation and `--controllers` selection.
+//! - [`app`]: the manager command (Go's `cloud-controller-manager`): its
+//!   flags with Go's names and defaults, validation, `--controllers`
+//!   selection, leader election, the admin server, and the controllers
+//!   started from the provider's capabilities.
 //! - [`metrics`]: the controllers' Prometheus metrics (Go's names where Go
 //!   has them).
 //!
 //! Every controller takes `with_metrics` and `with_health` (the
 //! [`Instrumented`] trait) before `run`.
-//!
-//! The command that runs the controllers from those flags is being added.
 //!
 //! ```no_run
 //! use std::sync::Arc;

@@ -26,8 +26,8 @@ pub trait Spawn: Send + Sync {
 }
 
 /// A map from type to value, through which the manager hands a provider
-/// things this crate cannot name (a `kube::Client`, informer stores, an event
-/// recorder), without this crate depending on them.
+/// things this crate cannot name (today: the manager's `kube::Client`),
+/// without this crate depending on them.
 ///
 /// ```
 /// use stratus_cloud::Extensions;
@@ -96,8 +96,8 @@ impl fmt::Debug for Extensions {
 ///
 /// Stratus keeps this crate free of any Kubernetes client: instead of a client
 /// builder, the manager fills [`InitContext::extensions`] with what it has
-/// (the manager puts a `kube::Client` there, built with the provider's own
-/// user agent), and a provider that wants API access reads it back. See
+/// (its own `kube::Client`, with the manager's user agent and rate limits),
+/// and a provider that wants API access reads it back. See
 /// `docs/architecture.md`.
 pub struct InitContext {
     cluster_name: String,

@@ -34,6 +34,10 @@
 //!   (metadata-only watches of the namespaces that need it).
 //! - [`streams`]: copying between a provider's Tokio I/O and the kubelet
 //!   API's exec, attach and port-forward streams.
+//! - [`app`]: the virtual-kubelet command (Go's `virtual-kubelet`): the
+//!   provider registry, Go's flags and environment variables, the API
+//!   client, the kubelet API with its TLS and authentication, the
+//!   [`VirtualNode`] and SIGTERM, from `run_main()`.
 
 pub mod api;
 pub mod app;

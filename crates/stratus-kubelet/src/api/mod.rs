@@ -23,8 +23,10 @@
 //!
 //! Exec, attach and port-forward speak the WebSocket channel protocols
 //! (`v5.channel.k8s.io` with its close signal, `v4.channel.k8s.io`, the
-//! base64 variants and the original `channel.k8s.io`). SPDY/3.1 upgrades
-//! are refused with 400 and a message naming the WebSocket protocols.
+//! base64 variants and the original `channel.k8s.io`), and SPDY/3.1 as
+//! kube-apiserver's proxy and kubectl without WebSockets use it
+//! ([`spdy`]: the remote-command versions up to `v5.channel.k8s.io`, and
+//! `portforward.k8s.io`).
 //!
 //! ```no_run
 //! use std::sync::Arc;
