@@ -409,50 +409,37 @@ fn accept_names(inner: &Inner, index: usize, crd: &Value, n: &Names) -> (Value, 
         out = json!({});
     }
     let mut conflict: Option<(&str, String)> = None;
-    // Each name: taken, or a conflict (the last one found is reported).
-    let checks: [(
-        &str,
-        &str,
-        &std::collections::BTreeSet<String>,
-        &'static str,
-    ); 2] = [
-        ("plural", &n.plural, &resources, "PluralConflict"),
-        ("singular", &n.singular, &resources, "SingularConflict"),
+    // Each name in the naming controller's order: taken, or a conflict
+    // (the last one found is reported). `None`: the short names.
+    let checks = [
+        Some(("plural", &n.plural, &resources, "PluralConflict")),
+        Some(("singular", &n.singular, &resources, "SingularConflict")),
+        None,
+        Some(("kind", &n.kind, &kinds, "KindConflict")),
+        Some(("listKind", &n.list_kind, &kinds, "ListKindConflict")),
     ];
-    for (field, wanted, used, reason) in checks {
-        if wanted == had(field) || !used.contains(wanted) {
-            out[field] = json!(wanted);
-        } else {
-            conflict = Some((reason, format!("{wanted:?} is already in use")));
-        }
-    }
-    let had_short = strings(current.get("shortNames"));
-    if n.short_names != had_short {
-        let taken: Vec<String> = n
-            .short_names
-            .iter()
-            .filter(|s| !had_short.contains(s) && resources.contains(*s))
-            .map(|s| format!("{s:?} is already in use"))
-            .collect();
-        match taken.as_slice() {
-            [] => out["shortNames"] = json!(n.short_names),
-            [one] => conflict = Some(("ShortNamesConflict", one.clone())),
-            many => {
-                conflict = Some(("ShortNamesConflict", format!("[{}]", many.join(", "))));
+    for check in checks {
+        let Some((field, wanted, used, reason)) = check else {
+            let had_short = strings(current.get("shortNames"));
+            if n.short_names == had_short {
+                continue;
             }
-        }
-    }
-    let checks: [(
-        &str,
-        &str,
-        &std::collections::BTreeSet<String>,
-        &'static str,
-    ); 2] = [
-        ("kind", &n.kind, &kinds, "KindConflict"),
-        ("listKind", &n.list_kind, &kinds, "ListKindConflict"),
-    ];
-    for (field, wanted, used, reason) in checks {
-        if wanted == had(field) || !used.contains(wanted) {
+            let taken: Vec<String> = n
+                .short_names
+                .iter()
+                .filter(|s| !had_short.contains(s) && resources.contains(*s))
+                .map(|s| format!("{s:?} is already in use"))
+                .collect();
+            match taken.as_slice() {
+                [] => out["shortNames"] = json!(n.short_names),
+                [one] => conflict = Some(("ShortNamesConflict", one.clone())),
+                many => {
+                    conflict = Some(("ShortNamesConflict", format!("[{}]", many.join(", "))));
+                }
+            }
+            continue;
+        };
+        if *wanted == had(field) || !used.contains(wanted.as_str()) {
             out[field] = json!(wanted);
         } else {
             conflict = Some((reason, format!("{wanted:?} is already in use")));

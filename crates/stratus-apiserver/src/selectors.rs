@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::validation::{dns_subdomain, dns_subdomain_message, regex_error};
+
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq)]
 enum LabelOp {
@@ -23,15 +25,6 @@ pub(crate) struct LabelSelector {
     requirements: Vec<(String, LabelOp)>,
 }
 
-/// kube's `RegexError`: a message with examples and the pattern.
-fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
-    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
-    format!(
-        "{message} (e.g. {}regex used for validation is '{pattern}')",
-        examples.join(" or ")
-    )
-}
-
 const LABEL_KEY_MESSAGE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_KEY_PATTERN: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 
@@ -46,18 +39,6 @@ fn label_shaped(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
-fn dns_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        })
-}
-
 /// Why `key` is not a label key, in kube's words (`IsLabelKey`).
 fn label_key_errors(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -70,14 +51,7 @@ fn label_key_errors(key: &str) -> Vec<String> {
             } else if prefix.len() > 253 {
                 errs.push("prefix part must be no more than 253 bytes".to_owned());
             } else if !dns_subdomain(prefix) {
-                errs.push(format!(
-                    "prefix part {}",
-                    regex_error(
-                        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-                        "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
-                        &["example.com"],
-                    )
-                ));
+                errs.push(format!("prefix part {}", dns_subdomain_message()));
             }
             name
         }

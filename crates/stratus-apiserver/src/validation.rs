@@ -23,12 +23,13 @@ pub(super) fn dns_label(s: &str, max: usize, first_alpha: bool) -> bool {
         && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
 
-fn dns_subdomain(s: &str) -> bool {
+/// An RFC 1123 subdomain (at most 253 characters of dot-separated labels).
+pub(crate) fn dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(|p| dns_label(p, 63, false))
 }
 
 /// kube's `RegexError`: the message, examples and the pattern it checks.
-fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
+pub(crate) fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
     let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
     format!(
         "{message} (e.g. {}regex used for validation is '{pattern}')",
