@@ -177,13 +177,7 @@ fn route(
         }
         // A group version nobody serves is not the API's to answer:
         // kube-apiserver's mux says so in plain text.
-        ["apis", g, v, ..]
-            if !inner
-                .defs
-                .served()
-                .iter()
-                .any(|d| d.group == *g && d.version == *v) =>
-        {
+        ["apis", g, v, ..] if !inner.defs.serves_group_version(g, v) => {
             return Ok(Route::Text(404, "404 page not found\n"));
         }
         ["apis", g, v, rest @ ..] => (*g, *v, rest),

@@ -99,6 +99,14 @@ impl Registry {
         })
     }
 
+    /// Whether any resource of `group`/`version` is served.
+    pub(crate) fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        read(&self.inner)
+            .defs
+            .iter()
+            .any(|d| d.served && d.group == group && d.version == version)
+    }
+
     /// The served resource whose objects carry this `apiVersion` and `kind`.
     pub(crate) fn find_kind(&self, api_version: &str, kind: &str) -> Option<usize> {
         read(&self.inner)

@@ -222,7 +222,7 @@ fn bookmark(inner: &Inner, plan: &WatchPlan, rv: u64, initial_end: bool) -> Byte
     let mut object =
         json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata});
     for (field, zero) in zero_fields(def.group, def.kind) {
-        object[*field] = zero.clone();
+        object[field] = zero;
     }
     encode_event(plan, "BOOKMARK", None, &object)
 }
@@ -230,30 +230,16 @@ fn bookmark(inner: &Inner, plan: &WatchPlan, rv: u64, initial_end: bool) -> Byte
 /// The fields an empty object of a built-in kind still has on the wire
 /// (Go writes struct fields that have no `omitempty`, and structs even
 /// with it): a bookmark is such an object with a resourceVersion.
-fn zero_fields(group: &str, kind: &str) -> &'static [(&'static str, Value)] {
-    use std::sync::LazyLock;
-    static SERVICE: LazyLock<Vec<(&str, Value)>> =
-        LazyLock::new(|| vec![("spec", json!({})), ("status", json!({"loadBalancer": {}}))]);
-    static SPEC: LazyLock<Vec<(&str, Value)>> = LazyLock::new(|| vec![("spec", json!({}))]);
-    static SPEC_STATUS: LazyLock<Vec<(&str, Value)>> =
-        LazyLock::new(|| vec![("spec", json!({})), ("status", json!({}))]);
-    static POD: LazyLock<Vec<(&str, Value)>> =
-        LazyLock::new(|| vec![("spec", json!({"containers": null})), ("status", json!({}))]);
-    static NETWORK_POLICY: LazyLock<Vec<(&str, Value)>> =
-        LazyLock::new(|| vec![("spec", json!({"podSelector": {}}))]);
-    static STORAGE_CLASS: LazyLock<Vec<(&str, Value)>> =
-        LazyLock::new(|| vec![("provisioner", json!(""))]);
-    static PRIORITY_CLASS: LazyLock<Vec<(&str, Value)>> =
-        LazyLock::new(|| vec![("value", json!(0))]);
+fn zero_fields(group: &str, kind: &str) -> Vec<(&'static str, Value)> {
     match (group, kind) {
-        ("", "Service") => &SERVICE,
-        ("", "Pod") => &POD,
-        ("", "Namespace") => &SPEC_STATUS,
-        ("coordination.k8s.io", "Lease") => &SPEC,
-        ("networking.k8s.io", "NetworkPolicy") => &NETWORK_POLICY,
-        ("storage.k8s.io", "StorageClass") => &STORAGE_CLASS,
-        ("scheduling.k8s.io", "PriorityClass") => &PRIORITY_CLASS,
-        _ => &[],
+        ("", "Service") => vec![("spec", json!({})), ("status", json!({"loadBalancer": {}}))],
+        ("", "Pod") => vec![("spec", json!({"containers": null})), ("status", json!({}))],
+        ("", "Namespace") => vec![("spec", json!({})), ("status", json!({}))],
+        ("coordination.k8s.io", "Lease") => vec![("spec", json!({}))],
+        ("networking.k8s.io", "NetworkPolicy") => vec![("spec", json!({"podSelector": {}}))],
+        ("storage.k8s.io", "StorageClass") => vec![("provisioner", json!(""))],
+        ("scheduling.k8s.io", "PriorityClass") => vec![("value", json!(0))],
+        _ => Vec::new(),
     }
 }
 
