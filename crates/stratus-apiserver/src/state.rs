@@ -273,10 +273,10 @@ pub(crate) fn go_json_error(body: &[u8], e: &serde_json::Error) -> String {
     }
     // The offending character, at serde's line and column (1-based).
     let text = String::from_utf8_lossy(body);
-    let found = text
-        .lines()
-        .nth(e.line().saturating_sub(1))
-        .and_then(|l| l.chars().nth(e.column().saturating_sub(1)));
+    let found = text.lines().nth(e.line().saturating_sub(1)).and_then(|l| {
+        // serde counts the column in bytes.
+        l.get(e.column().saturating_sub(1)..)?.chars().next()
+    });
     let Some(c) = found else {
         return e.to_string();
     };
@@ -308,4 +308,29 @@ pub(crate) fn go_json_error(body: &[u8], e: &serde_json::Error) -> String {
         c => format!("'{c}'"),
     };
     format!("invalid character {quoted} {context}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(body: &str) -> String {
+        match parse_object(body.as_bytes(), "ConfigMap") {
+            Err(e) => e.message,
+            Ok(_) => String::from("parsed"),
+        }
+    }
+
+    #[test]
+    fn bad_json_is_told_in_go_words() {
+        assert_eq!(
+            message("{\"metadata\": "),
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: unexpected end of JSON input ({\"metadata\": )"
+        );
+        assert!(message("{\"a\" 1}").contains("invalid character '1' after object key"));
+        assert!(
+            message("{\"é\": x}").contains("invalid character 'x' looking for beginning of value")
+        );
+        assert!(message("nope").ends_with("(6e6f7065)"));
+    }
 }
