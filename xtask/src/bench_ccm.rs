@@ -134,22 +134,14 @@ where
     })
 }
 
-pub(crate) async fn wait_until<F, Fut>(
-    what: &str,
-    limit: Duration,
-    mut done: F,
-) -> Result<(), BoxError>
+/// Wait for `done` (an `Err` ends the wait with it); the benches' one way
+/// to wait, on [`stratus_apiserver::poll`].
+pub(crate) async fn wait_until<F, Fut>(what: &str, limit: Duration, done: F) -> Result<(), BoxError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, BoxError>>,
 {
-    let deadline = Instant::now() + limit;
-    while !done().await? {
-        if Instant::now() > deadline {
-            return Err(format!("timed out after {limit:?} waiting for {what}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    stratus_apiserver::poll(what, limit).until(done).await?;
     Ok(())
 }
 

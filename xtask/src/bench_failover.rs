@@ -273,21 +273,18 @@ fn lease_write(r: &RequestRecord) -> bool {
         && r.status < 300
 }
 
-async fn until<F, Fut>(what: &str, wait: Duration, mut check: F) -> Result<Instant, BoxError>
+/// Wait for `check` (looking every 20 ms, the measurements' resolution);
+/// `Ok` with when it held.
+async fn until<F, Fut>(what: &str, wait: Duration, check: F) -> Result<Instant, BoxError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + wait;
-    loop {
-        if check().await {
-            return Ok(Instant::now());
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out after {wait:?} waiting for {what}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    stratus_apiserver::poll(what, wait)
+        .every(Duration::from_millis(20))
+        .until(check)
+        .await?;
+    Ok(Instant::now())
 }
 
 /// One round: take the leader away, register a Node and a Service in the

@@ -136,13 +136,13 @@ async fn provider() -> Result<Side, BoxError> {
         provider.create_pod(p).await?;
     }
     let count = || running_at.lock().map_or(0, |m| m.len());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while count() < PODS {
-        if Instant::now() > deadline {
-            return Err(format!("only {} of {PODS} pods Running after 120s", count()).into());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    stratus_apiserver::poll("every pod Running", Duration::from_secs(120))
+        .every(Duration::from_millis(2))
+        .until(|| async {
+            let n = count();
+            (n < PODS).then(|| format!("{n} of {PODS} Running"))
+        })
+        .await?;
     let start_seconds = started.elapsed().as_secs_f64();
     let rss = rss_bytes() - rss0;
     let mut latencies: Vec<f64> = {
@@ -160,13 +160,17 @@ async fn provider() -> Result<Side, BoxError> {
         provider.delete_pod(p).await?;
     }
     let ended = || gone.lock().map_or(0, |g| *g);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while ended() < PODS || !provider.get_pods().await?.is_empty() {
-        if Instant::now() > deadline {
-            return Err(format!("only {} of {PODS} pods gone after 120s", ended()).into());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    stratus_apiserver::poll("every pod gone", Duration::from_secs(120))
+        .every(Duration::from_millis(2))
+        .until(|| async {
+            let n = ended();
+            let held = provider.get_pods().await?.len();
+            Ok::<_, stratus_pod::PodError>(
+                (n < PODS || held > 0)
+                    .then(|| format!("{n} of {PODS} gone, {held} still held by the provider")),
+            )
+        })
+        .await?;
     let stop_seconds = stopping.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
     let _ = std::fs::remove_dir_all(&root);

@@ -717,20 +717,12 @@ pub(crate) async fn wait_for_default_service_account(
 ) -> Result<(), BoxError> {
     use k8s_openapi::api::core::v1::ServiceAccount;
     let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
-    let deadline = Instant::now() + within;
-    loop {
-        if accounts.get_opt("default").await?.is_some() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the controller manager made no default ServiceAccount in {namespace} within {}s",
-                within.as_secs()
-            )
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("the controller manager's default ServiceAccount in {namespace}");
+    stratus_apiserver::poll(what, within)
+        .every(Duration::from_millis(100))
+        .until(|| async { accounts.get_opt("default").await.map(|a| a.is_some()) })
+        .await?;
+    Ok(())
 }
 
 /// Wait until the ConfigMap `namespace/name` exists (the controller manager
@@ -743,17 +735,10 @@ pub(crate) async fn wait_for_config_map(
 ) -> Result<(), BoxError> {
     use k8s_openapi::api::core::v1::ConfigMap;
     let maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
-    let deadline = Instant::now() + within;
-    while maps.get_opt(name).await?.is_none() {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "no ConfigMap {namespace}/{name} within {}s",
-                within.as_secs()
-            )
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    stratus_apiserver::poll(format!("ConfigMap {namespace}/{name}"), within)
+        .every(Duration::from_millis(100))
+        .until(|| async { maps.get_opt(name).await.map(|m| m.is_some()) })
+        .await?;
     Ok(())
 }
 

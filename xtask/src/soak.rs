@@ -285,24 +285,22 @@ fn steady_faults(server: &ApiServer) {
     );
 }
 
-/// Poll until `check` answers `None`, or fail with what it last said.
+/// Poll every 250 ms until `check` answers `None`, or fail with what it
+/// last said; an API error counts as pending (the soak's faults make some).
 async fn settle<F, Fut>(what: &str, wait: Duration, mut check: F) -> Result<(), String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<String>, kube::Error>>,
 {
-    let deadline = Instant::now() + wait;
-    loop {
-        let pending = match check().await {
-            Ok(None) => return Ok(()),
-            Ok(Some(pending)) => pending,
-            Err(e) => e.to_string(),
-        };
-        if Instant::now() > deadline {
-            return Err(format!("{what}: after {wait:?}: {pending}"));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    stratus_apiserver::poll(what, wait)
+        .every(Duration::from_millis(250))
+        .until(|| {
+            let look = check();
+            async move { look.await.unwrap_or_else(|e| Some(e.to_string())) }
+        })
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Delete every object `params` selects in `api` (failures are left to

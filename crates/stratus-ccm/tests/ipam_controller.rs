@@ -6,16 +6,12 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use stratus_ccm::ipam::{IpamConfigError, NodeIpamConfig, NodeIpamController};
+use stratus_testing::eventually;
 use stratus_testing::{NodeSpec, TestCluster};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
-}
+/// How long a test waits for the controllers to converge.
+const WAIT: Duration = Duration::from_secs(10);
 
 async fn pod_cidrs(nodes: &Api<Node>, name: &str) -> Vec<String> {
     nodes
@@ -61,7 +57,7 @@ async fn allocates_releases_and_reports_exhaustion() {
         .add_node(NodeSpec::new("a").with_heartbeat(hb))
         .await
         .unwrap();
-    eventually("a's CIDR", || async {
+    eventually("a's CIDR", WAIT, || async {
         !pod_cidrs(&nodes, "a").await.is_empty()
     })
     .await;
@@ -69,7 +65,7 @@ async fn allocates_releases_and_reports_exhaustion() {
         .add_node(NodeSpec::new("b").with_heartbeat(hb))
         .await
         .unwrap();
-    eventually("b's CIDR", || async {
+    eventually("b's CIDR", WAIT, || async {
         !pod_cidrs(&nodes, "b").await.is_empty()
     })
     .await;
@@ -89,7 +85,7 @@ async fn allocates_releases_and_reports_exhaustion() {
         .await
         .unwrap();
     let events: Api<Event> = Api::namespaced(cluster.client(), "default");
-    eventually("CIDRNotAvailable", || async {
+    eventually("CIDRNotAvailable", WAIT, || async {
         events
             .list(&ListParams::default().fields("reason=CIDRNotAvailable"))
             .await
@@ -109,7 +105,7 @@ async fn allocates_releases_and_reports_exhaustion() {
     // a is deleted: its CIDR goes to c on a retry.
     let a_cidr = pod_cidrs(&nodes, "a").await;
     nodes.delete("a", &DeleteParams::default()).await.unwrap();
-    eventually("c gets a's CIDR", || async {
+    eventually("c gets a's CIDR", WAIT, || async {
         pod_cidrs(&nodes, "c").await == a_cidr
     })
     .await;
@@ -134,7 +130,7 @@ async fn dual_stack_nodes_get_one_cidr_per_family() {
         .add_node(NodeSpec::new("n").with_heartbeat(Duration::from_secs(3600)))
         .await
         .unwrap();
-    eventually("both CIDRs", || async {
+    eventually("both CIDRs", WAIT, || async {
         pod_cidrs(&nodes, "n").await.len() == 2
     })
     .await;

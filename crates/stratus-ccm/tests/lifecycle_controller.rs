@@ -7,16 +7,12 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use stratus_ccm::lifecycle::{LifecycleConfig, LifecycleController};
 use stratus_cloud::InstanceState;
+use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, FakeInstance, Fault, FaultAction, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
-}
+/// How long a test waits for the controllers to converge.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn shutdown_tainted(n: &Node) -> bool {
     n.spec
@@ -80,12 +76,12 @@ async fn shutdown_taint_and_deletion_of_gone_instances() {
     // stopped: NotReady and shut down → shutdown taint; Ready again → removed.
     cloud.set_instance_state("stopped", InstanceState::ShutDown);
     kubelets[1].set_ready(false);
-    eventually("the shutdown taint", || async {
+    eventually("the shutdown taint", WAIT, || async {
         shutdown_tainted(&nodes.get("stopped").await.unwrap())
     })
     .await;
     kubelets[1].set_ready(true);
-    eventually("the shutdown taint removed", || async {
+    eventually("the shutdown taint removed", WAIT, || async {
         !shutdown_tainted(&nodes.get("stopped").await.unwrap())
     })
     .await;
@@ -96,7 +92,7 @@ async fn shutdown_taint_and_deletion_of_gone_instances() {
     vanished.set_ready(false);
     tokio::time::sleep(hb * 3).await;
     vanished.stop();
-    eventually("the vanished node deleted", || async {
+    eventually("the vanished node deleted", WAIT, || async {
         nodes.get_opt("vanished").await.unwrap().is_none()
     })
     .await;
@@ -121,7 +117,7 @@ async fn one_transient_gone_answer_does_not_delete() {
     // Gone for the first pass only, then back.
     let gone = cloud.remove_instance("flappy").unwrap();
     let _stop = start(&cluster, &cloud, Duration::from_millis(300));
-    eventually("the first state check", || async {
+    eventually("the first state check", WAIT, || async {
         cloud.calls_to("instance_state_batch") >= 1
     })
     .await;
@@ -150,13 +146,13 @@ async fn a_failed_delete_is_reported_and_retried() {
         .inject(Fault::new(Some(Verb::Delete), Some("nodes"), FaultAction::Error(500)).times(1));
     let _stop = start(&cluster, &cloud, Duration::from_millis(200));
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("the node deleted on a later pass", || async {
+    eventually("the node deleted on a later pass", WAIT, || async {
         nodes.get_opt("doomed").await.unwrap().is_none()
     })
     .await;
     let events: Api<Event> = Api::namespaced(cluster.client(), "default");
     // Events are written in the background: wait for both attempts' count.
-    eventually("DeletingNode counted twice", || async {
+    eventually("DeletingNode counted twice", WAIT, || async {
         let deleting = events
             .list(&ListParams::default().fields("reason=DeletingNode"))
             .await
@@ -221,11 +217,11 @@ async fn survives_api_latency_errors_dropped_watches_and_compaction() {
     // A failing delete is retried on a later pass.
     server.inject(Fault::new(Some(Verb::Delete), Some("nodes"), FaultAction::Error(500)).times(1));
 
-    eventually("the gone node deleted", || async {
+    eventually("the gone node deleted", WAIT, || async {
         nodes.get_opt("first").await.unwrap().is_none()
     })
     .await;
-    eventually("the shut-down node tainted", || async {
+    eventually("the shut-down node tainted", WAIT, || async {
         shutdown_tainted(&nodes.get("second").await.unwrap())
     })
     .await;
@@ -263,7 +259,7 @@ async fn an_unparsable_provider_id_never_deletes_the_node() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     kubelet.stop();
     let _stop = start(&cluster, &cloud, Duration::from_millis(100));
-    eventually("several checks", || async {
+    eventually("several checks", WAIT, || async {
         cloud.calls_to("instance_state") + cloud.calls_to("instance_state_batch") >= 5
     })
     .await;

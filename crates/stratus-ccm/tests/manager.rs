@@ -68,8 +68,20 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
         || async {
             let n = nodes.get("n1").await.unwrap();
             let spec = n.spec.unwrap_or_default();
-            spec.provider_id.as_deref() == Some("fake://n1")
-                && spec.pod_cidrs.is_some_and(|c| c == ["10.244.0.0/24"])
+            let done = spec.provider_id.as_deref() == Some("fake://n1")
+                && spec.pod_cidrs.as_deref() == Some(&["10.244.0.0/24".to_owned()][..]);
+            if done {
+                return None;
+            }
+            let holder = Api::<Lease>::namespaced(cluster.client(), "kube-system")
+                .get_opt("cloud-controller-manager")
+                .await
+                .unwrap()
+                .and_then(|l| l.spec?.holder_identity);
+            Some(format!(
+                "providerID {:?}, podCIDRs {:?}, taints {:?}, Lease holder {holder:?}",
+                spec.provider_id, spec.pod_cidrs, spec.taints
+            ))
         },
     )
     .await;

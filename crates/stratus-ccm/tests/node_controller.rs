@@ -8,16 +8,12 @@ use kube::api::{Api, ListParams};
 use stratus_ccm::Instrumented;
 use stratus_ccm::node::{NodeController, NodeControllerConfig};
 use stratus_cloud::CloudErrorKind;
+use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    stratus_testing::eventually(what, Duration::from_secs(15), check).await;
-}
+/// How long a test waits for the controllers to converge.
+const WAIT: Duration = Duration::from_secs(15);
 
 fn tainted(n: &Node) -> bool {
     n.spec
@@ -74,7 +70,7 @@ async fn initializes_nodes_with_two_writes_and_batched_cloud_calls() {
     cluster.server().clear_requests();
     let _stop = start(&cluster, &cloud);
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("every node initialized", || all_initialized(&nodes)).await;
+    eventually("every node initialized", WAIT, || all_initialized(&nodes)).await;
     let node = nodes.get("node-3").await.unwrap();
     assert_eq!(
         node.spec.as_ref().unwrap().provider_id.as_deref(),
@@ -120,7 +116,7 @@ async fn initializes_nodes_with_two_writes_and_batched_cloud_calls() {
     assert!(calls.len() < 20, "{} cloud calls for 20 nodes", calls.len());
     // The Synced event.
     let events: Api<Event> = Api::namespaced(cluster.client(), "default");
-    eventually("Synced events", || async {
+    eventually("Synced events", WAIT, || async {
         let list = events
             .list(&ListParams::default().fields("reason=Synced"))
             .await
@@ -167,7 +163,7 @@ async fn errors_keep_the_taint_until_the_cloud_answers() {
     );
     let _stop = start(&cluster, &cloud);
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("flaky initialized", || async {
+    eventually("flaky initialized", WAIT, || async {
         !tainted(&nodes.get("flaky").await.unwrap())
     })
     .await;
@@ -179,7 +175,7 @@ async fn errors_keep_the_taint_until_the_cloud_answers() {
         i.addresses[0].address = "10.0.0.8".into();
     });
     cloud.add_instance(FakeInstance::new("late"));
-    eventually("the others initialized after retries", || async {
+    eventually("the others initialized after retries", WAIT, || async {
         !tainted(&nodes.get("ip-mismatch").await.unwrap())
             && !tainted(&nodes.get("late").await.unwrap())
     })
@@ -214,10 +210,10 @@ async fn addresses_are_refreshed_in_batches() {
         NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("initialized", || all_initialized(&nodes)).await;
+    eventually("initialized", WAIT, || all_initialized(&nodes)).await;
     cloud.update_instance("r5", |i| i.addresses[0].address = "10.9.9.9".into());
     cloud.clear_calls();
-    eventually("the new address", || async {
+    eventually("the new address", WAIT, || async {
         nodes
             .get("r5")
             .await
@@ -272,7 +268,7 @@ async fn initialization_survives_api_faults() {
     server.drop_watches();
     server.compact();
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("every node initialized despite the faults", || {
+    eventually("every node initialized despite the faults", WAIT, || {
         all_initialized(&nodes)
     })
     .await;
@@ -318,7 +314,7 @@ async fn labels_are_refreshed_when_enabled_and_metrics_reported() {
             .run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
-    eventually("initialized", || all_initialized(&nodes)).await;
+    eventually("initialized", WAIT, || all_initialized(&nodes)).await;
     let node = nodes.get("n1").await.unwrap();
     let annotations = node.metadata.annotations.clone().unwrap_or_default();
     assert_eq!(
@@ -336,7 +332,7 @@ async fn labels_are_refreshed_when_enabled_and_metrics_reported() {
         i.additional_labels
             .insert("example.com/team".into(), "cloud-says".into());
     });
-    eventually("the labels refreshed", || async {
+    eventually("the labels refreshed", WAIT, || async {
         let labels = nodes
             .get("n1")
             .await
@@ -419,12 +415,12 @@ async fn a_failing_watch_makes_the_controller_unhealthy_until_it_recovers() {
         .with_health(health.clone())
         .run(stopped),
     );
-    eventually("unhealthy", || async {
+    eventually("unhealthy", WAIT, || async {
         health.check().is_err_and(|e| e.contains("403"))
     })
     .await;
     cluster.server().clear_faults();
-    eventually("healthy again", || async { health.check().is_ok() }).await;
+    eventually("healthy again", WAIT, || async { health.check().is_ok() }).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -448,7 +444,7 @@ async fn garbage_input_gets_one_event_and_backed_off_retries() {
         .unwrap();
     let _stop = start(&cluster, &cloud);
     let events: Api<Event> = Api::namespaced(cluster.client(), "default");
-    eventually("the InitializationFailed event", || async {
+    eventually("the InitializationFailed event", WAIT, || async {
         !events
             .list(&ListParams::default().fields("reason=InitializationFailed"))
             .await
@@ -542,7 +538,7 @@ async fn initialized_once_listed(resync_period: Option<Duration>) -> bool {
     tokio::spawn(NodeController::new(cluster.client(), provider.clone(), config).run(stopped));
     let nodes: Api<Node> = Api::all(cluster.client());
     // Skipped: the cloud does not know the instance yet.
-    eventually("the node looked at", || async {
+    eventually("the node looked at", WAIT, || async {
         provider.asked.load(std::sync::atomic::Ordering::SeqCst) > 0
     })
     .await;

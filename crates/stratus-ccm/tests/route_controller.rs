@@ -9,16 +9,12 @@ use serde_json::json;
 use stratus_ccm::Instrumented;
 use stratus_ccm::route::{RouteController, RouteControllerConfig};
 use stratus_cloud::{CloudErrorKind, CloudProvider, Route};
+use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
-}
+/// How long a test waits for the controllers to converge.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn condition(node: &Node) -> Option<(String, String)> {
     node.status
@@ -86,7 +82,7 @@ async fn routes_follow_pod_cidrs() {
         RouteController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
     );
 
-    eventually("three node routes", || async {
+    eventually("three node routes", WAIT, || async {
         let r = cloud.routes_list();
         (0..3).all(|i| {
             r.values().any(|r| {
@@ -109,7 +105,7 @@ async fn routes_follow_pod_cidrs() {
         r.contains_key(n0.metadata.uid.as_deref().unwrap()),
         "the name hint is the Node UID"
     );
-    eventually("RouteCreated on every node", || async {
+    eventually("RouteCreated on every node", WAIT, || async {
         let list = nodes.list(&ListParams::default()).await.unwrap();
         list.items
             .iter()
@@ -131,7 +127,7 @@ async fn routes_follow_pod_cidrs() {
     let gone = kubelets.remove(2);
     gone.stop();
     nodes.delete("n2", &DeleteParams::default()).await.unwrap();
-    eventually("n2's route deleted", || async {
+    eventually("n2's route deleted", WAIT, || async {
         !cloud.routes_list().values().any(|r| r.target_node == "n2")
     })
     .await;
@@ -222,7 +218,7 @@ async fn routes_survive_api_faults_and_report_metrics() {
     );
     set_cidr("n3".into(), 3).await;
 
-    eventually("four node routes", || async {
+    eventually("four node routes", WAIT, || async {
         let r = cloud.routes_list();
         (0..4).all(|i| {
             r.values()
@@ -232,6 +228,7 @@ async fn routes_survive_api_faults_and_report_metrics() {
     .await;
     eventually(
         "RouteCreated on every node despite the failed writes",
+        WAIT,
         || async {
             let list = nodes.list(&ListParams::default()).await.unwrap();
             list.items.len() == 4

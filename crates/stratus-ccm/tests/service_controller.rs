@@ -9,16 +9,12 @@ use serde_json::json;
 use stratus_ccm::Instrumented;
 use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
 use stratus_cloud::{CloudErrorKind, LoadBalancerClasses};
+use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
 use tokio::sync::watch;
 
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    stratus_testing::eventually(what, Duration::from_secs(10), check).await;
-}
+/// How long a test waits for the controllers to converge.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn lb_service(name: &str, class: Option<&str>) -> Service {
     let mut spec = json!({"type": "LoadBalancer", "ports": [{"port": 80}]});
@@ -58,7 +54,7 @@ async fn create_and_wait_for_ingress(services: &Api<Service>, name: &str) {
         .create(&PostParams::default(), &lb_service(name, None))
         .await
         .unwrap();
-    eventually("an ingress", || async {
+    eventually("an ingress", WAIT, || async {
         ingress_ip(&services.get(name).await.unwrap()).is_some()
     })
     .await;
@@ -102,7 +98,7 @@ async fn ensure_update_and_delete_load_balancers() {
     assert_eq!(lbs.len(), 1);
     let lb = lbs.values().next().unwrap().clone();
     assert_eq!(lb.hosts, ["a"], "excluded nodes are not backends");
-    eventually("the ensure events", || async {
+    eventually("the ensure events", WAIT, || async {
         let r = reasons(&cluster, "web").await;
         r.contains(&"EnsuringLoadBalancer".to_owned())
             && r.contains(&"EnsuredLoadBalancer".to_owned())
@@ -117,13 +113,13 @@ async fn ensure_update_and_delete_load_balancers() {
         .add_node(NodeSpec::new("b").with_heartbeat(hb))
         .await
         .unwrap();
-    eventually("the new backend", || async {
+    eventually("the new backend", WAIT, || async {
         cloud.load_balancers()[&lb.name].hosts == ["a", "b"]
     })
     .await;
     assert_eq!(cloud.calls_to("ensure_load_balancer"), 1);
     assert!(cloud.calls_to("update_load_balancer") >= 1);
-    eventually("UpdatedLoadBalancer", || async {
+    eventually("UpdatedLoadBalancer", WAIT, || async {
         reasons(&cluster, "web")
             .await
             .contains(&"UpdatedLoadBalancer".to_owned())
@@ -139,7 +135,7 @@ async fn ensure_update_and_delete_load_balancers() {
         )
         .await
         .unwrap();
-    eventually("b excluded", || async {
+    eventually("b excluded", WAIT, || async {
         cloud.load_balancers()[&lb.name].hosts == ["a"]
     })
     .await;
@@ -153,7 +149,7 @@ async fn ensure_update_and_delete_load_balancers() {
         )
         .await
         .unwrap();
-    eventually("cleanup", || async {
+    eventually("cleanup", WAIT, || async {
         let s = services.get("web").await.unwrap();
         cloud.load_balancers().is_empty()
             && s.metadata.finalizers.clone().unwrap_or_default().is_empty()
@@ -166,7 +162,7 @@ async fn ensure_update_and_delete_load_balancers() {
         .create(&PostParams::default(), &lb_service("api", None))
         .await
         .unwrap();
-    eventually("api ingress", || async {
+    eventually("api ingress", WAIT, || async {
         ingress_ip(&services.get("api").await.unwrap()).is_some()
     })
     .await;
@@ -174,7 +170,7 @@ async fn ensure_update_and_delete_load_balancers() {
         .delete("api", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("api gone", || async {
+    eventually("api gone", WAIT, || async {
         services.get_opt("api").await.unwrap().is_none()
     })
     .await;
@@ -207,7 +203,7 @@ async fn classes_elsewhere_retries_and_no_nodes() {
         .await
         .unwrap();
     // The scripted failure goes to this Service's first ensure.
-    eventually("the first ensure", || async {
+    eventually("the first ensure", WAIT, || async {
         cloud.calls_to("ensure_load_balancer") >= 1
     })
     .await;
@@ -230,7 +226,7 @@ async fn classes_elsewhere_retries_and_no_nodes() {
         .await
         .unwrap();
 
-    eventually("served classes provisioned", || async {
+    eventually("served classes provisioned", WAIT, || async {
         ingress_ip(&services.get("retried").await.unwrap()).is_some()
             && ingress_ip(&services.get("internal").await.unwrap()).is_some()
     })
@@ -378,7 +374,7 @@ async fn restart_checks_instead_of_re_ensuring_and_drift_is_repaired() {
             .unwrap();
     }
     let stop = start(&cluster, &cloud);
-    eventually("four ingresses", || async {
+    eventually("four ingresses", WAIT, || async {
         let list = services.list(&ListParams::default()).await.unwrap().items;
         list.iter().filter(|s| ingress_ip(s).is_some()).count() == 4
     })
@@ -396,7 +392,7 @@ async fn restart_checks_instead_of_re_ensuring_and_drift_is_repaired() {
         ..Default::default()
     };
     let _stop = start_with(&cluster, &cloud, config, metrics);
-    eventually("four checks", || async {
+    eventually("four checks", WAIT, || async {
         cloud.calls_to("load_balancer_up_to_date") >= 4
     })
     .await;
@@ -417,7 +413,7 @@ async fn restart_checks_instead_of_re_ensuring_and_drift_is_repaired() {
     let (edited, deleted) = (lb_of("s1"), lb_of("s2"));
     assert!(cloud.tamper_load_balancer(&edited.name, |lb| lb.hosts.clear()));
     assert!(cloud.remove_load_balancer(&deleted.name).is_some());
-    eventually("the drifted load balancers repaired", || async {
+    eventually("the drifted load balancers repaired", WAIT, || async {
         let lbs = cloud.load_balancers();
         lbs.get(&edited.name).is_some_and(|lb| lb.hosts == ["a"])
             && lbs.get(&deleted.name).is_some_and(|lb| lb.hosts == ["a"])
@@ -509,7 +505,7 @@ async fn load_balancers_survive_api_faults_without_leaks() {
         .create(&PostParams::default(), &lb_service("compacted", None))
         .await
         .unwrap();
-    eventually("five ingresses", || async {
+    eventually("five ingresses", WAIT, || async {
         let list = services.list(&ListParams::default()).await.unwrap().items;
         list.iter().filter(|s| ingress_ip(s).is_some()).count() == 5
     })
@@ -541,6 +537,7 @@ async fn load_balancers_survive_api_faults_without_leaks() {
     );
     eventually(
         "every load balancer deleted and every Service gone",
+        WAIT,
         || async {
             cloud.load_balancers().is_empty()
                 && services
@@ -579,18 +576,22 @@ async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
         .add_node(NodeSpec::new("b").with_heartbeat(hb))
         .await
         .unwrap();
-    eventually("the new backend despite the failed update", || async {
-        cloud
-            .load_balancers()
-            .values()
-            .all(|lb| lb.hosts == ["a", "b"])
-    })
+    eventually(
+        "the new backend despite the failed update",
+        WAIT,
+        || async {
+            cloud
+                .load_balancers()
+                .values()
+                .all(|lb| lb.hosts == ["a", "b"])
+        },
+    )
     .await;
     assert!(
         cloud.calls_to("ensure_load_balancer") >= 2,
         "repaired by an ensure"
     );
-    eventually("UpdateLoadBalancerFailed", || async {
+    eventually("UpdateLoadBalancerFailed", WAIT, || async {
         reasons(&cluster, "web")
             .await
             .contains(&"UpdateLoadBalancerFailed".to_owned())
@@ -634,7 +635,7 @@ async fn garbage_source_ranges_get_one_counted_event_and_backed_off_retries() {
             })
             .collect::<Vec<_>>()
     };
-    eventually("a counted SyncLoadBalancerFailed", || async {
+    eventually("a counted SyncLoadBalancerFailed", WAIT, || async {
         failures().await.first().and_then(|e| e.count) >= Some(3)
     })
     .await;
@@ -668,7 +669,7 @@ async fn configured_classes_replace_the_provider_s() {
             .await
             .unwrap();
     }
-    eventually("the configured class is provisioned", || async {
+    eventually("the configured class is provisioned", WAIT, || async {
         ingress_ip(&services.get("b").await.unwrap()).is_some()
     })
     .await;

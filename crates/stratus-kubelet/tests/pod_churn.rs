@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use stratus_kubelet::pods::{PodController, PodControllerConfig};
 use stratus_pod::PodError;
-use stratus_testing::{ApiServer, Fault, FaultAction, MockPodProvider, Verb};
+use stratus_testing::{ApiServer, Fault, FaultAction, MockPodProvider, Verb, poll};
 use tokio::sync::watch;
 
 const NODE: &str = "vk-churn";
@@ -135,11 +135,9 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
 
     // Converged: the same pods in the API and the provider, all Running,
     // none Terminating. The last mismatch is reported if it never is.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let watches_before = api.answered(Some(Verb::Watch), "pods", 200);
     let requests_before = api.requests().len();
-    let mut last = String::new();
-    loop {
+    let converged = || async {
         let list = pods.list(&ListParams::default()).await.unwrap();
         let held = provider.pods();
         let mut problems = Vec::new();
@@ -182,9 +180,9 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
             }
         }
         if problems.is_empty() {
-            break;
+            return None;
         }
-        last = format!(
+        Some(format!(
             "{} (pod watches {} then {}; requests since: {:?})",
             problems.join("; "),
             watches_before,
@@ -196,13 +194,12 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
                 .take(8)
                 .map(|r| format!("{:?} {:?} {}", r.verb, r.name, r.status))
                 .collect::<Vec<_>>()
-        );
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not converged after 60 s: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let _ = last;
+        ))
+    };
+    poll("the API and the provider to agree", Duration::from_secs(60))
+        .every(Duration::from_millis(200))
+        .until(converged)
+        .await
+        .unwrap();
     let _ = stop.send(true);
 }

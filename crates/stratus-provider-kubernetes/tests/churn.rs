@@ -14,7 +14,7 @@ use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use stratus_provider_kubernetes::naming::HOME_UID_LABEL;
-use stratus_testing::{ApiServer, Fault, FaultAction, Verb};
+use stratus_testing::{ApiServer, Fault, FaultAction, Verb, poll};
 
 /// A small deterministic generator (a 64-bit LCG): the same run each time.
 struct Lcg(u64);
@@ -166,8 +166,7 @@ async fn churn_with_faults_and_restarts_ends_with_both_clusters_in_agreement() {
 
     // Agreement: every live home pod Running with exactly one remote pod,
     // no remote pod for anything else, nothing Terminating at home.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
-    loop {
+    let agreed = async || {
         let home_pods = home_state(&pods).await;
         let uids = remote_uids(&remote).await;
         let names: BTreeSet<String> = home_pods.keys().cloned().collect();
@@ -181,31 +180,35 @@ async fn churn_with_faults_and_restarts_ends_with_both_clusters_in_agreement() {
             .filter(|(uid, _, _)| uids.get(uid) == Some(&1))
             .count();
         let remote_count: usize = uids.values().sum();
-        if names == alive
+        let agree = names == alive
             && running == alive.len()
             && terminating == 0
             && matched == alive.len()
-            && remote_count == alive.len()
-        {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no agreement after 180 s: {} home pods ({} expected), {running} Running, \
-             {terminating} Terminating, {remote_count} remote pods, {matched} matched",
-            home_pods.len(),
-            alive.len(),
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            && remote_count == alive.len();
+        (!agree).then(|| {
+            format!(
+                "{} home pods ({} expected), {running} Running, {terminating} Terminating, \
+                 {remote_count} remote pods, {matched} matched",
+                home_pods.len(),
+                alive.len(),
+            )
+        })
+    };
+    poll("the two clusters to agree", Duration::from_secs(180))
+        .every(Duration::from_millis(500))
+        .until(agreed)
+        .await
+        .unwrap();
 
     // Everything deleted: both clusters empty, nothing stuck.
     for name in &alive {
         pods.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    until("both clusters empty", 120, async || {
-        home_state(&pods).await.is_empty() && remote.offloaded().await.is_empty()
-    })
+    eventually(
+        "both clusters empty",
+        Duration::from_secs(120),
+        async || home_state(&pods).await.is_empty() && remote.offloaded().await.is_empty(),
+    )
     .await;
     drop(home);
 }

@@ -64,7 +64,7 @@ async fn the_command_offloads_from_its_flags() {
     let mut pod = simple("from-flags");
     pod.spec.as_mut().unwrap().node_name = Some("vk-command".into());
     // The node registers first; the pod waits for it.
-    until("the node registered", 20, async || {
+    eventually("the node registered", Duration::from_secs(20), async || {
         Api::<k8s_openapi::api::core::v1::Node>::all(api.client())
             .get_opt("vk-command")
             .await

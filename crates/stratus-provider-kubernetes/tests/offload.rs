@@ -102,7 +102,7 @@ async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
         home.provider.remote_pod("default", "web"),
         Some(("default".into(), remote_name.clone()))
     );
-    until("the home pod IP", 20, async || {
+    eventually("the home pod IP", Duration::from_secs(20), async || {
         let home_ip = pods.get("web").await.unwrap().status.and_then(|s| s.pod_ip);
         let remote_ip = remote
             .pods("default")
@@ -138,11 +138,15 @@ async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
     assert_eq!(secret.data.unwrap()["value"].0, b"s3cret");
 
     // Logs, exec and port-forward through the home API server.
-    until("the log through the home API server", 20, async || {
-        text_log(&api, "web", "container=app")
-            .await
-            .contains("started container app")
-    })
+    eventually(
+        "the log through the home API server",
+        Duration::from_secs(20),
+        async || {
+            text_log(&api, "web", "container=app")
+                .await
+                .contains("started container app")
+        },
+    )
     .await;
     let mut exec = pods
         .exec(
@@ -180,9 +184,11 @@ async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
     )
     .await
     .unwrap();
-    until("the remote copy updated", 30, async || {
-        remote_maps.get("settings").await.unwrap().data.unwrap()["greeting"] == "bonjour"
-    })
+    eventually(
+        "the remote copy updated",
+        Duration::from_secs(30),
+        async || remote_maps.get("settings").await.unwrap().data.unwrap()["greeting"] == "bonjour",
+    )
     .await;
 
     // Home deletion: the remote pod is deleted with the grace period,
@@ -203,7 +209,7 @@ async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     pods.delete("web", &DeleteParams::default()).await.unwrap();
-    until("web gone at home", 30, async || {
+    eventually("web gone at home", Duration::from_secs(30), async || {
         pods.get_opt("web").await.unwrap().is_none()
     })
     .await;
@@ -214,7 +220,7 @@ async fn a_pod_runs_remotely_with_its_config_and_is_reached_from_home() {
         graces.lock().unwrap()
     );
     watcher.abort();
-    until("the copies deleted", 20, async || {
+    eventually("the copies deleted", Duration::from_secs(20), async || {
         remote_maps.get_opt("settings").await.unwrap().is_none()
             && remote_secrets.get_opt("token").await.unwrap().is_none()
     })
@@ -249,15 +255,19 @@ async fn remote_endings_fail_the_home_pod() {
         s.reason = Some("Evicted".into());
         s.message = Some("The node was low on resource: memory.".into());
     });
-    until("evicted Failed at home", 20, async || {
-        let status = pods
-            .get("evicted")
-            .await
-            .unwrap()
-            .status
-            .unwrap_or_default();
-        status.phase.as_deref() == Some("Failed") && status.reason.as_deref() == Some("Evicted")
-    })
+    eventually(
+        "evicted Failed at home",
+        Duration::from_secs(20),
+        async || {
+            let status = pods
+                .get("evicted")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            status.phase.as_deref() == Some("Failed") && status.reason.as_deref() == Some("Evicted")
+        },
+    )
     .await;
 
     // ...and someone deletes the other in the remote cluster.
@@ -266,16 +276,20 @@ async fn remote_endings_fail_the_home_pod() {
         .delete(&removed, &DeleteParams::default())
         .await
         .unwrap();
-    until("removed Failed at home", 20, async || {
-        let status = pods
-            .get("removed")
-            .await
-            .unwrap()
-            .status
-            .unwrap_or_default();
-        status.phase.as_deref() == Some("Failed")
-            && status.reason.as_deref() == Some(REMOTE_POD_DELETED)
-    })
+    eventually(
+        "removed Failed at home",
+        Duration::from_secs(20),
+        async || {
+            let status = pods
+                .get("removed")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            status.phase.as_deref() == Some("Failed")
+                && status.reason.as_deref() == Some(REMOTE_POD_DELETED)
+        },
+    )
     .await;
     let status = pods.get("removed").await.unwrap().status.unwrap();
     let app = &status.container_statuses.unwrap()[0];
@@ -296,7 +310,7 @@ async fn remote_endings_fail_the_home_pod() {
     for name in ["evicted", "removed"] {
         pods.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    until("both gone at home", 30, async || {
+    eventually("both gone at home", Duration::from_secs(30), async || {
         pods.list(&Default::default())
             .await
             .unwrap()
@@ -332,17 +346,22 @@ async fn a_restarted_node_adopts_its_remote_pods() {
     pods.delete("p2", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
-    until("p2 gone", 10, async || {
+    eventually("p2 gone", Duration::from_secs(10), async || {
         pods.get_opt("p2").await.unwrap().is_none()
     })
     .await;
 
     let home = Home::default_for(&api, &remote).await;
-    until("the provider synced", 20, async || home.provider.synced()).await;
-    // p0 and p1 are adopted, not made again; p2's remote pod is deleted.
-    until("p2's remote pod deleted", 30, async || {
-        remote.offloaded().await.len() == 2
+    eventually("the provider synced", Duration::from_secs(20), async || {
+        home.provider.synced()
     })
+    .await;
+    // p0 and p1 are adopted, not made again; p2's remote pod is deleted.
+    eventually(
+        "p2's remote pod deleted",
+        Duration::from_secs(30),
+        async || remote.offloaded().await.len() == 2,
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after: Vec<_> = remote
@@ -360,7 +379,7 @@ async fn a_restarted_node_adopts_its_remote_pods() {
         assert_eq!(phase(&pods, name).await.as_deref(), Some("Running"));
     }
     pods.delete("p0", &DeleteParams::default()).await.unwrap();
-    until("p0 gone everywhere", 30, async || {
+    eventually("p0 gone everywhere", Duration::from_secs(30), async || {
         pods.get_opt("p0").await.unwrap().is_none() && remote.offloaded().await.len() == 1
     })
     .await;
@@ -393,14 +412,20 @@ async fn a_remote_outage_holds_the_node_and_loses_no_pod() {
     .await;
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let nodes: Api<Node> = Api::all(api.client());
-    until("the home node shows the remote capacity", 20, async || {
-        nodes
-            .get_opt(NODE)
-            .await
-            .unwrap()
-            .and_then(|n| n.status?.capacity)
-            .is_some_and(|c| c.get("pods").map(|q| q.0.clone()) == Some(capacity.pods.to_string()))
-    })
+    eventually(
+        "the home node shows the remote capacity",
+        Duration::from_secs(20),
+        async || {
+            nodes
+                .get_opt(NODE)
+                .await
+                .unwrap()
+                .and_then(|n| n.status?.capacity)
+                .is_some_and(|c| {
+                    c.get("pods").map(|q| q.0.clone()) == Some(capacity.pods.to_string())
+                })
+        },
+    )
     .await;
     create(&pods, simple("steady")).await;
     running(&pods, "steady").await;
@@ -416,10 +441,14 @@ async fn a_remote_outage_holds_the_node_and_loses_no_pod() {
         .create(&PostParams::default(), &other)
         .await
         .unwrap();
-    until("the capacity shrinks", 20, async || {
-        node.capacity()
-            .is_some_and(|c| c.cpu_millis == capacity.cpu_millis - 1000)
-    })
+    eventually(
+        "the capacity shrinks",
+        Duration::from_secs(20),
+        async || {
+            node.capacity()
+                .is_some_and(|c| c.cpu_millis == capacity.cpu_millis - 1000)
+        },
+    )
     .await;
 
     // The remote API is down for 30 s.
@@ -442,7 +471,10 @@ async fn a_remote_outage_holds_the_node_and_loses_no_pod() {
 
     // It answers again: the lease is renewed, the pending pod is offloaded,
     // the running one was never lost.
-    until("the lease renewed", 30, async || renewed().await != held).await;
+    eventually("the lease renewed", Duration::from_secs(30), async || {
+        renewed().await != held
+    })
+    .await;
     running(&pods, "during").await;
     assert_eq!(phase(&pods, "steady").await.as_deref(), Some("Running"));
     assert_eq!(remote.offloaded().await.len(), 2);

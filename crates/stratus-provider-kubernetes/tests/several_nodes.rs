@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -104,9 +106,11 @@ async fn two_nodes_in_one_process_offload_to_their_own_clusters() {
     pods.delete("west-0", &DeleteParams::default())
         .await
         .unwrap();
-    until("west-0 gone in the west cluster", 30, async || {
-        names(west.offloaded_by(WEST).await) == ["west-1", "west-2", "west-3"]
-    })
+    eventually(
+        "west-0 gone in the west cluster",
+        Duration::from_secs(30),
+        async || names(west.offloaded_by(WEST).await) == ["west-1", "west-2", "west-3"],
+    )
     .await;
     assert_eq!(
         east.offloaded_by(EAST).await.len(),

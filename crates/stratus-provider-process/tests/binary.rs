@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
-use stratus_testing::ApiServer;
+use stratus_testing::{ApiServer, Check, eventually};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_stratus-process-node");
 
@@ -74,19 +74,26 @@ async fn runs_a_pod_from_its_configuration_file_and_stops_on_sigterm() {
     } = &setup;
     let mut child = setup.start("vk-process-bin");
     let nodes: Api<Node> = Api::all(api.client());
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while nodes.get_opt("vk-process-bin").await.unwrap().is_none() {
-        if let Some(status) = child.try_wait().unwrap() {
+    eventually("the node to register", Duration::from_secs(20), || {
+        let exited = child.try_wait().unwrap().map(|status| {
             let mut stderr = String::new();
             std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-            panic!("the binary exited with {status}: {stderr}");
+            format!("the binary exited with {status}: {stderr}")
+        });
+        let nodes = nodes.clone();
+        async move {
+            match exited {
+                Some(why) => Check::Failed(why),
+                None => nodes
+                    .get_opt("vk-process-bin")
+                    .await
+                    .unwrap()
+                    .is_some()
+                    .into(),
+            }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the node did not register"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     let node = nodes.get("vk-process-bin").await.unwrap();
     // The host's capacity, the configured pod limit, and what it enforces.
     let capacity = node.status.clone().unwrap().capacity.unwrap();

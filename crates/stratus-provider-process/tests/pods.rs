@@ -11,6 +11,7 @@ use stratus_kubelet::node::NodeConfig;
 use stratus_pod::PodLifecycleHandler;
 use stratus_provider_process::{ProcessConfig, ProcessProvider};
 use stratus_testing::ApiServer;
+use stratus_testing::eventually;
 use stratus_testing::pod_conformance::run_pod_conformance;
 use tokio::sync::watch;
 
@@ -64,9 +65,11 @@ impl Node {
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();
-        until(&format!("{name} deleted"), 20, async || {
-            self.pods.get_opt(name).await.unwrap().is_none()
-        })
+        eventually(
+            &format!("{name} deleted"),
+            Duration::from_secs(20),
+            async || self.pods.get_opt(name).await.unwrap().is_none(),
+        )
         .await;
     }
 
@@ -103,14 +106,6 @@ fn pod(name: &str, spec: serde_json::Value) -> Pod {
         "spec": spec,
     }))
     .unwrap()
-}
-
-async fn until(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn container<'a>(pod: &'a Pod, name: &str) -> &'a k8s_openapi::api::core::v1::ContainerStatus {
@@ -156,15 +151,19 @@ async fn init_containers_restarts_with_back_off_and_logs() {
         ],
     });
     node.create("web", spec).await;
-    until("web Running with flaky restarted twice", 30, async || {
-        let p = node.pods.get("web").await.unwrap();
-        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            && container(&p, "flaky").restart_count >= 2
-            && container(&p, "app")
-                .state
-                .as_ref()
-                .is_some_and(|s| s.running.is_some())
-    })
+    eventually(
+        "web Running with flaky restarted twice",
+        Duration::from_secs(30),
+        async || {
+            let p = node.pods.get("web").await.unwrap();
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && container(&p, "flaky").restart_count >= 2
+                && container(&p, "app")
+                    .state
+                    .as_ref()
+                    .is_some_and(|s| s.running.is_some())
+        },
+    )
     .await;
     let p = node.pods.get("web").await.unwrap();
     let init = container(&p, "init");
@@ -224,7 +223,7 @@ async fn never_fails_the_pod_with_the_exit_code() {
         ],
     });
     node.create("job", spec).await;
-    until("job Failed", 20, async || {
+    eventually("job Failed", Duration::from_secs(20), async || {
         node.phase("job").await.as_deref() == Some("Failed")
     })
     .await;
@@ -258,16 +257,17 @@ async fn a_process_ignoring_sigterm_is_killed_at_the_deadline_with_its_children(
         }],
     });
     node.create("stubborn", spec).await;
-    let mut pids = Vec::new();
-    until("the PIDs logged", 20, async || {
+    let pids_of = async || -> Vec<u32> {
         let text = logs(&node, "stubborn", "container=stubborn").await;
-        pids = text
-            .split_whitespace()
+        text.split_whitespace()
             .filter_map(|p| p.parse::<u32>().ok())
-            .collect();
-        pids.len() == 2
+            .collect()
+    };
+    eventually("the PIDs logged", Duration::from_secs(20), async || {
+        pids_of().await.len() == 2
     })
     .await;
+    let pids = pids_of().await;
     let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
     assert!(pids.iter().all(|p| alive(*p)));
     let started = std::time::Instant::now();
@@ -275,9 +275,11 @@ async fn a_process_ignoring_sigterm_is_killed_at_the_deadline_with_its_children(
         .delete("stubborn", &DeleteParams::default())
         .await
         .unwrap();
-    until("no process of the pod is left", 20, async || {
-        !pids.iter().any(|p| alive(*p))
-    })
+    eventually(
+        "no process of the pod is left",
+        Duration::from_secs(20),
+        async || !pids.iter().any(|p| alive(*p)),
+    )
     .await;
     // Not before the grace period: TERM was ignored, KILL came at 1 s.
     assert!(
@@ -285,7 +287,7 @@ async fn a_process_ignoring_sigterm_is_killed_at_the_deadline_with_its_children(
         "{:?}",
         started.elapsed()
     );
-    until("the pod is gone", 20, async || {
+    eventually("the pod is gone", Duration::from_secs(20), async || {
         node.pods.get_opt("stubborn").await.unwrap().is_none()
     })
     .await;
@@ -358,13 +360,17 @@ async fn what_the_node_cannot_run_gets_a_clear_status_and_event() {
     ];
     for (name, spec, message) in &cases {
         node.create(name, spec.clone()).await;
-        until(&format!("{name} Failed"), 20, async || {
-            let p = node.pods.get(name).await.unwrap();
-            let s = p.status.unwrap_or_default();
-            s.phase.as_deref() == Some("Failed")
-                && s.reason.as_deref() == Some("ProviderFailed")
-                && s.message.as_deref().is_some_and(|m| m.contains(message))
-        })
+        eventually(
+            &format!("{name} Failed"),
+            Duration::from_secs(20),
+            async || {
+                let p = node.pods.get(name).await.unwrap();
+                let s = p.status.unwrap_or_default();
+                s.phase.as_deref() == Some("Failed")
+                    && s.reason.as_deref() == Some("ProviderFailed")
+                    && s.message.as_deref().is_some_and(|m| m.contains(message))
+            },
+        )
         .await;
         let events: Api<Event> = Api::namespaced(node.api.client(), "default");
         let listed = events.list(&ListParams::default()).await.unwrap().items;
@@ -405,7 +411,7 @@ async fn exec_and_port_forward_reach_the_real_processes() {
         }],
     });
     node.create("web", spec).await;
-    until("the server listens", 30, async || {
+    eventually("the server listens", Duration::from_secs(30), async || {
         tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
@@ -497,11 +503,15 @@ async fn exec_and_port_forward_reach_the_real_processes() {
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
     forwarder.abort();
     // The server logged the request.
-    until("the request in the log", 10, async || {
-        logs(&node, "web", "container=web")
-            .await
-            .contains("\"GET / HTTP/1.0\" 200")
-    })
+    eventually(
+        "the request in the log",
+        Duration::from_secs(10),
+        async || {
+            logs(&node, "web", "container=web")
+                .await
+                .contains("\"GET / HTTP/1.0\" 200")
+        },
+    )
     .await;
     node.delete("web").await;
     let _ = std::fs::remove_dir_all(root("exec"));
@@ -566,7 +576,7 @@ async fn config_volumes_are_files_and_follow_their_sources() {
         }],
     });
     node.create("reader", spec).await;
-    until("reader Running", 30, async || {
+    eventually("reader Running", Duration::from_secs(30), async || {
         node.phase("reader").await.as_deref() == Some("Running")
     })
     .await;
@@ -591,21 +601,27 @@ async fn config_volumes_are_files_and_follow_their_sources() {
     // The ConfigMap changes (once the node watches the namespace's
     // ConfigMaps, which it starts within its 5 s rescan): the file follows,
     // all at once.
-    until("the node watches ConfigMaps", 20, async || {
-        node.api
-            .requests()
-            .iter()
-            .any(|r| r.verb == stratus_testing::Verb::Watch && r.resource == "configmaps")
-    })
+    eventually(
+        "the node watches ConfigMaps",
+        Duration::from_secs(20),
+        async || {
+            node.api
+                .requests()
+                .iter()
+                .any(|r| r.verb == stratus_testing::Verb::Watch && r.resource == "configmaps")
+        },
+    )
     .await;
     let mut changed = settings.clone();
     changed.data = Some([("greeting".to_string(), "bonjour".to_string())].into());
     maps.replace("settings", &PostParams::default(), &changed)
         .await
         .unwrap();
-    until("the new greeting in the file", 20, async || {
-        read("cat \"$STRATUS_CONTAINER_ROOT/etc/config/greeting.txt\"").await == "bonjour"
-    })
+    eventually(
+        "the new greeting in the file",
+        Duration::from_secs(20),
+        async || read("cat \"$STRATUS_CONTAINER_ROOT/etc/config/greeting.txt\"").await == "bonjour",
+    )
     .await;
     node.delete("reader").await;
     let _ = std::fs::remove_dir_all(root("volumes"));
@@ -652,21 +668,29 @@ async fn probes_restart_the_unhealthy_and_gate_readiness() {
         }),
     )
     .await;
-    until("gated Running but not Ready", 20, async || {
-        let p = node.pods.get("gated").await.unwrap();
-        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            && condition(&p, "Ready").as_deref() == Some("False")
-            && !container(&p, "app").ready
-    })
+    eventually(
+        "gated Running but not Ready",
+        Duration::from_secs(20),
+        async || {
+            let p = node.pods.get("gated").await.unwrap();
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && condition(&p, "Ready").as_deref() == Some("False")
+                && !container(&p, "app").ready
+        },
+    )
     .await;
-    until("gated Ready once its probe passes", 20, async || {
-        let p = node.pods.get("gated").await.unwrap();
-        condition(&p, "Ready").as_deref() == Some("True") && container(&p, "app").ready
-    })
+    eventually(
+        "gated Ready once its probe passes",
+        Duration::from_secs(20),
+        async || {
+            let p = node.pods.get("gated").await.unwrap();
+            condition(&p, "Ready").as_deref() == Some("True") && container(&p, "app").ready
+        },
+    )
     .await;
-    until(
+    eventually(
         "unhealthy restarted by its liveness probe",
-        30,
+        Duration::from_secs(30),
         async || {
             let p = node.pods.get("unhealthy").await.unwrap();
             let app = container(&p, "app");
@@ -687,7 +711,7 @@ async fn probes_restart_the_unhealthy_and_gate_readiness() {
             .await
             .unwrap();
     }
-    until("both deleted", 40, async || {
+    eventually("both deleted", Duration::from_secs(40), async || {
         node.pods
             .list(&ListParams::default())
             .await
@@ -717,7 +741,7 @@ async fn the_pre_stop_hook_runs_before_sigterm_and_logs_follow() {
         }),
     )
     .await;
-    until("hooked Running", 20, async || {
+    eventually("hooked Running", Duration::from_secs(20), async || {
         node.phase("hooked").await.as_deref() == Some("Running")
     })
     .await;
@@ -772,7 +796,7 @@ async fn stats_come_from_the_processes() {
         }),
     )
     .await;
-    until("busy Running", 20, async || {
+    eventually("busy Running", Duration::from_secs(20), async || {
         node.phase("busy").await.as_deref() == Some("Running")
     })
     .await;
@@ -830,7 +854,7 @@ async fn host_paths_under_an_allowed_prefix_are_mounted() {
         }),
     )
     .await;
-    until("writer Succeeded", 20, async || {
+    eventually("writer Succeeded", Duration::from_secs(20), async || {
         node.phase("writer").await.as_deref() == Some("Succeeded")
     })
     .await;
@@ -852,12 +876,16 @@ async fn host_paths_under_an_allowed_prefix_are_mounted() {
             }),
         )
         .await;
-        until(&format!("{name} refused"), 20, async || {
-            let p = node.pods.get(name).await.unwrap();
-            p.status
-                .and_then(|s| s.message)
-                .is_some_and(|m| m.contains("is not under a prefix this node allows"))
-        })
+        eventually(
+            &format!("{name} refused"),
+            Duration::from_secs(20),
+            async || {
+                let p = node.pods.get(name).await.unwrap();
+                p.status
+                    .and_then(|s| s.message)
+                    .is_some_and(|m| m.contains("is not under a prefix this node allows"))
+            },
+        )
         .await;
     }
     let _ = std::fs::remove_dir_all(&shared);
@@ -880,7 +908,7 @@ async fn attach_reaches_the_processs_stdin_and_output() {
         }),
     )
     .await;
-    until("echoer Running", 20, async || {
+    eventually("echoer Running", Duration::from_secs(20), async || {
         node.phase("echoer").await.as_deref() == Some("Running")
     })
     .await;
@@ -916,7 +944,7 @@ async fn attach_reaches_the_processs_stdin_and_output() {
         }),
     )
     .await;
-    until("deaf Running", 20, async || {
+    eventually("deaf Running", Duration::from_secs(20), async || {
         node.phase("deaf").await.as_deref() == Some("Running")
     })
     .await;
@@ -962,19 +990,23 @@ async fn memory_limits_bind_the_process_and_what_exec_starts() {
         ],
     });
     node.create("limited", spec).await;
-    until("the three programs ended", 30, async || {
-        let Ok(p) = node.pods.get("limited").await else {
-            return false;
-        };
-        p.status
-            .and_then(|s| s.container_statuses)
-            .is_some_and(|cs| {
-                cs.iter()
-                    .filter(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
-                    .count()
-                    == 3
-            })
-    })
+    eventually(
+        "the three programs ended",
+        Duration::from_secs(30),
+        async || {
+            let Ok(p) = node.pods.get("limited").await else {
+                return false;
+            };
+            p.status
+                .and_then(|s| s.container_statuses)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .filter(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+                        .count()
+                        == 3
+                })
+        },
+    )
     .await;
     let p = node.pods.get("limited").await.unwrap();
     let exit = |name: &str| {
@@ -1022,7 +1054,7 @@ async fn memory_limits_bind_the_process_and_what_exec_starts() {
             {"name": "a", "image": "nginx", "resources": {"limits": {"memory": "lots"}}}]}),
     )
     .await;
-    until("nonsense refused", 20, async || {
+    eventually("nonsense refused", Duration::from_secs(20), async || {
         node.pods
             .get("nonsense")
             .await
@@ -1058,20 +1090,26 @@ async fn sidecars_start_in_order_restart_always_and_stop_after_the_app() {
         }],
     });
     node.create("with-proxy", spec).await;
-    until("with-proxy Running and initialized", 30, async || {
-        let p = node.pods.get("with-proxy").await.unwrap();
-        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            && condition(&p, "Initialized").as_deref() == Some("True")
-    })
+    eventually(
+        "with-proxy Running and initialized",
+        Duration::from_secs(30),
+        async || {
+            let p = node.pods.get("with-proxy").await.unwrap();
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                && condition(&p, "Initialized").as_deref() == Some("True")
+        },
+    )
     .await;
     // The job ends well (the sidecar was beating beside it): the pod
     // succeeds although the sidecar never exits on its own.
-    until("with-proxy Succeeded", 30, async || {
-        node.phase("with-proxy").await.as_deref() == Some("Succeeded")
-    })
+    eventually(
+        "with-proxy Succeeded",
+        Duration::from_secs(30),
+        async || node.phase("with-proxy").await.as_deref() == Some("Succeeded"),
+    )
     .await;
     // Then the sidecar is stopped (SIGTERM, within the grace period).
-    until("the sidecar stopped", 10, async || {
+    eventually("the sidecar stopped", Duration::from_secs(10), async || {
         let p = node.pods.get("with-proxy").await.unwrap();
         container(&p, "proxy")
             .state
@@ -1107,7 +1145,7 @@ async fn sidecars_start_in_order_restart_always_and_stop_after_the_app() {
         }),
     )
     .await;
-    until("serving Running", 30, async || {
+    eventually("serving Running", Duration::from_secs(30), async || {
         node.phase("serving").await.as_deref() == Some("Running")
     })
     .await;
@@ -1137,7 +1175,7 @@ async fn cpu_limits_are_cgroups_where_the_node_may_make_them() {
         }),
     )
     .await;
-    until("capped Running", 20, async || {
+    eventually("capped Running", Duration::from_secs(20), async || {
         node.phase("capped").await.as_deref() == Some("Running")
     })
     .await;

@@ -9,7 +9,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::informer::Informer;
-use stratus_testing::ApiServer;
+use stratus_testing::{ApiServer, eventually};
+
+/// How long a test waits for the informer.
+const WAIT: Duration = Duration::from_secs(10);
 
 fn config_map(name: &str) -> ConfigMap {
     ConfigMap {
@@ -19,14 +22,6 @@ fn config_map(name: &str) -> ConfigMap {
             ..Default::default()
         },
         ..Default::default()
-    }
-}
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -48,7 +43,10 @@ async fn resync_hands_unchanged_objects_to_the_callback_again() {
             }
         },
     );
-    until("the first list", || seen.load(Ordering::SeqCst) == 1).await;
+    eventually("the first list", WAIT, || async {
+        seen.load(Ordering::SeqCst) == 1
+    })
+    .await;
 
     // Without a resync nothing more arrives for an object nobody touches.
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -56,7 +54,10 @@ async fn resync_hands_unchanged_objects_to_the_callback_again() {
 
     // With one, it arrives again each period, though it never changed.
     let informer = informer.resync_every(Duration::from_millis(200));
-    until("two resyncs", || seen.load(Ordering::SeqCst) >= 3).await;
+    eventually("two resyncs", WAIT, || async {
+        seen.load(Ordering::SeqCst) >= 3
+    })
+    .await;
 
     // A zero period turns it off again.
     let informer = informer.resync_every(Duration::ZERO);
@@ -66,7 +67,10 @@ async fn resync_hands_unchanged_objects_to_the_callback_again() {
 
     // Dropped, the informer calls nothing any more.
     let informer = informer.resync_every(Duration::from_millis(100));
-    until("a resync", || seen.load(Ordering::SeqCst) > before).await;
+    eventually("a resync", WAIT, || async {
+        seen.load(Ordering::SeqCst) > before
+    })
+    .await;
     drop(informer);
     let after_drop = seen.load(Ordering::SeqCst);
     let mut changed = config_map("a");

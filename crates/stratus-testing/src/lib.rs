@@ -52,7 +52,6 @@ mod metrics_text;
 pub mod mock_pod_provider;
 pub mod pod_conformance;
 pub mod process;
-mod wait;
 
 pub use cluster::{NodeSpec, SimulatedKubelet, TestCluster};
 pub use fake_cloud::{CloudCall, FAKE_PROVIDER, FakeCloud, FakeInstance, FakeLoadBalancer};
@@ -62,6 +61,6 @@ pub use mock_pod_provider::{MockPodProvider, PodCall};
 pub use stratus_apiserver as apiserver;
 pub use stratus_apiserver::insecure;
 pub use stratus_apiserver::{
-    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, CaSigner, Fault, FaultAction,
-    RequestRecord, ReviewUser, Verb, eventually,
+    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, CaSigner, Check, ConvergeError,
+    Fault, FaultAction, RequestRecord, ReviewUser, Verb, eventually, poll,
 };

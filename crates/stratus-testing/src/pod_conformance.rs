@@ -34,6 +34,7 @@ use tokio::sync::watch;
 
 use crate::ApiServer;
 use crate::conformance::{Outcome, Report};
+use stratus_apiserver::Check;
 
 mod watched;
 use watched::Watched;
@@ -66,22 +67,34 @@ async fn until<F, Fut>(
     wait: Duration,
     watched: &Watched,
     what: &str,
-    check: F,
+    mut check: F,
 ) -> Result<(), String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, String>>,
 {
-    crate::wait::poll_until(wait, what, check, |waited| {
-        if waited <= NOT_IMPLEMENTED_GRACE {
-            return None;
-        }
-        let methods = watched.unimplemented()?;
-        Some(format!(
-            "gave up waiting for {what}: {methods} answer NotImplemented"
-        ))
-    })
-    .await
+    let started = std::time::Instant::now();
+    stratus_apiserver::poll(what, wait)
+        .every(Duration::from_millis(100))
+        .until(|| {
+            let look = check();
+            async move {
+                match look.await {
+                    Ok(false) if started.elapsed() > NOT_IMPLEMENTED_GRACE => {
+                        match watched.unimplemented() {
+                            Some(methods) => {
+                                Check::Failed(format!("{methods} answer NotImplemented"))
+                            }
+                            None => Check::from(false),
+                        }
+                    }
+                    answer => answer.into(),
+                }
+            }
+        })
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 struct Case {

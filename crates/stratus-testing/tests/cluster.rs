@@ -6,15 +6,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use stratus_testing::eventually;
 use stratus_testing::{NodeSpec, TestCluster};
 
-async fn eventually<F, Fut>(what: &str, check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    stratus_testing::eventually(what, Duration::from_secs(5), check).await;
-}
+/// How long a test waits for the controllers to converge.
+const WAIT: Duration = Duration::from_secs(5);
 
 #[tokio::test]
 async fn kubelets_register_heartbeat_and_reregister() {
@@ -46,7 +42,7 @@ async fn kubelets_register_heartbeat_and_reregister() {
     assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.7");
 
     let leases: Api<Lease> = Api::namespaced(cluster.client(), "kube-node-lease");
-    eventually("a lease", || async {
+    eventually("a lease", WAIT, || async {
         leases.get_opt("node-a").await.unwrap().is_some()
     })
     .await;
@@ -58,7 +54,7 @@ async fn kubelets_register_heartbeat_and_reregister() {
         .unwrap()
         .renew_time
         .unwrap();
-    eventually("a renewal", || {
+    eventually("a renewal", WAIT, || {
         let leases = leases.clone();
         let first = first.clone();
         async move {
@@ -76,7 +72,7 @@ async fn kubelets_register_heartbeat_and_reregister() {
     .await;
 
     kubelet.set_ready(false);
-    eventually("NotReady", || async {
+    eventually("NotReady", WAIT, || async {
         let n = nodes.get("node-a").await.unwrap();
         n.status
             .unwrap()
@@ -91,7 +87,7 @@ async fn kubelets_register_heartbeat_and_reregister() {
         .delete("node-a", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("re-registration", || async {
+    eventually("re-registration", WAIT, || async {
         nodes.get_opt("node-a").await.unwrap().is_some()
     })
     .await;
@@ -113,7 +109,7 @@ async fn scheduler_binds_pods_to_untainted_ready_nodes() {
         .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
-    eventually("all pods bound", || async {
+    eventually("all pods bound", WAIT, || async {
         let list = pods.list(&Default::default()).await.unwrap();
         list.items
             .iter()
@@ -136,7 +132,7 @@ async fn scheduler_binds_pods_to_untainted_ready_nodes() {
         .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
-    eventually("pods on both nodes", || async {
+    eventually("pods on both nodes", WAIT, || async {
         let list = pods.list(&Default::default()).await.unwrap();
         let on_tainted = list
             .items

@@ -13,6 +13,7 @@ use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::resources::ApiResources;
 use stratus_pod::{NodeProvider, PodLifecycleHandler, PodResources};
 use stratus_provider_kubernetes::{KubernetesProvider, OffloadConfig, PROVIDER_NAME};
+pub use stratus_testing::eventually;
 use stratus_testing::kubelet_api::{virtual_node_builder_with_api, virtual_node_with_api};
 use stratus_testing::{ApiServer, MockPodProvider, TestCluster};
 use tokio::sync::watch;
@@ -206,21 +207,15 @@ pub async fn create(pods: &Api<Pod>, pod: Pod) {
     pods.create(&PostParams::default(), &pod).await.unwrap();
 }
 
-pub async fn until(what: &str, secs: u64, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 pub async fn phase(pods: &Api<Pod>, name: &str) -> Option<String> {
     pods.get_opt(name).await.ok()??.status?.phase
 }
 
 pub async fn running(pods: &Api<Pod>, name: &str) {
-    until(&format!("{name} Running"), 30, async || {
-        phase(pods, name).await.as_deref() == Some("Running")
-    })
+    eventually(
+        &format!("{name} Running"),
+        Duration::from_secs(30),
+        async || phase(pods, name).await.as_deref() == Some("Running"),
+    )
     .await;
 }

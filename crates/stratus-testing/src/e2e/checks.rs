@@ -2,7 +2,6 @@
 //! and a cloud controller manager's (Go's cloud-provider e2e tests).
 
 use k8s_openapi::api::coordination::v1::Lease;
-use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Service};
 use kube::Api;
@@ -12,7 +11,7 @@ use tokio::io::AsyncReadExt;
 
 use super::{E2eConfig, MANAGED_BY, RUN_LABEL};
 use crate::conformance::{Outcome, Report};
-use crate::wait::poll_until;
+use stratus_apiserver::Check;
 
 /// The taint the cloud-node controller removes once it initialized a Node.
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -25,31 +24,20 @@ const ROUTE_CREATED: &str = "RouteCreated";
 /// The taint keeping workloads off the Node the lifecycle check registers.
 const GONE_TAINT: &str = "e2e.stratus.dev/instance-gone";
 
-async fn until<F, Fut>(config: &E2eConfig, what: &str, check: F) -> Result<(), String>
+/// Poll `check` every 100 ms for up to the run's wait; on timeout the
+/// error says what it last found pending.
+async fn until<F, Fut, C>(config: &E2eConfig, what: &str, check: F) -> Result<(), String>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, String>>,
+    Fut: std::future::Future<Output = Result<C, String>>,
+    C: Into<Check>,
 {
-    poll_until(config.wait, what, check, |_| None).await
-}
-
-/// Poll `pending` every 100 ms until it answers `Ok(None)`; on timeout the
-/// error is what it last said was still pending.
-async fn until_settled<F, Fut>(config: &E2eConfig, mut pending: F) -> Result<(), String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<String>, String>>,
-{
-    let deadline = Instant::now() + config.wait;
-    loop {
-        match pending().await? {
-            None => return Ok(()),
-            Some(why) if Instant::now() >= deadline => {
-                return Err(format!("after {:?}: {why}", config.wait));
-            }
-            Some(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-        }
-    }
+    stratus_apiserver::poll(what, config.wait)
+        .every(std::time::Duration::from_millis(100))
+        .until(check)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn labels(config: &E2eConfig) -> Value {
@@ -532,7 +520,7 @@ fn pod_cidrs(node: &Node) -> Vec<String> {
 /// Every cloud Node has a pod CIDR and the route controller's
 /// `NetworkUnavailable=False` (`RouteCreated`).
 async fn routes_created(nodes: &Api<Node>, config: &E2eConfig) -> Result<(), String> {
-    until_settled(config, || async {
+    until(config, "every cloud Node's routes", || async {
         let list = nodes
             .list(&Default::default())
             .await
@@ -618,7 +606,7 @@ async fn gone_node_deleted(mut report: Report, nodes: &Api<Node>, config: &E2eCo
                 .create(&PostParams::default(), &node)
                 .await
                 .map_err(|e| format!("creating the Node: {e}"))?;
-            until_settled(config, || async {
+            until(config, &format!("Node {name} to be deleted"), || async {
                 let present = nodes
                     .get_opt(&name)
                     .await
