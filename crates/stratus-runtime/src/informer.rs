@@ -24,10 +24,32 @@
 //! that keeps failing (no RBAC, an API server away) is logged and reported
 //! to the controller's health check. [`Informer::resync_every`] hands every
 //! cached object to the callback again at a period, as client-go's resync.
+//!
+//! Several controllers reading one kind share one watch and one cache
+//! through a [`SharedInformer`] (client-go's shared informer): each
+//! [`SharedInformer::subscribe`] is an [`Informer`] with its own callback,
+//! resync and health, over the common store. The watch starts with the
+//! first subscriber and stops when the last handle is dropped.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Node;
+//! use kube::api::Api;
+//! use stratus_runtime::health::ControllerHealth;
+//! use stratus_runtime::informer::SharedInformer;
+//!
+//! # async fn run(client: kube::Client) {
+//! let nodes = SharedInformer::new(Api::<Node>::all(client));
+//! let (a, b) = (ControllerHealth::new(), ControllerHealth::new());
+//! let first = nodes.subscribe(&a, |n: &Node| println!("a: {:?}", n.metadata.name));
+//! let second = nodes.subscribe(&b, |n: &Node| println!("b: {:?}", n.metadata.name));
+//! // One list, one watch, one cache.
+//! assert_eq!(first.store().state().len(), second.store().state().len());
+//! # }
+//! ```
 
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use crate::health::ControllerHealth;
@@ -37,21 +59,43 @@ use kube::api::Api;
 use kube_runtime::reflector::{self, Store};
 use kube_runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch as signal;
 use tokio::task::JoinHandle;
 
 /// The change callback, shared by the watch and the resync.
 type OnChange<K> = Arc<Mutex<dyn FnMut(&K) + Send>>;
 
-/// A reflector store and the task that feeds it; the task (and the resync,
-/// if any) stops when the informer is dropped.
+/// A reflector store, the callback its changes go to, and what feeds it:
+/// a watch of its own ([`Informer::start`]), whose task stops when the
+/// informer is dropped, or a subscription to a [`SharedInformer`], ended
+/// when it is dropped. A resync, if any, stops with it.
 pub struct Informer<K: Resource + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     store: Store<K>,
     on_change: OnChange<K>,
-    feeder: JoinHandle<()>,
+    source: Source<K>,
     resync: Option<JoinHandle<()>>,
+    /// True once the first list is in the store.
+    ready: signal::Receiver<bool>,
+}
+
+/// The watch feeding an [`Informer`] ended before its first list
+/// completed (the informer is being dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the informer's watch stopped before its first list completed")]
+pub struct InformerStopped;
+
+/// What feeds an [`Informer`].
+enum Source<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// Its own watch task.
+    Own(JoinHandle<()>),
+    /// A subscription: the shared watch and this subscriber's id.
+    Shared(Arc<Shared<K>>, u64),
 }
 
 impl<K> Informer<K>
@@ -90,6 +134,7 @@ where
         let stream = watcher(api, config).modify(|o| o.meta_mut().managed_fields = None);
         let events = reflector::reflector(writer, stream).default_backoff();
         let health = health.clone();
+        let (listed, ready) = signal::channel(false);
         let feeder = tokio::spawn(async move {
             futures_util::pin_mut!(events);
             while let Some(event) = events.next().await {
@@ -100,7 +145,10 @@ where
                             watcher::Event::Apply(o)
                             | watcher::Event::InitApply(o)
                             | watcher::Event::Delete(o) => call(&callback, &o),
-                            watcher::Event::InitDone => on_listed(),
+                            watcher::Event::InitDone => {
+                                listed.send_replace(true);
+                                on_listed();
+                            }
                             watcher::Event::Init => {}
                         }
                     }
@@ -114,8 +162,9 @@ where
         Self {
             store,
             on_change,
-            feeder,
+            source: Source::Own(feeder),
             resync: None,
+            ready,
         }
     }
 
@@ -160,6 +209,19 @@ where
         self
     }
 
+    /// Wait until the first list is in the store. Use this rather than
+    /// the store's own `wait_until_ready`: kube-runtime 5 wakes only the
+    /// last of several tasks waiting on one store, and a shared informer's
+    /// store has several.
+    pub async fn wait_until_ready(&self) -> Result<(), InformerStopped> {
+        let mut ready = self.ready.clone();
+        ready
+            .wait_for(|listed| *listed)
+            .await
+            .map(drop)
+            .map_err(|_| InformerStopped)
+    }
+
     /// The cache (cheap to clone).
     pub fn store(&self) -> &Store<K> {
         &self.store
@@ -178,9 +240,288 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     fn drop(&mut self) {
-        self.feeder.abort();
+        match &self.source {
+            Source::Own(feeder) => feeder.abort(),
+            Source::Shared(shared, id) => shared.lock().subscribers.retain(|s| s.id != *id),
+        }
         if let Some(resync) = &self.resync {
             resync.abort();
         }
     }
+}
+
+/// One subscriber of a [`SharedInformer`].
+struct Subscriber<K> {
+    id: u64,
+    on_change: OnChange<K>,
+    health: ControllerHealth,
+    /// Joined while a list was under way: handed the whole store when it
+    /// completes (the list's earlier objects were not seen).
+    replay: bool,
+}
+
+/// The subscribers and what the watch last did.
+struct Subscribers<K> {
+    next_id: u64,
+    subscribers: Vec<Subscriber<K>>,
+    /// A list has completed at least once: the store is whole.
+    listed: bool,
+    /// A (re)list is under way (between `Init` and `InitDone`).
+    listing: bool,
+    /// The watch's last failure, until it recovers: told to newcomers.
+    failing: Option<String>,
+}
+
+/// Spawns a shared informer's watch task.
+type Starter = Box<dyn FnOnce() -> JoinHandle<()> + Send>;
+
+/// What a [`SharedInformer`]'s handles and subscriptions share.
+struct Shared<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    /// True once the first list is in the store.
+    ready: signal::Receiver<bool>,
+    /// Starts the watch; taken by the first subscriber.
+    starter: Mutex<Option<Starter>>,
+    subscribers: Arc<Mutex<Subscribers<K>>>,
+    feeder: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<K: Resource + 'static> Shared<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn lock(&self) -> std::sync::MutexGuard<'_, Subscribers<K>> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Resource + 'static> Drop for Shared<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn drop(&mut self) {
+        if let Some(feeder) = self
+            .feeder
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            feeder.abort();
+        }
+    }
+}
+
+/// One watch and one cache of a kind, shared by every controller that
+/// subscribes (client-go's shared informer). Cheap to clone; the watch
+/// starts with the first [`subscribe`](Self::subscribe) and stops when
+/// the last handle and subscription are dropped.
+pub struct SharedInformer<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Resource + 'static> Clone for SharedInformer<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K> SharedInformer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    /// A shared informer of every object of `api`; nothing is watched
+    /// until the first subscriber.
+    pub fn new(api: Api<K>) -> Self {
+        Self::with_config(api, watcher::Config::default())
+    }
+
+    /// The same with a watch configuration (label or field selectors).
+    pub fn with_config(api: Api<K>, config: watcher::Config) -> Self {
+        let (store, writer) = reflector::store::<K>();
+        let subscribers = Arc::new(Mutex::new(Subscribers {
+            next_id: 0,
+            subscribers: Vec::new(),
+            listed: false,
+            listing: false,
+            failing: None,
+        }));
+        let weak = Arc::downgrade(&subscribers);
+        let cache = store.clone();
+        let (listed, ready) = signal::channel(false);
+        let starter: Starter = Box::new(move || {
+            let stream = watcher(api, config).modify(|o| o.meta_mut().managed_fields = None);
+            let events = reflector::reflector(writer, stream).default_backoff();
+            tokio::spawn(async move {
+                futures_util::pin_mut!(events);
+                while let Some(event) = events.next().await {
+                    if !fan_out(&weak, &cache, &listed, event) {
+                        break;
+                    }
+                }
+            })
+        });
+        Self {
+            shared: Arc::new(Shared {
+                store,
+                ready,
+                starter: Mutex::new(Some(starter)),
+                subscribers,
+                feeder: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The common cache (cheap to clone); filled once the first
+    /// subscriber has started the watch.
+    pub fn store(&self) -> &Store<K> {
+        &self.shared.store
+    }
+
+    /// Subscribe: `on_change` is called with each object added, modified
+    /// or deleted from now on, and, as client-go does for a late handler,
+    /// with every object already cached (one that joins during a list is
+    /// handed the whole store when the list completes); the watch's failures and
+    /// recoveries go to `health`. The subscription ends when the returned
+    /// [`Informer`] is dropped; give it a resync with
+    /// [`Informer::resync_every`].
+    pub fn subscribe(
+        &self,
+        health: &ControllerHealth,
+        on_change: impl FnMut(&K) + Send + 'static,
+    ) -> Informer<K> {
+        let on_change: OnChange<K> = Arc::new(Mutex::new(on_change));
+        let (id, listed) = {
+            let mut subscribers = self.shared.lock();
+            let id = subscribers.next_id;
+            subscribers.next_id += 1;
+            let (listed, listing) = (subscribers.listed, subscribers.listing);
+            if let Some(error) = &subscribers.failing {
+                health.watch_failed(error);
+            }
+            subscribers.subscribers.push(Subscriber {
+                id,
+                on_change: on_change.clone(),
+                health: health.clone(),
+                replay: listing,
+            });
+            (id, listed)
+        };
+        self.start_watch();
+        if listed {
+            for object in self.shared.store.state() {
+                call(&on_change, &object);
+            }
+        }
+        Informer {
+            store: self.shared.store.clone(),
+            on_change,
+            source: Source::Shared(self.shared.clone(), id),
+            resync: None,
+            ready: self.shared.ready.clone(),
+        }
+    }
+
+    /// Start the watch unless it runs.
+    fn start_watch(&self) {
+        let starter = self
+            .shared
+            .starter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(start) = starter {
+            *self
+                .shared
+                .feeder
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(start());
+        }
+    }
+}
+
+/// Hand one watch event to every subscriber; `false` once nobody holds the
+/// shared informer any more.
+fn fan_out<K>(
+    subscribers: &Weak<Mutex<Subscribers<K>>>,
+    store: &Store<K>,
+    listed: &signal::Sender<bool>,
+    event: Result<watcher::Event<K>, watcher::Error>,
+) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    let Some(subscribers) = subscribers.upgrade() else {
+        return false;
+    };
+    // The callbacks run outside the lock, so one may subscribe or drop.
+    let (callbacks, replays) = {
+        let mut s = subscribers.lock().unwrap_or_else(PoisonError::into_inner);
+        match &event {
+            Ok(_) => {
+                s.failing = None;
+                for sub in &s.subscribers {
+                    sub.health.watch_ok();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "watch failed; retrying with backoff");
+                let error = e.to_string();
+                for sub in &s.subscribers {
+                    sub.health.watch_failed(&error);
+                }
+                s.failing = Some(error);
+            }
+        }
+        let mut replays = Vec::new();
+        if matches!(event, Ok(watcher::Event::Init)) {
+            s.listing = true;
+        }
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            listed.send_replace(true);
+            s.listed = true;
+            s.listing = false;
+            for sub in s.subscribers.iter_mut().filter(|sub| sub.replay) {
+                sub.replay = false;
+                replays.push(sub.on_change.clone());
+            }
+        }
+        let callbacks: Vec<OnChange<K>> = s
+            .subscribers
+            .iter()
+            .map(|sub| sub.on_change.clone())
+            .collect();
+        (callbacks, replays)
+    };
+    match event {
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+            for callback in &callbacks {
+                call(callback, &o);
+            }
+        }
+        Ok(watcher::Event::InitDone) if !replays.is_empty() => {
+            let cached = store.state();
+            for callback in &replays {
+                for object in &cached {
+                    call(callback, object);
+                }
+            }
+        }
+        Ok(_) | Err(_) => {}
+    }
+    true
 }

@@ -1,15 +1,16 @@
 //! The informer through the harness: changes reach the callback, a resync
-//! hands unchanged objects to it again, and dropping it stops both.
+//! hands unchanged objects to it again, and dropping it stops both; a
+//! shared informer serves several subscribers from one list and one watch.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use stratus_runtime::health::ControllerHealth;
-use stratus_runtime::informer::Informer;
-use stratus_testing::{ApiServer, eventually};
+use stratus_runtime::informer::{Informer, SharedInformer};
+use stratus_testing::{ApiServer, Fault, FaultAction, Verb, eventually};
 
 /// How long a test waits for the informer.
 const WAIT: Duration = Duration::from_secs(10);
@@ -80,4 +81,100 @@ async fn resync_hands_unchanged_objects_to_the_callback_again() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(seen.load(Ordering::SeqCst), after_drop);
+}
+
+/// The names a subscriber was handed, in order.
+fn recorder() -> (
+    Arc<Mutex<Vec<String>>>,
+    impl FnMut(&ConfigMap) + Send + 'static,
+) {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = seen.clone();
+    (seen, move |cm: &ConfigMap| {
+        sink.lock()
+            .unwrap()
+            .push(cm.metadata.name.clone().unwrap_or_default())
+    })
+}
+
+fn has(seen: &Mutex<Vec<String>>, name: &str) -> bool {
+    seen.lock().unwrap().iter().any(|n| n == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_informer_serves_every_subscriber_from_one_watch() {
+    let server = ApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &config_map("a"))
+        .await
+        .unwrap();
+    let shared = SharedInformer::new(api.clone());
+    // Nothing is watched before the first subscriber.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.answered(Some(Verb::List), "configmaps", 200), 0);
+
+    // A slow first list: both subscribers wait for it at once, and both are
+    // woken (kube-runtime's own store readiness wakes only the last waiter).
+    server.inject(Fault::new(
+        Some(Verb::List),
+        Some("configmaps"),
+        FaultAction::Latency(Duration::from_millis(300)),
+    ));
+    let (first_seen, first_cb) = recorder();
+    let first = shared.subscribe(&ControllerHealth::new(), first_cb);
+    let (second_seen, second_cb) = recorder();
+    let second = shared.subscribe(&ControllerHealth::new(), second_cb);
+    let (a, b) = tokio::time::timeout(WAIT, async {
+        tokio::join!(first.wait_until_ready(), second.wait_until_ready())
+    })
+    .await
+    .expect("both waiters woken");
+    assert!(a.is_ok() && b.is_ok());
+    server.clear_faults();
+    eventually("both subscribers handed a", WAIT, || async {
+        has(&first_seen, "a") && has(&second_seen, "a")
+    })
+    .await;
+    api.create(&PostParams::default(), &config_map("b"))
+        .await
+        .unwrap();
+    eventually("both subscribers handed b", WAIT, || async {
+        has(&first_seen, "b") && has(&second_seen, "b")
+    })
+    .await;
+
+    // A late subscriber is handed what is already cached, then changes.
+    let (late_seen, late_cb) = recorder();
+    let late = shared.subscribe(&ControllerHealth::new(), late_cb);
+    eventually("the late subscriber handed a and b", WAIT, || async {
+        has(&late_seen, "a") && has(&late_seen, "b")
+    })
+    .await;
+    assert_eq!(first.store().state().len(), 2);
+    assert_eq!(late.store().state().len(), 2);
+
+    // One list and one watch for the three of them.
+    assert_eq!(server.answered(Some(Verb::List), "configmaps", 200), 1);
+    assert_eq!(server.answered(Some(Verb::Watch), "configmaps", 200), 1);
+
+    // A dropped subscription is called no more; the others still are.
+    drop(second);
+    let second_count = second_seen.lock().unwrap().len();
+    api.create(&PostParams::default(), &config_map("c"))
+        .await
+        .unwrap();
+    eventually("the others handed c", WAIT, || async {
+        has(&first_seen, "c") && has(&late_seen, "c")
+    })
+    .await;
+    assert_eq!(second_seen.lock().unwrap().len(), second_count);
+
+    // With every handle and subscription gone, the watch ends: closed by
+    // the server, it is not opened again.
+    drop((first, late, shared));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.drop_watches();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(server.answered(Some(Verb::Watch), "configmaps", 200), 1);
+    assert_eq!(server.answered(Some(Verb::List), "configmaps", 200), 1);
 }
