@@ -11,6 +11,11 @@
 //!   Floor: the cloud budget (one ensure, then one host update, per Service
 //!   at 100 calls/s).
 //!
+//! - The whole manager: every controller that reads Nodes (cloud-node,
+//!   lifecycle, service, route, node-ipam) over the 5,000 nodes, until each
+//!   has a pod CIDR: the Node lists and watches it opened, its requests and
+//!   its heap. Floor: one Node list and one watch.
+//!
 //! The controllers run on a runtime of their own, with their own client, so
 //! their heap is measured apart from the API server's (see
 //! [`crate::heap_meter`]).
@@ -142,6 +147,90 @@ where
     Fut: std::future::Future<Output = Result<bool, BoxError>>,
 {
     stratus_apiserver::poll(what, limit).until(done).await?;
+    Ok(())
+}
+
+/// The whole manager over the nodes already registered: Node lists and
+/// watches opened, requests sent and heap used until every node has a pod
+/// CIDR (the route and IPAM controllers are enabled, so every controller
+/// that reads Nodes runs).
+async fn manager_phase(
+    server: &ApiServer,
+    controllers: &tokio::runtime::Handle,
+    cloud: &FakeCloud,
+    metrics: &mut Vec<(&'static str, f64)>,
+) -> Result<(), BoxError> {
+    cloud.set_latency(Duration::ZERO);
+    cloud.set_rate_limit(1e6, 1_000_000);
+    server.clear_requests();
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        options: stratus_ccm::app::ManagerOptions,
+    }
+    let options = <Flags as clap::Parser>::try_parse_from([
+        "ccm",
+        "--cloud-provider=fake",
+        "--leader-elect=false",
+        "--allocate-node-cidrs",
+        "--cluster-cidr=10.0.0.0/8",
+        "--configure-cloud-routes",
+    ])?
+    .options;
+    let (stop, stopped) = watch::channel(false);
+    let heap_base = crate::heap_meter::reset_peak();
+    let started = Instant::now();
+    let provider: Arc<dyn stratus_cloud::CloudProvider> = Arc::new(cloud.clone());
+    let config = server.config()?;
+    let manager = controllers.spawn(async move {
+        let client = kube::Client::try_from(config)?;
+        let running = stratus_ccm::app::CloudControllerManager::new(options)
+            .with_client(client)
+            .with_provider(provider)
+            .start(stopped)
+            .await?;
+        running.wait().await?;
+        Ok::<(), BoxError>(())
+    });
+    let nodes: Api<Node> = Api::all(server.client());
+    let listed = ListParams::default().labels("bench=ccm");
+    // The bench's own Node lists, taken out of the counts below.
+    let polls = std::sync::atomic::AtomicUsize::new(0);
+    let outcome = wait_until(
+        "every node given a pod CIDR by the manager",
+        Duration::from_secs(300),
+        || async {
+            polls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let list = nodes.list(&listed).await?;
+            Ok(list
+                .items
+                .iter()
+                .all(|n| n.spec.as_ref().is_some_and(|s| s.pod_cidr.is_some())))
+        },
+    )
+    .await;
+    let polls = polls.into_inner() as f64;
+    let seconds = started.elapsed().as_secs_f64();
+    let heap = crate::heap_meter::peak() - heap_base;
+    let _ = stop.send(true);
+    let ended = manager.await;
+    outcome?;
+    ended??;
+    let requests = server.requests();
+    let by = |verb: Verb| {
+        requests
+            .iter()
+            .filter(|r| r.resource == "nodes" && r.verb == verb)
+            .count() as f64
+    };
+    let (lists, watches) = (by(Verb::List) - polls, by(Verb::Watch));
+    let sent = requests.len() as f64 - polls;
+    metrics.push(("manager_node_lists", lists));
+    metrics.push(("manager_node_watches", watches));
+    metrics.push(("manager_node_watches_ratio_measured_over_floor", watches));
+    metrics.push(("manager_requests_until_cidrs", sent));
+    metrics.push(("manager_cidrs_seconds", seconds));
+    metrics.push(("manager_heap_peak_bytes", heap as f64));
     Ok(())
 }
 
@@ -437,6 +526,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         "service_controller_heap_without_fake_bytes",
         (service_heap as f64 - fake_lb_bytes as f64).max(0.0),
     ));
+    manager_phase(&server, &controllers, &cloud, &mut metrics).await?;
     metrics.push(("peak_rss_bytes_process", peak_rss() as f64));
 
     crate::bench::write_results(

@@ -123,7 +123,8 @@ mod tests {
                 other => panic!("unexpected kind {other:?}"),
             }
         }
-        assert_eq!(cluster_roles, default_controllers().len());
+        // One per controller, and the manager's own for the shared informers.
+        assert_eq!(cluster_roles, default_controllers().len() + 1);
         let deployments: Vec<Deployment> =
             serde_saphyr::from_multiple(&text("deployment.yaml")).unwrap();
         assert_eq!(deployments[0].spec.replicas, Some(2));

@@ -42,7 +42,7 @@ use tokio::sync::watch;
 
 use crate::metrics::CcmMetrics;
 use crate::route::pod_cidrs;
-use stratus_runtime::informer::Informer;
+use stratus_runtime::informer::SharedInformer;
 
 /// Settings of the node-ipam controller (Go's flags in brackets).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +122,8 @@ pub enum IpamConfigError {
 /// The node-ipam controller.
 pub struct NodeIpamController {
     client: kube::Client,
+    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    nodes: SharedInformer<Node>,
     config: NodeIpamConfig,
     sets: Vec<CidrSet>,
     /// The CIDRs each Node holds, to release them when it goes.
@@ -144,8 +146,10 @@ impl NodeIpamController {
     pub fn new(client: kube::Client, config: NodeIpamConfig) -> Result<Self, IpamConfigError> {
         let sets = config.cidr_sets()?;
         let recorder = EventRecorder::new(client.clone(), controllers::NODE_IPAM.event_component);
+        let nodes = SharedInformer::new(Api::all(client.clone()));
         Ok(Self {
             client,
+            nodes,
             config,
             sets,
             assigned: HashMap::new(),
@@ -163,14 +167,14 @@ impl NodeIpamController {
         );
         let feed = queue.clone();
         let health = self.health.clone();
-        let informer = Informer::start(Api::<Node>::all(self.client.clone()), &health, move |n| {
+        let informer = self.nodes.subscribe(&health, move |n| {
             if let Some(name) = n.metadata.name.clone() {
                 feed.add(name);
             }
         });
         let store = informer.store().clone();
         tokio::select! {
-            _ = store.wait_until_ready() => {}
+            _ = informer.wait_until_ready() => {}
             _ = stop.changed() => return,
         }
         self.occupy_existing(&store);
@@ -324,5 +328,11 @@ impl NodeIpamController {
 impl crate::Instrumented for NodeIpamController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
+    }
+}
+
+impl crate::informers::ReadsNodes for NodeIpamController {
+    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
+        &mut self.nodes
     }
 }

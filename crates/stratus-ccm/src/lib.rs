@@ -29,6 +29,7 @@
 //! ```
 
 pub mod app;
+pub mod informers;
 mod instrumented;
 pub mod ipam;
 pub mod lifecycle;

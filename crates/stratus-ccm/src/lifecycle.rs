@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use stratus_runtime::informer::Informer;
+use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -77,6 +77,8 @@ fn age(node: &Node) -> Duration {
 /// The cloud-node-lifecycle controller.
 pub struct LifecycleController {
     client: kube::Client,
+    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    nodes: SharedInformer<Node>,
     cloud: Arc<dyn CloudProvider>,
     config: LifecycleConfig,
     recorder: EventRecorder,
@@ -94,7 +96,9 @@ impl std::fmt::Debug for LifecycleController {
 }
 
 impl LifecycleController {
-    /// A controller for `cloud`, which must offer instances (V2).
+    /// A controller for `cloud`, which must offer instances (V2, or the
+    /// legacy Instances and Zones, adapted by
+    /// [`with_legacy_instances`](stratus_cloud::legacy::with_legacy_instances)).
     pub fn new(
         client: kube::Client,
         cloud: Arc<dyn CloudProvider>,
@@ -106,8 +110,10 @@ impl LifecycleController {
             client.clone(),
             controllers::CLOUD_NODE_LIFECYCLE.event_component,
         );
+        let nodes = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
+            nodes,
             cloud,
             config,
             recorder,
@@ -129,7 +135,7 @@ impl LifecycleController {
             .health
             .clone()
             .expect_pass_every(self.config.monitor_period);
-        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), &health, |_| {});
+        let nodes = self.nodes.subscribe(&health, |_| {});
         let store = nodes.store();
         // Sliding, as Go's `wait.UntilWithContext`: a pass at once, then
         // each one a period after the previous one finished.
@@ -140,7 +146,7 @@ impl LifecycleController {
                 _ = stop.changed() => break,
             }
             wait = self.config.monitor_period;
-            if store.wait_until_ready().await.is_ok() {
+            if nodes.wait_until_ready().await.is_ok() {
                 let started = std::time::Instant::now();
                 self.pass(store).await;
                 self.metrics
@@ -311,5 +317,11 @@ impl LifecycleController {
 impl crate::Instrumented for LifecycleController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
+    }
+}
+
+impl crate::informers::ReadsNodes for LifecycleController {
+    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
+        &mut self.nodes
     }
 }

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use stratus_runtime::health::ControllerHealth;
-use stratus_runtime::informer::Informer;
+use stratus_runtime::informer::SharedInformer;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};
@@ -142,6 +142,8 @@ pub(crate) fn reference(node: &Node) -> ObjectReference {
 /// The cloud-node controller.
 pub struct NodeController {
     client: kube::Client,
+    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    nodes: SharedInformer<Node>,
     cloud: Arc<dyn CloudProvider>,
     config: NodeControllerConfig,
     recorder: EventRecorder,
@@ -169,8 +171,10 @@ impl NodeController {
         // Legacy Instances and Zones answer for InstancesV2 (as in Go).
         let cloud = stratus_cloud::legacy::with_legacy_instances(cloud);
         let recorder = EventRecorder::new(client.clone(), controllers::CLOUD_NODE.event_component);
+        let nodes = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
+            nodes,
             cloud,
             config,
             recorder,
@@ -196,23 +200,21 @@ impl NodeController {
             .clone()
             .expect_pass_every(self.config.status_update_frequency);
         let feed_queue = queue.clone();
-        let informer = Informer::start(
-            Api::<Node>::all(self.client.clone()),
-            &health,
-            move |node| {
+        let informer = self
+            .nodes
+            .subscribe(&health, move |node| {
                 if is_uninitialized(node)
                     && let Some(name) = node.metadata.name.clone()
                 {
                     feed_queue.add(name);
                 }
-            },
-        )
-        .resync_every(self.config.resync_period.unwrap_or_default());
+            })
+            .resync_every(self.config.resync_period.unwrap_or_default());
         let store = informer.store().clone();
         // The first list is published as a whole; wait for it so a burst of
         // nodes at start-up is batched from the store, not read one by one.
         tokio::select! {
-            _ = store.wait_until_ready() => {}
+            _ = informer.wait_until_ready() => {}
             _ = stop.changed() => return,
         }
         let this = Arc::new(self);
@@ -611,5 +613,11 @@ impl NodeController {
 impl crate::Instrumented for NodeController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
+    }
+}
+
+impl crate::informers::ReadsNodes for NodeController {
+    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
+        &mut self.nodes
     }
 }

@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stratus_runtime::informer::Informer;
+use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;
@@ -62,6 +62,8 @@ impl RouteControllerConfig {
 /// The node-route controller.
 pub struct RouteController {
     client: kube::Client,
+    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    nodes: SharedInformer<Node>,
     cloud: Arc<dyn CloudProvider>,
     config: RouteControllerConfig,
     recorder: EventRecorder,
@@ -105,8 +107,10 @@ impl RouteController {
         config: RouteControllerConfig,
     ) -> Self {
         let recorder = EventRecorder::new(client.clone(), controllers::NODE_ROUTE.event_component);
+        let nodes = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
+            nodes,
             cloud,
             config,
             recorder,
@@ -146,11 +150,9 @@ impl RouteController {
             .health
             .clone()
             .expect_pass_every(self.config.reconcile_period);
-        let nodes = Informer::start(Api::<Node>::all(self.client.clone()), &health, move |_| {
-            notify.notify_one()
-        });
+        let nodes = self.nodes.subscribe(&health, move |_| notify.notify_one());
         let store = nodes.store();
-        if store.wait_until_ready().await.is_err() {
+        if nodes.wait_until_ready().await.is_err() {
             health.stopped();
             return;
         }
@@ -360,5 +362,11 @@ impl RouteController {
 impl crate::Instrumented for RouteController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
+    }
+}
+
+impl crate::informers::ReadsNodes for RouteController {
+    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
+        &mut self.nodes
     }
 }

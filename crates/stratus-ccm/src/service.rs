@@ -30,7 +30,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use stratus_runtime::informer::Informer;
+use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
 use futures_util::StreamExt;
@@ -189,6 +189,10 @@ struct Shared {
 /// The service load-balancer controller.
 pub struct ServiceController {
     client: kube::Client,
+    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    nodes: SharedInformer<Node>,
+    /// The Services it reads, likewise.
+    services: SharedInformer<Service>,
     cloud: Arc<dyn CloudProvider>,
     config: ServiceControllerConfig,
     metrics: CcmMetrics,
@@ -210,13 +214,24 @@ impl ServiceController {
         cloud: Arc<dyn CloudProvider>,
         config: ServiceControllerConfig,
     ) -> Self {
+        let nodes = SharedInformer::new(Api::all(client.clone()));
+        let services = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
+            nodes,
+            services,
             cloud,
             config,
             metrics: CcmMetrics::default(),
             health: ControllerHealth::new(),
         }
+    }
+
+    /// Read Services through `services` (shared with other controllers)
+    /// instead of a watch of its own.
+    pub fn with_service_informer(mut self, services: SharedInformer<Service>) -> Self {
+        self.services = services;
+        self
     }
 
     /// Run until `stop` becomes true.
@@ -233,21 +248,18 @@ impl ServiceController {
         );
         let q = queue.clone();
         let health = self.health.clone();
-        let service_informer = Informer::start(
-            Api::<Service>::all(self.client.clone()),
-            &health,
-            move |svc| q.add(key_of(svc)),
-        )
-        .resync_every(self.config.resync_period.unwrap_or_default());
+        let service_informer = self
+            .services
+            .subscribe(&health, move |svc| q.add(key_of(svc)))
+            .resync_every(self.config.resync_period.unwrap_or_default());
         let node_changed = Arc::new(Notify::new());
         let notify = node_changed.clone();
         let node_generation = Arc::new(AtomicU64::new(0));
         let generation = node_generation.clone();
-        let node_informer =
-            Informer::start(Api::<Node>::all(self.client.clone()), &health, move |_| {
-                generation.fetch_add(1, Ordering::SeqCst);
-                notify.notify_one();
-            });
+        let node_informer = self.nodes.subscribe(&health, move |_| {
+            generation.fetch_add(1, Ordering::SeqCst);
+            notify.notify_one();
+        });
         let (services, nodes) = (
             service_informer.store().clone(),
             node_informer.store().clone(),
@@ -273,7 +285,10 @@ impl ServiceController {
             }),
         });
 
-        let _ = tokio::join!(services.wait_until_ready(), nodes.wait_until_ready());
+        let _ = tokio::join!(
+            service_informer.wait_until_ready(),
+            node_informer.wait_until_ready()
+        );
 
         let node_sync = {
             let shared = shared.clone();
@@ -787,5 +802,11 @@ impl Shared {
 impl crate::Instrumented for ServiceController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
+    }
+}
+
+impl crate::informers::ReadsNodes for ServiceController {
+    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
+        &mut self.nodes
     }
 }

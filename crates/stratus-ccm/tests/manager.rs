@@ -10,7 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use stratus_ccm::app::{CloudControllerManager, ManagerError, ManagerOptions};
-use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster};
+use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -85,6 +85,33 @@ async fn runs_the_enabled_controllers_under_a_lease_and_stops_gracefully() {
         },
     )
     .await;
+    // Four controllers read Nodes (cloud-node, lifecycle, service, IPAM)
+    // and the service controller Services: one list and one watch of each
+    // kind, shared.
+    let manager_requests = |resource: &str, verb: Verb| {
+        cluster
+            .server()
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.user_agent.starts_with("cloud-controller-manager/")
+                    && r.resource == resource
+                    && r.verb == verb
+            })
+            .count()
+    };
+    for resource in ["nodes", "services"] {
+        assert_eq!(
+            manager_requests(resource, Verb::List),
+            1,
+            "{resource} lists"
+        );
+        assert_eq!(
+            manager_requests(resource, Verb::Watch),
+            1,
+            "{resource} watches"
+        );
+    }
     let leases: Api<Lease> = Api::namespaced(cluster.client(), "kube-system");
     let lease = leases.get("cloud-controller-manager").await.unwrap();
     assert_eq!(

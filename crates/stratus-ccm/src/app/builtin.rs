@@ -7,6 +7,7 @@ use stratus_cloud::names::controllers as names;
 use super::managed::{ControllerContext, ManagedController, StartError, Started};
 use super::options::parse_cidr_list;
 use crate::Instrumented;
+use crate::informers::ReadsNodes;
 use crate::ipam::{NodeIpamConfig, NodeIpamController};
 use crate::lifecycle::{LifecycleConfig, LifecycleController};
 use crate::node::{NodeController, NodeControllerConfig};
@@ -106,6 +107,7 @@ fn cloud_node(ctx: ControllerContext) -> Start {
         resync_period: Some(ctx.resync_period),
     };
     let controller = NodeController::new(ctx.client, ctx.provider, config)
+        .with_node_informer(ctx.informers.nodes().clone())
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
@@ -122,6 +124,7 @@ fn cloud_node_lifecycle(ctx: ControllerContext) -> Start {
         min_node_age: o.node_min_age_before_deletion,
     };
     let controller = LifecycleController::new(ctx.client, ctx.provider, config)
+        .with_node_informer(ctx.informers.nodes().clone())
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
@@ -143,6 +146,8 @@ fn service_lb(ctx: ControllerContext) -> Start {
         resync_period: Some(ctx.resync_period),
     };
     let controller = ServiceController::new(ctx.client, ctx.provider, config)
+        .with_node_informer(ctx.informers.nodes().clone())
+        .with_service_informer(ctx.informers.services().clone())
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
@@ -169,6 +174,7 @@ fn node_route(ctx: ControllerContext) -> Start {
     config.cluster_name = o.cluster_name.clone();
     config.reconcile_period = o.route_reconciliation_period;
     let controller = RouteController::new(ctx.client, ctx.provider, config)
+        .with_node_informer(ctx.informers.nodes().clone())
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
@@ -187,6 +193,7 @@ fn node_ipam(ctx: ControllerContext) -> Start {
     config.node_cidr_mask_size_ipv4 = ipv4_mask;
     config.node_cidr_mask_size_ipv6 = ipv6_mask;
     let controller = NodeIpamController::new(ctx.client, config)?
+        .with_node_informer(ctx.informers.nodes().clone())
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))

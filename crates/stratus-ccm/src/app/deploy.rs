@@ -125,7 +125,10 @@ fn lease_rules(config: &DeployConfig) -> Vec<PolicyRule> {
 }
 
 /// The ServiceAccount, a ClusterRole and ClusterRoleBinding per controller
-/// that declares rules, the bindings of delegated authentication
+/// that declares rules (with `use_service_account_credentials`, also the
+/// manager's own role to list and watch Nodes and Services for the shared
+/// informers, and to make the controllers' tokens), the bindings of
+/// delegated authentication
 /// (`system:auth-delegator`, `extension-apiserver-authentication-reader`),
 /// and the leader-election Role and RoleBinding, as JSON objects in apply
 /// order.
@@ -179,6 +182,24 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
                 api_group: Some("rbac.authorization.k8s.io".into()),
                 kind: "Role".into(),
                 name: tokens,
+            },
+            subjects: Some(vec![config.subject()]),
+        }));
+        // The shared Node and Service informers watch under the manager's
+        // own identity (Go's "shared-informers" client), whatever account
+        // each controller writes with.
+        let informers = config.role_name("shared-informers");
+        objects.push(to_value(&ClusterRole {
+            metadata: config.meta(&informers, false),
+            rules: Some(vec![rule("", &["nodes", "services"], &["list", "watch"])]),
+            ..Default::default()
+        }));
+        objects.push(to_value(&ClusterRoleBinding {
+            metadata: config.meta(&informers, false),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "ClusterRole".into(),
+                name: informers,
             },
             subjects: Some(vec![config.subject()]),
         }));

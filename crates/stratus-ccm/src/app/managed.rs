@@ -95,6 +95,10 @@ pub struct ControllerContext {
     /// drawn once per start between `--min-resync-period` and twice it, as
     /// Go's `ResyncPeriod`, and the same for every controller.
     pub resync_period: std::time::Duration,
+    /// The manager's shared Node and Service informers: subscribe to them
+    /// rather than watching the kinds again (one list, one watch and one
+    /// cache per kind for the whole manager).
+    pub informers: crate::informers::SharedInformers,
     /// Becomes true when the controller must stop (shutdown or lost
     /// leadership).
     pub stop: watch::Receiver<bool>,

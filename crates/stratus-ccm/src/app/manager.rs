@@ -860,6 +860,9 @@ impl Manager {
         let mut failed = None;
         // Go draws one resync period for its shared informers per start.
         let resync_period = stratus_runtime::wait::jitter(o.min_resync_period, 1.0);
+        // One watch per kind for every controller of this term (Go's shared
+        // informer factory); it stops once the controllers have.
+        let informers = crate::informers::SharedInformers::new(self.client.clone());
         for controller in &self.controllers {
             let name = controller.names().canonical;
             let health = ControllerHealth::new();
@@ -877,6 +880,7 @@ impl Manager {
                 metrics: self.metrics.clone(),
                 health: health.clone(),
                 resync_period,
+                informers: informers.clone(),
                 stop: halted.clone(),
                 flags: self.flags.clone(),
             };
