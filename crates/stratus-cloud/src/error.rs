@@ -9,8 +9,6 @@
 //! a provider is still seen by the controllers after any amount of wrapping.
 
 use std::borrow::Cow;
-use std::error::Error as StdError;
-use std::fmt;
 use std::time::Duration;
 
 /// The result type of every cloud-provider call.
@@ -67,41 +65,57 @@ impl CloudErrorKind {
     }
 }
 
-/// An error returned by a cloud provider.
-///
-/// Build one with a kind constructor ([`CloudError::not_found`],
-/// [`CloudError::retry_after`], ...) or wrap any error with
-/// [`CloudError::other`]; add context with [`CloudError::context`].
-///
-/// ```
-/// use std::time::Duration;
-/// use stratus_cloud::{CloudError, CloudErrorKind};
-///
-/// let err = CloudError::retry_after(Duration::from_secs(5), "load balancer is provisioning")
-///     .context("ensuring load balancer for default/web");
-/// assert_eq!(err.kind(), CloudErrorKind::RetryAfter(Duration::from_secs(5)));
-/// assert_eq!(err.retry_delay(), Some(Duration::from_secs(5)));
-/// assert_eq!(
-///     err.to_string(),
-///     "ensuring load balancer for default/web: load balancer is provisioning"
-/// );
-/// ```
-pub struct CloudError {
-    kind: CloudErrorKind,
-    message: Cow<'static, str>,
-    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+stratus_error_kind::kinded_error! {
+    /// An error returned by a cloud provider.
+    ///
+    /// Build one with a kind constructor ([`CloudError::not_found`],
+    /// [`CloudError::retry_after`], ...) or wrap any error with
+    /// [`CloudError::other`]; add context with [`CloudError::context`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stratus_cloud::{CloudError, CloudErrorKind};
+    ///
+    /// let err = CloudError::retry_after(Duration::from_secs(5), "load balancer is provisioning")
+    ///     .context("ensuring load balancer for default/web");
+    /// assert_eq!(err.kind(), CloudErrorKind::RetryAfter(Duration::from_secs(5)));
+    /// assert_eq!(err.retry_delay(), Some(Duration::from_secs(5)));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "ensuring load balancer for default/web: load balancer is provisioning"
+    /// );
+    /// ```
+    pub struct CloudError(CloudErrorKind);
+    /// Classify any error by walking its source chain for a [`CloudError`] of a
+    /// specific kind.
+    ///
+    /// This is what lets a provider return its own error type that wraps a
+    /// `CloudError` (or an error chain built with another library) and still be
+    /// understood by the controllers.
+    ///
+    /// ```
+    /// use stratus_cloud::{classify, CloudError, CloudErrorKind};
+    ///
+    /// #[derive(Debug)]
+    /// struct SdkError(CloudError);
+    /// impl std::fmt::Display for SdkError {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    ///         f.write_str("sdk call failed")
+    ///     }
+    /// }
+    /// impl std::error::Error for SdkError {
+    ///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+    ///         Some(&self.0)
+    ///     }
+    /// }
+    ///
+    /// let err = SdkError(CloudError::not_found("i-123 is gone"));
+    /// assert_eq!(classify(&err), CloudErrorKind::NotFound);
+    /// ```
+    pub fn classify;
 }
 
 impl CloudError {
-    /// An error of `kind` with a message.
-    pub fn new(kind: CloudErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            source: None,
-        }
-    }
-
     /// An error of `kind` with the kind's default message.
     pub fn from_kind(kind: CloudErrorKind) -> Self {
         Self::new(kind, kind.default_message())
@@ -137,44 +151,6 @@ impl CloudError {
         Self::new(CloudErrorKind::InvalidInput, message)
     }
 
-    /// Wrap any error. Its kind is [`CloudErrorKind::Other`] unless a
-    /// `CloudError` with a more specific kind is found in its source chain.
-    pub fn other(source: impl StdError + Send + Sync + 'static) -> Self {
-        let message = source.to_string();
-        Self {
-            kind: CloudErrorKind::Other,
-            message: message.into(),
-            source: Some(Box::new(source)),
-        }
-    }
-
-    /// Attach an underlying cause to this error, keeping its kind and message.
-    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
-        self
-    }
-
-    /// Wrap this error in an outer message. The kind is preserved.
-    pub fn context(self, message: impl Into<Cow<'static, str>>) -> Self {
-        Self {
-            kind: CloudErrorKind::Other,
-            message: message.into(),
-            source: Some(Box::new(self)),
-        }
-    }
-
-    /// The kind of this error: its own kind if specific, else the first
-    /// specific kind found by walking the source chain.
-    pub fn kind(&self) -> CloudErrorKind {
-        if self.kind != CloudErrorKind::Other {
-            return self.kind;
-        }
-        match self.source.as_deref() {
-            Some(source) => classify(source),
-            None => CloudErrorKind::Other,
-        }
-    }
-
     /// True if the kind is [`CloudErrorKind::NotFound`].
     pub fn is_not_found(&self) -> bool {
         self.kind() == CloudErrorKind::NotFound
@@ -204,86 +180,7 @@ impl CloudError {
             _ => None,
         }
     }
-
-    /// The message of this error alone, without its sources.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
 }
-
-/// Classify any error by walking its source chain for a [`CloudError`] of a
-/// specific kind.
-///
-/// This is what lets a provider return its own error type that wraps a
-/// `CloudError` (or an error chain built with another library) and still be
-/// understood by the controllers.
-///
-/// ```
-/// use stratus_cloud::{classify, CloudError, CloudErrorKind};
-///
-/// #[derive(Debug)]
-/// struct SdkError(CloudError);
-/// impl std::fmt::Display for SdkError {
-///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-///         f.write_str("sdk call failed")
-///     }
-/// }
-/// impl std::error::Error for SdkError {
-///     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-///         Some(&self.0)
-///     }
-/// }
-///
-/// let err = SdkError(CloudError::not_found("i-123 is gone"));
-/// assert_eq!(classify(&err), CloudErrorKind::NotFound);
-/// ```
-pub fn classify(err: &(dyn StdError + 'static)) -> CloudErrorKind {
-    let mut current = Some(err);
-    while let Some(err) = current {
-        if let Some(cloud) = err.downcast_ref::<CloudError>()
-            && cloud.kind != CloudErrorKind::Other
-        {
-            return cloud.kind;
-        }
-        current = err.source();
-    }
-    CloudErrorKind::Other
-}
-
-impl fmt::Debug for CloudError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CloudError")
-            .field("kind", &self.kind())
-            .field("message", &self.message)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl fmt::Display for CloudError {
-    /// The message, followed by the messages of wrapped `CloudError`s
-    /// added with [`CloudError::context`] (`outer: inner`). Foreign sources
-    /// are not repeated when the message was taken from them.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(source) = self.source.as_deref() {
-            let text = source.to_string();
-            if text != self.message {
-                write!(f, ": {text}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl StdError for CloudError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
-}
-
 impl From<CloudErrorKind> for CloudError {
     fn from(kind: CloudErrorKind) -> Self {
         Self::from_kind(kind)
@@ -293,6 +190,8 @@ impl From<CloudErrorKind> for CloudError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as StdError;
+    use std::fmt;
 
     #[derive(Debug)]
     struct Wrapper(Box<dyn StdError + Send + Sync>);

@@ -6,8 +6,6 @@
 //! [`source`](std::error::Error::source) chain instead.
 
 use std::borrow::Cow;
-use std::error::Error as StdError;
-use std::fmt;
 use std::time::Duration;
 
 /// The result type of every pod-provider call.
@@ -58,33 +56,25 @@ impl PodErrorKind {
     }
 }
 
-/// An error returned by a pod provider.
-///
-/// ```
-/// use stratus_pod::{PodError, PodErrorKind};
-///
-/// let err = PodError::not_found("pod default/web is not running")
-///     .context("reading logs");
-/// assert!(err.is_not_found());
-/// assert_eq!(err.kind().http_status(), 404);
-/// assert_eq!(err.to_string(), "reading logs: pod default/web is not running");
-/// ```
-pub struct PodError {
-    kind: PodErrorKind,
-    message: Cow<'static, str>,
-    source: Option<Box<dyn StdError + Send + Sync + 'static>>,
+stratus_error_kind::kinded_error! {
+    /// An error returned by a pod provider.
+    ///
+    /// ```
+    /// use stratus_pod::{PodError, PodErrorKind};
+    ///
+    /// let err = PodError::not_found("pod default/web is not running")
+    ///     .context("reading logs");
+    /// assert!(err.is_not_found());
+    /// assert_eq!(err.kind().http_status(), 404);
+    /// assert_eq!(err.to_string(), "reading logs: pod default/web is not running");
+    /// ```
+    pub struct PodError(PodErrorKind);
+    /// Classify any error by walking its source chain for a [`PodError`] of a
+    /// specific kind.
+    pub fn classify;
 }
 
 impl PodError {
-    /// An error of `kind` with a message.
-    pub fn new(kind: PodErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-            source: None,
-        }
-    }
-
     /// Not found.
     pub fn not_found(message: impl Into<Cow<'static, str>>) -> Self {
         Self::new(PodErrorKind::NotFound, message)
@@ -113,40 +103,6 @@ impl PodError {
         Self::new(PodErrorKind::Unavailable { retry_after }, message)
     }
 
-    /// Wrap any error; its kind is found in its source chain, else `Other`.
-    pub fn other(source: impl StdError + Send + Sync + 'static) -> Self {
-        Self {
-            kind: PodErrorKind::Other,
-            message: source.to_string().into(),
-            source: Some(Box::new(source)),
-        }
-    }
-
-    /// Attach an underlying cause, keeping kind and message.
-    pub fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
-        self
-    }
-
-    /// Wrap this error in an outer message; the kind is preserved.
-    pub fn context(self, message: impl Into<Cow<'static, str>>) -> Self {
-        Self {
-            kind: PodErrorKind::Other,
-            message: message.into(),
-            source: Some(Box::new(self)),
-        }
-    }
-
-    /// This error's kind, or the first specific kind in its source chain.
-    pub fn kind(&self) -> PodErrorKind {
-        if self.kind != PodErrorKind::Other {
-            return self.kind;
-        }
-        self.source
-            .as_deref()
-            .map_or(PodErrorKind::Other, |s| classify(s))
-    }
-
     /// True if the kind is `NotFound`.
     pub fn is_not_found(&self) -> bool {
         self.kind() == PodErrorKind::NotFound
@@ -166,59 +122,12 @@ impl PodError {
     pub fn is_transient(&self) -> bool {
         matches!(self.kind(), PodErrorKind::Unavailable { .. })
     }
-
-    /// The message of this error alone.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
 }
-
-/// Classify any error by walking its source chain for a [`PodError`] of a
-/// specific kind.
-pub fn classify(err: &(dyn StdError + 'static)) -> PodErrorKind {
-    let mut current = Some(err);
-    while let Some(err) = current {
-        if let Some(pod) = err.downcast_ref::<PodError>()
-            && pod.kind != PodErrorKind::Other
-        {
-            return pod.kind;
-        }
-        current = err.source();
-    }
-    PodErrorKind::Other
-}
-
-impl fmt::Debug for PodError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PodError")
-            .field("kind", &self.kind())
-            .field("message", &self.message)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl fmt::Display for PodError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        match self.source.as_deref().map(ToString::to_string) {
-            Some(text) if text != self.message => write!(f, ": {text}"),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl StdError for PodError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as StdError;
+    use std::fmt;
 
     #[derive(Debug)]
     struct Foreign(PodError);
