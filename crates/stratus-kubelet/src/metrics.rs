@@ -43,6 +43,7 @@ pub struct KubeletMetrics {
     status_write: Family<Labels, Histogram, fn() -> Histogram>,
     notification_to_write: Family<Labels, Histogram, fn() -> Histogram>,
     events_dropped: Family<Labels, Counter>,
+    pod_states: Family<Labels, Gauge>,
 }
 
 impl KubeletMetrics {
@@ -55,6 +56,7 @@ impl KubeletMetrics {
             status_write: Family::new_with_constructor(latency_histogram),
             notification_to_write: Family::new_with_constructor(latency_histogram),
             events_dropped: Family::default(),
+            pod_states: Family::default(),
         };
         registry.register(
             "stratus_kubelet_pods",
@@ -70,6 +72,11 @@ impl KubeletMetrics {
             "stratus_kubelet_notification_to_write_seconds",
             "Time from a provider status notification to its write in the API",
             this.notification_to_write.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_pod_states",
+            "Pods the pod controller keeps state for (one entry per pod; more than the node's pods is a leak)",
+            this.pod_states.clone(),
         );
         registry.register(
             "stratus_kubelet_events_dropped",
@@ -92,6 +99,13 @@ impl KubeletMetrics {
                 ("phase", phase.to_owned()),
             ])
             .set(count);
+    }
+
+    /// Set how many pods `node`'s pod controller keeps state for.
+    pub(crate) fn set_pod_states(&self, node: &str, count: usize) {
+        self.pod_states
+            .get_or_create(&vec![("node", node.to_owned())])
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Raise `node`'s dropped-events counter to `total` (the recorder's

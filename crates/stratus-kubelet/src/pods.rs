@@ -41,9 +41,10 @@
 
 mod changes;
 mod rules;
+mod state;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -187,27 +188,13 @@ struct Shared {
     pods: Store<Pod>,
     sync: WorkQueue<String>,
     status: WorkQueue<String>,
-    /// The latest pod each provider notification carried, by key.
-    notified: Mutex<HashMap<String, (Pod, Instant)>>,
-    /// The pod last handed to the provider, by key.
-    synced: Mutex<HashMap<String, (Option<String>, u64)>>,
-    /// UIDs of pods whose provider deletion was done.
-    deleted: Mutex<HashSet<String>>,
-    /// Keys this controller force-deleted from the API (their Delete event
-    /// needs no API lookup).
-    removed: Mutex<HashSet<String>>,
-    /// The status last written and the UID it was written for, by key (no
-    /// write when it did not change).
-    written: Mutex<HashMap<String, (Option<String>, u64)>>,
+    /// What this controller remembers of each pod: one entry per pod.
+    states: state::PodStates,
     events: EventRecorder,
     resources: Arc<dyn PodResources>,
     env_options: ResolveOptions,
     node: String,
     metrics: KubeletMetrics,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn reference(pod: &Pod) -> ObjectReference {
@@ -314,11 +301,7 @@ impl PodController {
             pods: informer.store().clone(),
             sync: sync.clone(),
             status: status.clone(),
-            notified: Mutex::new(HashMap::new()),
-            synced: Mutex::new(HashMap::new()),
-            deleted: Mutex::new(HashSet::new()),
-            removed: Mutex::new(HashSet::new()),
-            written: Mutex::new(HashMap::new()),
+            states: state::PodStates::default(),
             events: EventRecorder::new(self.client.clone(), "virtual-kubelet")
                 .with_queue_length(self.config.event_queue_length),
             resources: self.resources.clone(),
@@ -334,7 +317,7 @@ impl PodController {
                 notifier.notify_pods(PodStatusCallback::new(move |pod| {
                     if let Some(shared) = weak.upgrade() {
                         let key = rules::key_of(&pod);
-                        lock(&shared.notified).insert(key.clone(), (pod, Instant::now()));
+                        shared.states.notify(&key, pod, Instant::now());
                         shared.status.add(key);
                     }
                 }));
@@ -435,13 +418,6 @@ impl Shared {
             .await
     }
 
-    /// Whether a status was written for this very pod (same UID).
-    fn status_written_for(&self, key: &str, pod: &Pod) -> bool {
-        lock(&self.written)
-            .get(key)
-            .is_some_and(|(uid, _)| *uid == pod.metadata.uid)
-    }
-
     /// Set the pods-by-phase gauges from the cache, and the dropped-events
     /// counter from the recorder.
     fn refresh_gauges(&self) {
@@ -465,6 +441,7 @@ impl Shared {
         }
         self.metrics
             .events_dropped(&self.node, self.events.dropped());
+        self.metrics.set_pod_states(&self.node, self.states.len());
     }
 
     fn api(&self, namespace: &str) -> Api<Pod> {
@@ -488,7 +465,7 @@ impl Shared {
         // relist in progress), so the API decides whether the pod is gone.
         let pod = match cached {
             Some(pod) => Some(pod),
-            None if lock(&self.removed).remove(key) => None,
+            None if self.states.was_removed(key) => None,
             None => self
                 .api(namespace)
                 .get_opt(name)
@@ -496,10 +473,9 @@ impl Shared {
                 .filter(|live| pod_node(live) == Some(self.node.as_str())),
         };
         let Some(pod) = pod else {
-            // Gone from the API: gone from the provider too.
-            lock(&self.synced).remove(key);
-            lock(&self.written).remove(key);
-            lock(&self.notified).remove(key);
+            // Gone from the API: gone from the provider too, and from
+            // this controller's memory.
+            self.states.forget(key);
             let provider_pod = match self
                 .call("get_pod", self.provider.get_pod(namespace, name))
                 .await
@@ -527,10 +503,7 @@ impl Shared {
             return Ok(Action::Done);
         }
         let fingerprint = rules::fingerprint(&pod);
-        if lock(&self.synced)
-            .get(key)
-            .is_some_and(|(uid, print)| *uid == pod.metadata.uid && *print == fingerprint)
-        {
+        if self.states.is_synced(key, &pod.metadata.uid, fingerprint) {
             return Ok(Action::Done);
         }
         let desired = self.with_env(&pod).await?;
@@ -564,11 +537,10 @@ impl Shared {
         // one): take the provider's status now.
         if let Some(current) = &existing
             && current.status.is_some()
-            && !self.status_written_for(key, &pod)
+            && !self.states.status_written_for(key, &pod.metadata.uid)
         {
-            lock(&self.notified)
-                .entry(key.to_owned())
-                .or_insert_with(|| (current.clone(), Instant::now()));
+            self.states
+                .notify_unless_newer(key, current.clone(), Instant::now());
             self.status.add(key.to_owned());
         }
         let (outcome, success, failure) = match &existing {
@@ -585,7 +557,8 @@ impl Shared {
                 reasons::PROVIDER_UPDATE_FAILED,
             ),
             Some(_) => {
-                lock(&self.synced).insert(key.to_owned(), (pod.metadata.uid.clone(), fingerprint));
+                self.states
+                    .set_synced(key, pod.metadata.uid.clone(), fingerprint);
                 return Ok(Action::Done);
             }
         };
@@ -603,7 +576,8 @@ impl Shared {
                     &format!("{verb} pod in provider successfully"),
                 )
                 .await;
-                lock(&self.synced).insert(key.to_owned(), (pod.metadata.uid.clone(), fingerprint));
+                self.states
+                    .set_synced(key, pod.metadata.uid.clone(), fingerprint);
                 Ok(Action::Done)
             }
             Err(e) => {
@@ -652,7 +626,7 @@ impl Shared {
     /// the API object once nothing runs or the grace period is over.
     async fn delete(&self, key: &str, pod: &Pod) -> Result<Action, SyncError> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if !lock(&self.deleted).contains(&uid) {
+        if !self.states.provider_deleted(key, &uid) {
             match self.call("delete_pod", self.provider.delete_pod(pod)).await {
                 Ok(()) => {
                     self.record(
@@ -675,7 +649,7 @@ impl Shared {
                     return Err(e.into());
                 }
             }
-            lock(&self.deleted).insert(uid.clone());
+            self.states.set_provider_deleted(key, &uid);
         }
         let deadline = pod
             .metadata
@@ -698,19 +672,18 @@ impl Shared {
             ..Default::default()
         };
         match self.api(namespace).delete(name, &params).await {
-            Ok(_) => {
-                lock(&self.removed).insert(key.to_owned());
+            Ok(_) => self.states.set_removed(key),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
+                self.states.deletion_settled(key)
             }
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        lock(&self.deleted).remove(&uid);
         Ok(Action::Done)
     }
 
     /// Write the provider's latest status of `key`.
     async fn write_status(&self, key: &str) -> Result<Action, SyncError> {
-        let Some((provided, notified_at)) = lock(&self.notified).remove(key) else {
+        let Some((provided, notified_at)) = self.states.take_notified(key) else {
             return Ok(Action::Done);
         };
         let (namespace, name) = split(key);
@@ -758,14 +731,14 @@ impl Shared {
         if let Err(e) = self.patch_status(&pod, &status).await {
             // Keep the newest notification for the retry unless a newer one
             // arrived meanwhile.
-            let mut notified = lock(&self.notified);
-            notified.entry(key.to_owned()).or_insert((
+            self.states.notify_unless_newer(
+                key,
                 Pod {
                     status: Some(status),
                     ..provided_shell(&pod)
                 },
                 notified_at,
-            ));
+            );
             return Err(e);
         }
         self.metrics
@@ -778,9 +751,9 @@ impl Shared {
     async fn patch_status(&self, pod: &Pod, status: &PodStatus) -> Result<(), SyncError> {
         let key = rules::key_of(pod);
         let status_print = rules::status_fingerprint(status);
-        if lock(&self.written)
-            .get(&key)
-            .is_some_and(|(uid, print)| *uid == pod.metadata.uid && *print == status_print)
+        if self
+            .states
+            .is_written(&key, &pod.metadata.uid, status_print)
         {
             return Ok(());
         }
@@ -803,7 +776,8 @@ impl Shared {
         self.metrics.status_written(&self.node, started.elapsed());
         match written {
             Ok(_) => {
-                lock(&self.written).insert(key, (pod.metadata.uid.clone(), status_print));
+                self.states
+                    .set_written(&key, pod.metadata.uid.clone(), status_print);
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -906,15 +880,13 @@ async fn poll(shared: Arc<Shared>, listed: watch::Receiver<u64>, mut stop: watch
                     return;
                 };
                 let key = rules::key_of(&pod);
-                lock(&shared_ref.notified).insert(
-                    key.clone(),
-                    (
-                        Pod {
-                            status: Some(status),
-                            ..provided_shell(&pod)
-                        },
-                        Instant::now(),
-                    ),
+                shared_ref.states.notify(
+                    &key,
+                    Pod {
+                        status: Some(status),
+                        ..provided_shell(&pod)
+                    },
+                    Instant::now(),
                 );
                 shared_ref.status.add(key);
             })

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use stratus_kubelet::pods::{PodController, PodControllerConfig};
 use stratus_pod::PodError;
-use stratus_testing::{ApiServer, MockPodProvider, eventually};
+use stratus_testing::{ApiServer, Fault, FaultAction, MockPodProvider, Verb, eventually};
 use tokio::sync::watch;
 
 const NODE: &str = "vk-0";
@@ -398,4 +398,75 @@ async fn environments_are_resolved_on_demand_before_the_provider_sees_the_pod() 
     assert_eq!(env["GREETING"], "blue env");
     assert_eq!(env["DB_PASSWORD"], "s3cret");
     assert!(container.env_from.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_force_delete_then_the_pod_gone_leaves_no_state() {
+    let provider = MockPodProvider::new();
+    let api = ApiServer::start().await.unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = stratus_kubelet::metrics::KubeletMetrics::register(&mut registry);
+    let (_stop, stopped) = watch::channel(false);
+    let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config())
+        .with_metrics(metrics);
+    tokio::spawn(controller.run(stopped));
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let states = || {
+        let text = stratus_runtime::metrics::encode_text(&registry).unwrap();
+        stratus_testing::metric_sample(
+            &text,
+            &format!("stratus_kubelet_pod_states{{node=\"{NODE}\"}}"),
+        )
+    };
+    create(
+        &pods,
+        pod(
+            "doomed",
+            serde_json::json!({"metadata": {"labels": {"app": "doomed"}}}),
+        ),
+    )
+    .await;
+    eventually("doomed Running", WAIT, || async {
+        phase_of(&pods, "doomed").await.as_deref() == Some("Running")
+    })
+    .await;
+    eventually("its state counted", WAIT, || async {
+        states() == Some(1.0)
+    })
+    .await;
+
+    // The controller's force-delete (DELETE of the pod) fails; the graceful
+    // delete and the final removal come through the collection.
+    api.inject(Fault::new(
+        Some(Verb::Delete),
+        Some("pods"),
+        FaultAction::Error(500),
+    ));
+    let doomed = ListParams::default().labels("app=doomed");
+    pods.delete_collection(&DeleteParams::default().grace_period(30), &doomed)
+        .await
+        .unwrap();
+    eventually("deleted in the provider", WAIT, || async {
+        provider.pods().is_empty()
+    })
+    .await;
+    eventually("the force-delete refused", WAIT, || async {
+        api.requests()
+            .iter()
+            .any(|r| r.verb == Verb::Delete && r.resource == "pods" && r.status == 500)
+    })
+    .await;
+    assert!(pods.get_opt("doomed").await.unwrap().is_some());
+    pods.delete_collection(&DeleteParams::default().grace_period(0), &doomed)
+        .await
+        .unwrap();
+    eventually("gone from the API", WAIT, || async {
+        pods.get_opt("doomed").await.unwrap().is_none()
+    })
+    .await;
+    eventually("no state left behind", WAIT, || async {
+        states() == Some(0.0)
+    })
+    .await;
+    api.clear_faults();
 }
