@@ -15,6 +15,11 @@ use k8s_openapi::api::core::v1::Pod;
 /// A UID and the fingerprint of what was done for it.
 type Stamp = (Option<String>, u64);
 
+/// Whether `stamp` is `print` for this UID.
+fn stamped(stamp: &Option<Stamp>, uid: &Option<String>, print: u64) -> bool {
+    stamp.as_ref().is_some_and(|(u, p)| u == uid && *p == print)
+}
+
 /// One pod's marks.
 #[derive(Debug, Default)]
 pub(super) struct PodState {
@@ -101,12 +106,8 @@ impl PodStates {
 
     /// Whether this pod (UID) was handed to the provider as `print`.
     pub(super) fn is_synced(&self, key: &str, uid: &Option<String>, print: u64) -> bool {
-        self.read(key, |s| {
-            s.synced
-                .as_ref()
-                .is_some_and(|(u, p)| u == uid && *p == print)
-        })
-        .unwrap_or(false)
+        self.read(key, |s| stamped(&s.synced, uid, print))
+            .unwrap_or(false)
     }
 
     /// This pod (UID) was handed to the provider as `print`.
@@ -122,12 +123,8 @@ impl PodStates {
 
     /// Whether the status `print` is what was last written for this UID.
     pub(super) fn is_written(&self, key: &str, uid: &Option<String>, print: u64) -> bool {
-        self.read(key, |s| {
-            s.written
-                .as_ref()
-                .is_some_and(|(u, p)| u == uid && *p == print)
-        })
-        .unwrap_or(false)
+        self.read(key, |s| stamped(&s.written, uid, print))
+            .unwrap_or(false)
     }
 
     /// The status `print` was written for this UID.
