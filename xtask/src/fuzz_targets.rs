@@ -459,7 +459,7 @@ fn cidr_seeds() -> Vec<Vec<u8>> {
 fn label_selector(data: &[u8]) -> String {
     let labels = json!({"app": "web", "tier": "front", "n": "5"});
     outcome(
-        &stratus_testing::apiserver::fuzz_support::label_selector(&text(data), &labels),
+        &stratus_apiserver::fuzz_support::label_selector(&text(data), &labels),
         |m| m.to_string(),
     )
 }
@@ -471,7 +471,7 @@ fn field_selector(data: &[u8]) -> String {
         ("status.phase", "Running".to_owned()),
     ]);
     outcome(
-        &stratus_testing::apiserver::fuzz_support::field_selector(&text(data), &fields),
+        &stratus_apiserver::fuzz_support::field_selector(&text(data), &fields),
         |m| m.to_string(),
     )
 }
@@ -515,7 +515,7 @@ fn json_patch(data: &[u8]) -> String {
     let mut target = bytes.json(4);
     let patch = bytes.json_patch();
     outcome(
-        &stratus_testing::apiserver::fuzz_support::json_patch(&mut target, &patch),
+        &stratus_apiserver::fuzz_support::json_patch(&mut target, &patch),
         |()| String::new(),
     )
 }
@@ -525,7 +525,7 @@ fn merge_patch(data: &[u8]) -> String {
     let mut target = bytes.json(4);
     let patch = bytes.json(4);
     outcome(
-        &stratus_testing::apiserver::fuzz_support::merge_patch(&mut target, &patch),
+        &stratus_apiserver::fuzz_support::merge_patch(&mut target, &patch),
         |()| String::new(),
     )
 }
@@ -545,7 +545,7 @@ fn strategic_merge_patch(data: &[u8]) -> String {
     format!(
         "{kind} {}",
         outcome(
-            &stratus_testing::apiserver::fuzz_support::strategic_merge(kind, &mut target, &patch),
+            &stratus_apiserver::fuzz_support::strategic_merge(kind, &mut target, &patch),
             |()| String::new(),
         )
     )

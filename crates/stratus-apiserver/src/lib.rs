@@ -32,6 +32,7 @@
 
 mod admission;
 mod apply;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod bench_support;
 mod builtin_schemas;
@@ -49,6 +50,8 @@ mod field_validation;
 mod fields;
 mod flowcontrol;
 mod formats;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod fuzz_support;
 mod http;
 mod impersonation;
