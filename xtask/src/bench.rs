@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stratus_testing::ApiServer;
 use stratus_apiserver::bench_support as direct;
+use stratus_testing::ApiServer;
 
 /// Print `metrics` as a table and write them to `target/bench/<name>.json`;
 /// `ratios` says how the ratios among them read.
