@@ -65,20 +65,23 @@ use tokio::task::JoinHandle;
 /// The change callback, shared by the watch and the resync.
 type OnChange<K> = Arc<Mutex<dyn FnMut(&K) + Send>>;
 
-/// A reflector store, the callback its changes go to, and what feeds it:
-/// a watch of its own ([`Informer::start`]), whose task stops when the
-/// informer is dropped, or a subscription to a [`SharedInformer`], ended
-/// when it is dropped. A resync, if any, stops with it.
+/// The callback after each complete (re)list.
+type OnListed = Arc<Mutex<dyn FnMut() + Send>>;
+
+/// A reflector store, the callback its changes go to, and the
+/// subscription to the [`SharedInformer`] whose watch feeds it (one of its
+/// own for [`Informer::start`]), ended when it is dropped. A resync, if
+/// any, stops with it.
 pub struct Informer<K: Resource + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     store: Store<K>,
     on_change: OnChange<K>,
-    source: Source<K>,
+    /// The shared watch and this subscriber's id.
+    shared: Arc<Shared<K>>,
+    id: u64,
     resync: Option<JoinHandle<()>>,
-    /// True once the first list is in the store.
-    ready: signal::Receiver<bool>,
 }
 
 /// The watch feeding an [`Informer`] ended before its first list
@@ -86,17 +89,6 @@ where
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the informer's watch stopped before its first list completed")]
 pub struct InformerStopped;
-
-/// What feeds an [`Informer`].
-enum Source<K: Resource + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    /// Its own watch task.
-    Own(JoinHandle<()>),
-    /// A subscription: the shared watch and this subscriber's id.
-    Shared(Arc<Shared<K>>, u64),
-}
 
 impl<K> Informer<K>
 where
@@ -118,54 +110,16 @@ where
     /// The same with a watch configuration (label or field selectors), and
     /// `on_listed` called after each complete (re)list: the moment to look
     /// for objects deleted while the watch was away, which no delete event
-    /// reports.
+    /// reports. The watch is a [`SharedInformer`] with this one
+    /// subscriber.
     pub fn start_with(
         api: Api<K>,
         config: watcher::Config,
         health: &ControllerHealth,
         on_change: impl FnMut(&K) + Send + 'static,
-        mut on_listed: impl FnMut() + Send + 'static,
+        on_listed: impl FnMut() + Send + 'static,
     ) -> Self {
-        let on_change: OnChange<K> = Arc::new(Mutex::new(on_change));
-        let callback = on_change.clone();
-        let (store, writer) = reflector::store::<K>();
-        // managedFields are about half of an object's metadata and no
-        // controller here reads them: they are not cached.
-        let stream = watcher(api, config).modify(|o| o.meta_mut().managed_fields = None);
-        let events = reflector::reflector(writer, stream).default_backoff();
-        let health = health.clone();
-        let (listed, ready) = signal::channel(false);
-        let feeder = tokio::spawn(async move {
-            futures_util::pin_mut!(events);
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) => {
-                        health.watch_ok();
-                        match event {
-                            watcher::Event::Apply(o)
-                            | watcher::Event::InitApply(o)
-                            | watcher::Event::Delete(o) => call(&callback, &o),
-                            watcher::Event::InitDone => {
-                                listed.send_replace(true);
-                                on_listed();
-                            }
-                            watcher::Event::Init => {}
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "watch failed; retrying with backoff");
-                        health.watch_failed(&e.to_string());
-                    }
-                }
-            }
-        });
-        Self {
-            store,
-            on_change,
-            source: Source::Own(feeder),
-            resync: None,
-            ready,
-        }
+        SharedInformer::with_config(api, config).subscribe_with(health, on_change, on_listed)
     }
 
     /// Hand every cached object to the change callback again each `period`
@@ -214,7 +168,7 @@ where
     /// last of several tasks waiting on one store, and a shared informer's
     /// store has several.
     pub async fn wait_until_ready(&self) -> Result<(), InformerStopped> {
-        let mut ready = self.ready.clone();
+        let mut ready = self.shared.ready.clone();
         ready
             .wait_for(|listed| *listed)
             .await
@@ -235,15 +189,18 @@ fn call<K>(callback: &OnChange<K>, object: &K) {
     (*on_change)(object);
 }
 
+/// Run the after-list callback, as [`call`].
+fn call_listed(callback: &OnListed) {
+    let mut on_listed = callback.lock().unwrap_or_else(PoisonError::into_inner);
+    (*on_listed)();
+}
+
 impl<K: Resource + 'static> Drop for Informer<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     fn drop(&mut self) {
-        match &self.source {
-            Source::Own(feeder) => feeder.abort(),
-            Source::Shared(shared, id) => shared.lock().subscribers.retain(|s| s.id != *id),
-        }
+        self.shared.lock().subscribers.retain(|s| s.id != self.id);
         if let Some(resync) = &self.resync {
             resync.abort();
         }
@@ -254,18 +211,18 @@ where
 struct Subscriber<K> {
     id: u64,
     on_change: OnChange<K>,
+    on_listed: OnListed,
     health: ControllerHealth,
     /// Joined while a list was under way: handed the whole store when it
     /// completes (the list's earlier objects were not seen).
     replay: bool,
 }
 
-/// The subscribers and what the watch last did.
+/// The subscribers and what the watch last did (whether a list has
+/// completed is the `ready` signal, written under this lock).
 struct Subscribers<K> {
     next_id: u64,
     subscribers: Vec<Subscriber<K>>,
-    /// A list has completed at least once: the store is whole.
-    listed: bool,
     /// A (re)list is under way (between `Init` and `InitDone`).
     listing: bool,
     /// The watch's last failure, until it recovers: told to newcomers.
@@ -275,6 +232,13 @@ struct Subscribers<K> {
 /// Spawns a shared informer's watch task.
 type Starter = Box<dyn FnOnce() -> JoinHandle<()> + Send>;
 
+/// A shared informer's watch: the starter until the first subscriber
+/// takes it, then the running task.
+struct Watch {
+    start: Option<Starter>,
+    running: Option<JoinHandle<()>>,
+}
+
 /// What a [`SharedInformer`]'s handles and subscriptions share.
 struct Shared<K: Resource + 'static>
 where
@@ -283,10 +247,8 @@ where
     store: Store<K>,
     /// True once the first list is in the store.
     ready: signal::Receiver<bool>,
-    /// Starts the watch; taken by the first subscriber.
-    starter: Mutex<Option<Starter>>,
+    watch: Mutex<Watch>,
     subscribers: Arc<Mutex<Subscribers<K>>>,
-    feeder: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl<K: Resource + 'static> Shared<K>
@@ -305,12 +267,8 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     fn drop(&mut self) {
-        if let Some(feeder) = self
-            .feeder
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        let watch = self.watch.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(feeder) = &watch.running {
             feeder.abort();
         }
     }
@@ -355,7 +313,6 @@ where
         let subscribers = Arc::new(Mutex::new(Subscribers {
             next_id: 0,
             subscribers: Vec::new(),
-            listed: false,
             listing: false,
             failing: None,
         }));
@@ -363,6 +320,8 @@ where
         let cache = store.clone();
         let (listed, ready) = signal::channel(false);
         let starter: Starter = Box::new(move || {
+            // managedFields are about half of an object's metadata and no
+            // controller here reads them: they are not cached.
             let stream = watcher(api, config).modify(|o| o.meta_mut().managed_fields = None);
             let events = reflector::reflector(writer, stream).default_backoff();
             tokio::spawn(async move {
@@ -378,9 +337,11 @@ where
             shared: Arc::new(Shared {
                 store,
                 ready,
-                starter: Mutex::new(Some(starter)),
+                watch: Mutex::new(Watch {
+                    start: Some(starter),
+                    running: None,
+                }),
                 subscribers,
-                feeder: Mutex::new(None),
             }),
         }
     }
@@ -403,20 +364,36 @@ where
         health: &ControllerHealth,
         on_change: impl FnMut(&K) + Send + 'static,
     ) -> Informer<K> {
+        self.subscribe_with(health, on_change, || {})
+    }
+
+    /// The same, with `on_listed` called after each complete (re)list has
+    /// been handed over (and at once after the cached objects, for a
+    /// subscriber that joins after a list).
+    pub fn subscribe_with(
+        &self,
+        health: &ControllerHealth,
+        on_change: impl FnMut(&K) + Send + 'static,
+        on_listed: impl FnMut() + Send + 'static,
+    ) -> Informer<K> {
         let on_change: OnChange<K> = Arc::new(Mutex::new(on_change));
+        let on_listed: OnListed = Arc::new(Mutex::new(on_listed));
         let (id, listed) = {
             let mut subscribers = self.shared.lock();
             let id = subscribers.next_id;
             subscribers.next_id += 1;
-            let (listed, listing) = (subscribers.listed, subscribers.listing);
+            // Written under this lock by the watch: consistent with `listing`.
+            let listed = *self.shared.ready.borrow();
             if let Some(error) = &subscribers.failing {
                 health.watch_failed(error);
             }
+            let replay = subscribers.listing;
             subscribers.subscribers.push(Subscriber {
                 id,
                 on_change: on_change.clone(),
+                on_listed: on_listed.clone(),
                 health: health.clone(),
-                replay: listing,
+                replay,
             });
             (id, listed)
         };
@@ -425,30 +402,26 @@ where
             for object in self.shared.store.state() {
                 call(&on_change, &object);
             }
+            call_listed(&on_listed);
         }
         Informer {
             store: self.shared.store.clone(),
             on_change,
-            source: Source::Shared(self.shared.clone(), id),
+            shared: self.shared.clone(),
+            id,
             resync: None,
-            ready: self.shared.ready.clone(),
         }
     }
 
     /// Start the watch unless it runs.
     fn start_watch(&self) {
-        let starter = self
+        let mut watch = self
             .shared
-            .starter
+            .watch
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(start) = starter {
-            *self
-                .shared
-                .feeder
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(start());
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(start) = watch.start.take() {
+            watch.running = Some(start());
         }
     }
 }
@@ -469,7 +442,7 @@ where
         return false;
     };
     // The callbacks run outside the lock, so one may subscribe or drop.
-    let (callbacks, replays) = {
+    let (callbacks, replays, after_list) = {
         let mut s = subscribers.lock().unwrap_or_else(PoisonError::into_inner);
         match &event {
             Ok(_) => {
@@ -488,16 +461,18 @@ where
             }
         }
         let mut replays = Vec::new();
+        let mut after_list = Vec::new();
         if matches!(event, Ok(watcher::Event::Init)) {
             s.listing = true;
         }
         if matches!(event, Ok(watcher::Event::InitDone)) {
             listed.send_replace(true);
-            s.listed = true;
             s.listing = false;
-            for sub in s.subscribers.iter_mut().filter(|sub| sub.replay) {
-                sub.replay = false;
-                replays.push(sub.on_change.clone());
+            for sub in s.subscribers.iter_mut() {
+                if std::mem::take(&mut sub.replay) {
+                    replays.push(sub.on_change.clone());
+                }
+                after_list.push(sub.on_listed.clone());
             }
         }
         let callbacks: Vec<OnChange<K>> = s
@@ -505,7 +480,7 @@ where
             .iter()
             .map(|sub| sub.on_change.clone())
             .collect();
-        (callbacks, replays)
+        (callbacks, replays, after_list)
     };
     match event {
         Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
@@ -513,12 +488,17 @@ where
                 call(callback, &o);
             }
         }
-        Ok(watcher::Event::InitDone) if !replays.is_empty() => {
-            let cached = store.state();
-            for callback in &replays {
-                for object in &cached {
-                    call(callback, object);
+        Ok(watcher::Event::InitDone) => {
+            if !replays.is_empty() {
+                let cached = store.state();
+                for callback in &replays {
+                    for object in &cached {
+                        call(callback, object);
+                    }
                 }
+            }
+            for callback in &after_list {
+                call_listed(callback);
             }
         }
         Ok(_) | Err(_) => {}

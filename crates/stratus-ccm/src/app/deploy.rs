@@ -138,12 +138,6 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
         ..Default::default()
     })];
     for controller in controllers.iter().filter(|c| !c.rules().is_empty()) {
-        let name = config.role_name(controller.names().canonical);
-        objects.push(to_value(&ClusterRole {
-            metadata: config.meta(&name, false),
-            rules: Some(controller.rules().to_vec()),
-            ..Default::default()
-        }));
         let subject = match config.use_service_account_credentials {
             true => Subject {
                 kind: "ServiceAccount".into(),
@@ -153,98 +147,99 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
             },
             false => config.subject(),
         };
-        objects.push(to_value(&ClusterRoleBinding {
-            metadata: config.meta(&name, false),
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "ClusterRole".into(),
-                name,
-            },
-            subjects: Some(vec![subject]),
-        }));
+        let name = config.role_name(controller.names().canonical);
+        objects.extend(cluster_role(config, name, controller.rules().to_vec(), subject));
     }
     if config.use_service_account_credentials {
         // The manager makes the controllers' accounts and their tokens
         // (Go's bootstrap role for the manager has the same).
-        let tokens = config.role_name("controller-credentials");
-        let mut meta = config.meta(&tokens, true);
+        let mut meta = config.meta(config.role_name("controller-credentials"), true);
         meta.namespace = Some("kube-system".into());
-        objects.push(to_value(&Role {
-            metadata: meta.clone(),
-            rules: Some(vec![
+        objects.extend(role(
+            config,
+            meta,
+            vec![
                 rule("", &["serviceaccounts"], &["get", "create"]),
                 rule("", &["serviceaccounts/token"], &["create"]),
-            ]),
-        }));
-        objects.push(to_value(&RoleBinding {
-            metadata: meta,
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "Role".into(),
-                name: tokens,
-            },
-            subjects: Some(vec![config.subject()]),
-        }));
+            ],
+        ));
         // The shared Node and Service informers watch under the manager's
         // own identity (Go's "shared-informers" client), whatever account
         // each controller writes with.
-        let informers = config.role_name("shared-informers");
-        objects.push(to_value(&ClusterRole {
-            metadata: config.meta(&informers, false),
-            rules: Some(vec![rule("", &["nodes", "services"], &["list", "watch"])]),
-            ..Default::default()
-        }));
-        objects.push(to_value(&ClusterRoleBinding {
-            metadata: config.meta(&informers, false),
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "ClusterRole".into(),
-                name: informers,
-            },
-            subjects: Some(vec![config.subject()]),
-        }));
+        objects.extend(cluster_role(
+            config,
+            config.role_name("shared-informers"),
+            vec![rule("", &["nodes", "services"], &["list", "watch"])],
+            config.subject(),
+        ));
     }
     // Delegated authentication and authorization of the admin server:
     // TokenReviews and SubjectAccessReviews (the built-in
     // `system:auth-delegator`), and the client CA in
     // kube-system/extension-apiserver-authentication.
-    let delegator = config.role_name("auth-delegator");
     objects.push(to_value(&ClusterRoleBinding {
-        metadata: config.meta(&delegator, false),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: "system:auth-delegator".into(),
-        },
+        metadata: config.meta(config.role_name("auth-delegator"), false),
+        role_ref: role_ref("ClusterRole", "system:auth-delegator"),
         subjects: Some(vec![config.subject()]),
     }));
-    let reader = config.role_name("authentication-reader");
-    let mut reader_meta = config.meta(&reader, true);
+    let mut reader_meta = config.meta(config.role_name("authentication-reader"), true);
     reader_meta.namespace = Some("kube-system".into());
     objects.push(to_value(&RoleBinding {
         metadata: reader_meta,
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: "extension-apiserver-authentication-reader".into(),
-        },
+        role_ref: role_ref("Role", "extension-apiserver-authentication-reader"),
         subjects: Some(vec![config.subject()]),
     }));
-    let election = config.role_name("leader-election");
-    objects.push(to_value(&Role {
-        metadata: config.meta(&election, true),
-        rules: Some(lease_rules(config)),
-    }));
-    objects.push(to_value(&RoleBinding {
-        metadata: config.meta(&election, true),
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: election,
-        },
-        subjects: Some(vec![config.subject()]),
-    }));
+    let election = config.meta(config.role_name("leader-election"), true);
+    objects.extend(role(config, election, lease_rules(config)));
     objects
+}
+
+/// A reference to the (Cluster)Role `name`.
+fn role_ref(kind: &str, name: impl Into<String>) -> RoleRef {
+    RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        kind: kind.into(),
+        name: name.into(),
+    }
+}
+
+/// A ClusterRole with `rules` and its binding to `subject`, both named
+/// `name`.
+fn cluster_role(
+    config: &DeployConfig,
+    name: String,
+    rules: Vec<PolicyRule>,
+    subject: Subject,
+) -> [Value; 2] {
+    [
+        to_value(&ClusterRole {
+            metadata: config.meta(&name, false),
+            rules: Some(rules),
+            ..Default::default()
+        }),
+        to_value(&ClusterRoleBinding {
+            metadata: config.meta(&name, false),
+            role_ref: role_ref("ClusterRole", name),
+            subjects: Some(vec![subject]),
+        }),
+    ]
+}
+
+/// A Role with `rules` and its binding to the manager's account, both
+/// with `meta`.
+fn role(config: &DeployConfig, meta: ObjectMeta, rules: Vec<PolicyRule>) -> [Value; 2] {
+    let name = meta.name.clone().unwrap_or_default();
+    [
+        to_value(&Role {
+            metadata: meta.clone(),
+            rules: Some(rules),
+        }),
+        to_value(&RoleBinding {
+            metadata: meta,
+            role_ref: role_ref("Role", name),
+            subjects: Some(vec![config.subject()]),
+        }),
+    ]
 }
 
 /// The manager's pod: Go's flags, the admin port with a liveness probe on

@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube_runtime::reflector::ObjectRef;
 use std::time::Instant;
+use stratus_pod::PodError;
 use stratus_pod::env::{apply_resolved_env, resolve_pod_env};
 use stratus_runtime::events::EventType;
 use stratus_runtime::workqueue::Action;
@@ -11,6 +12,26 @@ use stratus_runtime::workqueue::Action;
 use super::{Shared, SyncError, pods_equal, reasons, rules, split};
 
 impl Shared {
+    /// The provider's pod of that name; one it does not know is `None`.
+    async fn provider_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, PodError> {
+        match self
+            .call("get_pod", self.provider.get_pod(namespace, name))
+            .await
+        {
+            Ok(pod) => Ok(pod),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Delete the provider's pod; one already gone is not an error.
+    async fn remove_from_provider(&self, pod: &Pod) -> Result<(), PodError> {
+        match self.call("delete_pod", self.provider.delete_pod(pod)).await {
+            Err(e) if e.is_not_found() => Ok(()),
+            outcome => outcome,
+        }
+    }
+
     /// Bring the provider in line with the API pod of `key`.
     pub(super) async fn sync_pod(&self, key: &str) -> Result<Action, SyncError> {
         let (namespace, name) = split(key);
@@ -33,23 +54,8 @@ impl Shared {
             // Gone from the API: gone from the provider too, and from
             // this controller's memory.
             self.states.forget(key);
-            let provider_pod = match self
-                .call("get_pod", self.provider.get_pod(namespace, name))
-                .await
-            {
-                Ok(p) => p,
-                Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(e.into()),
-            };
-            if let Some(provider_pod) = provider_pod {
-                match self
-                    .call("delete_pod", self.provider.delete_pod(&provider_pod))
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                }
+            if let Some(provider_pod) = self.provider_pod(namespace, name).await? {
+                self.remove_from_provider(&provider_pod).await?;
             }
             return Ok(Action::Done);
         };
@@ -64,28 +70,15 @@ impl Shared {
             return Ok(Action::Done);
         }
         let desired = self.with_env(&pod).await?;
-        let existing = match self
-            .call("get_pod", self.provider.get_pod(namespace, name))
-            .await
-        {
-            Ok(p) => p,
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e.into()),
-        };
+        let existing = self.provider_pod(namespace, name).await?;
         // The provider still runs an earlier pod of this name (deleted and
         // re-created while its deletion was in flight): remove it first.
         let existing = match existing {
             Some(stale)
                 if stale.metadata.uid.is_some() && stale.metadata.uid != pod.metadata.uid =>
             {
-                match self
-                    .call("delete_pod", self.provider.delete_pod(&stale))
-                    .await
-                {
-                    Ok(()) => None,
-                    Err(e) if e.is_not_found() => None,
-                    Err(e) => return Err(e.into()),
-                }
+                self.remove_from_provider(&stale).await?;
+                None
             }
             other => other,
         };
