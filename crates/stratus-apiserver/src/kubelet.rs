@@ -35,16 +35,15 @@ pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 
 /// The harness's identity towards kubelets.
 pub(crate) struct KubeletClient {
-    /// The CA that signed the harness's client certificate.
-    pub(crate) ca_pem: String,
-    /// Issues client certificates for tests.
-    pub(crate) ca: crate::tls_ca::Authority,
+    /// The CA that signed the harness's client certificate; issues client
+    /// certificates for tests.
+    pub(crate) ca: stratus_pki::CertificateAuthority,
     config: Arc<rustls::ClientConfig>,
 }
 
 impl KubeletClient {
     pub(crate) fn new() -> Result<Self, String> {
-        let ca = crate::tls_ca::Authority::new("stratus-harness-client-ca")
+        let ca = stratus_pki::CertificateAuthority::new("stratus-harness-client-ca")
             .map_err(|e| e.to_string())?;
         let (cert_pem, key_pem) = ca
             .issue_client(KUBELET_CLIENT_USER, &["system:masters"])
@@ -63,7 +62,6 @@ impl KubeletClient {
             .map_err(|e| e.to_string())?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Self {
-            ca_pem: ca.ca_pem.clone(),
             ca,
             config: Arc::new(config),
         })

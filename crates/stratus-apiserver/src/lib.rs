@@ -78,7 +78,6 @@ mod table;
 mod table_cluster;
 mod table_workloads;
 mod tls;
-mod tls_ca;
 mod token_request;
 mod validation;
 mod validation_groups;

@@ -129,7 +129,7 @@ impl ApiServerBuilder {
         let inner = Inner::new(self.settings).map_err(ApiServerError::Tls)?;
         let tls = match self.tls {
             true => Some(Arc::new(
-                tls::self_signed(&inner.kubelet.ca_pem).map_err(ApiServerError::Tls)?,
+                tls::self_signed(inner.kubelet.ca.ca_pem()).map_err(ApiServerError::Tls)?,
             )),
             false => None,
         };
@@ -286,7 +286,7 @@ fn spawn_serving(
                                     .1
                                     .peer_certificates()
                                     .and_then(|chain| chain.first())
-                                    .and_then(|leaf| tls::user_of_certificate(leaf.as_ref()))
+                                    .and_then(|leaf| tls::user_of_certificate(leaf.as_ref()).ok())
                                     .map(Arc::new);
                                 let _ = builder
                                     .serve_connection_with_upgrades(
@@ -387,12 +387,13 @@ impl ApiServer {
     /// [`KUBELET_CLIENT_USER`](crate::KUBELET_CLIENT_USER), group `system:masters`). A kubelet API
     /// trusts it as its client CA.
     pub fn kubelet_client_ca_pem(&self) -> &str {
-        &self.inner.kubelet.ca_pem
+        self.inner.kubelet.ca.ca_pem()
     }
 
-    /// A client certificate and key (PEM) for `user` in `groups`, signed by
-    /// the [`kubelet_client_ca_pem`](Self::kubelet_client_ca_pem) CA: how
-    /// tests call a kubelet API as someone else.
+    /// A client certificate and key (PEM) for `user` in `groups` (at most
+    /// one: the certificate library writes one organization per subject),
+    /// signed by the [`kubelet_client_ca_pem`](Self::kubelet_client_ca_pem)
+    /// CA: how tests call a kubelet API, or this server, as someone else.
     pub fn issue_client_certificate(
         &self,
         user: &str,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::tls_ca::Authority;
+use stratus_pki::CertificateAuthority;
 
 /// A CA and a serving certificate signed by it.
 pub(crate) struct ServingCert {
@@ -21,8 +21,11 @@ pub(crate) struct ServingCert {
 /// `--client-ca-file`); those without one are served too (tokens, or
 /// anonymous).
 pub(crate) fn self_signed(client_ca_pem: &str) -> Result<ServingCert, String> {
-    let ca = Authority::new("stratus-harness-apiserver-ca")?;
-    let (leaf, key) = ca.issue_serving("stratus-harness-apiserver", &["localhost"])?;
+    let ca =
+        CertificateAuthority::new("stratus-harness-apiserver-ca").map_err(|e| e.to_string())?;
+    let serving = ca
+        .issue_serving("stratus-harness-apiserver", &["localhost"])
+        .map_err(|e| e.to_string())?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(client_ca_pem.as_bytes()) {
@@ -43,38 +46,29 @@ pub(crate) fn self_signed(client_ca_pem: &str) -> Result<ServingCert, String> {
         .with_client_cert_verifier(verifier)
         .with_single_cert(
             vec![
-                CertificateDer::from(leaf),
-                CertificateDer::from(ca.ca_der.clone()),
+                CertificateDer::from(serving.cert_der),
+                CertificateDer::from(ca.ca_der().to_vec()),
             ],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving.key_der)),
         )
         .map_err(|e| e.to_string())?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(ServingCert {
-        ca_pem: ca.ca_pem.clone(),
-        ca_der: ca.ca_der.clone(),
+        ca_pem: ca.ca_pem().to_owned(),
+        ca_der: ca.ca_der().to_vec(),
         config: Arc::new(config),
     })
 }
 
-/// The user a client certificate names: the subject's common name, its
-/// organizations as groups (as kube-apiserver reads x509 client
-/// certificates).
-pub(crate) fn user_of_certificate(der: &[u8]) -> Option<crate::ReviewUser> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let username = subject
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())?
-        .to_owned();
-    let mut groups: Vec<String> = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok().map(str::to_owned))
-        .collect();
+/// The user a client certificate names: [`stratus_pki::user_of_certificate`],
+/// in `system:authenticated` too (as kube-apiserver's x509 authenticator
+/// adds it).
+pub(crate) fn user_of_certificate(der: &[u8]) -> Result<crate::ReviewUser, stratus_pki::PkiError> {
+    let user = stratus_pki::user_of_certificate(der)?;
+    let mut groups = user.groups;
     groups.push("system:authenticated".into());
-    Some(crate::ReviewUser {
-        username,
+    Ok(crate::ReviewUser {
+        username: user.name,
         uid: String::new(),
         groups,
     })

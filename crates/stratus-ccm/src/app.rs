@@ -27,6 +27,7 @@ mod logging;
 mod managed;
 mod manager;
 mod options;
+mod registry;
 
 pub use builtin::{default_controllers, rule};
 pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
@@ -35,6 +36,10 @@ pub use logging::vmodule_level;
 pub use managed::{ControllerContext, ControllerTask, ManagedController, StartError, Started};
 pub use manager::{CloudControllerManager, ManagerError, ProviderFactory, RunningManager};
 pub use options::{FEATURE_GATES, ManagerOptions, OptionsError, VmoduleRule, parse_cidr_list};
+pub use registry::{
+    CloudFactory, EXTERNAL_PROVIDER, ProviderRegistry, RegistryError, global_registry,
+    init_cloud_provider, is_cloud_provider, is_external, register_cloud_provider,
+};
 pub use stratus_runtime::admission::{HandlerError, Webhook};
 pub use stratus_runtime::duration::{DurationError, parse_go_duration};
 

@@ -29,12 +29,13 @@ pub use cidr_set::{CidrSet, CidrSetError};
 
 use std::collections::HashMap;
 
+use crate::names::events;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use stratus_cloud::helpers::Cidr;
-use stratus_cloud::names::{controllers, events};
+use stratus_cloud::names::controllers;
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};

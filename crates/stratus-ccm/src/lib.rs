@@ -34,6 +34,7 @@ mod instrumented;
 pub mod ipam;
 pub mod lifecycle;
 pub mod metrics;
+pub mod names;
 pub mod node;
 pub mod route;
 pub mod service;

@@ -19,11 +19,12 @@ use std::time::Duration;
 use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
+use crate::names::events;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube_runtime::reflector::Store;
 use serde_json::json;
-use stratus_cloud::names::{controllers, events, taints};
+use stratus_cloud::names::{controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceState, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;

@@ -33,6 +33,7 @@ use std::time::Duration;
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::informer::SharedInformer;
 
+use crate::names::events;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::{ObjectRef, Store};
@@ -40,7 +41,7 @@ use serde_json::json;
 use stratus_cloud::helpers::{
     filter_additional_labels, node_addresses_equal, node_addresses_from_node_ip,
 };
-use stratus_cloud::names::{annotations, controllers, events, taints};
+use stratus_cloud::names::{annotations, controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};

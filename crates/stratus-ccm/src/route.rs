@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
+use crate::names::events;
 use futures_util::StreamExt;
 use futures_util::stream;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
@@ -28,7 +29,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::Store;
 use serde_json::json;
 use stratus_cloud::helpers::{Cidr, node_addresses_equal, parse_ip_sloppy};
-use stratus_cloud::names::{conditions, controllers, events};
+use stratus_cloud::names::{conditions, controllers};
 use stratus_cloud::{CloudProvider, Route, Routes};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;

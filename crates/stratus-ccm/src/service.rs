@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
+use crate::names::events;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
 use kube::api::{Api, Patch, PatchParams};
@@ -42,7 +43,7 @@ use stratus_cloud::helpers::{
     has_load_balancer_finalizer, is_load_balancer_backend, load_balancer_status_equal,
     needs_cleanup, wants_load_balancer,
 };
-use stratus_cloud::names::{controllers, events, finalizers};
+use stratus_cloud::names::{controllers, finalizers};
 use stratus_cloud::{CloudError, CloudProvider, LoadBalancer, LoadBalancerClasses};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;

@@ -239,7 +239,7 @@ async fn the_command_line_loads_a_kubeconfig_and_a_registered_provider() {
         .await
         .unwrap();
     let provider = cloud.clone();
-    stratus_cloud::register_cloud_provider("fake-cli", move |_config| {
+    stratus_ccm::app::register_cloud_provider("fake-cli", move |_config| {
         Ok(Arc::new(provider.clone()) as Arc<dyn stratus_cloud::CloudProvider>)
     })
     .unwrap();
@@ -407,7 +407,7 @@ async fn the_admin_port_authenticates_and_authorizes_through_the_api_server() {
     let maps: Api<ConfigMap> = Api::namespaced(cluster.client(), "kube-system");
     let map: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "extension-apiserver-authentication"},
-        "data": {"client-ca-file": client_ca.ca_pem},
+        "data": {"client-ca-file": client_ca.ca_pem()},
     }))
     .unwrap();
     maps.create(&Default::default(), &map).await.unwrap();

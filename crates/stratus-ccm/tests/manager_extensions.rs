@@ -387,7 +387,7 @@ fn webhook_certificate(dir: &std::path::Path) -> (String, String, String) {
     (
         cert_path.display().to_string(),
         key_path.display().to_string(),
-        ca.ca_pem.clone(),
+        ca.ca_pem().to_owned(),
     )
 }
 

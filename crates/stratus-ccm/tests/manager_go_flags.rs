@@ -39,7 +39,7 @@ fn pem_files(dir: &std::path::Path) -> (String, String) {
     let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
     std::fs::write(&cert_path, cert).unwrap();
     std::fs::write(&key_path, key).unwrap();
-    std::fs::write(dir.join("ca.crt"), &ca.ca_pem).unwrap();
+    std::fs::write(dir.join("ca.crt"), ca.ca_pem()).unwrap();
     (
         cert_path.display().to_string(),
         key_path.display().to_string(),
@@ -366,8 +366,8 @@ async fn a_front_proxy_names_the_user_in_headers() {
     std::fs::create_dir_all(&dir).unwrap();
     let proxy_ca = CertificateAuthority::new("front-proxy-ca").unwrap();
     let client_ca = CertificateAuthority::new("client-ca").unwrap();
-    std::fs::write(dir.join("front-proxy-ca.crt"), &proxy_ca.ca_pem).unwrap();
-    std::fs::write(dir.join("client-ca.crt"), &client_ca.ca_pem).unwrap();
+    std::fs::write(dir.join("front-proxy-ca.crt"), proxy_ca.ca_pem()).unwrap();
+    std::fs::write(dir.join("client-ca.crt"), client_ca.ca_pem()).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     cluster.server().write_kubeconfig(&kubeconfig).unwrap();
     let port = free_port();

@@ -14,16 +14,15 @@
 //!
 //! # Example
 //!
-//! A toy provider with instances and load balancers, registered and looked up
-//! by name:
+//! A toy provider with instances and load balancers, called as the
+//! manager's controllers call it:
 //!
 //! ```
 //! use std::sync::Arc;
 //! use async_trait::async_trait;
 //! use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service};
 //! use stratus_cloud::{
-//!     CloudError, CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, ProviderId,
-//!     Registry, Result,
+//!     CloudError, CloudProvider, InstanceMetadata, InstancesV2, LoadBalancer, ProviderId, Result,
 //! };
 //!
 //! struct ToyCloud;
@@ -77,10 +76,8 @@
 //! }
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let registry = Registry::new();
-//! registry.register("toy", |_config| Ok(Arc::new(ToyCloud) as Arc<dyn CloudProvider>))?;
-//!
-//! let cloud = registry.init("toy", None)?.expect("a provider");
+//! // What a factory registered with the manager returns.
+//! let cloud: Arc<dyn CloudProvider> = Arc::new(ToyCloud);
 //! assert_eq!(cloud.provider_name(), "toy");
 //!
 //! let mut node = Node::default();
@@ -111,6 +108,7 @@
 mod clusters;
 mod error;
 pub mod helpers;
+pub mod host;
 mod instances;
 mod instances_legacy;
 pub mod legacy;
@@ -119,7 +117,6 @@ mod load_balancer;
 pub mod mock;
 pub mod names;
 mod provider;
-mod registry;
 mod routes;
 mod shutdown;
 mod zones;
@@ -132,11 +129,7 @@ pub use instances::{
 };
 pub use instances_legacy::Instances;
 pub use load_balancer::{LoadBalancer, LoadBalancerClasses};
-pub use provider::{BoxTask, CloudProvider, Extensions, InitContext, Spawn};
-pub use registry::{
-    EXTERNAL_PROVIDER, Factory, Registry, RegistryError, global_registry, init_cloud_provider,
-    is_cloud_provider, is_external, register_cloud_provider,
-};
+pub use provider::{CloudProvider, Extensions, InitContext};
 pub use routes::{Route, Routes};
-pub use shutdown::{ShutdownSignal, ShutdownTrigger, Wait};
+pub use shutdown::ShutdownSignal;
 pub use zones::{Zone, Zones};

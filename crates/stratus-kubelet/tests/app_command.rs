@@ -1,5 +1,6 @@
 //! The virtual-kubelet command: a registered provider runs as a node from
-//! Go virtual-kubelet's flags; an unknown one is a clear error.
+//! Go virtual-kubelet's flags; an unknown one is a clear error; a built-in
+//! provider gets the vendor's flags typed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,6 +192,60 @@ async fn vendor_flags_are_parsed_and_reach_the_factory() {
         .await
         .unwrap_err();
     assert!(matches!(unknown, CommandError::Args(_)), "{unknown}");
+    let _ = std::fs::remove_file(&kubeconfig);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_built_in_provider_gets_the_flags_typed() {
+    use stratus_kubelet::app::{Command, Providers};
+    let api = ApiServer::start().await.unwrap();
+    let kubeconfig =
+        std::env::temp_dir().join(format!("vk-built-in-{}.kubeconfig", std::process::id()));
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    // The initializer reports what it got as its error, so the test sees
+    // it without running a node.
+    let command = || {
+        Command::with_flags::<BackendFlags>().provider(
+            "built-in",
+            |init: ProviderInit, flags: &BackendFlags| {
+                let seen = format!("{} endpoint={}", init.node_name, flags.backend_endpoint);
+                async move { Err::<Providers, _>(seen) }
+            },
+        )
+    };
+    let args = |extra: &[&str]| {
+        let mut args = vec![
+            "my-virtual-kubelet".to_string(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--nodename=vk-built-in".into(),
+            "--metrics-addr=".into(),
+            "--backend-endpoint=https://backend.example.com".into(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args
+    };
+    let (_stop, stopped) = watch::channel(false);
+    // No --provider, or its own name: the built-in provider.
+    for extra in [&[][..], &["--provider=built-in"][..]] {
+        let err = command()
+            .run_with_args(args(extra), stopped.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, CommandError::Provider { name, message }
+                if name == "built-in" && message == "vk-built-in endpoint=https://backend.example.com"),
+            "{err}"
+        );
+    }
+    // Another --provider is the registry's business.
+    let err = command()
+        .run_with_args(args(&["--provider=not-registered"]), stopped)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CommandError::UnknownProvider { name, .. } if name == "not-registered"),
+        "{err}"
+    );
     let _ = std::fs::remove_file(&kubeconfig);
 }
 

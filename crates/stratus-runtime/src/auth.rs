@@ -505,29 +505,14 @@ impl DelegatedAuth {
 }
 
 /// The user of a (verified) client certificate: the subject's common name
-/// and organizations.
+/// and organizations ([`stratus_pki::user_of_certificate`]).
 fn user_of_certificate(der: &[u8]) -> Result<UserInfo, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| format!("unreadable client certificate: {e}"))?;
-    let subject = cert.subject();
-    let username = subject
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    if username.is_empty() {
-        return Err("the client certificate has no common name".into());
-    }
-    let groups = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok())
-        .map(str::to_owned)
-        .collect();
+    let user =
+        stratus_pki::user_of_certificate(der).map_err(|e| format!("client certificate: {e}"))?;
     Ok(UserInfo {
-        username,
+        username: user.name,
         uid: String::new(),
-        groups,
+        groups: user.groups,
         extra: Default::default(),
     })
 }

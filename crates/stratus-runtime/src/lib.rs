@@ -33,6 +33,9 @@
 //!   and authorization (SubjectAccessReview) with caches, as Kubernetes
 //!   components protect their HTTPS endpoints.
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
+//! - [`command`]: what the manager and virtual-kubelet commands share
+//!   (parsing with the vendor's flags flattened in, [`command::NoFlags`],
+//!   [`command::VendorFlags`]).
 //! - [`duration`]: Go's duration syntax for command-line flags.
 //! - [`events`]: `core/v1` Event recording with Go's component names.
 //! - [`health`]: named health checks, one per controller, rendered as
@@ -46,7 +49,9 @@
 //! - [`serving`]: the HTTPS accept loop of the admin, webhook and kubelet
 //!   servers (HTTP/1.1, HTTP/2, upgrades, verified client certificates).
 //! - [`tls`]: serving certificates, self-signed in memory or from PEM
-//!   files.
+//!   files, and the certificate authority (`stratus-pki`'s).
+//! - [`tls_policy`]: what a server's TLS accepts, from Go's flags, and the
+//!   rustls server configuration built under it.
 //! - [`wait`]: randomized waits (apimachinery's `wait.Jitter`) for
 //!   resyncs, retries and start-up pauses.
 //! - [`workqueue`]: a work queue with client-go's dedup, backoff and
@@ -56,6 +61,7 @@ pub mod admin;
 pub mod admission;
 pub mod auth;
 pub mod client;
+pub mod command;
 pub mod duration;
 pub mod events;
 pub mod health;

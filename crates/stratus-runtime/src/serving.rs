@@ -96,7 +96,9 @@ pub fn acceptor_with(
         None => crate::tls::self_signed(common_name, &["localhost"])?,
     };
     Ok(Some(tokio_rustls::TlsAcceptor::from(
-        certificate.server_config_with(client_ca, &options.tls, !options.disable_http2)?,
+        options
+            .tls
+            .server_config(&certificate, client_ca, !options.disable_http2)?,
     )))
 }
 

@@ -7,7 +7,8 @@
 //! ```
 //! let cert = stratus_runtime::tls::self_signed("my-ccm", &["localhost"]).unwrap();
 //! assert!(cert.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
-//! let config = cert.server_config().unwrap();
+//! let policy = stratus_runtime::tls_policy::TlsPolicy::default();
+//! let config = policy.server_config(&cert, None, true).unwrap();
 //! assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
 //! ```
 
@@ -15,10 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::tls_policy::TlsPolicy;
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
-};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -45,9 +42,9 @@ pub enum TlsError {
     ClientCa(String),
 }
 
-/// A certificate authority made in memory, which issues client
-/// certificates (tests of client-certificate authentication, and
-/// harnesses).
+/// The certificate authority (made in memory) that issues client and
+/// serving certificates and signs requests: `stratus-pki`'s, the one the
+/// API server and the harness use too.
 ///
 /// ```
 /// let ca = stratus_runtime::tls::CertificateAuthority::new("test-client-ca").unwrap();
@@ -55,86 +52,12 @@ pub enum TlsError {
 /// assert!(cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
 /// assert!(key_pem.contains("PRIVATE KEY"));
 /// ```
-pub struct CertificateAuthority {
-    /// The CA certificate (PEM), to trust as a client CA.
-    pub ca_pem: String,
-    params: CertificateParams,
-    key: KeyPair,
-}
+pub use stratus_pki::{CertificateAuthority, PkiError};
 
-impl std::fmt::Debug for CertificateAuthority {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertificateAuthority")
-            .finish_non_exhaustive()
+impl From<PkiError> for TlsError {
+    fn from(e: PkiError) -> Self {
+        TlsError::Generate(e.to_string())
     }
-}
-
-impl CertificateAuthority {
-    /// A new CA called `common_name`.
-    pub fn new(common_name: &str) -> Result<Self, TlsError> {
-        let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
-        let key = KeyPair::generate().map_err(|e| err(&e))?;
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err(&e))?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, common_name);
-        params.distinguished_name = dn;
-        let cert = params.self_signed(&key).map_err(|e| err(&e))?;
-        Ok(Self {
-            ca_pem: cert.pem(),
-            params,
-            key,
-        })
-    }
-
-    /// Sign a PEM certificate signing request as it asks (its subject,
-    /// subject alternative names and extensions), valid from now for
-    /// `validity`: a certificate (PEM) chained to this CA.
-    ///
-    /// ```
-    /// use stratus_runtime::tls::CertificateAuthority;
-    /// let ca = CertificateAuthority::new("cluster-ca").unwrap();
-    /// let key = rcgen::KeyPair::generate().unwrap();
-    /// let csr = rcgen::CertificateParams::new(vec!["vk-0".to_string()]).unwrap()
-    ///     .serialize_request(&key).unwrap().pem().unwrap();
-    /// let cert = ca.sign_request(&csr, std::time::Duration::from_secs(3600)).unwrap();
-    /// assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"));
-    /// assert!(ca.sign_request("not a request", std::time::Duration::from_secs(1)).is_err());
-    /// ```
-    pub fn sign_request(&self, csr_pem: &str, validity: Duration) -> Result<String, TlsError> {
-        let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
-        let mut request =
-            rcgen::CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| err(&e))?;
-        let now = time_now();
-        request.params.not_before = now;
-        request.params.not_after = now + validity;
-        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
-        let cert = request.signed_by(&issuer).map_err(|e| err(&e))?;
-        Ok(cert.pem())
-    }
-
-    /// A client certificate for `user` in `groups` (subject CN and O, as
-    /// Kubernetes reads them): certificate and key, PEM.
-    pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<(String, String), TlsError> {
-        let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
-        let key = KeyPair::generate().map_err(|e| err(&e))?;
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err(&e))?;
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, user);
-        for group in groups {
-            dn.push(DnType::OrganizationName, *group);
-        }
-        params.distinguished_name = dn;
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer).map_err(|e| err(&e))?;
-        Ok((cert.pem(), key.serialize_pem()))
-    }
-}
-
-/// Now, as rcgen's time type.
-fn time_now() -> time::OffsetDateTime {
-    time::OffsetDateTime::now_utc()
 }
 
 /// A certificate chain and its private key, and the CA that signed it when
@@ -152,37 +75,16 @@ pub struct ServingCertificate {
 
 /// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1.
 pub fn self_signed(common_name: &str, dns_names: &[&str]) -> Result<ServingCertificate, TlsError> {
-    let err = |e: &dyn std::fmt::Display| TlsError::Generate(e.to_string());
-    let ca_key = KeyPair::generate().map_err(|e| err(&e))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err(&e))?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, format!("{common_name}-ca"));
-    ca_params.distinguished_name = dn;
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(|e| err(&e))?;
-    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-
-    let key = KeyPair::generate().map_err(|e| err(&e))?;
-    let names: Vec<String> = dns_names.iter().map(|n| (*n).to_owned()).collect();
-    let mut params = CertificateParams::new(names).map_err(|e| err(&e))?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress([127, 0, 0, 1].into()));
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, common_name);
-    params.distinguished_name = dn;
-    let cert = params.signed_by(&key, &issuer).map_err(|e| err(&e))?;
+    let ca = CertificateAuthority::new(&format!("{common_name}-ca"))?;
+    let serving = ca.issue_serving(common_name, dns_names)?;
     Ok(ServingCertificate {
-        ca_pem: ca_cert.pem(),
-        ca_der: ca_cert.der().to_vec(),
+        ca_pem: ca.ca_pem().to_owned(),
+        ca_der: ca.ca_der().to_vec(),
         chain: vec![
-            CertificateDer::from(cert.der().to_vec()),
-            CertificateDer::from(ca_cert.der().to_vec()),
+            CertificateDer::from(serving.cert_der),
+            CertificateDer::from(ca.ca_der().to_vec()),
         ],
-        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving.key_der)),
         resolver: None,
     })
 }
@@ -221,7 +123,8 @@ pub fn from_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, Tls
 ///     "/var/lib/kubelet/pki/kubelet.crt".as_ref(),
 ///     "/var/lib/kubelet/pki/kubelet.key".as_ref(),
 /// ).unwrap();
-/// let config = cert.server_config().unwrap(); // always the files' current pair
+/// let policy = stratus_runtime::tls_policy::TlsPolicy::default();
+/// let config = policy.server_config(&cert, None, true).unwrap(); // always the files' current pair
 /// ```
 pub fn reloading_pem_files(cert: &Path, key: &Path) -> Result<ServingCertificate, TlsError> {
     let mut loaded = from_pem_files(cert, key)?;
@@ -301,7 +204,8 @@ impl rustls::server::ResolvesServerCert for SharedCertificate {
 /// let ca = stratus_runtime::tls::CertificateAuthority::new("ca").unwrap();
 /// let (cert, key) = ca.issue_client("x", &[]).unwrap();
 /// let (serving, shared) = stratus_runtime::tls::shared_pem(&cert, &key).unwrap();
-/// let _config = serving.server_config().unwrap();
+/// let policy = stratus_runtime::tls_policy::TlsPolicy::default();
+/// let _config = policy.server_config(&serving, None, true).unwrap();
 /// shared.set_pem(&cert, &key).unwrap(); // a rotation
 /// assert!(shared.set_pem("garbage", &key).is_err());
 /// ```
@@ -402,59 +306,23 @@ impl rustls::server::ResolvesServerCert for Reloader {
 }
 
 impl ServingCertificate {
-    /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        self.server_config_with_client_ca(None)
+    /// The chain and key, to serve as they are.
+    pub(crate) fn pair(&self) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+        (self.chain.clone(), self.key.clone_key())
     }
 
-    /// The same, also asking clients for a certificate and verifying any
-    /// they present against the CA certificates in `client_ca_pem`
-    /// (clients without one are still served; see
-    /// [`auth`](crate::auth)).
-    pub fn server_config_with_client_ca(
-        &self,
-        client_ca_pem: Option<&str>,
-    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        self.server_config_with(client_ca_pem, &TlsPolicy::default(), true)
+    /// What serves a certificate that changes (reloaded files, a rotation),
+    /// if it does.
+    pub(crate) fn reloads(&self) -> Option<Arc<dyn rustls::server::ResolvesServerCert>> {
+        self.resolver.clone()
     }
 
-    /// The same under `policy` (versions, suites, curves, SNI
-    /// certificates), offering HTTP/2 through ALPN only when `http2`.
-    pub fn server_config_with(
-        &self,
-        client_ca_pem: Option<&str>,
-        policy: &TlsPolicy,
-        http2: bool,
-    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let err = |e: &dyn std::fmt::Display| TlsError::Config(e.to_string());
-        let (provider, versions) = policy.provider();
-        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&versions)
-            .map_err(|e| err(&e))?;
-        let builder = match client_ca_pem {
-            None => builder.with_no_client_auth(),
-            Some(pem) => {
-                let verifier = client_verifier(pem, provider)?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let default: Arc<dyn rustls::server::ResolvesServerCert> = match &self.resolver {
-            Some(resolver) => resolver.clone(),
-            None => Arc::new(Fixed(self.certified_key()?)),
-        };
-        let mut config = match policy.resolver(default.clone()) {
-            Some(sni) => builder.with_cert_resolver(sni),
-            None if self.resolver.is_some() => builder.with_cert_resolver(default),
-            None => builder
-                .with_single_cert(self.chain.clone(), self.key.clone_key())
-                .map_err(|e| err(&e))?,
-        };
-        config.alpn_protocols = if http2 {
-            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-        } else {
-            vec![b"http/1.1".to_vec()]
-        };
-        Ok(Arc::new(config))
+    /// The names the leaf certificate serves, lower case
+    /// ([`stratus_pki::dns_names_of_certificate`]); none if it is unreadable.
+    pub(crate) fn dns_names(&self) -> Vec<String> {
+        self.leaf()
+            .and_then(|leaf| stratus_pki::dns_names_of_certificate(leaf).ok())
+            .unwrap_or_default()
     }
 
     /// The leaf certificate (DER).
@@ -465,19 +333,6 @@ impl ServingCertificate {
     /// The chain and key, ready to sign handshakes.
     pub(crate) fn certified_key(&self) -> Result<Arc<rustls::sign::CertifiedKey>, TlsError> {
         certified_key(&self.chain, &self.key)
-    }
-}
-
-/// Always the same pair.
-#[derive(Debug)]
-struct Fixed(Arc<rustls::sign::CertifiedKey>);
-
-impl rustls::server::ResolvesServerCert for Fixed {
-    fn resolve(
-        &self,
-        _hello: rustls::server::ClientHello<'_>,
-    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        Some(self.0.clone())
     }
 }
 

@@ -31,7 +31,7 @@ use rustls::crypto::SupportedKxGroup;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use crate::tls::{ServingCertificate, TlsError};
+use crate::tls::{ServingCertificate, TlsError, client_verifier};
 
 /// A bad TLS flag value.
 #[derive(Debug, thiserror::Error)]
@@ -243,41 +243,81 @@ impl TlsPolicy {
             || !self.sni.is_empty()
     }
 
-    /// The crypto provider and protocol versions a server config is built
-    /// with.
-    pub(crate) fn provider(
+    /// A rustls server configuration serving `certificate` under this
+    /// policy (versions, suites, curves, SNI certificates), offering
+    /// HTTP/2 through ALPN only when `http2`. With `client_ca_pem`, clients
+    /// are asked for a certificate and any they present is verified
+    /// against its CAs (clients without one are still served; see
+    /// [`auth`](crate::auth)).
+    ///
+    /// ```
+    /// use stratus_runtime::tls_policy::TlsPolicy;
+    /// let cert = stratus_runtime::tls::self_signed("my-ccm", &["localhost"]).unwrap();
+    /// let config = TlsPolicy::default().server_config(&cert, None, false).unwrap();
+    /// assert_eq!(config.alpn_protocols, [b"http/1.1".to_vec()]);
+    /// assert!(TlsPolicy::default().server_config(&cert, Some("no CA"), true).is_err());
+    /// ```
+    pub fn server_config(
         &self,
-    ) -> (
-        Arc<rustls::crypto::CryptoProvider>,
-        Vec<&'static rustls::SupportedProtocolVersion>,
-    ) {
-        let mut p = provider();
+        certificate: &ServingCertificate,
+        client_ca_pem: Option<&str>,
+        http2: bool,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let err = |e: &dyn std::fmt::Display| TlsError::Config(e.to_string());
+        let mut provider = provider();
         if let Some(suites) = &self.cipher_suites {
-            p.cipher_suites = suites.clone();
+            provider.cipher_suites = suites.clone();
         }
         if let Some(groups) = &self.kx_groups {
-            p.kx_groups = groups.clone();
+            provider.kx_groups = groups.clone();
         }
-        let versions = if self.tls13_only {
-            vec![&rustls::version::TLS13]
+        let provider = Arc::new(provider);
+        let versions: &[&'static rustls::SupportedProtocolVersion] = if self.tls13_only {
+            &[&rustls::version::TLS13]
         } else {
-            vec![&rustls::version::TLS13, &rustls::version::TLS12]
+            &[&rustls::version::TLS13, &rustls::version::TLS12]
         };
-        (Arc::new(p), versions)
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(versions)
+            .map_err(|e| err(&e))?;
+        let builder = match client_ca_pem {
+            None => builder.with_no_client_auth(),
+            Some(pem) => builder.with_client_cert_verifier(client_verifier(pem, provider)?),
+        };
+        let reloads = certificate.reloads();
+        let mut config = match (&reloads, self.sni.is_empty()) {
+            (Some(resolver), true) => builder.with_cert_resolver(resolver.clone()),
+            (None, true) => {
+                let (chain, key) = certificate.pair();
+                builder.with_single_cert(chain, key).map_err(|e| err(&e))?
+            }
+            (_, false) => {
+                let default = match reloads {
+                    Some(resolver) => resolver,
+                    None => Arc::new(Fixed(certificate.certified_key()?)),
+                };
+                builder.with_cert_resolver(Arc::new(SniResolver {
+                    sni: self.sni.clone(),
+                    default,
+                }))
+            }
+        };
+        config.alpn_protocols = if http2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
+        Ok(Arc::new(config))
     }
+}
 
-    /// The certificate resolver: the SNI certificates for their names,
-    /// `default` otherwise; `None` without SNI certificates.
-    pub(crate) fn resolver(
-        &self,
-        default: Arc<dyn ResolvesServerCert>,
-    ) -> Option<Arc<dyn ResolvesServerCert>> {
-        (!self.sni.is_empty()).then(|| {
-            Arc::new(SniResolver {
-                sni: self.sni.clone(),
-                default,
-            }) as Arc<dyn ResolvesServerCert>
-        })
+/// Always the same pair.
+#[derive(Debug)]
+struct Fixed(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for Fixed {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
     }
 }
 
@@ -348,36 +388,6 @@ impl ResolvesServerCert for SniResolver {
             }
         }
         self.default.resolve(hello)
-    }
-}
-
-impl ServingCertificate {
-    /// The DNS names of the leaf certificate, lower case.
-    pub(crate) fn dns_names(&self) -> Vec<String> {
-        let Some(leaf) = self.leaf() else {
-            return Vec::new();
-        };
-        let Ok((_, cert)) = x509_parser::parse_x509_certificate(leaf) else {
-            return Vec::new();
-        };
-        let mut names = Vec::new();
-        if let Ok(Some(san)) = cert.subject_alternative_name() {
-            for n in &san.value.general_names {
-                if let x509_parser::extensions::GeneralName::DNSName(d) = n {
-                    names.push(d.to_ascii_lowercase());
-                }
-            }
-        }
-        if names.is_empty()
-            && let Some(cn) = cert
-                .subject()
-                .iter_common_name()
-                .next()
-                .and_then(|c| c.as_str().ok())
-        {
-            names.push(cn.to_ascii_lowercase());
-        }
-        names
     }
 }
 

@@ -87,7 +87,7 @@ async fn health_is_open_metrics_need_an_allowed_identity() {
     let clients_ca = CertificateAuthority::new("client-ca").unwrap();
     let admin = Admin::start(
         DelegatedAuth::new(api.client(), DelegatedAuthConfig::default()),
-        &clients_ca.ca_pem,
+        clients_ca.ca_pem(),
     )
     .await;
 
@@ -162,7 +162,7 @@ async fn without_anonymous_access_credentials_are_required() {
         ..Default::default()
     };
     let ca = CertificateAuthority::new("client-ca").unwrap();
-    let admin = Admin::start(DelegatedAuth::new(api.client(), config), &ca.ca_pem).await;
+    let admin = Admin::start(DelegatedAuth::new(api.client(), config), ca.ca_pem()).await;
     let anonymous = admin.client(None, None);
     assert_eq!(get(&anonymous, "/readyz").await.0, 200);
     let (code, body) = get(&anonymous, "/metrics").await;

@@ -53,51 +53,33 @@ pub fn review(request_pem: &str, usages: &[String]) -> Result<(), String> {
             "usage {u:?} is not allowed for a kubelet serving certificate"
         ));
     }
-    let (_, pem) = x509_parser::pem::parse_x509_pem(request_pem.as_bytes())
+    let request = stratus_pki::CertificateRequest::from_pem(request_pem)
         .map_err(|e| format!("unreadable request: {e}"))?;
-    use x509_parser::prelude::FromDer;
-    let (_, csr) =
-        x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
-            .map_err(|e| format!("unreadable request: {e}"))?;
-    let subject = &csr.certification_request_info.subject;
-    let cn: Vec<&str> = subject
-        .iter_common_name()
-        .filter_map(|c| c.as_str().ok())
-        .collect();
-    let orgs: Vec<&str> = subject
-        .iter_organization()
-        .filter_map(|o| o.as_str().ok())
-        .collect();
-    match cn.as_slice() {
+    match request.common_names.as_slice() {
         [name]
             if name
                 .strip_prefix("system:node:")
                 .is_some_and(|n| !n.is_empty()) => {}
-        _ => {
+        names => {
             return Err(format!(
-                "the subject must be system:node:<name>, not {cn:?}"
+                "the subject must be system:node:<name>, not {names:?}"
             ));
         }
     }
-    if orgs != ["system:nodes"] {
+    if request.user.groups != ["system:nodes"] {
         return Err(format!(
-            "the organization must be exactly system:nodes, not {orgs:?}"
+            "the organization must be exactly system:nodes, not {:?}",
+            request.user.groups
         ));
     }
-    for extension in csr.requested_extensions().into_iter().flatten() {
-        if let x509_parser::extensions::ParsedExtension::SubjectAlternativeName(san) = extension {
-            for name in &san.general_names {
-                match name {
-                    x509_parser::extensions::GeneralName::DNSName(_)
-                    | x509_parser::extensions::GeneralName::IPAddress(_) => {}
-                    other => {
-                        return Err(format!(
-                            "only DNS and IP alternative names are allowed, not {other:?}"
-                        ));
-                    }
-                }
-            }
-        }
+    if let Some(other) = request
+        .alt_names
+        .iter()
+        .find(|name| matches!(name, stratus_pki::AltName::Other(_)))
+    {
+        return Err(format!(
+            "only DNS and IP alternative names are allowed, not {other:?}"
+        ));
     }
     Ok(())
 }
@@ -200,4 +182,73 @@ pub fn spawn(server: &ApiServer, validity: Duration) -> JoinHandle<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::review;
+    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
+
+    fn request(cn: Option<&str>, org: Option<&str>, alt: Vec<SanType>) -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        if let Some(cn) = cn {
+            params.distinguished_name.push(DnType::CommonName, cn);
+        }
+        if let Some(org) = org {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, org);
+        }
+        params.subject_alt_names = alt;
+        params.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    fn usages(list: &[&str]) -> Vec<String> {
+        list.iter().map(|u| (*u).to_owned()).collect()
+    }
+
+    #[test]
+    fn approves_only_a_node_asking_to_serve_its_names() {
+        let serving = usages(&["digital signature", "key encipherment", "server auth"]);
+        let node = request(
+            Some("system:node:vk-0"),
+            Some("system:nodes"),
+            vec![
+                SanType::DnsName("vk-0".try_into().unwrap()),
+                SanType::IpAddress([10, 0, 0, 1].into()),
+            ],
+        );
+        assert_eq!(review(&node, &serving), Ok(()));
+
+        let denied = |pem: &str, usages: &[String], because: &str| {
+            let reason = review(pem, usages).unwrap_err();
+            assert!(
+                reason.contains(because),
+                "{reason:?} should say {because:?}"
+            );
+        };
+        denied(&node, &usages(&["digital signature"]), "server auth");
+        denied(
+            &node,
+            &usages(&["server auth", "client auth"]),
+            "client auth",
+        );
+        denied("not a request", &serving, "unreadable request");
+        let stranger = request(Some("alice"), Some("system:nodes"), vec![]);
+        denied(&stranger, &serving, "system:node:<name>");
+        let nameless = request(Some("system:node:"), Some("system:nodes"), vec![]);
+        denied(&nameless, &serving, "system:node:<name>");
+        let masters = request(Some("system:node:vk-0"), Some("system:masters"), vec![]);
+        denied(&masters, &serving, "system:nodes");
+        let no_subject = request(None, Some("system:nodes"), vec![]);
+        denied(&no_subject, &serving, "common name");
+        let mail = request(
+            Some("system:node:vk-0"),
+            Some("system:nodes"),
+            vec![SanType::Rfc822Name("a@b.c".try_into().unwrap())],
+        );
+        denied(&mail, &serving, "only DNS and IP");
+    }
 }

@@ -16,7 +16,8 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use stratus::cloud::{CloudProvider, register_cloud_provider};
+//! use stratus::ccm::app::register_cloud_provider;
+//! use stratus::cloud::CloudProvider;
 //!
 //! /// The vendor's provider; it implements the capability traits its cloud
 //! /// has and returns them from the matching accessors.
@@ -35,10 +36,10 @@
 //! }
 //! ```
 //!
-//! The provider names in this crate are checked at compile time:
+//! The names in this crate are checked at compile time:
 //!
 //! ```
-//! assert_eq!(stratus::cloud::names::manager::SECURE_PORT, 10258);
+//! assert_eq!(stratus::cloud::names::taints::UNINITIALIZED, "node.cloudprovider.kubernetes.io/uninitialized");
 //! ```
 
 pub use stratus_cloud as cloud;

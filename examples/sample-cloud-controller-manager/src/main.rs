@@ -14,7 +14,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stratus::cloud::{CloudProvider, register_cloud_provider};
+use stratus::ccm::app::register_cloud_provider;
+use stratus::cloud::CloudProvider;
 use stratus::testing::{FakeCloud, FakeInstance};
 
 fn main() -> ExitCode {

@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stratus::cloud::{CloudProvider, register_cloud_provider};
+use stratus::ccm::app::register_cloud_provider;
+use stratus::cloud::CloudProvider;
 use {{crate_ident}}::{{Type}}Cloud;
 
 fn main() -> ExitCode {

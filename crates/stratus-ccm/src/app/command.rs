@@ -16,7 +16,7 @@
 //! }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     stratus_cloud::register_cloud_provider("my-cloud", |_config| {
+//!     stratus_ccm::app::register_cloud_provider("my-cloud", |_config| {
 //!         Ok(Arc::new(MyCloud) as Arc<dyn CloudProvider>)
 //!     })
 //!     .expect("registered once");
@@ -29,10 +29,12 @@ use std::marker::PhantomData;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use clap::{Args, Parser};
 use prometheus_client::registry::Registry;
 use stratus_cloud::CloudProvider;
 use stratus_runtime::admission::Webhook;
+pub use stratus_runtime::command::NoFlags;
+use stratus_runtime::command::parse_args;
 use tokio::sync::watch;
 
 use super::managed::{ManagedController, StartError};
@@ -60,10 +62,6 @@ struct Cli<F: Args> {
     #[command(flatten)]
     flags: F,
 }
-
-/// No vendor flags.
-#[derive(Debug, Clone, Copy, Default, Args)]
-pub struct NoFlags {}
 
 /// Why the command failed.
 #[derive(Debug, thiserror::Error)]
@@ -179,7 +177,7 @@ impl Command<NoFlags> {
 
 impl<F> Command<F>
 where
-    F: Args + FromArgMatches + Send + Sync + 'static,
+    F: Args + Send + Sync + 'static,
 {
     /// Run `controller` too, after those already registered.
     pub fn controller(mut self, controller: ManagedController) -> Self {
@@ -219,16 +217,6 @@ where
         self
     }
 
-    /// Parse `args` (the first is the program name).
-    fn parse<I, T>(args: I) -> Result<Cli<F>, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<OsString> + Clone,
-    {
-        let matches = Cli::<F>::command().try_get_matches_from(args)?;
-        Cli::<F>::from_arg_matches(&matches)
-    }
-
     fn manager(self, cli: Cli<F>) -> CloudControllerManager {
         let flags = Arc::new(cli.flags);
         let mut manager = CloudControllerManager::new(cli.options)
@@ -259,7 +247,7 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli = Self::parse(args)?;
+        let cli: Cli<F> = parse_args(args)?;
         self.manager(cli).run(stop).await?;
         Ok(())
     }
@@ -269,7 +257,7 @@ where
     /// release the Lease), and exit 0, or 1 with the reason on standard
     /// error (2 for bad arguments, 0 after `--help` / `--version`).
     pub fn run_main(self) -> ExitCode {
-        let cli = match Self::parse(std::env::args_os()) {
+        let cli: Cli<F> = match parse_args(std::env::args_os()) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
         };

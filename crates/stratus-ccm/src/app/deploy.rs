@@ -23,6 +23,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::names::manager;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, HTTPGetAction, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
@@ -35,7 +36,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
-use stratus_cloud::names::{manager, taints};
+use stratus_cloud::names::taints;
 
 use super::builtin::rule;
 use super::managed::ManagedController;
@@ -148,7 +149,12 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
             false => config.subject(),
         };
         let name = config.role_name(controller.names().canonical);
-        objects.extend(cluster_role(config, name, controller.rules().to_vec(), subject));
+        objects.extend(cluster_role(
+            config,
+            name,
+            controller.rules().to_vec(),
+            subject,
+        ));
     }
     if config.use_service_account_credentials {
         // The manager makes the controllers' accounts and their tokens

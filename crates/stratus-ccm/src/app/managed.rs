@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use stratus_cloud::CloudProvider;
 use stratus_cloud::names::ControllerNames;
+use stratus_runtime::command::VendorFlags;
 use stratus_runtime::health::ControllerHealth;
 use tokio::sync::watch;
 
@@ -102,7 +103,7 @@ pub struct ControllerContext {
     /// Becomes true when the controller must stop (shutdown or lost
     /// leadership).
     pub stop: watch::Receiver<bool>,
-    pub(crate) flags: Option<Arc<dyn Any + Send + Sync>>,
+    pub(crate) flags: Option<VendorFlags>,
 }
 
 impl std::fmt::Debug for ControllerContext {
@@ -118,7 +119,7 @@ impl ControllerContext {
     /// [`Command::with_flags`](super::Command::with_flags)) and `F` is their
     /// type.
     pub fn flags<F: Any>(&self) -> Option<&F> {
-        self.flags.as_ref()?.downcast_ref()
+        self.flags.as_ref()?.get()
     }
 }
 

@@ -24,7 +24,6 @@
 //!    `--leader-elect-recampaign`, campaign again and restart the
 //!    controllers once the Lease is won back).
 
-use std::any::Any;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -35,11 +34,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use stratus_cloud::{BoxTask, CloudProvider, InitContext, ShutdownSignal, Spawn};
+use stratus_cloud::host::{BoxTask, Spawn};
+use stratus_cloud::{CloudProvider, InitContext, ShutdownSignal};
 use stratus_runtime::admin::{AdminError, AdminServer, Configz};
 use stratus_runtime::admission::{Webhook, WebhookMetrics, WebhookServer, WebhookServerError};
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig, RequestHeader};
 use stratus_runtime::client::{ClientError, ClientOptions, build_client};
+use stratus_runtime::command::VendorFlags;
 use stratus_runtime::health::{ControllerHealth, HealthChecks};
 use stratus_runtime::{ElectionConfig, LeaderElector, LeaseLock};
 use tokio::sync::watch;
@@ -119,7 +120,7 @@ pub struct CloudControllerManager {
     controllers: Vec<ManagedController>,
     webhooks: Vec<Webhook>,
     registry: Option<Registry>,
-    flags: Option<Arc<dyn Any + Send + Sync>>,
+    flags: Option<VendorFlags>,
 }
 
 impl std::fmt::Debug for CloudControllerManager {
@@ -224,8 +225,8 @@ impl CloudControllerManager {
 
     /// The vendor's parsed flags, handed to controllers through
     /// [`ControllerContext::flags`].
-    pub fn with_flags(mut self, flags: Arc<dyn Any + Send + Sync>) -> Self {
-        self.flags = Some(flags);
+    pub fn with_flags<F: std::any::Any + Send + Sync>(mut self, flags: Arc<F>) -> Self {
+        self.flags = Some(VendorFlags::from_arc(flags));
         self
     }
 
@@ -345,7 +346,7 @@ impl CloudControllerManager {
             (None, None) => {
                 let config =
                     (!o.cloud_config.is_empty()).then(|| std::path::Path::new(&o.cloud_config));
-                stratus_cloud::init_cloud_provider(&o.cloud_provider, config)
+                super::init_cloud_provider(&o.cloud_provider, config)
                     .map_err(|e| provider_error(e.to_string()))?
                     .ok_or_else(|| {
                         provider_error(
@@ -423,7 +424,7 @@ impl CloudControllerManager {
 
         let checks = HealthChecks::new();
         let configz_doc = Configz::new(serde_json::json!({
-            stratus_cloud::names::manager::CONFIGZ_NAME: configz(&o),
+            crate::names::manager::CONFIGZ_NAME: configz(&o),
         }));
         let admin_addr = self.admin_addr.or_else(|| {
             (o.secure_port != 0).then(|| SocketAddr::new(o.bind_address, o.secure_port))
@@ -656,7 +657,7 @@ fn record_status(configz: &Configz, name: &str, not_started: Option<&str>) {
         Some(reason) => serde_json::json!({"Started": false, "Reason": reason}),
     };
     configz.update(|doc| {
-        doc[stratus_cloud::names::manager::CONFIGZ_NAME]["ControllerStatus"][name] = status;
+        doc[crate::names::manager::CONFIGZ_NAME]["ControllerStatus"][name] = status;
     });
 }
 
@@ -707,7 +708,7 @@ struct Manager {
     credentials: Option<Credentials>,
     /// The enabled controllers, in start order.
     controllers: Vec<ManagedController>,
-    flags: Option<Arc<dyn Any + Send + Sync>>,
+    flags: Option<VendorFlags>,
 }
 
 /// What per-controller ServiceAccount clients are made from.

@@ -1,12 +1,13 @@
 //! Running the virtual kubelet from its flags.
 
-use std::any::Any;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use clap::{Args, Parser};
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
+pub use stratus_runtime::command::NoFlags;
+use stratus_runtime::command::{VendorFlags, parse_args};
 use stratus_runtime::tls::reloading_pem_files;
 use tokio::sync::watch;
 
@@ -15,7 +16,9 @@ use stratus_runtime::admin::AdminServer;
 use stratus_runtime::health::HealthChecks;
 
 use super::options::{KubeletOptions, ListenAddr};
-use super::registry::{ProviderInit, factory, registered_providers};
+use super::registry::{
+    AsyncFactory, ProviderInit, Providers, ProvidersFuture, factory, registered_providers,
+};
 use crate::api::serving_certificate::{CsrConfig, ServingCertificateRotation};
 use crate::api::{ApiAuth, KubeletApi, KubeletServer};
 use crate::metrics::KubeletMetrics;
@@ -37,10 +40,6 @@ struct Cli<F: Args> {
     #[command(flatten)]
     flags: F,
 }
-
-/// No vendor flags.
-#[derive(Debug, Clone, Copy, Default, Args)]
-pub struct NoFlags {}
 
 /// Why the command stopped.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +116,13 @@ pub enum CommandError {
 /// ```
 pub struct Command<F = NoFlags> {
     default_provider: Option<String>,
-    flags: std::marker::PhantomData<fn() -> F>,
+    /// The built-in provider: its name and how it is made from the typed
+    /// flags.
+    initializer: Option<(String, Initializer<F>)>,
 }
+
+/// Makes a built-in provider from the node's context and the typed flags.
+type Initializer<F> = Arc<dyn Fn(ProviderInit, &F) -> ProvidersFuture + Send + Sync>;
 
 impl<F> std::fmt::Debug for Command<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,19 +145,20 @@ impl Command<NoFlags> {
     }
 
     /// The command with the vendor's flags `G` next to Go
-    /// virtual-kubelet's (in `--help` too); the provider's factory reads
-    /// them with [`ProviderInit::flags`].
+    /// virtual-kubelet's (in `--help` too); a built-in provider
+    /// ([`Command::provider`]) gets them typed, a registered provider's
+    /// factory reads them with [`ProviderInit::flags`].
     pub fn with_flags<G>() -> Command<G> {
         Command {
             default_provider: None,
-            flags: std::marker::PhantomData,
+            initializer: None,
         }
     }
 }
 
 impl<F> Command<F>
 where
-    F: Args + FromArgMatches + Send + Sync + 'static,
+    F: Args + Send + Sync + 'static,
 {
     /// Run `name` when `--provider` is not given (a binary built for one
     /// provider).
@@ -166,13 +171,65 @@ where
         self
     }
 
+    /// A built-in provider called `name`, made by `initializer` from each
+    /// node's context and the vendor's flags, typed (as the manager's
+    /// `cloud_initializer`): `--provider=name`, or no `--provider` at all,
+    /// runs it; another `--provider` is looked up in the registry.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use stratus_kubelet::app::{Command, Providers};
+    ///
+    /// #[derive(Debug, Clone, clap::Args)]
+    /// struct Acme {
+    ///     /// The backend's endpoint.
+    ///     #[arg(long, default_value = "https://acme.invalid")]
+    ///     acme_endpoint: String,
+    /// }
+    ///
+    /// fn connect(endpoint: &str) -> Arc<dyn stratus_pod::PodLifecycleHandler> {
+    ///     unimplemented!("the vendor's client for {endpoint}")
+    /// }
+    ///
+    /// fn main() -> std::process::ExitCode {
+    ///     Command::with_flags::<Acme>()
+    ///         .provider("acme", |_init, flags: &Acme| {
+    ///             let endpoint = flags.acme_endpoint.clone();
+    ///             async move { Ok(Providers::pods(connect(&endpoint))) }
+    ///         })
+    ///         .run_main()
+    /// }
+    /// ```
+    pub fn provider<I, Fut>(mut self, name: impl Into<String>, initializer: I) -> Self
+    where
+        I: Fn(ProviderInit, &F) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Providers, String>> + Send + 'static,
+    {
+        let name = name.into();
+        self.default_provider.get_or_insert_with(|| name.clone());
+        let initializer: Initializer<F> =
+            Arc::new(move |init, flags| Box::pin(initializer(init, flags)));
+        self.initializer = Some((name, initializer));
+        self
+    }
+
+    /// The built-in provider's factory, over the parsed flags, if
+    /// `--provider` names it.
+    fn built_in(&self, options: &KubeletOptions, flags: &Arc<F>) -> Option<AsyncFactory> {
+        let (name, initializer) = self.initializer.as_ref()?;
+        if *name != options.provider {
+            return None;
+        }
+        let (initializer, flags) = (initializer.clone(), flags.clone());
+        Some(Arc::new(move |init| initializer(init, &flags)))
+    }
+
     fn parse<I, T>(&self, args: I) -> Result<(KubeletOptions, F), clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let matches = Cli::<F>::command().try_get_matches_from(args)?;
-        let cli = Cli::<F>::from_arg_matches(&matches)?;
+        let cli: Cli<F> = parse_args(args)?;
         let mut options = cli.options;
         if options.provider.is_empty()
             && let Some(name) = &self.default_provider
@@ -193,7 +250,9 @@ where
         T: Into<OsString> + Clone,
     {
         let (options, flags) = self.parse(args)?;
-        run(options, Arc::new(flags), stop).await
+        let flags = Arc::new(flags);
+        let built_in = self.built_in(&options, &flags);
+        run(options, VendorFlags::from_arc(flags), built_in, stop).await
     }
 
     /// The whole `main`: parse the process arguments, log to standard
@@ -207,9 +266,11 @@ where
         let _ = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .try_init();
-        let flags: Arc<dyn Any + Send + Sync> = Arc::new(flags);
+        let flags = Arc::new(flags);
+        let built_in = self.built_in(&options, &flags);
+        let flags = VendorFlags::from_arc(flags);
         stratus_runtime::run_until_terminated("stopping the virtual node", |stopped| {
-            run(options, flags, stopped)
+            run(options, flags, built_in, stopped)
         })
     }
 }
@@ -317,7 +378,7 @@ async fn metrics_server(
 struct Shared {
     client: kube::Client,
     resources: Arc<ApiResources>,
-    flags: Arc<dyn Any + Send + Sync>,
+    flags: VendorFlags,
     metrics: Option<(KubeletMetrics, HealthChecks)>,
 }
 
@@ -326,7 +387,7 @@ struct Shared {
 /// `index` (each a free port when it is 0), its `VirtualNode`.
 async fn start_node(
     o: &KubeletOptions,
-    make: &super::registry::AsyncFactory,
+    make: &AsyncFactory,
     shared: &Shared,
     index: usize,
     name: &str,
@@ -401,14 +462,18 @@ async fn start_node(
 
 async fn run(
     o: KubeletOptions,
-    flags: Arc<dyn Any + Send + Sync>,
+    flags: VendorFlags,
+    built_in: Option<AsyncFactory>,
     stop: watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
     let names = o.node_names().map_err(CommandError::NodeNames)?;
-    let make = factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
-        name: o.provider.clone(),
-        registered: registered_providers().join(", "),
-    })?;
+    let make = match built_in {
+        Some(make) => make,
+        None => factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
+            name: o.provider.clone(),
+            registered: registered_providers().join(", "),
+        })?,
+    };
     let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
     let client = client(&o.kubeconfig, &rest_client).await?;
     let resources = Arc::new(ApiResources::new(

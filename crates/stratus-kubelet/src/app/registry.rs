@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use stratus_runtime::command::VendorFlags;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,14 +31,14 @@ pub struct ProviderInit {
     /// The vendor's flags, parsed (a `Command::with_flags::<F>()`'s `F`;
     /// [`NoFlags`](super::NoFlags) otherwise). Read them with
     /// [`ProviderInit::flags`].
-    pub flags: Arc<dyn std::any::Any + Send + Sync>,
+    pub flags: VendorFlags,
 }
 
 impl ProviderInit {
     /// The vendor's flags, if the command was built with flags of type
     /// `F` (`Command::with_flags::<F>()`).
     pub fn flags<F: 'static>(&self) -> Option<&F> {
-        self.flags.downcast_ref::<F>()
+        self.flags.get::<F>()
     }
 }
 

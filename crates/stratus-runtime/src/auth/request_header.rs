@@ -20,7 +20,7 @@ use crate::tls::TlsError;
 /// use stratus_runtime::tls::CertificateAuthority;
 ///
 /// let ca = CertificateAuthority::new("front-proxy-ca").unwrap();
-/// let header = RequestHeader::new(&ca.ca_pem, vec!["front-proxy-client".into()]).unwrap();
+/// let header = RequestHeader::new(ca.ca_pem(), vec!["front-proxy-client".into()]).unwrap();
 /// assert_eq!(header.username_headers, ["X-Remote-User"]);
 /// assert!(RequestHeader::new("not a certificate", vec![]).is_err());
 /// ```
@@ -72,7 +72,7 @@ impl RequestHeader {
     ///
     /// let proxy = CertificateAuthority::new("front-proxy-ca").unwrap();
     /// let clients = CertificateAuthority::new("client-ca").unwrap();
-    /// let header = RequestHeader::new(&proxy.ca_pem, vec![]).unwrap().with_client_ca(&clients.ca_pem).unwrap();
+    /// let header = RequestHeader::new(proxy.ca_pem(), vec![]).unwrap().with_client_ca(clients.ca_pem()).unwrap();
     /// # let _ = header;
     /// ```
     pub fn with_client_ca(mut self, ca_pem: &str) -> Result<Self, TlsError> {

@@ -1,15 +1,17 @@
-//! The provider registry: providers by name, built from the `--cloud-config`
-//! bytes (Go: `RegisterCloudProvider`, `InitCloudProvider`).
+//! The cloud-provider registry: providers by name, built from the
+//! `--cloud-config` bytes (Go: `RegisterCloudProvider`, `InitCloudProvider`),
+//! as the virtual kubelet's pod-provider registry is in `stratus-kubelet`'s
+//! `app`: a vendor's `main` registers its provider, the manager builds it.
 //!
 //! There is one global registry, for mains that register in a few lines, and
-//! the [`Registry`] value itself, for code that avoids globals.
+//! the [`ProviderRegistry`] value itself, for code that avoids globals.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use crate::{CloudError, CloudProvider};
+use stratus_cloud::{CloudError, CloudProvider};
 
 /// The provider name that means "the cloud provider runs outside this
 /// process": initialization gives no provider.
@@ -17,7 +19,7 @@ pub const EXTERNAL_PROVIDER: &str = "external";
 
 /// Builds a provider from the contents of the `--cloud-config` file, or
 /// `None` when no file was given.
-pub type Factory =
+pub type CloudFactory =
     Arc<dyn Fn(Option<&[u8]>) -> Result<Arc<dyn CloudProvider>, CloudError> + Send + Sync>;
 
 /// Why a registry operation failed.
@@ -81,14 +83,15 @@ pub fn is_external(name: &str) -> bool {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use stratus_cloud::{CloudProvider, Registry};
+/// use stratus_ccm::app::ProviderRegistry;
+/// use stratus_cloud::CloudProvider;
 ///
 /// struct Tiny;
 /// impl CloudProvider for Tiny {
 ///     fn provider_name(&self) -> &str { "tiny" }
 /// }
 ///
-/// let registry = Registry::new();
+/// let registry = ProviderRegistry::new();
 /// registry.register("tiny", |_config| Ok(Arc::new(Tiny) as Arc<dyn CloudProvider>)).unwrap();
 /// assert!(registry.register("tiny", |_| Ok(Arc::new(Tiny) as _)).is_err());
 ///
@@ -99,11 +102,11 @@ pub fn is_external(name: &str) -> bool {
 /// assert!(err.to_string().contains("registered: tiny"));
 /// ```
 #[derive(Default)]
-pub struct Registry {
-    factories: RwLock<BTreeMap<String, Factory>>,
+pub struct ProviderRegistry {
+    factories: RwLock<BTreeMap<String, CloudFactory>>,
 }
 
-impl Registry {
+impl ProviderRegistry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
@@ -196,23 +199,23 @@ impl Registry {
         self.get(name, config.as_deref()).map(Some)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Factory>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, CloudFactory>> {
         self.factories.read().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-impl fmt::Debug for Registry {
+impl fmt::Debug for ProviderRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registry")
+        f.debug_struct("ProviderRegistry")
             .field("names", &self.names())
             .finish()
     }
 }
 
 /// The process-wide registry.
-pub fn global_registry() -> &'static Registry {
-    static GLOBAL: OnceLock<Registry> = OnceLock::new();
-    GLOBAL.get_or_init(Registry::new)
+pub fn global_registry() -> &'static ProviderRegistry {
+    static GLOBAL: OnceLock<ProviderRegistry> = OnceLock::new();
+    GLOBAL.get_or_init(ProviderRegistry::new)
 }
 
 /// Register a provider in the global registry (Go: `RegisterCloudProvider`).
@@ -229,7 +232,7 @@ pub fn is_cloud_provider(name: &str) -> bool {
 }
 
 /// Initialize a provider from the global registry (Go: `InitCloudProvider`);
-/// see [`Registry::init`].
+/// see [`ProviderRegistry::init`].
 pub fn init_cloud_provider(
     name: &str,
     config_path: Option<&Path>,
@@ -250,8 +253,8 @@ mod tests {
         }
     }
 
-    fn echo_registry(seen: Arc<Mutex<Option<Vec<u8>>>>) -> Registry {
-        let registry = Registry::new();
+    fn echo_registry(seen: Arc<Mutex<Option<Vec<u8>>>>) -> ProviderRegistry {
+        let registry = ProviderRegistry::new();
         registry
             .register("echo", move |config| {
                 *seen.lock().unwrap() = config.map(<[u8]>::to_vec);
@@ -309,7 +312,10 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        let empty = Registry::new().get("x", None).err().expect("unknown");
+        let empty = ProviderRegistry::new()
+            .get("x", None)
+            .err()
+            .expect("unknown");
         assert!(empty.to_string().ends_with("(registered: none)"));
     }
 
