@@ -250,7 +250,9 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
     let mut epoch = inner.watch_epoch.subscribe();
     epoch.borrow_and_update();
     let mut closing = inner.closing.subscribe();
-    let deadline = plan.timeout.map(|t| Instant::now() + t);
+    // A timeout past what the clock can count is no timeout (no panic on
+    // `timeoutSeconds=18446744073709551615`).
+    let deadline = plan.timeout.and_then(|t| Instant::now().checked_add(t));
     let mut cursor = match plan.start {
         Start::After(rv) => rv,
         Start::FromState { end_bookmark } => {

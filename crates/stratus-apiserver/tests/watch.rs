@@ -195,6 +195,28 @@ async fn bookmarks_initial_events_and_timeouts() {
     .await
     .expect("the stream ends within 10s");
     assert!(drained.iter().all(|k| k == "BOOKMARK"), "{drained:?}");
+
+    // A timeout past what the clock can count is no timeout (it panicked).
+    let rv = server.revision().to_string();
+    let endless = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds={}",
+        u64::MAX
+    ))
+    .body(vec![])
+    .unwrap();
+    let mut endless = server
+        .client()
+        .request_events::<ConfigMap>(endless)
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &cm("after-endless", "x"))
+        .await
+        .unwrap();
+    assert_eq!(
+        name_of(&next_event(&mut endless).await),
+        ("ADDED".into(), "after-endless".into())
+    );
 }
 
 #[tokio::test]

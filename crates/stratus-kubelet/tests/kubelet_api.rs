@@ -264,6 +264,15 @@ async fn bad_requests_get_the_kubelets_codes() {
         (200, "started co"),
         "limitBytes is enforced"
     );
+    // Seconds reaching past the beginning of time select every line (they
+    // panicked the provider).
+    let (code, body) = get(
+        &admin,
+        "/containerLogs/default/web/app?sinceSeconds=999999999999",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.starts_with("started co"), "{body}");
 
     // A provider error reaches the client with its kind's code.
     s.provider.fail_next(

@@ -29,7 +29,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
 };
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::x509::X509Name;
@@ -81,6 +82,24 @@ pub struct IssuedServing {
     pub key_der: Vec<u8>,
 }
 
+/// How long a CA made here is valid (kubeadm's CAs: ten years).
+pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// How long a certificate issued here is valid (kubeadm's and client-go's
+/// self-signed serving certificates: one year).
+pub const CERTIFICATE_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How far back a certificate's validity starts, for clocks a little
+/// behind this one (kubeadm backdates by five minutes).
+pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// `params` valid from [`BACKDATE`] ago for `validity`.
+fn valid_for(params: &mut CertificateParams, validity: Duration) {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - BACKDATE;
+    params.not_after = now + validity;
+}
+
 fn generate(e: impl std::fmt::Display) -> PkiError {
     PkiError::Generate(e.to_string())
 }
@@ -97,11 +116,19 @@ fn subject(common_name: &str, organization: Option<&str>) -> DistinguishedName {
 }
 
 impl CertificateAuthority {
-    /// A new CA called `common_name`.
+    /// A new CA called `common_name`, valid for [`CA_VALIDITY`], which may
+    /// sign certificates only (path length 0), with kubeadm's key usages
+    /// (certificate signing, digital signature, key encipherment).
     pub fn new(common_name: &str) -> Result<Self, PkiError> {
         let key = KeyPair::generate().map_err(generate)?;
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(generate)?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        valid_for(&mut params, CA_VALIDITY);
         params.distinguished_name = subject(common_name, None);
         let cert = params.self_signed(&key).map_err(generate)?;
         Ok(Self {
@@ -123,7 +150,8 @@ impl CertificateAuthority {
     }
 
     /// A client certificate for `user` in `groups` (subject CN and O, as
-    /// Kubernetes reads them): certificate and key, PEM. At most one group
+    /// Kubernetes reads them), valid for [`CERTIFICATE_VALIDITY`], for
+    /// client authentication only: certificate and key, PEM. At most one group
     /// ([`PkiError::SeveralGroups`] otherwise: the certificate library
     /// writes one organization per subject).
     pub fn issue_client(&self, user: &str, groups: &[&str]) -> Result<(String, String), PkiError> {
@@ -139,14 +167,15 @@ impl CertificateAuthority {
         let key = KeyPair::generate().map_err(generate)?;
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(generate)?;
         params.distinguished_name = subject(user, group);
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        leaf(&mut params, ExtendedKeyUsagePurpose::ClientAuth);
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         let cert = params.signed_by(&key, &issuer).map_err(generate)?;
         Ok((cert.pem(), key.serialize_pem()))
     }
 
     /// A serving certificate called `common_name` for `dns_names`,
-    /// 127.0.0.1 and ::1.
+    /// 127.0.0.1 and ::1, valid for [`CERTIFICATE_VALIDITY`], for server
+    /// authentication only.
     pub fn issue_serving(
         &self,
         common_name: &str,
@@ -162,6 +191,7 @@ impl CertificateAuthority {
             .subject_alt_names
             .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
         params.distinguished_name = subject(common_name, None);
+        leaf(&mut params, ExtendedKeyUsagePurpose::ServerAuth);
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         let cert = params.signed_by(&key, &issuer).map_err(generate)?;
         Ok(IssuedServing {
@@ -186,12 +216,26 @@ impl CertificateAuthority {
     pub fn sign_request(&self, csr_pem: &str, validity: Duration) -> Result<String, PkiError> {
         let mut request = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| PkiError::Request(e.to_string()))?;
+        // From now, not backdated: the request's lifetime is what it asked
+        // for (a rotation schedule reads it).
         let now = time::OffsetDateTime::now_utc();
         request.params.not_before = now;
         request.params.not_after = now + validity;
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         Ok(request.signed_by(&issuer).map_err(generate)?.pem())
     }
+}
+
+/// A leaf certificate's validity and usages (client-go's
+/// `GenerateSelfSignedCertKey`): digital signature and key encipherment,
+/// for `purpose` only.
+fn leaf(params: &mut CertificateParams, purpose: ExtendedKeyUsagePurpose) {
+    valid_for(params, CERTIFICATE_VALIDITY);
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![purpose];
 }
 
 /// The Kubernetes user an X.509 subject names.
@@ -368,12 +412,6 @@ mod tests {
     #[test]
     fn a_client_certificate_names_its_user_and_groups() {
         let ca = CertificateAuthority::new("ca").unwrap();
-        let der_of = |pem: &str| {
-            x509_parser::pem::parse_x509_pem(pem.as_bytes())
-                .unwrap()
-                .1
-                .contents
-        };
         let (pem, _) = ca.issue_client("alice", &["devs"]).unwrap();
         let user = user_of_certificate(&der_of(&pem)).unwrap();
         assert_eq!(user.name, "alice");
@@ -427,6 +465,77 @@ mod tests {
         assert_eq!(parsed.user.name, "second");
         assert_eq!(parsed.alt_names[0], AltName::Ip([10, 0, 0, 1].into()));
         assert!(matches!(parsed.alt_names[1], AltName::Other(_)));
+    }
+
+    /// The certificate in `pem`, parsed.
+    fn with_parsed<T>(
+        der: &[u8],
+        f: impl FnOnce(&x509_parser::certificate::X509Certificate<'_>) -> T,
+    ) -> T {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+        f(&cert)
+    }
+
+    fn der_of(pem: &str) -> Vec<u8> {
+        x509_parser::pem::parse_x509_pem(pem.as_bytes())
+            .unwrap()
+            .1
+            .contents
+    }
+
+    /// Seconds from `not_before` to `not_after`, and whether now is
+    /// inside.
+    fn validity(cert: &x509_parser::certificate::X509Certificate<'_>) -> (i64, bool) {
+        let v = cert.validity();
+        let span = v.not_after.timestamp() - v.not_before.timestamp();
+        (span, v.is_valid())
+    }
+
+    #[test]
+    fn certificates_are_limited_as_kubeadm_limits_them() {
+        let year = CERTIFICATE_VALIDITY.as_secs() as i64;
+        let backdate = BACKDATE.as_secs() as i64;
+        let ca = CertificateAuthority::new("ca").unwrap();
+        with_parsed(ca.ca_der(), |cert| {
+            assert_eq!(
+                validity(cert),
+                (CA_VALIDITY.as_secs() as i64 + backdate, true)
+            );
+            let constraints = cert.basic_constraints().unwrap().unwrap().value;
+            assert!(constraints.ca);
+            assert_eq!(constraints.path_len_constraint, Some(0));
+            let usage = cert.key_usage().unwrap().unwrap().value;
+            assert!(usage.key_cert_sign() && usage.digital_signature() && usage.key_encipherment());
+        });
+        let serving = ca.issue_serving("server", &["localhost"]).unwrap();
+        let (client, _) = ca.issue_client("alice", &[]).unwrap();
+        for (der, server) in [(serving.cert_der, true), (der_of(&client), false)] {
+            with_parsed(&der, |cert| {
+                assert_eq!(validity(cert), (year + backdate, true));
+                let usage = cert.key_usage().unwrap().unwrap().value;
+                assert!(usage.digital_signature() && usage.key_encipherment());
+                assert!(!usage.key_cert_sign());
+                let eku = cert.extended_key_usage().unwrap().unwrap().value;
+                assert_eq!((eku.server_auth, eku.client_auth), (server, !server));
+                assert!(
+                    cert.basic_constraints()
+                        .unwrap()
+                        .is_none_or(|c| !c.value.ca)
+                );
+            });
+        }
+        // A signed request lives exactly as long as asked, from now.
+        let key = KeyPair::generate().unwrap();
+        let csr = CertificateParams::new(vec!["vk-0".to_string()])
+            .unwrap()
+            .serialize_request(&key)
+            .unwrap()
+            .pem()
+            .unwrap();
+        let signed = ca.sign_request(&csr, Duration::from_secs(3600)).unwrap();
+        with_parsed(&der_of(&signed), |cert| {
+            assert_eq!(validity(cert), (3600, true));
+        });
     }
 
     #[test]

@@ -64,6 +64,34 @@ impl ContainerLogOptions {
         }
         Ok(())
     }
+
+    /// The earliest time a line may have to be served, the time being
+    /// `now`: `sinceTime`, or `now` minus `sinceSeconds` (the beginning of
+    /// time when that reaches past it: no panic on
+    /// `sinceSeconds=999999999999`); `None` for every line.
+    ///
+    /// ```
+    /// use stratus_pod::ContainerLogOptions;
+    /// use k8s_openapi::jiff::Timestamp;
+    ///
+    /// let now = Timestamp::from_second(1_800_000_000).unwrap();
+    /// assert_eq!(ContainerLogOptions::default().since(now), None);
+    /// let recent = ContainerLogOptions { since_seconds: Some(60), ..Default::default() };
+    /// assert_eq!(recent.since(now), Some(Timestamp::from_second(1_799_999_940).unwrap()));
+    /// let all = ContainerLogOptions { since_seconds: Some(999_999_999_999), ..Default::default() };
+    /// assert_eq!(all.since(now), Some(Timestamp::MIN));
+    /// ```
+    pub fn since(&self, now: k8s_openapi::jiff::Timestamp) -> Option<k8s_openapi::jiff::Timestamp> {
+        use k8s_openapi::jiff::{SignedDuration, Timestamp};
+        match (&self.since_time, self.since_seconds) {
+            (Some(time), _) => Some(time.0),
+            (None, Some(seconds)) => Some(
+                now.checked_sub(SignedDuration::from_secs(seconds))
+                    .unwrap_or(Timestamp::MIN),
+            ),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Serves container logs (Go: `GetContainerLogs`).

@@ -195,13 +195,7 @@ pub(crate) async fn read(
     let (inode, data) = read_file(&path, 0).await?;
     // Only complete lines are served; a partial one is left for later.
     let complete = complete_len(&data);
-    let since = match (&options.since_time, options.since_seconds) {
-        (Some(t), _) => Some(t.0),
-        (None, Some(secs)) => {
-            Some(Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(secs))
-        }
-        _ => None,
-    };
+    let since = options.since(Timestamp::now());
     let lines: Vec<Line> = parse(&data[..complete])
         .into_iter()
         .filter(|l| since.is_none_or(|s| l.time >= s))

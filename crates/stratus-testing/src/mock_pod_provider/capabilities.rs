@@ -331,14 +331,7 @@ impl ContainerLogs for MockPodProvider {
         }
         let key = log_key(&container.namespace, &container.pod, &container.container);
         let lines = self.lock().logs.get(&key).cloned().unwrap_or_default();
-        let since = match (&options.since_time, options.since_seconds) {
-            (Some(t), _) => Some(t.0),
-            (None, Some(secs)) => Some(
-                k8s_openapi::jiff::Timestamp::now()
-                    - k8s_openapi::jiff::SignedDuration::from_secs(secs),
-            ),
-            _ => None,
-        };
+        let since = options.since(k8s_openapi::jiff::Timestamp::now());
         let selected: Vec<LogLine> = lines
             .iter()
             .filter(|l| since.is_none_or(|s| l.time.0 >= s))
