@@ -374,6 +374,13 @@ impl PodController {
                 changed = listed.changed() => {
                     if changed.is_err() { break; }
                     self.ready.send_replace(true);
+                    // A relist hands each object over before the store
+                    // holds the new list (kube-runtime swaps it at the
+                    // end): a sync that ran in between read the old pod.
+                    // Every pod is looked at again against the new store.
+                    for pod in shared.pods.state() {
+                        sync.add(rules::key_of(&pod));
+                    }
                     shared.sweep_dangling().await;
                 }
                 _ = sweep.tick() => {
