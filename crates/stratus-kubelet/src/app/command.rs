@@ -173,8 +173,9 @@ where
 
     /// A built-in provider called `name`, made by `initializer` from each
     /// node's context and the vendor's flags, typed (as the manager's
-    /// `cloud_initializer`): `--provider=name`, or no `--provider` at all,
-    /// runs it; another `--provider` is looked up in the registry.
+    /// `cloud_initializer`): `--provider=name` runs it, and so does no
+    /// `--provider` at all unless [`default_provider`](Self::default_provider)
+    /// named another; any other `--provider` is looked up in the registry.
     ///
     /// ```no_run
     /// use std::sync::Arc;
@@ -187,15 +188,16 @@ where
     ///     acme_endpoint: String,
     /// }
     ///
-    /// fn connect(endpoint: &str) -> Arc<dyn stratus_pod::PodLifecycleHandler> {
-    ///     unimplemented!("the vendor's client for {endpoint}")
+    /// /// The vendor's client; this one never reaches its backend.
+    /// async fn connect(endpoint: &str) -> Result<Arc<dyn stratus_pod::PodLifecycleHandler>, String> {
+    ///     Err(format!("cannot reach {endpoint}"))
     /// }
     ///
     /// fn main() -> std::process::ExitCode {
     ///     Command::with_flags::<Acme>()
     ///         .provider("acme", |_init, flags: &Acme| {
     ///             let endpoint = flags.acme_endpoint.clone();
-    ///             async move { Ok(Providers::pods(connect(&endpoint))) }
+    ///             async move { Ok(Providers::pods(connect(&endpoint).await?)) }
     ///         })
     ///         .run_main()
     /// }
