@@ -80,13 +80,6 @@ impl VendorFlags {
     }
 }
 
-impl Default for VendorFlags {
-    /// [`NoFlags`].
-    fn default() -> Self {
-        Self::new(NoFlags {})
-    }
-}
-
 impl std::fmt::Debug for VendorFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VendorFlags").finish_non_exhaustive()
