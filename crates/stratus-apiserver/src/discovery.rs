@@ -124,7 +124,7 @@ fn subresource_meta(
 ) {
     match sub {
         "status" => (def.kind, "", "", &["get", "patch", "update"]),
-        "approval" => (def.kind, "", "", &["get", "patch", "update"]),
+        "approval" | "ephemeralcontainers" => (def.kind, "", "", &["get", "patch", "update"]),
         "finalize" => (def.kind, "", "", &["update"]),
         "binding" => ("Binding", "", "", &["create"]),
         "eviction" => ("Eviction", "policy", "v1", &["create"]),

@@ -439,7 +439,7 @@ async fn resource(
         (&Method::GET, false, None) => {
             negotiated_json(200, read::list(inner, &req, repr)?, negotiated)
         }
-        (&Method::GET, true, None | Some("status" | "approval")) => {
+        (&Method::GET, true, None | Some("status" | "approval" | "ephemeralcontainers")) => {
             if req.query.flag("watch") {
                 let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
                 let plan = watch::plan(inner, &req, repr, protobuf)?;
@@ -498,7 +498,11 @@ async fn resource(
             let body = req.incoming(json_body(inner, parts, body).await?);
             answer(write::evict(inner, &req, &body))
         }
-        (&Method::PUT, true, None | Some("status" | "approval" | "finalize")) => {
+        (
+            &Method::PUT,
+            true,
+            None | Some("status" | "approval" | "finalize" | "ephemeralcontainers"),
+        ) => {
             let body = req.incoming(json_body(inner, parts, body).await?);
             if admission_applies(inner, &req) {
                 let (admitted, warnings) =
@@ -510,7 +514,7 @@ async fn resource(
             }
             answer(write::update(inner, &req, &body))
         }
-        (&Method::PATCH, true, None | Some("status" | "approval")) => {
+        (&Method::PATCH, true, None | Some("status" | "approval" | "ephemeralcontainers")) => {
             let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
             let body = req.incoming(read_body(inner, body).await?);
             if admission_applies(inner, &req) {

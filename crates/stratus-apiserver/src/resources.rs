@@ -159,6 +159,7 @@ pub(crate) fn builtin() -> Vec<ResourceDef> {
                     "exec",
                     "attach",
                     "portforward",
+                    "ephemeralcontainers",
                 ],
             )
         },

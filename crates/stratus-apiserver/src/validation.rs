@@ -227,10 +227,19 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
     causes
 }
 
-/// Fields that may not change on update.
-pub(crate) fn immutable(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
+/// Fields that may not change on update (through the subresource `sub`, if
+/// any).
+pub(crate) fn immutable(
+    def: &ResourceDef,
+    sub: Option<&str>,
+    old: &Value,
+    new: &Value,
+) -> Vec<Cause> {
     let mut causes = Vec::new();
     match (def.group, def.kind) {
+        ("", "Pod") if sub == Some("ephemeralcontainers") => {
+            causes.extend(ephemeral_container_changes(old, new));
+        }
         ("", "Node") => {
             let old_id = str_at(old, &["spec", "providerID"]).unwrap_or_default();
             let new_id = str_at(new, &["spec", "providerID"]).unwrap_or_default();
@@ -296,6 +305,40 @@ pub(crate) fn immutable(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Caus
     causes
 }
 
+/// An ephemeral container, once added, may be neither removed nor changed
+/// (kube-apiserver's `ValidatePodEphemeralContainersUpdate`).
+fn ephemeral_container_changes(old: &Value, new: &Value) -> Vec<Cause> {
+    let list = |pod: &Value| {
+        at(pod, &["spec", "ephemeralContainers"])
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let new = list(new);
+    list(old)
+        .iter()
+        .filter_map(|before| {
+            let name = before
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let after = new
+                .iter()
+                .find(|c| c.get("name").and_then(Value::as_str) == Some(name));
+            match after {
+                None => Some(format!(
+                    "existing ephemeral containers {name:?} may not be removed\n"
+                )),
+                Some(after) if after != before => Some(format!(
+                    "existing ephemeral containers {name:?} may not be changed\n"
+                )),
+                Some(_) => None,
+            }
+        })
+        .map(|message| Cause::forbidden("spec.ephemeralContainers", &message))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,16 +382,31 @@ mod tests {
         assert!(
             !immutable(
                 &defs[idx::NODES],
+                None,
                 &old,
                 &json!({"spec": {"providerID": "aws:///a/i-2"}})
             )
             .is_empty()
         );
-        assert!(immutable(&defs[idx::NODES], &json!({"spec": {}}), &old).is_empty());
+        assert!(immutable(&defs[idx::NODES], None, &json!({"spec": {}}), &old).is_empty());
         let pod = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "n"}});
         let image = json!({"spec": {"containers": [{"name": "c", "image": "b"}], "nodeName": "n"}});
-        assert!(immutable(&defs[idx::PODS], &pod, &image).is_empty());
+        assert!(immutable(&defs[idx::PODS], None, &pod, &image).is_empty());
         let moved = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "m"}});
-        assert!(!immutable(&defs[idx::PODS], &pod, &moved).is_empty());
+        assert!(!immutable(&defs[idx::PODS], None, &pod, &moved).is_empty());
+        // Ephemeral containers: added through their subresource only, and
+        // never removed or changed there.
+        let debugged = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "n",
+            "ephemeralContainers": [{"name": "d", "image": "busybox"}]}});
+        assert!(!immutable(&defs[idx::PODS], None, &pod, &debugged).is_empty());
+        let sub = Some("ephemeralcontainers");
+        assert!(immutable(&defs[idx::PODS], sub, &pod, &debugged).is_empty());
+        let removed = immutable(&defs[idx::PODS], sub, &debugged, &pod);
+        assert_eq!(removed[0].field, "spec.ephemeralContainers");
+        assert!(removed[0].message.contains("\"d\" may not be removed"));
+        let mut changed = debugged.clone();
+        changed["spec"]["ephemeralContainers"][0]["image"] = json!("other");
+        let changed = immutable(&defs[idx::PODS], sub, &debugged, &changed);
+        assert!(changed[0].message.contains("\"d\" may not be changed"));
     }
 }

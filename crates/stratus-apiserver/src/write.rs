@@ -347,7 +347,7 @@ fn admit(
     causes.extend(validation::validate(def, obj));
     causes.extend(definition_causes);
     if let Some(old) = old {
-        causes.extend(validation::immutable(def, old, obj));
+        causes.extend(validation::immutable(def, req.sub.as_deref(), old, obj));
     }
     Ok(causes)
 }
@@ -412,6 +412,22 @@ fn next_state(
                     }
                 }
             }
+            desired = merged;
+        }
+        Some("ephemeralcontainers") if def.kind == "Pod" => {
+            // Only the ephemeral containers change (defaulted as
+            // containers are); the rest is the stored pod.
+            let mut merged = current.clone();
+            let ephemeral = ["spec", "ephemeralContainers"];
+            match at(&desired, &ephemeral) {
+                Some(list) => set_at(&mut merged, &ephemeral, list.clone()),
+                None => {
+                    if let Some(spec) = merged.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.remove("ephemeralContainers");
+                    }
+                }
+            }
+            super::defaults::default_containers(&mut merged, "ephemeralContainers");
             desired = merged;
         }
         Some("approval") => {
