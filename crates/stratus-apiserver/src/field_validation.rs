@@ -146,6 +146,7 @@ fn prune_into(
                 schema.get("additionalProperties").filter(|a| a.is_object())
             {
                 for (k, v) in map.iter_mut() {
+                    null_string_is_empty(schemas, values, v);
                     prune_into(schemas, values, v, &join(path, k), false, out);
                 }
             }
@@ -153,6 +154,7 @@ fn prune_into(
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
+                    null_string_is_empty(schemas, item_schema, item);
                     prune_into(
                         schemas,
                         item_schema,
@@ -165,6 +167,15 @@ fn prune_into(
             }
         }
         _ => {}
+    }
+}
+
+/// A `null` string in a map or a list decodes to `""` in the Go types (a
+/// JSON patch `add` without a value, or a `copy` from a missing member, puts
+/// one there).
+fn null_string_is_empty(schemas: &BuiltinSchemas, schema: &Value, value: &mut Value) {
+    if value.is_null() && schemas.resolve(schema).get("type") == Some(&Value::from("string")) {
+        *value = Value::from("");
     }
 }
 

@@ -41,7 +41,7 @@ pub fn field_selector(
 
 /// Apply RFC 6902 JSON patch `patch` to `target`.
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
-    patch::json_patch(target, patch)
+    patch::json_patch(target, patch).map_err(|e| e.to_string())
 }
 
 /// Apply RFC 7386 JSON merge patch `patch` to `target`.

@@ -9,7 +9,7 @@
 //! `$deleteFromPrimitiveList/` and `$setElementOrder/` directives are
 //! honoured.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// How a list field merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,33 +72,138 @@ pub(crate) fn list_strategy(kind: &str, path: &[&str]) -> ListStrategy {
     }
 }
 
-/// Apply an RFC 6902 JSON patch: all of it, or nothing (`target` is left
-/// as it was when an operation fails).
-pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
-    let ops: json_patch::Patch =
-        serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
+/// Why a JSON patch was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum JsonPatchError {
+    /// The document is not a list of operations (kube-apiserver: 400).
+    #[error("invalid JSON patch: {0}")]
+    Decode(String),
+    /// An operation is malformed or does not apply (kube-apiserver: 422).
+    #[error("{0}")]
+    Apply(String),
+}
+
+/// Apply an RFC 6902 JSON patch as kube-apiserver applies it (with
+/// evanphx/json-patch v4): all of it, or nothing (`target` is left as it
+/// was when an operation fails). Where that library departs from the RFC,
+/// this follows it: a `test` of a missing member against `null` passes (so
+/// kube-runtime's finalizer helper can add the first finalizer); `add`,
+/// `replace` and `test` without a value use `null`; a `replace` of a
+/// missing member of an object adds it; a `copy` from a missing member
+/// copies `null`.
+pub(crate) fn json_patch(target: &mut Value, patch: &Value) -> Result<(), JsonPatchError> {
+    let Some(ops) = patch.as_array() else {
+        return Err(JsonPatchError::Decode(
+            "a JSON patch is a list of operations".to_owned(),
+        ));
+    };
+    if let Some(other) = ops.iter().find(|op| !op.is_object()) {
+        return Err(JsonPatchError::Decode(format!(
+            "an operation must be an object, not {other}"
+        )));
+    }
     // On a copy, without json-patch's own undo: its undo panics when an
     // operation it undoes cannot be reversed (a `move` of a value into
     // itself after an earlier `move`; found by `cargo xtask fuzz`).
     let mut patched = target.clone();
-    for (index, op) in ops.0.iter().enumerate() {
-        // evanphx/json-patch, as kube-apiserver applies it, treats a missing
-        // member as null in a `test` (kube-runtime's finalizer helper tests
-        // `/metadata/finalizers` against null before adding the first).
-        if let json_patch::PatchOperation::Test(test) = op
+    for (index, raw) in ops.iter().enumerate() {
+        let op = as_kube_apiserver_applies(raw, &patched);
+        let op: json_patch::PatchOperation = serde_json::from_value(op)
+            .map_err(|e| JsonPatchError::Apply(format!("operation '/{index}' is invalid: {e}")))?;
+        if let json_patch::PatchOperation::Test(test) = &op
             && test.value.is_null()
             && patched.pointer(&test.path.to_string()).is_none()
         {
             continue;
         }
-        json_patch::patch_unsafe(&mut patched, std::slice::from_ref(op)).map_err(|e| {
+        json_patch::patch_unsafe(&mut patched, std::slice::from_ref(&op)).map_err(|e| {
             // The operation's position in the whole patch, as one call reports it.
-            e.to_string()
-                .replacen("operation '/0'", &format!("operation '/{index}'"), 1)
+            JsonPatchError::Apply(e.to_string().replacen(
+                "operation '/0'",
+                &format!("operation '/{index}'"),
+                1,
+            ))
         })?;
     }
     *target = patched;
     Ok(())
+}
+
+/// One operation rewritten into the RFC operation that evanphx/json-patch
+/// v4 carries out for it on `doc`.
+fn as_kube_apiserver_applies(raw: &Value, doc: &Value) -> Value {
+    let mut op = raw.clone();
+    let kind = op
+        .get("op")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let str_field =
+        |op: &Value, field: &str| op.get(field).and_then(Value::as_str).map(str::to_owned);
+    if let Some(m) = op.as_object_mut() {
+        if matches!(kind.as_str(), "add" | "replace" | "test") {
+            m.entry("value").or_insert(Value::Null);
+        }
+        for field in ["path", "from"] {
+            if let Some(Value::String(pointer)) = m.get_mut(field) {
+                *pointer = indices_as_go_reads_them(doc, pointer);
+            }
+        }
+    }
+    match kind.as_str() {
+        "replace" => {
+            if let Some(path) = str_field(&op, "path")
+                && missing_member_of_an_object(doc, &path)
+            {
+                op["op"] = json!("add");
+            }
+        }
+        "copy" => {
+            if let (Some(from), Some(path)) = (str_field(&op, "from"), str_field(&op, "path"))
+                && doc.pointer(&from).is_none()
+            {
+                op = json!({"op": "add", "path": path, "value": null});
+            }
+        }
+        _ => {}
+    }
+    op
+}
+
+/// `pointer` with each index into a list read as Go's `strconv.Atoi` reads
+/// it (`01` is `1`), where the RFC refuses leading zeros.
+fn indices_as_go_reads_them(doc: &Value, pointer: &str) -> String {
+    let mut node = Some(doc);
+    let mut out = String::with_capacity(pointer.len());
+    for token in pointer.split('/').skip(1) {
+        let token = match node {
+            Some(Value::Array(_))
+                if token.len() > 1
+                    && token.starts_with('0')
+                    && token.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                let trimmed = token.trim_start_matches('0');
+                if trimmed.is_empty() { "0" } else { trimmed }
+            }
+            _ => token,
+        };
+        node = node.and_then(|n| match n {
+            Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+            Value::Object(map) => map.get(&token.replace("~1", "/").replace("~0", "~")),
+            _ => None,
+        });
+        out.push('/');
+        out.push_str(token);
+    }
+    out
+}
+
+/// Whether `path` names a member an existing object lacks.
+fn missing_member_of_an_object(doc: &Value, path: &str) -> bool {
+    let Some((parent, _)) = path.rsplit_once('/') else {
+        return false;
+    };
+    doc.pointer(parent).is_some_and(Value::is_object) && doc.pointer(path).is_none()
 }
 
 /// Apply an RFC 7386 JSON merge patch.
@@ -507,7 +612,10 @@ mod tests {
         json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 1}, {"op": "replace", "path": "/a", "value": 5}])).unwrap();
         assert_eq!(v["a"], 5);
         assert!(json_patch(&mut v, &json!([{"op": "test", "path": "/a", "value": 1}])).is_err());
-        assert!(json_patch(&mut v, &json!({"op": "add"})).is_err());
+        assert!(matches!(
+            json_patch(&mut v, &json!({"op": "add"})),
+            Err(JsonPatchError::Decode(_))
+        ));
         // A missing member tests equal to null, as in kube-apiserver.
         let mut v = json!({"metadata": {}});
         json_patch(
@@ -522,10 +630,36 @@ mod tests {
             &json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]),
         )
         .unwrap_err();
-        assert!(err.contains("operation '/0'"), "{err}");
+        assert!(err.to_string().contains("operation '/0'"), "{err}");
         merge_patch(&mut v, &json!({"b": {"c": null, "d": 3}})).unwrap();
         assert_eq!(v["b"], json!({"d": 3}));
         assert!(merge_patch(&mut v, &json!([1])).is_err());
+    }
+
+    #[test]
+    fn json_patches_follow_evanphx_json_patch_where_it_leaves_the_rfc() {
+        let doc = json!({"m": {"a": "1"}, "l": ["x", "y"]});
+        let applied = |patch: Value| {
+            let mut v = doc.clone();
+            json_patch(&mut v, &patch).map(|()| v)
+        };
+        // A replace of a missing member adds it; one of a missing parent fails.
+        let v = applied(json!([{"op": "replace", "path": "/m/b", "value": "2"}])).unwrap();
+        assert_eq!(v["m"], json!({"a": "1", "b": "2"}));
+        assert!(applied(json!([{"op": "replace", "path": "/n/b", "value": "2"}])).is_err());
+        // A copy from a missing member copies null; a move from one fails.
+        let v = applied(json!([{"op": "copy", "from": "/m/z", "path": "/m/c"}])).unwrap();
+        assert_eq!(v["m"]["c"], Value::Null);
+        assert!(applied(json!([{"op": "move", "from": "/m/z", "path": "/m/c"}])).is_err());
+        // No value is null.
+        let v = applied(json!([{"op": "add", "path": "/m/c"}])).unwrap();
+        assert_eq!(v["m"]["c"], Value::Null);
+        // Indices with leading zeros are numbers; member names are not.
+        let v = applied(json!([{"op": "add", "path": "/l/01", "value": "z"}])).unwrap();
+        assert_eq!(v["l"], json!(["x", "z", "y"]));
+        let v = applied(json!([{"op": "add", "path": "/m/01", "value": "z"}])).unwrap();
+        assert_eq!(v["m"]["01"], "z");
+        assert_eq!(indices_as_go_reads_them(&doc, "/l/00"), "/l/0");
     }
 
     #[test]

@@ -683,6 +683,9 @@ pub(crate) fn patch(
         match media {
             "application/json-patch+json" => {
                 patch::json_patch(&mut target, &patch_doc).map_err(|e| {
+                    if let patch::JsonPatchError::Decode(message) = e {
+                        return ApiError::bad_request(message);
+                    }
                     // kube-apiserver answers a failed operation without
                     // saying which (empty details); the harness logs it.
                     tracing::debug!(error = %e, "JSON patch failed");

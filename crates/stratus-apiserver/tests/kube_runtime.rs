@@ -1036,3 +1036,227 @@ async fn dynamic_objects_through_discovery() {
     assert_eq!(typed.get("dyn").await.unwrap().spec.size, 9);
     target.finish().await;
 }
+
+// --- JSON patch as kube-apiserver applies it --------------------------------
+
+/// What a JSON patch should come to.
+enum Outcome {
+    /// Applied (200): each pointer of the patched object holds its value.
+    Applied(&'static [(&'static str, &'static str)]),
+    /// Refused with this code, the object left as it was.
+    Refused(u16),
+}
+
+/// Send `patch` as an `application/json-patch+json` body (raw, so that
+/// malformed documents reach the server) and answer the status code and the
+/// object or `Status` returned.
+async fn send_json_patch(target: &Target, name: &str, patch: &str) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt as _;
+    let uri = format!("/api/v1/namespaces/{}/configmaps/{name}", target.namespace);
+    let request = http::Request::patch(uri)
+        .header("Content-Type", "application/json-patch+json")
+        .body(kube::client::Body::from(patch.as_bytes().to_vec()))
+        .unwrap();
+    let response = target.client.send(request).await.unwrap();
+    let code = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&body).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn json_patches_are_applied_as_kube_apiserver_applies_them() {
+    use Outcome::{Applied, Refused};
+    // Each case on a fresh ConfigMap: data {a: "1", b: "2"}, labels
+    // {x: "y"}, finalizers [a/one, a/two], no annotations.
+    let cases: &[(&str, &str, Outcome)] = &[
+        (
+            "add to a member whose parent is missing",
+            r#"[{"op":"add","path":"/metadata/annotations/k","value":"v"}]"#,
+            Refused(422),
+        ),
+        (
+            "add at the end with -",
+            r#"[{"op":"add","path":"/metadata/finalizers/-","value":"a/three"}]"#,
+            Applied(&[("/metadata/finalizers", r#"["a/one","a/two","a/three"]"#)]),
+        ),
+        (
+            "add at an index",
+            r#"[{"op":"add","path":"/metadata/finalizers/0","value":"a/zero"}]"#,
+            Applied(&[("/metadata/finalizers", r#"["a/zero","a/one","a/two"]"#)]),
+        ),
+        (
+            "add at the length",
+            r#"[{"op":"add","path":"/metadata/finalizers/2","value":"a/three"}]"#,
+            Applied(&[("/metadata/finalizers", r#"["a/one","a/two","a/three"]"#)]),
+        ),
+        (
+            "add beyond the length",
+            r#"[{"op":"add","path":"/metadata/finalizers/3","value":"a/four"}]"#,
+            Refused(422),
+        ),
+        (
+            "add over an existing member",
+            r#"[{"op":"add","path":"/data/a","value":"5"}]"#,
+            Applied(&[("/data", r#"{"a":"5","b":"2"}"#)]),
+        ),
+        (
+            "escaped names (~1 is /)",
+            r#"[{"op":"add","path":"/metadata/labels/example.com~1role","value":"web"}]"#,
+            Applied(&[("/metadata/labels", r#"{"example.com/role":"web","x":"y"}"#)]),
+        ),
+        (
+            "remove a missing member",
+            r#"[{"op":"remove","path":"/data/zzz"}]"#,
+            Refused(422),
+        ),
+        (
+            "remove an item",
+            r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#,
+            Applied(&[("/metadata/finalizers", r#"["a/two"]"#)]),
+        ),
+        (
+            "replace a missing member (evanphx/json-patch adds it)",
+            r#"[{"op":"replace","path":"/data/zzz","value":"1"}]"#,
+            Applied(&[("/data", r#"{"a":"1","b":"2","zzz":"1"}"#)]),
+        ),
+        (
+            "replace a member whose parent is missing",
+            r#"[{"op":"replace","path":"/metadata/annotations/k","value":"v"}]"#,
+            Refused(422),
+        ),
+        (
+            "replace an item beyond the list",
+            r#"[{"op":"replace","path":"/metadata/finalizers/2","value":"a/three"}]"#,
+            Refused(422),
+        ),
+        (
+            "an index with a leading zero (read as Go's Atoi reads it)",
+            r#"[{"op":"add","path":"/metadata/finalizers/01","value":"a/three"}]"#,
+            Applied(&[("/metadata/finalizers", r#"["a/one","a/three","a/two"]"#)]),
+        ),
+        (
+            "move a value into its own child",
+            r#"[{"op":"move","from":"/data","path":"/data/inner"}]"#,
+            Refused(422),
+        ),
+        (
+            "move a value onto itself",
+            r#"[{"op":"move","from":"/data/a","path":"/data/a"}]"#,
+            Applied(&[("/data", r#"{"a":"1","b":"2"}"#)]),
+        ),
+        (
+            "move a member",
+            r#"[{"op":"move","from":"/data/a","path":"/data/c"}]"#,
+            Applied(&[("/data", r#"{"b":"2","c":"1"}"#)]),
+        ),
+        (
+            "copy a map",
+            r#"[{"op":"copy","from":"/metadata/labels","path":"/metadata/annotations"}]"#,
+            Applied(&[("/metadata/annotations", r#"{"x":"y"}"#)]),
+        ),
+        (
+            "copy from a missing member (evanphx/json-patch copies null)",
+            r#"[{"op":"copy","from":"/data/zzz","path":"/data/c"}]"#,
+            Applied(&[("/data", r#"{"a":"1","b":"2","c":""}"#)]),
+        ),
+        (
+            "move from a missing member",
+            r#"[{"op":"move","from":"/data/zzz","path":"/data/c"}]"#,
+            Refused(422),
+        ),
+        (
+            "test a map whatever the order of its members",
+            r#"[{"op":"test","path":"/data","value":{"b":"2","a":"1"}},{"op":"replace","path":"/data/a","value":"9"}]"#,
+            Applied(&[("/data", r#"{"a":"9","b":"2"}"#)]),
+        ),
+        (
+            "test a missing member against null",
+            r#"[{"op":"test","path":"/metadata/annotations","value":null},{"op":"add","path":"/metadata/annotations","value":{"k":"v"}}]"#,
+            Applied(&[("/metadata/annotations", r#"{"k":"v"}"#)]),
+        ),
+        (
+            "test an existing member against null",
+            r#"[{"op":"test","path":"/data","value":null}]"#,
+            Refused(422),
+        ),
+        (
+            "a failed test undoes the operations before it",
+            r#"[{"op":"replace","path":"/data/a","value":"9"},{"op":"test","path":"/data/b","value":"x"}]"#,
+            Refused(422),
+        ),
+        (
+            "an empty patch",
+            "[]",
+            Applied(&[("/data", r#"{"a":"1","b":"2"}"#)]),
+        ),
+        (
+            "an unknown operation",
+            r#"[{"op":"frob","path":"/data/a"}]"#,
+            Refused(422),
+        ),
+        (
+            "an operation without a path",
+            r#"[{"op":"remove"}]"#,
+            Refused(422),
+        ),
+        (
+            "an operation without its value (null, a string's zero value)",
+            r#"[{"op":"add","path":"/data/c"}]"#,
+            Applied(&[("/data", r#"{"a":"1","b":"2","c":""}"#)]),
+        ),
+        (
+            "a patch that is not a list",
+            r#"{"op":"add"}"#,
+            Refused(400),
+        ),
+        ("a patch that is not JSON", "[{", Refused(400)),
+    ];
+    let target = Target::new().await;
+    let cms: Api<ConfigMap> = target.api();
+    let mut disagreements = Vec::new();
+    for (i, (case, patch, outcome)) in cases.iter().enumerate() {
+        let name = format!("patched-{i}");
+        let mut cm = config_map(&name, &[("x", "y")]);
+        cm.data = Some(BTreeMap::from([
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), "2".to_owned()),
+        ]));
+        cm.metadata.finalizers = Some(vec!["a/one".into(), "a/two".into()]);
+        let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+        let (code, body) = send_json_patch(&target, &name, patch).await;
+        let now = serde_json::to_value(cms.get(&name).await.unwrap()).unwrap();
+        let problem = match outcome {
+            Applied(expected) => {
+                let wrong: Vec<String> = expected
+                    .iter()
+                    .filter(|(pointer, value)| {
+                        now.pointer(pointer)
+                            != Some(&serde_json::from_str::<serde_json::Value>(value).unwrap())
+                    })
+                    .map(|(pointer, _)| format!("{pointer} is {:?}", now.pointer(pointer)))
+                    .collect();
+                (code != 200 || !wrong.is_empty())
+                    .then(|| format!("answered {code} {body}; {}", wrong.join(", ")))
+            }
+            Refused(expected) => {
+                let unchanged =
+                    now["metadata"]["resourceVersion"] == json!(created.resource_version());
+                (code != *expected || !unchanged)
+                    .then(|| format!("answered {code} {body} (unchanged: {unchanged})"))
+            }
+        };
+        if let Some(problem) = problem {
+            disagreements.push(format!("{case}: {problem}"));
+        }
+        // Let the namespace go on a real cluster.
+        cms.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
+    target.finish().await;
+}
