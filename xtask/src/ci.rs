@@ -1,7 +1,8 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
 //! formatting, clippy, the workspace tests, the docs, packaging every
 //! library crate as crates.io would build it, the generated provider
-//! crates of both kinds (built and tested outside the workspace), a short
+//! crates of both kinds and the example kube-rs operator (built and tested
+//! outside the workspace), a short
 //! fuzzing run of every parser of network and user input, a two-minute
 //! soak of the components under churn and faults, the
 //! end-to-end runner against the demo cluster, the real control plane
@@ -88,6 +89,14 @@ const STEPS: &[Step] = &[
         name: "generated-providers",
         program: "bash",
         args: &["scripts/generated-providers.sh"],
+        env: &[],
+    },
+    Step {
+        // The example kube-rs operator, a workspace of its own tested with
+        // `stratus-apiserver` as its only Stratus dependency.
+        name: "example-operator",
+        program: "bash",
+        args: &["scripts/example-operator.sh"],
         env: &[],
     },
     Step {
