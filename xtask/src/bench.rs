@@ -233,6 +233,79 @@ struct Row {
     higher_is_better: bool,
 }
 
+/// One test's use of its server: a new client's first request, a create
+/// and a get.
+async fn one_test(client: kube::Client, name: String) -> Result<(), BoxError> {
+    let api = Api::<ConfigMap>::namespaced(client, "default");
+    let cm: ConfigMap = serde_json::from_value(small_cm(&name))?;
+    api.create(&PostParams::default(), &cm).await?;
+    api.get(&name).await?;
+    Ok(())
+}
+
+/// The median of 50 runs of starting a server and answering its first
+/// request (a new client listing ConfigMaps), and the median of the same
+/// first request to a server already started, in ms.
+async fn server_per_test() -> Result<(f64, f64), BoxError> {
+    const RUNS: usize = 50;
+    let first_request = |client: kube::Client| async move {
+        Api::<ConfigMap>::namespaced(client, "default")
+            .list(&Default::default())
+            .await
+    };
+    let mut started_ms = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let server = ApiServer::start().await?;
+        first_request(server.client()).await?;
+        started_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        server.shutdown().await;
+    }
+    let running = ApiServer::start().await?;
+    let mut floor_ms = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        first_request(running.client()).await?;
+        floor_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    running.shutdown().await;
+    started_ms.sort_by(f64::total_cmp);
+    floor_ms.sort_by(f64::total_cmp);
+    Ok((started_ms[RUNS / 2], floor_ms[RUNS / 2]))
+}
+
+/// Wall time of 50 tests run at once, each with a server of its own, and of
+/// the same 50 sharing one server, in ms.
+async fn fifty_tests_in_parallel() -> Result<(f64, f64), BoxError> {
+    const TESTS: usize = 50;
+    let started = Instant::now();
+    let tests: Vec<_> = (0..TESTS)
+        .map(|i| {
+            tokio::spawn(async move {
+                let server = ApiServer::start().await?;
+                one_test(server.client(), format!("own-{i}")).await?;
+                server.shutdown().await;
+                Ok::<_, BoxError>(())
+            })
+        })
+        .collect();
+    for t in tests {
+        t.await??;
+    }
+    let own = started.elapsed().as_secs_f64() * 1000.0;
+    let shared = ApiServer::start().await?;
+    let started = Instant::now();
+    let tests: Vec<_> = (0..TESTS)
+        .map(|i| tokio::spawn(one_test(shared.client(), format!("shared-{i}"))))
+        .collect();
+    for t in tests {
+        t.await??;
+    }
+    let together = started.elapsed().as_secs_f64() * 1000.0;
+    shared.shutdown().await;
+    Ok((own, together))
+}
+
 async fn apiserver() -> Result<(), BoxError> {
     const WRITES: usize = 20_000;
     const CLIENTS: usize = 16;
@@ -501,6 +574,26 @@ async fn apiserver() -> Result<(), BoxError> {
         unit: "B",
         http: rss_after.saturating_sub(rss_before) as f64 / PODS as f64,
         floor: None,
+        higher_is_better: false,
+    });
+
+    // A server per test, as a kube-rs test file uses it: start and the
+    // first request, against the first request of a new client to a server
+    // already running; then 50 such tests at once.
+    let (start_ms, first_request_ms) = server_per_test().await?;
+    rows.push(Row {
+        metric: "server_start_and_first_request_ms",
+        unit: "ms",
+        http: start_ms,
+        floor: Some(first_request_ms),
+        higher_is_better: false,
+    });
+    let (parallel_ms, shared_ms) = fifty_tests_in_parallel().await?;
+    rows.push(Row {
+        metric: "fifty_tests_each_own_server_ms",
+        unit: "ms",
+        http: parallel_ms,
+        floor: Some(shared_ms),
         higher_is_better: false,
     });
 
