@@ -227,6 +227,23 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
     causes
 }
 
+/// Fields that may not be set when an object is created.
+pub(crate) fn on_create(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
+    match (def.group, def.kind) {
+        ("", "Pod")
+            if at(obj, &["spec", "ephemeralContainers"])
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty()) =>
+        {
+            vec![Cause::forbidden(
+                "spec.ephemeralContainers",
+                "cannot be set on create",
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Fields that may not change on update (through the subresource `sub`, if
 /// any).
 pub(crate) fn immutable(
@@ -398,6 +415,11 @@ mod tests {
         // never removed or changed there.
         let debugged = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "nodeName": "n",
             "ephemeralContainers": [{"name": "d", "image": "busybox"}]}});
+        assert!(on_create(&defs[idx::PODS], &pod).is_empty());
+        assert_eq!(
+            on_create(&defs[idx::PODS], &debugged)[0].message,
+            "Forbidden: cannot be set on create"
+        );
         assert!(!immutable(&defs[idx::PODS], None, &pod, &debugged).is_empty());
         let sub = Some("ephemeralcontainers");
         assert!(immutable(&defs[idx::PODS], sub, &pod, &debugged).is_empty());

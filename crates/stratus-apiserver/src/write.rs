@@ -346,8 +346,9 @@ fn admit(
     causes.extend(super::validation_groups::validate(def, obj));
     causes.extend(validation::validate(def, obj));
     causes.extend(definition_causes);
-    if let Some(old) = old {
-        causes.extend(validation::immutable(def, req.sub.as_deref(), old, obj));
+    match old {
+        Some(old) => causes.extend(validation::immutable(def, req.sub.as_deref(), old, obj)),
+        None => causes.extend(validation::on_create(def, obj)),
     }
     Ok(causes)
 }

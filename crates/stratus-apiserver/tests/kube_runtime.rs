@@ -984,7 +984,16 @@ async fn scale_eviction_and_ephemeral_containers() {
         .await
         .unwrap_err();
     assert_eq!(api_code(err), 422);
-    // The pod's own update cannot add them.
+    // Neither can the pod's creation...
+    let mut born_debugged = unrun_pod("born-debugged");
+    born_debugged.spec.as_mut().unwrap().ephemeral_containers =
+        pod.spec.as_ref().unwrap().ephemeral_containers.clone();
+    let err = pods
+        .create(&PostParams::default(), &born_debugged)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), 422);
+    // ...nor the pod's own update.
     let err = pods
         .patch(
             "debugged",
