@@ -373,14 +373,10 @@ impl PodController {
                 _ = stratus_runtime::stopped(&mut stop) => break,
                 changed = listed.changed() => {
                     if changed.is_err() { break; }
+                    // The informer has queued every pod of the list (and
+                    // every pod the list no longer has) against the new
+                    // store.
                     self.ready.send_replace(true);
-                    // A relist hands each object over before the store
-                    // holds the new list (kube-runtime swaps it at the
-                    // end): a sync that ran in between read the old pod.
-                    // Every pod is looked at again against the new store.
-                    for pod in shared.pods.state() {
-                        sync.add(rules::key_of(&pod));
-                    }
                     shared.sweep_dangling().await;
                 }
                 _ = sweep.tick() => {

@@ -213,9 +213,6 @@ struct Subscriber<K> {
     on_change: OnChange<K>,
     on_listed: OnListed,
     health: ControllerHealth,
-    /// Joined while a list was under way: handed the whole store when it
-    /// completes (the list's earlier objects were not seen).
-    replay: bool,
 }
 
 /// The subscribers and what the watch last did (whether a list has
@@ -223,8 +220,9 @@ struct Subscriber<K> {
 struct Subscribers<K> {
     next_id: u64,
     subscribers: Vec<Subscriber<K>>,
-    /// A (re)list is under way (between `Init` and `InitDone`).
-    listing: bool,
+    /// A (re)list is under way (between `Init` and `InitDone`): what the
+    /// store held when it began, to find what the list no longer has.
+    listing: Option<Vec<Arc<K>>>,
     /// The watch's last failure, until it recovers: told to newcomers.
     failing: Option<String>,
 }
@@ -313,7 +311,7 @@ where
         let subscribers = Arc::new(Mutex::new(Subscribers {
             next_id: 0,
             subscribers: Vec::new(),
-            listing: false,
+            listing: None,
             failing: None,
         }));
         let weak = Arc::downgrade(&subscribers);
@@ -382,18 +380,17 @@ where
             let mut subscribers = self.shared.lock();
             let id = subscribers.next_id;
             subscribers.next_id += 1;
-            // Written under this lock by the watch: consistent with `listing`.
+            // Written under this lock by the watch: a subscriber that
+            // joins during a list is handed the store when it completes.
             let listed = *self.shared.ready.borrow();
             if let Some(error) = &subscribers.failing {
                 health.watch_failed(error);
             }
-            let replay = subscribers.listing;
             subscribers.subscribers.push(Subscriber {
                 id,
                 on_change: on_change.clone(),
                 on_listed: on_listed.clone(),
                 health: health.clone(),
-                replay,
             });
             (id, listed)
         };
@@ -428,6 +425,14 @@ where
 
 /// Hand one watch event to every subscriber; `false` once nobody holds the
 /// shared informer any more.
+///
+/// A (re)list's objects are not handed over one by one: kube-runtime's
+/// reflector swaps the listed objects into the store only at `InitDone`, so
+/// a callback that read the store in between would see the old object.
+/// At `InitDone`, with the store holding the list, every subscriber is
+/// handed every cached object, and every object the store held before the
+/// list but no longer has (deleted while the watch was away; no event says
+/// so), then told that a list completed.
 fn fan_out<K>(
     subscribers: &Weak<Mutex<Subscribers<K>>>,
     store: &Store<K>,
@@ -442,7 +447,7 @@ where
         return false;
     };
     // The callbacks run outside the lock, so one may subscribe or drop.
-    let (callbacks, replays, after_list) = {
+    let (callbacks, after_list, before_list) = {
         let mut s = subscribers.lock().unwrap_or_else(PoisonError::into_inner);
         match &event {
             Ok(_) => {
@@ -460,41 +465,46 @@ where
                 s.failing = Some(error);
             }
         }
-        let mut replays = Vec::new();
         let mut after_list = Vec::new();
-        if matches!(event, Ok(watcher::Event::Init)) {
-            s.listing = true;
-        }
-        if matches!(event, Ok(watcher::Event::InitDone)) {
-            listed.send_replace(true);
-            s.listing = false;
-            for sub in s.subscribers.iter_mut() {
-                if std::mem::take(&mut sub.replay) {
-                    replays.push(sub.on_change.clone());
-                }
-                after_list.push(sub.on_listed.clone());
+        let mut before_list = None;
+        match &event {
+            Ok(watcher::Event::Init) => s.listing = Some(store.state()),
+            Ok(watcher::Event::InitDone) => {
+                listed.send_replace(true);
+                before_list = Some(s.listing.take().unwrap_or_default());
+                after_list = s
+                    .subscribers
+                    .iter()
+                    .map(|sub| sub.on_listed.clone())
+                    .collect();
             }
+            _ => {}
         }
         let callbacks: Vec<OnChange<K>> = s
             .subscribers
             .iter()
             .map(|sub| sub.on_change.clone())
             .collect();
-        (callbacks, replays, after_list)
+        (callbacks, after_list, before_list)
     };
     match event {
-        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+        Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
             for callback in &callbacks {
                 call(callback, &o);
             }
         }
         Ok(watcher::Event::InitDone) => {
-            if !replays.is_empty() {
-                let cached = store.state();
-                for callback in &replays {
-                    for object in &cached {
-                        call(callback, object);
-                    }
+            let cached = store.state();
+            let key = |o: &K| (o.meta().namespace.clone(), o.meta().name.clone());
+            let now: std::collections::HashSet<_> = cached.iter().map(|o| key(o)).collect();
+            let gone = before_list
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|o| !now.contains(&key(o)));
+            let handed: Vec<Arc<K>> = cached.into_iter().chain(gone).collect();
+            for callback in &callbacks {
+                for object in &handed {
+                    call(callback, object);
                 }
             }
             for callback in &after_list {

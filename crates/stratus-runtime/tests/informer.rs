@@ -178,3 +178,81 @@ async fn a_shared_informer_serves_every_subscriber_from_one_watch() {
     assert_eq!(server.answered(Some(Verb::Watch), "configmaps", 200), 1);
     assert_eq!(server.answered(Some(Verb::List), "configmaps", 200), 1);
 }
+
+/// What a callback saw: the object's name, its resourceVersion, and the
+/// resourceVersion the store held for it at that moment.
+type Sighting = (String, Option<String>, Option<String>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_hands_over_the_new_store_and_what_it_no_longer_has() {
+    let server = ApiServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for name in ["kept", "doomed"] {
+        api.create(&PostParams::default(), &config_map(name))
+            .await
+            .unwrap();
+    }
+    let shared = SharedInformer::new(api.clone());
+    let store = shared.store().clone();
+    let seen: Arc<Mutex<Vec<Sighting>>> = Arc::default();
+    let sightings = seen.clone();
+    let _informer = shared.subscribe(&ControllerHealth::new(), move |cm: &ConfigMap| {
+        let key = kube_runtime::reflector::ObjectRef::from_obj(cm);
+        let cached = store
+            .get(&key)
+            .and_then(|c| c.metadata.resource_version.clone());
+        sightings.lock().unwrap().push((
+            cm.metadata.name.clone().unwrap_or_default(),
+            cm.metadata.resource_version.clone(),
+            cached,
+        ));
+    });
+    eventually("both listed", WAIT, || async {
+        seen.lock().unwrap().len() >= 2
+    })
+    .await;
+
+    // The watch kept away while one object changes, one goes and one comes,
+    // and the history is forgotten: the watch's return is a 410 and a relist.
+    server.inject(Fault::new(
+        Some(Verb::Watch),
+        Some("configmaps"),
+        FaultAction::Error(500),
+    ));
+    server.drop_watches();
+    let mut kept = api.get("kept").await.unwrap();
+    kept.data = Some([("v".to_owned(), "2".to_owned())].into());
+    let kept = api
+        .replace("kept", &PostParams::default(), &kept)
+        .await
+        .unwrap();
+    api.delete("doomed", &Default::default()).await.unwrap();
+    api.create(&PostParams::default(), &config_map("born"))
+        .await
+        .unwrap();
+    let relist_from = seen.lock().unwrap().len();
+    server.compact();
+    server.clear_faults();
+
+    eventually("the relist handed over", WAIT, || async {
+        let seen = seen.lock().unwrap();
+        let names: Vec<&str> = seen[relist_from..].iter().map(|s| s.0.as_str()).collect();
+        ["kept", "doomed", "born"].iter().all(|n| names.contains(n))
+    })
+    .await;
+    let after: Vec<Sighting> = seen.lock().unwrap()[relist_from..].to_vec();
+    for (name, handed, cached) in &after {
+        match name.as_str() {
+            // Handed with the store already holding it.
+            "kept" => {
+                assert_eq!(handed, &kept.metadata.resource_version);
+                assert_eq!(cached, handed, "the store held the listed object");
+            }
+            "born" => assert_eq!(cached, handed),
+            // Deleted while the watch was away: handed over, gone from the
+            // store.
+            "doomed" => assert_eq!(cached, &None),
+            other => panic!("unexpected {other}"),
+        }
+    }
+}
