@@ -5,8 +5,9 @@
 //! lists, metadata-only), `await_condition` with the built-in conditions, the
 //! events `Recorder` (a series), `Api::entry`, `get_opt`, status writes,
 //! server-side apply with field managers and `force`, the `scale`, `eviction`
-//! and `ephemeralcontainers` subresources, and `DynamicObject` with
-//! `Discovery`.
+//! and `ephemeralcontainers` subresources, `DynamicObject` with
+//! `Discovery`, a Lease-based leader election, and JSON patches as
+//! kube-apiserver applies them.
 //!
 //! Each test runs on a fresh harness server by default. With
 //! `STRATUS_TEST_KUBECONFIG=FILE` every test runs instead in a namespace of
@@ -22,9 +23,12 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, future};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{
     Api, DeleteParams, DynamicObject, EvictParams, ListParams, PartialObjectMeta, Patch,
     PatchParams, PostParams,
@@ -1267,5 +1271,98 @@ async fn json_patches_are_applied_as_kube_apiserver_applies_them() {
         .unwrap();
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");
+    target.finish().await;
+}
+
+// --- leader election on a Lease ---------------------------------------------
+
+const LEASE: &str = "idioms-leader";
+
+/// One round of the Lease-based election operators write (as the
+/// kube-leader-election crate does it): take the Lease when it is free or
+/// expired, renew it while held, each write guarded by the Lease's
+/// resourceVersion so that two contenders never both win. Answers whether
+/// `me` leads after the round.
+async fn lead_once(leases: &Api<Lease>, me: &str, seconds: i32) -> Result<bool, kube::Error> {
+    let now = Timestamp::now();
+    let mine = |transitions: i32, acquired: Option<MicroTime>| LeaseSpec {
+        holder_identity: Some(me.into()),
+        lease_duration_seconds: Some(seconds),
+        acquire_time: acquired.or(Some(MicroTime(now))),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(transitions),
+        ..LeaseSpec::default()
+    };
+    let lost = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 409);
+    let Some(mut lease) = leases.get_opt(LEASE).await? else {
+        let mut lease = Lease::default();
+        lease.metadata.name = Some(LEASE.into());
+        lease.spec = Some(mine(0, None));
+        return match leases.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(e) if lost(&e) => Ok(false),
+            Err(e) => Err(e),
+        };
+    };
+    let spec = lease.spec.clone().unwrap_or_default();
+    let held = spec.holder_identity.as_deref() == Some(me);
+    let expires = spec.renew_time.and_then(|t| {
+        let duration = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(0).into());
+        t.0.checked_add(duration).ok()
+    });
+    if !held && expires.is_some_and(|t| t > now) {
+        return Ok(false);
+    }
+    let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!held);
+    lease.spec = Some(mine(transitions, spec.acquire_time.filter(|_| held)));
+    // `replace` sends the resourceVersion read above: a write made since
+    // wins, and this one is answered 409.
+    match leases.replace(LEASE, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(true),
+        Err(e) if lost(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[tokio::test]
+async fn leader_election_on_a_lease_as_operators_write_it() {
+    let target = Target::new().await;
+    let leases: Api<Lease> = target.api();
+    // Two contenders at once: exactly one leads.
+    let (a, b) = tokio::join!(lead_once(&leases, "a", 2), lead_once(&leases, "b", 2));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a != b, "exactly one leads: a {a}, b {b}");
+    let (leader, other) = if a { ("a", "b") } else { ("b", "a") };
+    // The leader renews; the other cannot take a Lease that is held.
+    assert!(lead_once(&leases, leader, 2).await.unwrap());
+    assert!(!lead_once(&leases, other, 2).await.unwrap());
+    // Two writes from the same read: the first wins, the second is refused.
+    let read = leases.get(LEASE).await.unwrap();
+    let mut first = read.clone();
+    first.spec.as_mut().unwrap().renew_time = Some(MicroTime(Timestamp::now()));
+    leases
+        .replace(LEASE, &PostParams::default(), &first)
+        .await
+        .unwrap();
+    let mut second = read;
+    second.spec.as_mut().unwrap().holder_identity = Some(other.into());
+    let err = leases
+        .replace(LEASE, &PostParams::default(), &second)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), 409);
+    // The leader stops renewing: once the Lease expires, the other takes it.
+    eventually(
+        "the other contender leads once the Lease expires",
+        WAIT,
+        || {
+            let leases = leases.clone();
+            async move { lead_once(&leases, other, 2).await.unwrap() }
+        },
+    )
+    .await;
+    let spec = leases.get(LEASE).await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(other));
+    assert_eq!(spec.lease_transitions, Some(1));
     target.finish().await;
 }
