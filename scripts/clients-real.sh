@@ -14,10 +14,23 @@ xtask="${CARGO_TARGET_DIR:-target}/debug/xtask"
 "$xtask" cluster down >/dev/null 2>&1 || true
 work=$(mktemp -d)
 "$xtask" cluster up --kubeconfig "$work/kubeconfig"
-trap '"$xtask" cluster down; rm -rf "$work"' EXIT
-# The workspace's test build (the `test` step's features), so nothing is
-# compiled again.
-STRATUS_TEST_KUBECONFIG="$work/kubeconfig" cargo test -q --workspace --all-features --test kube_runtime
+vk=
+trap '[ -z "$vk" ] || kill "$vk" 2>/dev/null || true; "$xtask" cluster down; rm -rf "$work"' EXIT
+# The kube-runtime idiom suite, with a MockPodProvider virtual node beside
+# the control plane for exec, attach and port-forward through
+# kube-apiserver; the workspace's test build (the `test` step's features), so
+# nothing is compiled again.
+"$xtask" cluster virtual-node vk-idioms >"$work/vk-idioms.log" 2>&1 &
+vk=$!
+for _ in $(seq 1 150); do
+  [ "$(kubectl --kubeconfig "$work/kubeconfig" get node vk-idioms -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] && break
+  sleep 0.2
+done
+STRATUS_TEST_KUBECONFIG="$work/kubeconfig" STRATUS_TEST_MOCK_NODE=vk-idioms \
+  cargo test -q --workspace --all-features --test kube_runtime
+kill -INT "$vk" 2>/dev/null || true
+wait "$vk" 2>/dev/null || true
+vk=
 export STRATUS_CONTROL_PLANE=real
 bash scripts/kubectl-versions.sh
 bash scripts/python-client.sh

@@ -6,8 +6,9 @@
 //! events `Recorder` (a series), `Api::entry`, `get_opt`, status writes,
 //! server-side apply with field managers and `force`, the `scale`, `eviction`
 //! and `ephemeralcontainers` subresources, `DynamicObject` with
-//! `Discovery`, a Lease-based leader election, and JSON patches as
-//! kube-apiserver applies them.
+//! `Discovery`, a Lease-based leader election, JSON patches as
+//! kube-apiserver applies them, and exec, attach and port-forward through
+//! the API server to a virtual node (with `STRATUS_TEST_MOCK_NODE`).
 //!
 //! Each test runs on a fresh harness server by default. With
 //! `STRATUS_TEST_KUBECONFIG=FILE` every test runs instead in a namespace of
@@ -1364,5 +1365,89 @@ async fn leader_election_on_a_lease_as_operators_write_it() {
     let spec = leases.get(LEASE).await.unwrap().spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some(other));
     assert_eq!(spec.lease_transitions, Some(1));
+    target.finish().await;
+}
+
+// --- exec, attach and port-forward through the API server -------------------
+
+/// Read a stream to its end, within the suite's wait.
+async fn read_to_end(reader: impl tokio::io::AsyncRead + Unpin) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut out = String::new();
+    let mut reader = reader;
+    tokio::time::timeout(WAIT, reader.read_to_string(&mut out))
+        .await
+        .expect("the output in time")
+        .unwrap();
+    out
+}
+
+#[tokio::test]
+async fn exec_attach_and_port_forward_through_the_api_server() {
+    use kube::api::AttachParams;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    // A node whose kubelet API the API server proxies to: a Stratus virtual
+    // node with the MockPodProvider (exec runs its built-in commands, attach
+    // and port-forward echo). CI serves one beside the real control plane
+    // (`cargo xtask cluster virtual-node`); on the harness, stratus-kubelet's
+    // `kubelet_api` tests drive the same calls through the server.
+    let Ok(node) = std::env::var("STRATUS_TEST_MOCK_NODE") else {
+        eprintln!("skipped: no STRATUS_TEST_MOCK_NODE (a MockPodProvider virtual node)");
+        return;
+    };
+    let target = Target::new().await;
+    let pods: Api<Pod> = target.api();
+    let mut pod = unrun_pod("streams");
+    pod.spec.as_mut().unwrap().node_name = Some(node);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    tokio::time::timeout(
+        WAIT,
+        await_condition(pods.clone(), "streams", conditions::is_pod_running()),
+    )
+    .await
+    .expect("the pod Running on the virtual node")
+    .unwrap();
+
+    let mut echo = pods
+        .exec(
+            "streams",
+            ["echo", "through", "the", "proxy"],
+            &AttachParams::default().stderr(false),
+        )
+        .await
+        .unwrap();
+    let status = echo.take_status().unwrap();
+    assert_eq!(
+        read_to_end(echo.stdout().unwrap()).await,
+        "through the proxy\n"
+    );
+    assert_eq!(status.await.unwrap().status.as_deref(), Some("Success"));
+
+    let mut attached = pods
+        .attach(
+            "streams",
+            &AttachParams::default().stdin(true).stderr(false),
+        )
+        .await
+        .unwrap();
+    let mut stdin = attached.stdin().unwrap();
+    let stdout = attached.stdout().unwrap();
+    stdin.write_all(b"ping\n").await.unwrap();
+    stdin.shutdown().await.unwrap();
+    assert_eq!(read_to_end(stdout).await, "ping\n");
+
+    let mut forwarder = pods.portforward("streams", &[8080]).await.unwrap();
+    let mut stream = forwarder.take_stream(8080).unwrap();
+    stream.write_all(b"hello port 8080").await.unwrap();
+    let mut buf = [0u8; 15];
+    tokio::time::timeout(WAIT, stream.read_exact(&mut buf))
+        .await
+        .expect("the echo in time")
+        .unwrap();
+    assert_eq!(&buf, b"hello port 8080");
+    forwarder.abort();
+    pods.delete("streams", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     target.finish().await;
 }
