@@ -114,11 +114,12 @@ fn settings(args: &[String]) -> Result<Settings, String> {
 }
 
 /// The kubelet-API flags both virtual nodes run with: loopback, free
-/// ports, no authorization (the soak is about the node, not its API).
-const LOCAL_KUBELET_FLAGS: [&str; 4] = [
+/// ports, anyone allowed (the soak is about the node, not its API).
+const LOCAL_KUBELET_FLAGS: [&str; 5] = [
     "--listen-address=127.0.0.1",
     "--kubelet-port=0",
     "--authorization-mode=AlwaysAllow",
+    "--anonymous-auth=true",
     "--metrics-addr=127.0.0.1:0",
 ];
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use stratus_kubelet::app::{CommandError, ProviderInit, register_pod_provider, run_with_args};
-use stratus_testing::{ApiServer, MockPodProvider};
+use stratus_testing::http_status::{get, insecure_client};
+use stratus_testing::{ApiServer, MockPodProvider, ReviewUser};
 use tokio::sync::watch;
 
 /// A plain HTTP/1.0 GET on the loopback: the whole answer.
@@ -116,6 +117,36 @@ async fn a_registered_provider_runs_from_gos_flags() {
     }
     let health = http_get(metrics_port, "/healthz?verbose").await;
     assert!(health.contains("node/vk-command"), "{health}");
+
+    // `AlwaysAllow` skips the access reviews, not authentication: a caller
+    // without credentials is refused, one with a token is served even
+    // though every access review would deny it.
+    let port = node
+        .status
+        .unwrap()
+        .daemon_endpoints
+        .unwrap()
+        .kubelet_endpoint
+        .unwrap()
+        .port;
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (code, body) = get(&insecure_client(addr), "/pods").await;
+    assert_eq!(code, 401, "{body}");
+    api.add_token(
+        "caller-token",
+        ReviewUser {
+            username: "caller".into(),
+            uid: "u-caller".into(),
+            groups: vec![],
+        },
+    );
+    api.set_access_policy(|_| (false, "every review denies".into()));
+    let mut config = kube::Config::new(format!("https://{addr}").parse().unwrap());
+    config.accept_invalid_certs = true;
+    config.auth_info.token = Some("caller-token".to_owned().into());
+    let caller = kube::Client::try_from(config).unwrap();
+    let (code, body) = get(&caller, "/pods").await;
+    assert_eq!(code, 200, "{body}");
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);

@@ -27,6 +27,9 @@ impl Setup {
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = dir.join("kubeconfig");
         api.write_kubeconfig(&kubeconfig).unwrap();
+        // The harness calls the kubelet API with a client certificate of
+        // this CA (as kube-apiserver does with its kubelet client).
+        std::fs::write(dir.join("client-ca.pem"), api.kubelet_client_ca_pem()).unwrap();
         let file = dir.join("process.yaml");
         let text = format!("rootDir: {}\n{config}", dir.join("pods").display());
         std::fs::write(&file, text).unwrap();
@@ -49,6 +52,10 @@ impl Setup {
                 "--listen-address=127.0.0.1",
                 "--kubelet-port=0",
                 "--authorization-mode=AlwaysAllow",
+                &format!(
+                    "--client-ca-file={}",
+                    self.dir.join("client-ca.pem").display()
+                ),
                 "--metrics-addr=127.0.0.1:0",
             ])
             .stdout(Stdio::null())

@@ -321,14 +321,19 @@ async fn kubelet_server(
     client: &kube::Client,
     provider: Arc<dyn stratus_pod::PodLifecycleHandler>,
 ) -> Result<(KubeletServer, Option<ServingCertificateRotation>), String> {
-    let auth = if o.authorization_mode == "AlwaysAllow" {
-        ApiAuth::AllowAll
-    } else {
-        ApiAuth::delegated(DelegatedAuth::new(
-            client.clone(),
-            DelegatedAuthConfig::kubelet(),
-        ))
-    };
+    // Callers are always authenticated; `AlwaysAllow` only skips the
+    // access reviews, and anonymous callers are let in only when asked for.
+    let mut config = DelegatedAuthConfig::kubelet();
+    config.always_allow = o.authorization_mode == "AlwaysAllow";
+    config.anonymous = o.anonymous_auth;
+    if config.anonymous && config.always_allow {
+        tracing::warn!(
+            address = %o.listen_address,
+            port = o.kubelet_port,
+            "--anonymous-auth=true with --authorization-mode=AlwaysAllow: anyone who reaches the kubelet API may read logs and exec into pods"
+        );
+    }
+    let auth = ApiAuth::delegated(DelegatedAuth::new(client.clone(), config));
     let api = KubeletApi::new(&o.nodename, provider, client.clone(), auth)
         .with_stream_idle_timeout(o.stream_idle_timeout)
         .with_stream_creation_timeout(o.stream_creation_timeout);

@@ -73,9 +73,17 @@ pub struct KubeletOptions {
     /// Accept client certificates signed by this CA (PEM).
     #[arg(long, env = "APISERVER_CA_CERT_LOCATION")]
     pub client_ca_file: Option<PathBuf>,
-    /// `Webhook` (TokenReview and SubjectAccessReview) or `AlwaysAllow`.
+    /// `Webhook` (SubjectAccessReview) or `AlwaysAllow` (every
+    /// authenticated caller allowed). Either way callers are authenticated
+    /// (client certificate or TokenReview); see `--anonymous-auth`.
     #[arg(long, default_value = "Webhook", value_parser = ["Webhook", "AlwaysAllow"])]
     pub authorization_mode: String,
+    /// Serve requests without credentials as `system:anonymous` (then
+    /// authorized like any caller: with `AlwaysAllow`, anyone who reaches
+    /// the port may exec into pods; a warning is logged). Off by default,
+    /// unlike the kubelet's.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
     /// Close exec, attach and port-forward streams idle this long.
     #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
     pub stream_idle_timeout: Duration,
