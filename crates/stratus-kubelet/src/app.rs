@@ -3,9 +3,9 @@
 //! `run_main()` does the rest — Go virtual-kubelet's flags and environment
 //! variables, the API client, the kubelet API with its TLS and
 //! authentication, the `VirtualNode`, SIGTERM. `--metrics-addr` (Go's
-//! flag and default `:10255`, unused in Go) serves the node's own
+//! flag, unused in Go; `127.0.0.1:10255` by default) serves the node's own
 //! `/metrics` ([`crate::metrics`]), `/healthz` and `/readyz` over plain
-//! HTTP; `--metrics-addr ""` turns it off.
+//! HTTP without authentication; `--metrics-addr ""` turns it off.
 //!
 //! ```no_run
 //! use std::sync::Arc;

@@ -489,6 +489,9 @@ async fn run(
     ));
     let metrics = match o.metrics_addr {
         ListenAddr(Some(addr)) => {
+            if !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "--metrics-addr serves /metrics, /healthz and /readyz beyond this machine, without authentication");
+            }
             let (metrics, checks, server) = metrics_server(addr, &rest_client).await?;
             tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
             tokio::spawn(server.serve(stop.clone()));

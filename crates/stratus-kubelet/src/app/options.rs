@@ -91,9 +91,23 @@ pub struct KubeletOptions {
     #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
     pub stream_creation_timeout: Duration,
     /// Where to serve the node's own `/metrics`, `/healthz` and `/readyz`
-    /// over plain HTTP (Go's flag and default, which Go parses and never
-    /// uses); `host:port` or `:port` (every address), empty to serve none.
-    #[arg(long, value_parser = parse_listen_addr, default_value = ":10255")]
+    /// over plain HTTP, without authentication (Go's flag, which Go parses
+    /// and never uses); `host:port` or `:port` (every address, a warning is
+    /// logged), empty to serve none. Loopback by default (Go's default is
+    /// `:10255`): pass `--metrics-addr=:10255` for Prometheus to scrape the
+    /// pod.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     o: stratus_kubelet::app::KubeletOptions,
+    /// }
+    /// let cli = Cli::parse_from(["vk"]);
+    /// assert_eq!(cli.o.metrics_addr.0, Some("127.0.0.1:10255".parse().unwrap()));
+    /// ```
+    #[arg(long, value_parser = parse_listen_addr, default_value = "127.0.0.1:10255")]
     pub metrics_addr: ListenAddr,
 }
 
