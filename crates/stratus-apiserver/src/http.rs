@@ -363,8 +363,9 @@ async fn json_body(
 
 /// The request's options, refused as kube-apiserver refuses them (422,
 /// before anything is read or written): `dryRun` other than `All`,
-/// `fieldValidation` outside its set, `sendInitialEvents` on a list, an
-/// apply patch without `fieldManager`.
+/// `fieldValidation` outside its set, a `propagationPolicy` outside its
+/// set, `sendInitialEvents` on a list, an apply patch without
+/// `fieldManager`.
 fn check_options(method: &Method, req: &ResourceRequest) -> Result<(), ApiError> {
     use super::error::Cause;
     let options = match *method {
@@ -388,6 +389,16 @@ fn check_options(method: &Method, req: &ResourceRequest) -> Result<(), ApiError>
             "fieldValidation",
             &format!("{v:?}"),
             &["", "Ignore", "Strict", "Warn"],
+        ));
+    }
+    if options == "DeleteOptions"
+        && let Some(v) = req.query.get("propagationPolicy")
+        && !matches!(v, "Foreground" | "Background" | "Orphan")
+    {
+        causes.push(Cause::unsupported(
+            "propagationPolicy",
+            &format!("{v:?}"),
+            &["Foreground", "Background", "Orphan", "nil"],
         ));
     }
     if options == "ListOptions" && req.name.is_none() && !req.query.flag("watch") {
@@ -425,6 +436,20 @@ async fn resource(
     let accept = header_str(parts, header::ACCEPT);
     let repr = Representation::from_accept(accept);
     let negotiated = Negotiated::from_accept(accept);
+    // Nothing the client accepts is served: refused before anything is
+    // read or written (the kubelet's streams negotiate for themselves).
+    if !negotiated.acceptable
+        && !matches!(
+            req.sub.as_deref(),
+            Some("log" | "exec" | "attach" | "portforward" | "proxy")
+        )
+    {
+        let def = inner.defs.get(req.def);
+        return Err(Negotiated::refusal(crate::protobuf::supports(
+            &def.api_version(),
+            def.kind,
+        )));
+    }
     let sub = req.sub.clone();
     let answer = |r: Result<write::Answer, ApiError>| {
         let (code, v) = r?;

@@ -55,10 +55,14 @@ pub(crate) fn body_as_json(content_type: &str, body: Bytes) -> Result<Bytes, Api
 /// What the client asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Negotiated {
-    /// Protobuf is the client's first choice.
+    /// Protobuf is the client's first choice (of the types served).
     pub(crate) protobuf: bool,
     /// JSON is acceptable too.
     pub(crate) json: bool,
+    /// Some type kube-apiserver serves is acceptable (JSON, YAML, which
+    /// the harness answers as JSON, or protobuf): else a 406 before
+    /// anything is written.
+    pub(crate) acceptable: bool,
 }
 
 impl Negotiated {
@@ -68,14 +72,40 @@ impl Negotiated {
             .map(|a| a.trim().to_ascii_lowercase())
             .filter(|a| !a.is_empty())
             .collect();
-        let first = alternatives.first().map(String::as_str).unwrap_or_default();
+        let json_like = |m: &str| matches!(m, "application/json" | "*/*" | "application/*");
+        // The first alternative the server can serve decides.
+        let first = alternatives
+            .iter()
+            .map(String::as_str)
+            .find(|a| json_like(&media_type(a)) || media_type(a) == protobuf::MEDIA_TYPE)
+            .unwrap_or_default();
         let protobuf = media_type(first) == protobuf::MEDIA_TYPE && !first.contains("as=");
-        let json = alternatives.is_empty()
-            || alternatives.iter().any(|a| {
-                let m = media_type(a);
-                m == "application/json" || m == "*/*" || m == "application/*"
-            });
-        Self { protobuf, json }
+        let json =
+            alternatives.is_empty() || alternatives.iter().any(|a| json_like(&media_type(a)));
+        let acceptable = json
+            || !first.is_empty()
+            || alternatives
+                .iter()
+                .any(|a| media_type(a) == "application/yaml");
+        Self {
+            protobuf,
+            json,
+            acceptable,
+        }
+    }
+
+    /// kube-apiserver's 406 for a request that accepts nothing it serves.
+    pub(crate) fn refusal(protobuf: bool) -> ApiError {
+        let served = if protobuf {
+            "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        } else {
+            "application/json, application/yaml"
+        };
+        ApiError::new(
+            406,
+            "NotAcceptable",
+            format!("406: Not Acceptable\n\nAvailable representations: {served}"),
+        )
     }
 }
 
@@ -144,9 +174,15 @@ mod tests {
             Negotiated::from_accept(""),
             Negotiated {
                 protobuf: false,
-                json: true
+                json: true,
+                acceptable: true,
             }
         );
+        // The first type served decides; nothing served is refused.
+        let n = Negotiated::from_accept("text/plain, application/vnd.kubernetes.protobuf");
+        assert!(n.protobuf && !n.json && n.acceptable);
+        assert!(Negotiated::from_accept("application/yaml").acceptable);
+        assert!(!Negotiated::from_accept("garbage/garbage").acceptable);
     }
 
     #[test]

@@ -804,9 +804,14 @@ pub(crate) fn delete_options(
             Some("Orphan") => opts.orphan = true,
             Some("Background" | "Foreground") | None => {}
             Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "invalid propagationPolicy {other:?}"
-                )));
+                return Err(ApiError::invalid_options(
+                    "DeleteOptions",
+                    vec![super::error::Cause::unsupported(
+                        "propagationPolicy",
+                        &format!("{other:?}"),
+                        &["Foreground", "Background", "Orphan", "nil"],
+                    )],
+                ));
             }
         }
         if v.get("orphanDependents").and_then(Value::as_bool) == Some(true) {

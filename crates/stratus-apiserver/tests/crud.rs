@@ -1098,6 +1098,51 @@ async fn bad_options_are_refused_before_anything_is_written() {
         r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#
     );
     assert!(cms.get_opt("x").await.unwrap().is_none(), "nothing stored");
+
+    // A propagation policy outside its set, in the query (even on a
+    // collection) or in the body: refused, nothing deleted.
+    let mut kept = ConfigMap::default();
+    kept.metadata.name = Some("kept".into());
+    cms.create(&PostParams::default(), &kept).await.unwrap();
+    let unsupported = r#"DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Garbage": supported values: "Foreground", "Background", "Orphan", "nil""#;
+    let (code, message) = raw(
+        &client,
+        "DELETE",
+        &format!("{base}?propagationPolicy=Garbage"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!((code, message.as_str()), (422, unsupported));
+    let (code, message) = raw(
+        &client,
+        "DELETE",
+        &format!("{base}/kept"),
+        "application/json",
+        r#"{"propagationPolicy":"Garbage"}"#,
+    )
+    .await;
+    assert_eq!((code, message.as_str()), (422, unsupported));
+    assert!(
+        cms.get_opt("kept").await.unwrap().is_some(),
+        "nothing deleted"
+    );
+
+    // An Accept header naming nothing served: 406, nothing written.
+    let req = http::Request::post(base)
+        .header("content-type", "application/json")
+        .header("accept", "garbage/garbage")
+        .body(kube::client::Body::from(cm.as_bytes().to_vec()))
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 406);
+    let bytes = resp.into_body().collect_bytes().await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        v["message"],
+        "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    );
+    assert!(cms.get_opt("x").await.unwrap().is_none(), "nothing stored");
 }
 
 #[tokio::test]
