@@ -2,8 +2,12 @@
 //! ([`ManagedController::rbac`]): a ServiceAccount, one least-privilege
 //! ClusterRole (and binding) per controller, a Role for the leader-election
 //! Lease, and the manager as a Deployment (replicas with leader election)
-//! or a DaemonSet on control-plane nodes (as upstream's `ccm-example`).
-//! `cargo xtask manifests` writes them to `docs/deploy/`.
+//! or a DaemonSet on control-plane nodes (as upstream's `ccm-example`),
+//! restricted as the Pod Security Standards' `restricted` profile asks (a
+//! non-root user, 65532 as in distroless' `nonroot` images; no privilege
+//! escalation; every capability dropped; a read-only root filesystem — the
+//! manager keeps its certificates in memory; the runtime's default seccomp
+//! profile). `cargo xtask manifests` writes them to `docs/deploy/`.
 //!
 //! ```
 //! use stratus_ccm::app::deploy::{DeployConfig, deployment, rbac};
@@ -19,6 +23,12 @@
 //! assert!(roles.contains(&"stratus:cloud-controller-manager:service-lb-controller"));
 //! let manager = deployment(&config);
 //! assert_eq!(manager.spec.replicas, Some(2));
+//! // Restricted: non-root, nothing to escalate to, a read-only filesystem.
+//! let pod = manager.spec.template.spec.unwrap();
+//! assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
+//! let container = pod.containers[0].security_context.clone().unwrap();
+//! assert_eq!(container.read_only_root_filesystem, Some(true));
+//! assert_eq!(container.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
 //! ```
 
 use std::collections::BTreeMap;
@@ -26,8 +36,9 @@ use std::collections::BTreeMap;
 use crate::names::manager;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, HTTPGetAction, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-    ServiceAccount, Toleration,
+    Capabilities, Container, ContainerPort, HTTPGetAction, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, ServiceAccount,
+    Toleration,
 };
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -250,6 +261,9 @@ fn role(config: &DeployConfig, meta: ObjectMeta, rules: Vec<PolicyRule>) -> [Val
 
 /// The manager's pod: Go's flags, the admin port with a liveness probe on
 /// `/healthz`, tolerations so it runs before any node is initialized.
+/// The user and group the manager runs as (distroless' `nonroot`).
+const NON_ROOT: i64 = 65532;
+
 fn pod_template(config: &DeployConfig, host_network: bool) -> PodTemplateSpec {
     let mut args = vec![
         format!("--cloud-provider={}", config.cloud_provider),
@@ -278,6 +292,16 @@ fn pod_template(config: &DeployConfig, host_network: bool) -> PodTemplateSpec {
         spec: Some(PodSpec {
             service_account_name: Some(config.name.clone()),
             priority_class_name: Some("system-cluster-critical".into()),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(NON_ROOT),
+                run_as_group: Some(NON_ROOT),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
             host_network: host_network.then_some(true),
             tolerations: Some(vec![
                 toleration(taints::UNINITIALIZED, "NoSchedule"),
@@ -313,6 +337,15 @@ fn pod_template(config: &DeployConfig, host_network: bool) -> PodTemplateSpec {
                         ]
                         .into(),
                     ),
+                    ..Default::default()
+                }),
+                security_context: Some(SecurityContext {
+                    allow_privilege_escalation: Some(false),
+                    read_only_root_filesystem: Some(true),
+                    capabilities: Some(Capabilities {
+                        drop: Some(vec!["ALL".into()]),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 ..Default::default()
