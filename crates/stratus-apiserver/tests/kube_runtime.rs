@@ -532,11 +532,7 @@ async fn shared_streams_feed_two_controllers_from_one_watch() {
     })
     .await;
     if let Some(server) = &target.harness {
-        let watches = server
-            .requests()
-            .iter()
-            .filter(|r| r.verb == Verb::Watch && r.resource == "configmaps")
-            .count();
+        let watches = server.answered(Some(Verb::Watch), "configmaps", 200);
         assert_eq!(watches, 1, "one watch serves both controllers");
     } else {
         target.skipped("counting the watches (the request log)");
@@ -695,11 +691,7 @@ async fn a_streaming_list_fills_the_store_then_follows() {
     })
     .await;
     if let Some(server) = &target.harness {
-        let listed = server
-            .requests()
-            .iter()
-            .filter(|r| r.verb == Verb::List && r.resource == "configmaps")
-            .count();
+        let listed = server.answered(Some(Verb::List), "configmaps", 200);
         assert_eq!(listed, 0, "a streaming list is a watch, not a list");
     }
     reflecting.abort();
