@@ -1056,9 +1056,8 @@ enum Outcome {
 /// Send `patch` as an `application/json-patch+json` body (raw, so that
 /// malformed documents reach the server) and answer the status code and the
 /// object or `Status` returned.
-async fn send_json_patch(target: &Target, name: &str, patch: &str) -> (u16, serde_json::Value) {
+async fn send_json_patch(target: &Target, uri: &str, patch: &str) -> (u16, serde_json::Value) {
     use http_body_util::BodyExt as _;
-    let uri = format!("/api/v1/namespaces/{}/configmaps/{name}", target.namespace);
     let request = http::Request::patch(uri)
         .header("Content-Type", "application/json-patch+json")
         .body(kube::client::Body::from(patch.as_bytes().to_vec()))
@@ -1229,7 +1228,8 @@ async fn json_patches_are_applied_as_kube_apiserver_applies_them() {
         ]));
         cm.metadata.finalizers = Some(vec!["a/one".into(), "a/two".into()]);
         let created = cms.create(&PostParams::default(), &cm).await.unwrap();
-        let (code, body) = send_json_patch(&target, &name, patch).await;
+        let uri = format!("/api/v1/namespaces/{}/configmaps/{name}", target.namespace);
+        let (code, body) = send_json_patch(&target, &uri, patch).await;
         let now = serde_json::to_value(cms.get(&name).await.unwrap()).unwrap();
         let problem = match outcome {
             Applied(expected) => {
@@ -1262,6 +1262,42 @@ async fn json_patches_are_applied_as_kube_apiserver_applies_them() {
         )
         .await
         .unwrap();
+    }
+
+    // Numbers compare as written: evanphx/json-patch compares a test's
+    // value with the member's JSON text, so 1 is not 1.0 (nor "1").
+    let deployments: Api<Deployment> = target.api();
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "numbers"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "numbers"}},
+            "template": {
+                "metadata": {"labels": {"app": "numbers"}},
+                "spec": {
+                    "nodeSelector": {"idioms.stratus.dev/none": "none"},
+                    "containers": [{"name": "app", "image": "registry.example/app:1"}]
+                }
+            }
+        }
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let uri = format!(
+        "/apis/apps/v1/namespaces/{}/deployments/numbers",
+        target.namespace
+    );
+    for (value, expected) in [("1", 200), ("1.0", 422), (r#""1""#, 422)] {
+        let patch = format!(r#"[{{"op":"test","path":"/spec/replicas","value":{value}}}]"#);
+        let (code, _) = send_json_patch(&target, &uri, &patch).await;
+        if code != expected {
+            disagreements.push(format!(
+                "test /spec/replicas against {value}: answered {code}"
+            ));
+        }
     }
     assert!(disagreements.is_empty(), "{disagreements:#?}");
     target.finish().await;
