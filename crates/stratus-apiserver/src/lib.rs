@@ -3,8 +3,9 @@
 //! real HTTP (or HTTPS): JSON and protobuf, watch, server-side apply, the
 //! built-in API groups, CustomResourceDefinitions, optional RBAC, and
 //! faults to inject. Add it alone as a dev-dependency of any kube-rs
-//! project; it depends on no other Stratus crate except the shared stream
-//! protocols of `stratus-httpstream`.
+//! project; it depends on no other Stratus crate except two small leaves:
+//! the shared stream protocols of `stratus-httpstream` and the certificate
+//! authority of `stratus-pki`.
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
