@@ -190,6 +190,26 @@ fn unrun_pod(name: &str) -> Pod {
     .unwrap()
 }
 
+/// A Deployment of one replica whose pods no node can take (on a real
+/// control plane its pods stay Pending).
+fn unplaced_deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"idioms.stratus.dev/none": "none"},
+                    "containers": [{"name": "app", "image": "registry.example/app:1"}]
+                }
+            }
+        }
+    }))
+    .unwrap()
+}
+
 fn api_code(err: kube::Error) -> u16 {
     match err {
         kube::Error::Api(s) => s.code,
@@ -910,23 +930,8 @@ async fn entry_get_opt_status_writes_and_apply_ownership() {
 async fn scale_eviction_and_ephemeral_containers() {
     let target = Target::new().await;
     let deployments: Api<Deployment> = target.api();
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "nodeSelector": {"idioms.stratus.dev/none": "none"},
-                    "containers": [{"name": "web", "image": "registry.example/web:1"}]
-                }
-            }
-        }
-    }))
-    .unwrap();
     deployments
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &unplaced_deployment("web"))
         .await
         .unwrap();
     let scale = deployments.get_scale("web").await.unwrap();
@@ -1267,23 +1272,8 @@ async fn json_patches_are_applied_as_kube_apiserver_applies_them() {
     // Numbers compare as written: evanphx/json-patch compares a test's
     // value with the member's JSON text, so 1 is not 1.0 (nor "1").
     let deployments: Api<Deployment> = target.api();
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "numbers"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "numbers"}},
-            "template": {
-                "metadata": {"labels": {"app": "numbers"}},
-                "spec": {
-                    "nodeSelector": {"idioms.stratus.dev/none": "none"},
-                    "containers": [{"name": "app", "image": "registry.example/app:1"}]
-                }
-            }
-        }
-    }))
-    .unwrap();
     deployments
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &unplaced_deployment("numbers"))
         .await
         .unwrap();
     let uri = format!(
