@@ -3,7 +3,8 @@
 //! compaction, 429s and 500s, an API pause, provider errors and a slow
 //! provider that times out). At the end: every API pod runs in the provider
 //! and is Running in the API, no provider pod lacks an API pod, and nothing
-//! is stuck Terminating.
+//! is stuck Terminating. Then pods force-deleted and re-created at once
+//! (500 cycles, 20 names in parallel): every one runs as its newest UID.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use stratus_kubelet::pods::{PodController, PodControllerConfig};
 use stratus_pod::PodError;
+use stratus_testing::churn::force_delete_and_recreate;
 use stratus_testing::{ApiServer, Fault, FaultAction, MockPodProvider, Verb, poll};
 use tokio::sync::watch;
 
@@ -202,4 +204,49 @@ async fn no_pod_is_lost_or_stuck_across_churn_faults_and_restarts() {
         .await
         .unwrap();
     let _ = stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_deleted_and_recreated_pods_all_run_with_their_new_uid() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let _stop = start(&api, &provider);
+    let recreated = force_delete_and_recreate(&pods, pod, 20, 25).await;
+    assert!(recreated >= 500, "{recreated} pods re-created");
+    poll(
+        "every re-created pod Running as itself",
+        Duration::from_secs(30),
+    )
+    .every(Duration::from_millis(200))
+    .until(|| async {
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        let held = provider.pods();
+        let mut problems = Vec::new();
+        for p in &list.items {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+            if phase.as_deref() != Some("Running") {
+                problems.push(format!("{name} is {phase:?}"));
+            }
+            match held.get(&format!("default/{name}")) {
+                Some(run) if run.metadata.uid == p.metadata.uid => {}
+                Some(run) => problems.push(format!(
+                    "{name}: the provider runs uid {:?}, the API has {:?}",
+                    run.metadata.uid, p.metadata.uid
+                )),
+                None => problems.push(format!("{name} is not in the provider")),
+            }
+        }
+        if held.len() != list.items.len() {
+            problems.push(format!(
+                "the provider runs {} pods, the API has {}",
+                held.len(),
+                list.items.len()
+            ));
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
+    })
+    .await
+    .unwrap();
 }

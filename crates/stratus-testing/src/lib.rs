@@ -41,6 +41,7 @@
 //! ```
 
 mod call_log;
+pub mod churn;
 pub mod cluster;
 pub mod conformance;
 pub mod csr_signer;

@@ -26,6 +26,9 @@ pub(super) struct PodState {
     /// The provider's latest report (status, or its deletion) and when it
     /// came, until it is written.
     notified: Option<(Pod, Instant)>,
+    /// The UID of the pod last handed to the provider (marked before the
+    /// call, since the provider may report on it before the call returns).
+    handed: Option<String>,
     /// The pod last handed to the provider: its UID and fingerprint.
     synced: Option<Stamp>,
     /// The status last written to `pods/status`: the pod's UID and the
@@ -42,6 +45,7 @@ pub(super) struct PodState {
 impl PodState {
     fn is_empty(&self) -> bool {
         self.notified.is_none()
+            && self.handed.is_none()
             && self.synced.is_none()
             && self.written.is_none()
             && self.provider_deleted.is_none()
@@ -113,6 +117,28 @@ impl PodStates {
     /// This pod (UID) was handed to the provider as `print`.
     pub(super) fn set_synced(&self, key: &str, uid: Option<String>, print: u64) {
         self.update(key, |s| s.synced = Some((uid, print)));
+    }
+
+    /// The pod `uid` is being handed to the provider under `key`.
+    pub(super) fn set_handed(&self, key: &str, uid: Option<String>) {
+        self.update(key, |s| s.handed = uid);
+    }
+
+    /// Whether `uid` is the pod last handed to the provider under `key`
+    /// (the pod this controller runs there now).
+    pub(super) fn is_current(&self, key: &str, uid: &str) -> bool {
+        self.read(key, |s| s.handed.as_deref() == Some(uid))
+            .unwrap_or(false)
+    }
+
+    /// Whether a provider report about `uid` waits to be written.
+    pub(super) fn is_notified_for(&self, key: &str, uid: &Option<String>) -> bool {
+        self.read(key, |s| {
+            s.notified
+                .as_ref()
+                .is_some_and(|(pod, _)| pod.metadata.uid.is_none() || &pod.metadata.uid == uid)
+        })
+        .unwrap_or(false)
     }
 
     /// Whether a status was written for this very pod (UID).
@@ -221,6 +247,23 @@ mod tests {
         assert!(!states.provider_deleted("ns/b", "1"));
         states.forget("ns/b");
         assert_eq!(states.len(), 0);
+    }
+
+    #[test]
+    fn a_report_is_about_the_pod_handed_to_the_provider() {
+        let states = PodStates::default();
+        assert!(!states.is_current("ns/a", "1"));
+        states.set_handed("ns/a", uid("2"));
+        assert!(states.is_current("ns/a", "2"));
+        assert!(!states.is_current("ns/a", "1"));
+        let mut report = Pod::default();
+        report.metadata.uid = uid("2");
+        states.notify("ns/a", report, Instant::now());
+        assert!(states.is_notified_for("ns/a", &uid("2")));
+        assert!(!states.is_notified_for("ns/a", &uid("1")));
+        states.forget("ns/a");
+        assert!(!states.is_current("ns/a", "2"));
+        assert!(!states.is_notified_for("ns/a", &uid("2")));
     }
 
     #[test]

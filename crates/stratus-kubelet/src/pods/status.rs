@@ -21,18 +21,30 @@ impl Shared {
             return Ok(Action::Done);
         };
         let (namespace, name) = split(key);
-        let Some(pod) = self
-            .pods
-            .get(&ObjectRef::new(name).within(namespace))
-            .map(|p| (*p).clone())
-        else {
+        let cached = self.cached(namespace, name);
+        let same_pod = |pod: &Pod| {
+            provided.metadata.uid.is_none() || provided.metadata.uid == pod.metadata.uid
+        };
+        let Some(pod) = cached.filter(same_pod) else {
+            // The cache has no pod of that UID. If the report is about the
+            // pod handed to the provider last, the cache lags behind the
+            // API (the pod was created from a direct API read, or force-
+            // deleted and re-created): keep the report for the pod's
+            // arrival in the cache, which queues it again. Otherwise it is
+            // about an earlier pod of the same name, or one already gone.
+            if let Some(uid) = provided.metadata.uid.as_deref()
+                && self.states.is_current(key, uid)
+            {
+                self.states
+                    .notify_unless_newer(key, provided.clone(), notified_at);
+                // The pod may have arrived between the look and the keep.
+                if self.cached(namespace, name).is_some_and(|p| same_pod(&p)) {
+                    self.status.add(key.to_owned());
+                }
+            }
             return Ok(Action::Done);
         };
         if rules::terminal(&pod) {
-            return Ok(Action::Done);
-        }
-        // A notification about an earlier pod of the same name.
-        if provided.metadata.uid.is_some() && provided.metadata.uid != pod.metadata.uid {
             return Ok(Action::Done);
         }
         // The provider deleted the pod on its own (an eviction in a remote
@@ -78,6 +90,13 @@ impl Shared {
         self.metrics
             .notification_written(&self.node, notified_at.elapsed());
         Ok(Action::Done)
+    }
+
+    /// The pod of `namespace`/`name` in the informer's cache.
+    pub(super) fn cached(&self, namespace: &str, name: &str) -> Option<Pod> {
+        self.pods
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|p| (*p).clone())
     }
 
     /// Patch `pods/status` (strategic merge: conditions and container

@@ -2,7 +2,6 @@
 //! deletion of pods gone from the API.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube_runtime::reflector::ObjectRef;
 use std::time::Instant;
 use stratus_pod::PodError;
 use stratus_pod::env::{apply_resolved_env, resolve_pod_env};
@@ -35,10 +34,13 @@ impl Shared {
     /// Bring the provider in line with the API pod of `key`.
     pub(super) async fn sync_pod(&self, key: &str) -> Result<Action, SyncError> {
         let (namespace, name) = split(key);
-        let cached = self
-            .pods
-            .get(&ObjectRef::new(name).within(namespace))
-            .map(|p| (*p).clone());
+        let cached = self.cached(namespace, name);
+        // A provider report kept until this pod reached the cache.
+        if let Some(pod) = &cached
+            && self.states.is_notified_for(key, &pod.metadata.uid)
+        {
+            self.status.add(key.to_owned());
+        }
         // Not in the cache: the cache may lag behind the API (a watch gap, a
         // relist in progress), so the API decides whether the pod is gone.
         let pod = match cached {
@@ -93,6 +95,8 @@ impl Shared {
                 .notify_unless_newer(key, current.clone(), Instant::now());
             self.status.add(key.to_owned());
         }
+        // From here on the provider runs (or is about to run) this UID.
+        self.states.set_handed(key, pod.metadata.uid.clone());
         let (outcome, success, failure) = match &existing {
             None => (
                 self.call("create_pod", self.provider.create_pod(&desired))
