@@ -6,7 +6,9 @@
 //! run.
 //!
 //! - Churn (seeded, four operations a second): pods created on and deleted
-//!   from both virtual nodes (graceful periods of 0–2 s), LoadBalancer
+//!   from both virtual nodes (graceful periods of 0–2 s), pods replaced
+//!   (force-deleted and created again under the same name at once, as a
+//!   Job controller does), LoadBalancer
 //!   Services created and deleted, Nodes deleted and registered again.
 //! - Faults: 2 % of writes answered 500, 2 % of reads 429, 2 % of requests
 //!   delayed 200 ms; every watch dropped every 30 s; the event history
@@ -179,6 +181,8 @@ struct Churn {
     services: Vec<String>,
     next: u64,
     operations: u64,
+    /// Pods force-deleted and re-created under the same name.
+    replaced: u64,
     refused: u64,
 }
 
@@ -198,7 +202,26 @@ impl Churn {
                 } else {
                     (&mut self.vk_pods, VIRTUAL_NODE, "soak-vk", 30)
                 };
-                if list.len() < cap && rng.below(3) != 0 {
+                if !list.is_empty() && rng.below(4) == 0 {
+                    // Replaced as a Job controller or an operator does:
+                    // force-deleted and created again under its name at
+                    // once. The node must run the new pod, not lose it.
+                    self.replaced += 1;
+                    let name = list[rng.below(list.len())].clone();
+                    let _ = pods
+                        .delete(&name, &DeleteParams::default().grace_period(0))
+                        .await;
+                    let created = match pod(&name, node) {
+                        Ok(p) => pods.create(&PostParams::default(), &p).await.is_ok(),
+                        Err(_) => false,
+                    };
+                    // Not created and not there (the delete went through,
+                    // the create was refused by a fault): forgotten.
+                    if !created && matches!(pods.get_opt(&name).await, Ok(None)) {
+                        list.retain(|n| *n != name);
+                    }
+                    created
+                } else if list.len() < cap && rng.below(3) != 0 {
                     let name = format!("{prefix}-{n}");
                     match pod(&name, node) {
                         Ok(p) => {
@@ -547,8 +570,8 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
         .filter(|r| matches!(r.status, 429 | 500 | 503))
         .count();
     println!(
-        "soak: churn done ({} operations, {} refused by faults); {faulted} requests answered 429/500/503, {restarts} restarts, {drops} watch drops, {compactions} compactions",
-        churn.operations, churn.refused
+        "soak: churn done ({} operations, {} pods force-deleted and re-created, {} refused by faults); {faulted} requests answered 429/500/503, {restarts} restarts, {drops} watch drops, {compactions} compactions",
+        churn.operations, churn.replaced, churn.refused
     );
 
     // Convergence, then everything deleted.
@@ -668,6 +691,7 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
     let mut out: BTreeMap<String, f64> = BTreeMap::new();
     out.insert("minutes".into(), total.as_secs_f64() / 60.0);
     out.insert("churn_operations".into(), churn.operations as f64);
+    out.insert("churn_pods_replaced".into(), churn.replaced as f64);
     out.insert(
         "churn_operations_refused_by_faults".into(),
         churn.refused as f64,

@@ -49,7 +49,11 @@
 //!         self.create_pod(pod).await
 //!     }
 //!     async fn delete_pod(&self, pod: &Pod) -> Result<()> {
-//!         self.pods.lock().unwrap().remove(&key(pod));
+//!         // This pod only: a successor of the same name (another UID) stays.
+//!         let mut pods = self.pods.lock().unwrap();
+//!         if pods.get(&key(pod)).is_some_and(|held| held.metadata.uid == pod.metadata.uid) {
+//!             pods.remove(&key(pod));
+//!         }
 //!         Ok(())
 //!     }
 //!     async fn get_pod(&self, ns: &str, name: &str) -> Result<Option<Pod>> {

@@ -36,7 +36,9 @@ pub trait PodLifecycleHandler: Send + Sync {
     /// active deadline, tolerations, labels, annotations).
     async fn update_pod(&self, pod: &Pod) -> Result<()>;
 
-    /// Stop and remove the pod. May be called repeatedly.
+    /// Stop and remove the pod. May be called repeatedly, also after a pod
+    /// of the same name but another UID (created after a force-delete)
+    /// took its place: that one must be left running.
     async fn delete_pod(&self, pod: &Pod) -> Result<()>;
 
     /// The pod as the backend knows it, or `None`.

@@ -694,8 +694,16 @@ impl PodLifecycleHandler for KubernetesProvider {
                 t.ended.is_some(),
             )
         };
+        // Forget the tracked pod — this one, not a successor created under
+        // its name while the remote deletion was under way.
         let finish = |inner: &Arc<Inner>| {
-            let removed = lock(&inner.pods).remove(&key);
+            let removed = {
+                let mut pods = lock(&inner.pods);
+                let same = pods
+                    .get(&key)
+                    .is_some_and(|t| t.identity.uid == identity.uid);
+                if same { pods.remove(&key) } else { None }
+            };
             if let Some(t) = removed {
                 let status = t.ended.clone().unwrap_or_else(|| {
                     deleted_status(t.remote.as_ref().and_then(|r| r.status.as_ref()), &t.home)

@@ -500,20 +500,30 @@ impl PodLifecycleHandler for ProcessProvider {
             .map_or(DEFAULT_GRACE, |s| {
                 Duration::from_secs(s.max(0).unsigned_abs())
             });
-        let mut ended = {
+        let (mut ended, uid) = {
             let pods = lock(&self.inner.pods);
             let Some(entry) = pods.get(&key) else {
                 return Ok(());
             };
+            // An earlier pod of this name is gone already; the one running
+            // now is another (force-deleted and re-created).
+            if pod.metadata.uid.is_some() && pod.metadata.uid != entry.pod.metadata.uid {
+                return Ok(());
+            }
             entry.stop.send_replace(Some(grace));
-            entry.ended.clone()
+            (entry.ended.clone(), entry.pod.metadata.uid.clone())
         };
         let inner = self.inner.clone();
         tokio::spawn(async move {
             // The supervisor returns once every container's process ended;
-            // then report the pod terminated and forget it.
+            // then report the pod terminated and forget it — that pod, not
+            // one created under its name meanwhile.
             let _ = ended.wait_for(|ended| *ended).await;
-            let removed = lock(&inner.pods).remove(&key);
+            let removed = {
+                let mut pods = lock(&inner.pods);
+                let same = pods.get(&key).is_some_and(|e| e.pod.metadata.uid == uid);
+                if same { pods.remove(&key) } else { None }
+            };
             if let Some(mut entry) = removed {
                 for status in &mut entry.statuses {
                     let ended = status

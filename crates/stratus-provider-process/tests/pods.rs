@@ -1230,3 +1230,141 @@ async fn cpu_limits_are_cgroups_where_the_node_may_make_them() {
     }
     let _ = std::fs::remove_dir_all(root("cpu"));
 }
+
+/// The processes running `sleep 6017` (the churn test's image).
+fn churn_processes() -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x006017\x00")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_deleted_and_recreated_pods_run_as_themselves_and_nothing_else_runs() {
+    let mut config = config("churn");
+    config
+        .images
+        .insert("churn".into(), vec!["sleep".into(), "6017".into()]);
+    let provider = ProcessProvider::new(config);
+    let node = node(provider.clone()).await;
+    let make = |name: &str| {
+        pod(
+            name,
+            serde_json::json!({"containers": [{"name": "app", "image": "churn"}]}),
+        )
+    };
+    let recreated =
+        stratus_testing::churn::force_delete_and_recreate(&node.pods, make, 20, 25).await;
+    assert!(recreated >= 500, "{recreated} pods re-created");
+    stratus_testing::poll(
+        "every re-created pod Running as itself, one process each",
+        Duration::from_secs(60),
+    )
+    .every(Duration::from_millis(250))
+    .until(|| async {
+        let list = node.pods.list(&ListParams::default()).await.unwrap();
+        let held = provider.get_pods().await.unwrap();
+        let mut problems = Vec::new();
+        for p in &list.items {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let status = p.status.clone().unwrap_or_default();
+            let running = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+            if status.phase.as_deref() != Some("Running") || !running {
+                problems.push(format!(
+                    "{name} is {:?} (containers running: {running})",
+                    status.phase
+                ));
+            }
+            if !held
+                .iter()
+                .any(|h| h.metadata.name == p.metadata.name && h.metadata.uid == p.metadata.uid)
+            {
+                problems.push(format!(
+                    "{name} ({:?}) is not in the provider",
+                    p.metadata.uid
+                ));
+            }
+        }
+        if held.len() != list.items.len() {
+            problems.push(format!(
+                "the provider holds {} pods, the API {}",
+                held.len(),
+                list.items.len()
+            ));
+        }
+        let processes = churn_processes();
+        if processes != list.items.len() {
+            problems.push(format!(
+                "{processes} processes for {} pods",
+                list.items.len()
+            ));
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
+    })
+    .await
+    .unwrap();
+    // Deleted for good: no process outlives its pod.
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    for i in 0..20 {
+        node.pods.delete(&format!("r-{i}"), &force).await.unwrap();
+    }
+    eventually(
+        "no churn process left",
+        Duration::from_secs(20),
+        async || churn_processes() == 0,
+    )
+    .await;
+    drop(node);
+    let _ = std::fs::remove_dir_all(root("churn"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_delete_of_an_earlier_pod_leaves_its_successor_running() {
+    let provider = ProcessProvider::new(config("retried-delete"));
+    let incarnation = |uid: &str| {
+        let mut pod = pod(
+            "app",
+            serde_json::json!({"containers": [{"name": "app", "image": "nginx"}]}),
+        );
+        pod.metadata.namespace = Some("default".into());
+        pod.metadata.uid = Some(uid.into());
+        pod.metadata.deletion_grace_period_seconds = Some(0);
+        pod
+    };
+    let (old, new) = (incarnation("uid-1"), incarnation("uid-2"));
+    provider.create_pod(&old).await.unwrap();
+    provider.delete_pod(&old).await.unwrap();
+    eventually("the first pod gone", Duration::from_secs(10), async || {
+        provider.get_pod("default", "app").await.unwrap().is_none()
+    })
+    .await;
+    provider.create_pod(&new).await.unwrap();
+    // The virtual kubelet retries the delete of the first pod (its first
+    // answer was lost): the second must keep running.
+    provider.delete_pod(&old).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let running = provider.get_pod("default", "app").await.unwrap();
+    assert_eq!(
+        running.and_then(|p| p.metadata.uid).as_deref(),
+        Some("uid-2"),
+        "the successor was deleted by its predecessor's retried delete"
+    );
+    provider.delete_pod(&new).await.unwrap();
+    eventually("the second pod gone", Duration::from_secs(10), async || {
+        provider.get_pod("default", "app").await.unwrap().is_none()
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(root("retried-delete"));
+}

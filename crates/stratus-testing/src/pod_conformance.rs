@@ -6,7 +6,9 @@
 //! and each of its containers and `/metrics/resource` has the pod and one
 //! series per container (the last two are skipped for a provider without
 //! stats or metrics); labels reach the provider; graceful and forced
-//! deletion remove the pod from the provider; optional missing Secrets /
+//! deletion remove the pod from the provider; a pod force-deleted and
+//! re-created at once runs as the new pod, and a late repeated delete of
+//! the old one leaves it running; optional missing Secrets /
 //! ConfigMaps let a pod run with an `Optional*NotFound` event, mandatory
 //! ones keep it out of the provider with a `Mandatory*NotFound` event;
 //! unknown pods are `None` / `NotFound`, not errors.
@@ -456,6 +458,51 @@ pub async fn run_pod_conformance_within(
             case.create(pod("forced", serde_json::json!([]))?).await?;
             case.running("forced").await?;
             case.deleted("forced", 0).await
+        }
+        .await,
+    );
+
+    settle(
+        &mut report,
+        &watched,
+        "a pod force-deleted and re-created at once runs as the new pod, and a repeated delete of the old one leaves it",
+        async {
+            case.create(pod("again", serde_json::json!([]))?).await?;
+            case.running("again").await?;
+            let old = case.pods.get("again").await.map_err(|e| e.to_string())?;
+            case.pods
+                .delete("again", &DeleteParams::default().grace_period(0))
+                .await
+                .map_err(|e| format!("deleting: {e}"))?;
+            case.create(pod("again", serde_json::json!([]))?).await?;
+            let new_uid = case
+                .pods
+                .get("again")
+                .await
+                .map_err(|e| e.to_string())?
+                .metadata
+                .uid;
+            let runs_new = || async {
+                let held = provider
+                    .get_pod(NAMESPACE, "again")
+                    .await
+                    .map_err(|e| format!("get_pod: {e}"))?;
+                Ok(held.is_some_and(|p| p.metadata.uid == new_uid))
+            };
+            until(wait, &watched, "the provider running the new pod", runs_new).await?;
+            case.running("again").await?;
+            // A delete of the old pod retried late (its first answer was
+            // lost) must not touch its successor.
+            match provider.delete_pod(&old).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(format!("delete_pod of the old pod: {e}")),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if !runs_new().await? {
+                return Err("a delete of the old pod removed the new one".into());
+            }
+            case.deleted("again", 0).await
         }
         .await,
     );

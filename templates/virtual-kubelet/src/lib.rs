@@ -94,7 +94,8 @@ impl PodLifecycleHandler for {{Type}}Provider {
 
     /// Stop the pod (within `metadata.deletionGracePeriodSeconds`) and
     /// forget it; `Ok(())` or a `NotFound` error if it is unknown. Called
-    /// again if it fails.
+    /// again if it fails, and maybe late: a pod of the same name with
+    /// another UID (re-created after a force-delete) must be left running.
     async fn delete_pod(&self, pod: &Pod) -> Result<()> {
         let _ = pod;
         Err(left("delete_pod"))

@@ -432,8 +432,17 @@ impl PodLifecycleHandler for MockPodProvider {
         self.begin("delete_pod", k.clone()).await?;
         let removed = {
             let mut s = self.lock();
-            capabilities::forget_logs(&mut s.logs, &k);
-            s.pods.remove(&k)
+            // Only the pod asked for: a successor created under its name
+            // (force-deleted and re-created) stays.
+            let same = s.pods.get(&k).is_some_and(|held| {
+                pod.metadata.uid.is_none() || held.metadata.uid == pod.metadata.uid
+            });
+            if same {
+                capabilities::forget_logs(&mut s.logs, &k);
+                s.pods.remove(&k)
+            } else {
+                None
+            }
         };
         let Some(mut removed) = removed else {
             return Err(PodError::not_found(format!(
