@@ -220,6 +220,48 @@ where
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
+/// The resident memory a server gained over 100,000 ConfigMap writes,
+/// and its history and request-log budgets together.
+async fn memory_under_writes() -> Result<(f64, f64), BoxError> {
+    const WRITES: usize = 100_000;
+    const OBJECTS: usize = 100;
+    const HISTORY: usize = 64 << 20;
+    const REQUEST_LOG: usize = 32 << 20;
+    let before = rss_bytes();
+    let server = ApiServer::builder()
+        .history_bytes(HISTORY)
+        .request_log_bytes(REQUEST_LOG)
+        .start()
+        .await?;
+    let apis = (0..16)
+        .map(|_| Api::<ConfigMap>::namespaced(server.client(), "default"))
+        .collect();
+    jobs_per_second(WRITES, apis, |api, i| async move {
+        let name = format!("steady-{}", i % OBJECTS);
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "data": {"k": format!("{i:>1024}")},
+        }))?;
+        api.patch(
+            &name,
+            &kube::api::PatchParams::apply("bench").force(),
+            &kube::api::Patch::Apply(&cm),
+        )
+        .await?;
+        Ok(api)
+    })
+    .await?;
+    let grown = rss_bytes().saturating_sub(before);
+    println!(
+        "{WRITES} writes: resident memory grew {:.1} MB (history budget {} MiB, request log {} MiB)",
+        grown as f64 / 1e6,
+        HISTORY >> 20,
+        REQUEST_LOG >> 20
+    );
+    server.shutdown().await;
+    Ok((grown as f64, (HISTORY + REQUEST_LOG) as f64))
+}
+
 fn small_cm(name: &str) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"bench": "true"}}, "data": {"k": "v"}})
 }
@@ -313,11 +355,24 @@ async fn apiserver() -> Result<(), BoxError> {
     const WATCH_EVENTS: usize = 10_000;
     const PODS: usize = 10_000;
 
+    // Memory under a steady stream of writes: 100,000 ConfigMap writes
+    // (100 objects of 1 KiB, each changed 1,000 times) to a server whose
+    // watch history may keep 64 MiB and its request log the default
+    // 32 MiB. Unbounded, the history alone would hold about 500 MB. The
+    // "floor" of this row is the configured budget.
+    let (history_growth, history_budget) = memory_under_writes().await?;
+    let mut rows = vec![Row {
+        metric: "rss_growth_after_100000_writes",
+        unit: "B",
+        http: history_growth,
+        floor: Some(history_budget),
+        higher_is_better: false,
+    }];
+
     let server = ApiServer::builder().history(2_000_000).start().await?;
     for ns in ["bench-http", "bench-direct", "bench-watch", "bench-list"] {
         namespace(&server, ns).await?;
     }
-    let mut rows = Vec::new();
 
     // Small creates from concurrent kube clients.
     let apis = (0..CLIENTS)

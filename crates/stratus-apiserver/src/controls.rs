@@ -71,32 +71,59 @@ pub struct RequestRecord {
     pub answered_at: std::time::Instant,
 }
 
-/// The request log.
-#[derive(Default)]
+/// The request log: the newest records within a budget of bytes (the
+/// oldest are dropped past it).
 pub(crate) struct RequestLog {
-    records: Mutex<Vec<RequestRecord>>,
+    records: Mutex<LogRecords>,
+    budget: usize,
+}
+
+#[derive(Default)]
+struct LogRecords {
+    records: std::collections::VecDeque<RequestRecord>,
+    bytes: usize,
+}
+
+/// The memory one record takes: the record and its strings' text.
+fn record_bytes(r: &RequestRecord) -> usize {
+    std::mem::size_of::<RequestRecord>()
+        + r.resource.len()
+        + r.namespace.as_ref().map_or(0, String::len)
+        + r.name.as_ref().map_or(0, String::len)
+        + r.user_agent.len()
+        + r.user.len()
 }
 
 impl RequestLog {
+    /// An empty log keeping at most `budget` bytes of records.
+    pub(crate) fn with_budget(budget: usize) -> Self {
+        Self {
+            records: Mutex::new(LogRecords::default()),
+            budget,
+        }
+    }
+
     pub(crate) fn push(&self, record: RequestRecord) {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(record);
+        let mut log = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        log.bytes += record_bytes(&record);
+        log.records.push_back(record);
+        while log.bytes > self.budget {
+            let Some(dropped) = log.records.pop_front() else {
+                break;
+            };
+            log.bytes -= record_bytes(&dropped);
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Vec<RequestRecord> {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let log = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        log.records.iter().cloned().collect()
     }
 
     pub(crate) fn clear(&self) {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        let mut log = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        log.records.clear();
+        log.bytes = 0;
     }
 
     pub(crate) fn counts(&self) -> BTreeMap<Verb, usize> {
@@ -105,6 +132,7 @@ impl RequestLog {
             .records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .records
             .iter()
         {
             *out.entry(r.verb).or_default() += 1;
@@ -342,6 +370,35 @@ impl Default for Reviews {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_request_log_keeps_the_newest_records_within_its_budget() {
+        let record = |name: &str| RequestRecord {
+            verb: Verb::Get,
+            resource: "pods".into(),
+            namespace: Some("default".into()),
+            name: Some(name.into()),
+            user_agent: "test".into(),
+            user: String::new(),
+            status: 200,
+            latency: Duration::ZERO,
+            answered_at: std::time::Instant::now(),
+        };
+        let one = record_bytes(&record("p-0"));
+        let log = RequestLog::with_budget(10 * one);
+        for i in 0..25 {
+            log.push(record(&format!("p-{}", i % 10)));
+        }
+        let kept = log.snapshot();
+        assert_eq!(kept.len(), 10);
+        assert_eq!(
+            kept[0].name.as_deref(),
+            Some("p-5"),
+            "the oldest went first"
+        );
+        log.clear();
+        assert!(log.snapshot().is_empty());
+    }
 
     #[test]
     fn faults_match_and_expire() {

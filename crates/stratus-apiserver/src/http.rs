@@ -459,6 +459,7 @@ async fn resource(
         (&Method::GET, false, None) if req.query.flag("watch") => {
             let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
             let plan = watch::plan(inner, &req, repr, protobuf)?;
+            watch::wait_for_revision(inner, &plan).await?;
             Ok(watch_response(inner.clone(), plan, protobuf))
         }
         (&Method::GET, false, None) => {
@@ -468,6 +469,7 @@ async fn resource(
             if req.query.flag("watch") {
                 let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
                 let plan = watch::plan(inner, &req, repr, protobuf)?;
+                watch::wait_for_revision(inner, &plan).await?;
                 return Ok(watch_response(inner.clone(), plan, protobuf));
             }
             negotiated_json(200, read::get(inner, &req, repr)?, negotiated)

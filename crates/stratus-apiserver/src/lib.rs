@@ -91,3 +91,5 @@ pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser,
 pub use converge::{Check, ConvergeError, eventually, poll};
 pub use kubelet::KUBELET_CLIENT_USER;
 pub use server::{ApiServer, ApiServerBuilder, ApiServerError, CaSigner};
+/// The limits on the server's connections ([`ApiServerBuilder::connections`]).
+pub use stratus_accept::ConnectionLimits;

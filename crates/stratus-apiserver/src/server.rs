@@ -7,8 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
+use stratus_accept::{Acceptor, ConnectionLimits};
 use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
@@ -61,6 +62,7 @@ pub struct ApiServerBuilder {
     addr: SocketAddr,
     settings: Settings,
     tls: bool,
+    connections: ConnectionLimits,
 }
 
 impl Default for ApiServerBuilder {
@@ -69,6 +71,7 @@ impl Default for ApiServerBuilder {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             settings: Settings::default(),
             tls: false,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -80,10 +83,27 @@ impl ApiServerBuilder {
         self
     }
 
-    /// Keep this many events for watch resumption (default 100,000); older
-    /// resumes get 410 Gone.
+    /// Keep at most this many events for watch resumption (default
+    /// 100,000); older resumes get 410 Gone.
     pub fn history(mut self, events: usize) -> Self {
         self.settings.history = events;
+        self
+    }
+
+    /// Keep at most this many bytes of events for watch resumption
+    /// (default 256 MiB; each event counted as its object's estimated
+    /// memory, parsed and serialized); older resumes get 410 Gone. With [`history`](Self::history), whichever is reached first
+    /// drops the oldest events.
+    pub fn history_bytes(mut self, bytes: usize) -> Self {
+        self.settings.history_bytes = bytes;
+        self
+    }
+
+    /// Keep at most this many bytes of [`ApiServer::requests`] records
+    /// (default 32 MiB, more than 100,000 records); the oldest are dropped past
+    /// it.
+    pub fn request_log_bytes(mut self, bytes: usize) -> Self {
+        self.settings.request_log_bytes = bytes;
         self
     }
 
@@ -123,6 +143,15 @@ impl ApiServerBuilder {
         self
     }
 
+    /// How many connections at once and how long a client may take to
+    /// finish its TLS handshake, send its first request and each request's
+    /// header (default [`ConnectionLimits::default`]: kube-apiserver's 32 s
+    /// header timeout).
+    pub fn connections(mut self, limits: ConnectionLimits) -> Self {
+        self.connections = limits;
+        self
+    }
+
     /// Start serving.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
         let rbac = self.settings.rbac;
@@ -155,10 +184,11 @@ impl ApiServerBuilder {
         let (generation, _) = tokio_watch::channel(0u64);
         let task = spawn_serving(
             inner.clone(),
-            listener,
+            Acceptor::new(listener, self.connections.clone()),
             addr,
             generation.subscribe(),
             tls.clone(),
+            self.connections.clone(),
         );
         Ok(ApiServer {
             inner,
@@ -166,6 +196,7 @@ impl ApiServerBuilder {
             task: Some(task),
             generation,
             tls,
+            connections: self.connections,
         })
     }
 }
@@ -240,26 +271,27 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
 
 fn spawn_serving(
     inner: Arc<Inner>,
-    listener: TcpListener,
+    acceptor: Acceptor,
     addr: SocketAddr,
     mut generation: tokio_watch::Receiver<u64>,
     tls: Option<Arc<tls::ServingCert>>,
+    limits: ConnectionLimits,
 ) -> JoinHandle<()> {
-    let acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
+    let tls_acceptor = tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
     let host: Arc<str> = Arc::from(addr.to_string());
+    let builder = stratus_accept::http_builder(&limits);
     tokio::spawn(async move {
         let mut closing = inner.closing.subscribe();
         loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
+            let connection = tokio::select! {
+                c = acceptor.accept() => c,
                 _ = generation.changed() => break,
                 _ = closing.changed() => break,
             };
-            let Ok((stream, _)) = accepted else { continue };
-            let _ = stream.set_nodelay(true);
             let inner = inner.clone();
             let host = host.clone();
-            let acceptor = acceptor.clone();
+            let tls_acceptor = tls_acceptor.clone();
+            let (builder, limits) = (builder.clone(), limits.clone());
             let mut conn_generation = generation.clone();
             let mut conn_closing = inner.closing.subscribe();
             tokio::spawn(async move {
@@ -275,12 +307,15 @@ fn spawn_serving(
                         }
                     })
                 };
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let stream = connection.stream;
                 let serve = async move {
-                    match acceptor {
-                        Some(acceptor) => {
-                            // A failed handshake closes only this connection.
-                            if let Ok(tls_stream) = acceptor.accept(stream).await {
+                    match tls_acceptor {
+                        Some(tls_acceptor) => {
+                            // A failed or timed-out handshake closes only
+                            // this connection.
+                            if let Ok(tls_stream) =
+                                stratus_accept::handshake(&tls_acceptor, stream, &limits).await
+                            {
                                 let peer = tls_stream
                                     .get_ref()
                                     .1
@@ -288,18 +323,23 @@ fn spawn_serving(
                                     .and_then(|chain| chain.first())
                                     .and_then(|leaf| tls::user_of_certificate(leaf.as_ref()).ok())
                                     .map(Arc::new);
-                                let _ = builder
-                                    .serve_connection_with_upgrades(
-                                        TokioIo::new(tls_stream),
-                                        service(peer),
-                                    )
-                                    .await;
+                                let _ = stratus_accept::serve_connection(
+                                    &builder,
+                                    TokioIo::new(tls_stream),
+                                    service(peer),
+                                    &limits,
+                                )
+                                .await;
                             }
                         }
                         None => {
-                            let _ = builder
-                                .serve_connection_with_upgrades(TokioIo::new(stream), service(None))
-                                .await;
+                            let _ = stratus_accept::serve_connection(
+                                &builder,
+                                TokioIo::new(stream),
+                                service(None),
+                                &limits,
+                            )
+                            .await;
                         }
                     }
                 };
@@ -308,6 +348,7 @@ fn spawn_serving(
                     _ = conn_generation.changed() => {}
                     _ = conn_closing.changed() => {}
                 }
+                drop(connection.permit);
             });
         }
     })
@@ -344,6 +385,7 @@ pub struct ApiServer {
     task: Option<JoinHandle<()>>,
     generation: tokio_watch::Sender<u64>,
     tls: Option<Arc<tls::ServingCert>>,
+    connections: ConnectionLimits,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -524,7 +566,8 @@ impl ApiServer {
             .count()
     }
 
-    /// Every request served so far.
+    /// Every request served so far: the newest within the log's budget
+    /// ([`ApiServerBuilder::request_log_bytes`]).
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.inner.log.snapshot()
     }
@@ -658,10 +701,11 @@ impl ApiServer {
         let listener = bind_retry(self.addr).await?;
         self.task = Some(spawn_serving(
             self.inner.clone(),
-            listener,
+            Acceptor::new(listener, self.connections.clone()),
             self.addr,
             self.generation.subscribe(),
             self.tls.clone(),
+            self.connections.clone(),
         ));
         Ok(())
     }

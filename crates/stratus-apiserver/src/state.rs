@@ -18,6 +18,10 @@ use super::store::Store;
 pub(crate) struct Settings {
     /// Events kept for watch resumption.
     pub(crate) history: usize,
+    /// Bytes the kept events may take (`store::Event::memory`).
+    pub(crate) history_bytes: usize,
+    /// Bytes the request log may take.
+    pub(crate) request_log_bytes: usize,
     /// How often watches with `allowWatchBookmarks` get a bookmark.
     pub(crate) bookmark_interval: Duration,
     /// The largest request body accepted.
@@ -30,6 +34,8 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             history: 100_000,
+            history_bytes: 256 * 1024 * 1024,
+            request_log_bytes: 32 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(5),
             max_body: 3 * 1024 * 1024,
             rbac: false,
@@ -60,10 +66,11 @@ pub(crate) struct Inner {
 impl Inner {
     pub(crate) fn new(settings: Settings) -> Result<Arc<Self>, String> {
         let defs = super::resources::builtin();
-        let store = Store::new(defs.len(), settings.history);
+        let store = Store::new(defs.len(), settings.history, settings.history_bytes);
         let defs = Registry::new(defs);
         let kubelet = super::kubelet::KubeletClient::new()?;
         let token_signer = super::service_account_jwt::Signer::new()?;
+        let log = RequestLog::with_budget(settings.request_log_bytes);
         Ok(Arc::new(Self {
             defs,
             store,
@@ -71,7 +78,7 @@ impl Inner {
             settings,
             reviews: Reviews::default(),
             faults: Faults::default(),
-            log: RequestLog::default(),
+            log,
             watch_epoch: watch::channel(0).0,
             closing: watch::channel(false).0,
             generate: Mutex::new(0x5eed),

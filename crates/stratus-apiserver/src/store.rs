@@ -95,6 +95,45 @@ pub(crate) struct Event {
     pub(crate) previous: Option<Arc<Value>>,
 }
 
+impl Event {
+    /// The memory the history holds for this event: its object's JSON and
+    /// parsed tree ([`value_memory`]), and a fixed part for the event.
+    pub(crate) fn memory(&self) -> usize {
+        value_memory(&self.object.object)
+            + self.object.json.len()
+            + self.namespace.len()
+            + std::mem::size_of::<Event>()
+            + 64
+    }
+}
+
+/// The heap a parsed JSON value takes, estimated: each node's enum, each
+/// string's bytes, each map entry's key and tree slot, and 16 bytes of
+/// allocator overhead per allocation.
+pub(crate) fn value_memory(value: &Value) -> usize {
+    const NODE: usize = std::mem::size_of::<Value>();
+    const ALLOCATION: usize = 16;
+    match value {
+        Value::String(s) if s.capacity() > 0 => NODE + s.capacity() + ALLOCATION,
+        Value::Array(items) => NODE + ALLOCATION + items.iter().map(value_memory).sum::<usize>(),
+        Value::Object(map) => {
+            NODE + map
+                .iter()
+                .map(|(key, value)| {
+                    // The key's string, its slot in a tree node (key and
+                    // value inline, amortized node overhead).
+                    key.len()
+                        + ALLOCATION
+                        + std::mem::size_of::<String>()
+                        + 16
+                        + value_memory(value)
+                })
+                .sum::<usize>()
+        }
+        _ => NODE,
+    }
+}
+
 /// What an update closure decided.
 pub(crate) enum Mutation {
     /// Store this new state.
@@ -126,6 +165,9 @@ struct State {
     buckets: Vec<BTreeMap<Key, Stored>>,
     history: VecDeque<Arc<Event>>,
     history_limit: usize,
+    /// The estimated memory of the events in `history`, and its budget.
+    history_bytes: usize,
+    history_bytes_limit: usize,
     /// Events with `rv <= compacted` are gone from the history.
     compacted: u64,
     /// Owner UID → the objects that list it in `ownerReferences` (garbage
@@ -186,7 +228,7 @@ impl Store {
         }
     }
 
-    pub(crate) fn new(resources: usize, history_limit: usize) -> Self {
+    pub(crate) fn new(resources: usize, history_limit: usize, history_bytes_limit: usize) -> Self {
         let (notify, _) = watch::channel(1);
         Self {
             state: Mutex::new(State {
@@ -194,6 +236,8 @@ impl Store {
                 buckets: (0..resources).map(|_| BTreeMap::new()).collect(),
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
+                history_bytes: 0,
+                history_bytes_limit,
                 compacted: 1,
                 dependents: HashMap::new(),
             }),
@@ -291,11 +335,17 @@ impl Store {
             object,
             previous,
         });
+        state.history_bytes += event.memory();
         state.history.push_back(event);
-        while state.history.len() > state.history_limit {
-            if let Some(dropped) = state.history.pop_front() {
-                state.compacted = dropped.rv;
-            }
+        // The newest event stays even alone over the budget.
+        while state.history.len() > state.history_limit
+            || (state.history_bytes > state.history_bytes_limit && state.history.len() > 1)
+        {
+            let Some(dropped) = state.history.pop_front() else {
+                break;
+            };
+            state.history_bytes -= dropped.memory();
+            state.compacted = dropped.rv;
         }
     }
 
@@ -410,6 +460,7 @@ impl Store {
     pub(crate) fn compact(&self) {
         let mut state = self.lock();
         state.history.clear();
+        state.history_bytes = 0;
         state.compacted = state.revision;
     }
 }
@@ -453,7 +504,7 @@ mod tests {
 
     #[test]
     fn revisions_are_global_and_stamped() {
-        let store = Store::new(2, 10);
+        let store = Store::new(2, 10, usize::MAX);
         let a = store.create(0, "ns", "a", obj("a")).unwrap();
         let b = store.create(1, "", "b", obj("b")).unwrap();
         assert_eq!(b.rv, a.rv + 1);
@@ -473,7 +524,7 @@ mod tests {
 
     #[test]
     fn update_and_delete_record_events() {
-        let store = Store::new(1, 10);
+        let store = Store::new(1, 10, usize::MAX);
         let created = store.create(0, "ns", "a", obj("a")).unwrap();
         let (updated, deleted) = store
             .update::<()>(0, "ns", "a", |cur| {
@@ -505,8 +556,34 @@ mod tests {
     }
 
     #[test]
+    fn a_history_over_its_byte_budget_drops_its_oldest_events() {
+        let big = |i: usize| json!({"metadata": {"name": format!("a{i}")}, "data": {"k": "v".repeat(100)}});
+        // The memory of one such event, then room for about three.
+        let one = {
+            let probe = Store::new(1, 10, usize::MAX);
+            probe.create(0, "", "a0", big(0)).unwrap();
+            probe.lock().history_bytes
+        };
+        let store = Store::new(1, 1_000, 3 * one + one / 2);
+        let first = store.create(0, "", "a0", big(0)).unwrap();
+        for i in 1..10 {
+            store.create(0, "", &format!("a{i}"), big(i)).unwrap();
+        }
+        let state = store.lock();
+        assert_eq!(state.history.len(), 3);
+        assert!(state.history_bytes <= 3 * one + one / 2);
+        drop(state);
+        assert!(
+            store.events_after(first.rv, 10).is_err(),
+            "an old resume expired"
+        );
+        let current = store.revision();
+        assert_eq!(store.events_after(current - 3, 10).unwrap().len(), 3);
+    }
+
+    #[test]
     fn bounded_history_expires_old_resumes() {
-        let store = Store::new(1, 3);
+        let store = Store::new(1, 3, usize::MAX);
         let first = store.create(0, "", "a0", obj("a0")).unwrap();
         for i in 1..6 {
             store.create(0, "", &format!("a{i}"), obj("x")).unwrap();

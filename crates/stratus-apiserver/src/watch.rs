@@ -100,6 +100,46 @@ pub(crate) fn plan(
     })
 }
 
+/// How long a watch from a resourceVersion the store has not reached waits
+/// for it (kube-apiserver's watch cache: 3 s), and the retry it then asks.
+const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
+const TOO_LARGE_RETRY_SECONDS: u64 = 1;
+
+/// Wait until the store reached the revision a watch resumes from, for at
+/// most 3 s; then kube-apiserver's 504 "Too large resource version".
+pub(crate) async fn wait_for_revision(inner: &Inner, plan: &WatchPlan) -> Result<(), ApiError> {
+    let Start::After(wanted) = plan.start else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + TOO_LARGE_WAIT;
+    loop {
+        let current = inner.store.revision();
+        if wanted <= current {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(too_large(wanted, current));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// kube-apiserver's error for a resourceVersion beyond the current one.
+fn too_large(wanted: u64, current: u64) -> ApiError {
+    ApiError {
+        details: Some(json!({"causes": [{
+            "reason": "ResourceVersionTooLarge",
+            "message": "Too large resource version",
+        }]})),
+        retry_after: Some(TOO_LARGE_RETRY_SECONDS),
+        ..ApiError::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {wanted}, current: {current}"),
+        )
+    }
+}
+
 fn line(kind: &str, object: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(object.len() + kind.len() + 24);
     out.put_slice(b"{\"type\":\"");

@@ -320,3 +320,69 @@ async fn metadata_only_watches() {
         other => panic!("expected ADDED, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_watch_from_a_future_resource_version_waits_then_gets_504() {
+    let server = ApiServer::start().await.unwrap();
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let first = cms
+        .create(&PostParams::default(), &cm("a", "web"))
+        .await
+        .unwrap();
+    let current: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
+
+    // Never reached: after kube-apiserver's 3 s, 504 with its cause.
+    let far = current + 1_000;
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={far}"
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let started = std::time::Instant::now();
+    // kube's client retries a 504 15 times by default; this one answers
+    // the first.
+    let mut config = server.config().unwrap();
+    config.default_retry = false;
+    let once = kube::Client::try_from(config).unwrap();
+    let err = once.request_text(request).await.unwrap_err();
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    let kube::Error::Api(status) = err else {
+        panic!("not a Status: {err:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (504, "Timeout"));
+    assert!(
+        status
+            .message
+            .starts_with(&format!("Too large resource version: {far}, current: ")),
+        "{}",
+        status.message
+    );
+    let details = status.details.expect("details");
+    assert_eq!(details.retry_after_seconds, 1);
+    assert_eq!(details.causes[0].reason, "ResourceVersionTooLarge");
+
+    // Reached while waiting: the watch starts after that revision.
+    let next = current + 1;
+    let watch = {
+        let cms = cms.clone();
+        tokio::spawn(async move {
+            let mut stream = cms
+                .watch(&WatchParams::default(), &next.to_string())
+                .await
+                .unwrap()
+                .boxed();
+            next_event(&mut stream).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cms.create(&PostParams::default(), &cm("b", "web"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &cm("c", "web"))
+        .await
+        .unwrap();
+    // "b" was written at revision `next`; the first event after it is "c".
+    let first_event = watch.await.unwrap();
+    assert_eq!(name_of(&first_event), ("ADDED".into(), "c".into()));
+}

@@ -1,6 +1,9 @@
 //! The accept loop the admin, webhook and kubelet servers share: TLS (or
 //! plain HTTP), HTTP/1.1 and HTTP/2 on one port, HTTP upgrades (WebSocket,
-//! SPDY), one task per connection, until stopped. A verified client
+//! SPDY), one task per connection, until stopped; under
+//! [`stratus_accept`]'s limits ([`ServingOptions::connections`]): a
+//! connection limit, handshake, first-request and header-read timeouts, and
+//! back-off when accepting fails. A verified client
 //! certificate reaches each request as a [`ClientCertificate`] extension,
 //! for [`crate::auth`].
 //!
@@ -31,8 +34,9 @@ use futures_util::future::BoxFuture;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use hyper_util::rt::TokioIo;
+use stratus_accept::Acceptor;
+pub use stratus_accept::ConnectionLimits;
 use tokio::sync::watch;
 
 use crate::auth::ClientCertificate;
@@ -60,6 +64,10 @@ pub struct ServingOptions {
     /// `SO_REUSEADDR`: bind while old connections linger
     /// (`--permit-address-sharing`).
     pub reuse_address: bool,
+    /// How many connections at once, and how long a client may take to
+    /// finish its TLS handshake, to send its first request and each
+    /// request's header.
+    pub connections: ConnectionLimits,
 }
 
 /// The TLS acceptor of a server: none for plain HTTP, else `certificate`
@@ -104,7 +112,8 @@ pub fn acceptor_with(
 
 /// A bound listener and, unless serving plain HTTP, its TLS acceptor.
 pub struct Listener {
-    listener: TcpListener,
+    acceptor: Acceptor,
+    limits: ConnectionLimits,
     addr: SocketAddr,
     tls: Option<tokio_rustls::TlsAcceptor>,
     http2_max_streams: Option<u32>,
@@ -151,7 +160,8 @@ impl Listener {
         let listener = socket.listen(1024)?;
         let addr = listener.local_addr()?;
         Ok(Self {
-            listener,
+            acceptor: Acceptor::new(listener, options.connections.clone()),
+            limits: options.connections.clone(),
             addr,
             tls,
             http2_max_streams: options.http2_max_streams,
@@ -177,59 +187,65 @@ impl Listener {
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let mut builder = stratus_accept::http_builder(&self.limits);
+        if let Some(n) = self.http2_max_streams {
+            builder.http2().max_concurrent_streams(n);
+        }
+        if self.http1_only {
+            builder = builder.http1_only();
+        }
         loop {
-            let accepted = tokio::select! {
-                a = self.listener.accept() => a,
+            let connection = tokio::select! {
+                c = self.acceptor.accept() => c,
                 _ = stop.changed() => return,
             };
-            let Ok((stream, _)) = accepted else { continue };
-            // Interactive streams (exec, attach) send small writes.
-            let _ = stream.set_nodelay(true);
             let handler = handler.clone();
             let tls = self.tls.clone();
-            let (max_streams, http1_only) = (self.http2_max_streams, self.http1_only);
+            let (builder, limits) = (builder.clone(), self.limits.clone());
             tokio::spawn(async move {
-                let mut builder =
-                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                if let Some(n) = max_streams {
-                    builder.http2().max_concurrent_streams(n);
-                }
-                if http1_only {
-                    builder = builder.http1_only();
-                }
                 let served = match tls {
-                    Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(s) => {
-                            // A client certificate here was verified against
-                            // the client CA; requests carry it for `auth`.
-                            let peer = s
-                                .get_ref()
-                                .1
-                                .peer_certificates()
-                                .and_then(|c| c.first())
-                                .map(|c| ClientCertificate(c.to_vec()));
-                            let service = service(handler, peer);
-                            builder
-                                .serve_connection_with_upgrades(TokioIo::new(s), service)
+                    Some(acceptor) => {
+                        match stratus_accept::handshake(&acceptor, connection.stream, &limits).await
+                        {
+                            Ok(s) => {
+                                // A client certificate here was verified
+                                // against the client CA; requests carry it
+                                // for `auth`.
+                                let peer = s
+                                    .get_ref()
+                                    .1
+                                    .peer_certificates()
+                                    .and_then(|c| c.first())
+                                    .map(|c| ClientCertificate(c.to_vec()));
+                                let service = service(handler, peer);
+                                stratus_accept::serve_connection(
+                                    &builder,
+                                    TokioIo::new(s),
+                                    service,
+                                    &limits,
+                                )
                                 .await
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "TLS handshake failed");
+                                return;
+                            }
                         }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    },
+                    }
                     None => {
-                        builder
-                            .serve_connection_with_upgrades(
-                                TokioIo::new(stream),
-                                service(handler, None),
-                            )
-                            .await
+                        stratus_accept::serve_connection(
+                            &builder,
+                            TokioIo::new(connection.stream),
+                            service(handler, None),
+                            &limits,
+                        )
+                        .await
                     }
                 };
                 if let Err(e) = served {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
+                drop(connection.permit);
             });
         }
     }

@@ -47,6 +47,7 @@ pub mod conformance;
 pub mod csr_signer;
 pub mod e2e;
 pub mod fake_cloud;
+pub mod hostile;
 pub mod http_status;
 pub mod kubelet_api;
 mod metrics_text;
@@ -62,6 +63,6 @@ pub use mock_pod_provider::{MockPodProvider, PodCall};
 pub use stratus_apiserver as apiserver;
 pub use stratus_apiserver::insecure;
 pub use stratus_apiserver::{
-    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, CaSigner, Check, ConvergeError,
-    Fault, FaultAction, RequestRecord, ReviewUser, Verb, eventually, poll,
+    AccessRequest, ApiServer, ApiServerBuilder, ApiServerError, CaSigner, Check, ConnectionLimits,
+    ConvergeError, Fault, FaultAction, RequestRecord, ReviewUser, Verb, eventually, poll,
 };

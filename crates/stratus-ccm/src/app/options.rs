@@ -785,6 +785,7 @@ impl ManagerOptions {
             disable_http2: false,
             reuse_port: self.permit_port_sharing,
             reuse_address: self.permit_address_sharing,
+            connections: Default::default(),
         };
         let webhook = ServingOptions {
             tls: webhook_tls,
@@ -792,6 +793,7 @@ impl ManagerOptions {
             disable_http2: self.webhook_disable_http2_serving,
             reuse_port: self.permit_port_sharing,
             reuse_address: self.permit_address_sharing,
+            connections: Default::default(),
         };
         Ok((admin, webhook, warnings))
     }
