@@ -192,10 +192,14 @@ impl State {
 
 /// A client from a kubeconfig file.
 pub(crate) async fn client_from(path: &Path) -> Result<kube::Client, BoxError> {
+    Ok(kube::Client::try_from(config_from(path).await?)?)
+}
+
+/// A client configuration from a kubeconfig file.
+pub(crate) async fn config_from(path: &Path) -> Result<kube::Config, BoxError> {
     let file = kube::config::Kubeconfig::read_from(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Config::from_custom_kubeconfig(file, &Default::default()).await?)
 }
 
 fn newest_input() -> Option<SystemTime> {

@@ -57,6 +57,16 @@ impl Cause {
         }
     }
 
+    /// A value over a length limit in bytes (`Too long: may not be more
+    /// than N bytes`); kube omits the value.
+    pub(crate) fn too_long(field: impl Into<String>, max_bytes: usize) -> Self {
+        Self {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: may not be more than {max_bytes} bytes"),
+        }
+    }
+
     pub(crate) fn forbidden(field: impl Into<String>, detail: &str) -> Self {
         Self {
             reason: "FieldValueForbidden",

@@ -39,8 +39,9 @@ fn label_shaped(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
-/// Why `key` is not a label key, in kube's words (`IsLabelKey`).
-fn label_key_errors(key: &str) -> Vec<String> {
+/// Why `key` is not a label key (a qualified name), in kube's words
+/// (`IsLabelKey`; annotation keys are checked lowercased).
+pub(crate) fn label_key_errors(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = key.split('/').collect();
     let name = match parts.as_slice() {
@@ -82,7 +83,7 @@ fn label_key_errors(key: &str) -> Vec<String> {
 }
 
 /// Why `value` is not a label value, in kube's words (`IsLabelValue`).
-fn label_value_errors(value: &str) -> Vec<String> {
+pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push("must be no more than 63 bytes".to_owned());

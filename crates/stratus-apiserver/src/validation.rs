@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::error::Cause;
 use super::meta::{at, str_at};
 use super::resources::{NameRule, ResourceDef};
+use super::selectors::{label_key_errors, label_value_errors};
 
 /// An RFC 1123 label of at most `max` characters (an RFC 1035 label, starting
 /// with a letter, when `first_alpha`).
@@ -76,13 +77,36 @@ pub(crate) fn name_error(rule: NameRule, name: &str) -> Option<String> {
     }
 }
 
-fn label_value_ok(v: &str) -> bool {
-    v.is_empty()
-        || (v.len() <= 63
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-            && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-            && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric()))
+/// The most bytes an object's annotations (keys and values) may take.
+const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
+/// kube-apiserver's checks of `metadata.labels` and
+/// `metadata.annotations`: keys are qualified names (annotation keys in
+/// any case), label values short and plain, annotations at most 256 KiB.
+fn validate_labels_and_annotations(obj: &Value, causes: &mut Vec<Cause>) {
+    if let Some(labels) = at(obj, &["metadata", "labels"]).and_then(Value::as_object) {
+        for (key, value) in labels {
+            for why in label_key_errors(key) {
+                causes.push(Cause::invalid("metadata.labels", key, &why));
+            }
+            let value = value.as_str().unwrap_or_default();
+            for why in label_value_errors(value) {
+                causes.push(Cause::invalid("metadata.labels", value, &why));
+            }
+        }
+    }
+    if let Some(annotations) = at(obj, &["metadata", "annotations"]).and_then(Value::as_object) {
+        let mut total = 0;
+        for (key, value) in annotations {
+            for why in label_key_errors(&key.to_lowercase()) {
+                causes.push(Cause::invalid("metadata.annotations", key, &why));
+            }
+            total += key.len() + value.as_str().map_or(0, str::len);
+        }
+        if total > ANNOTATIONS_MAX_BYTES {
+            causes.push(Cause::too_long("metadata.annotations", ANNOTATIONS_MAX_BYTES));
+        }
+    }
 }
 
 /// Why `key` is not a ConfigMap or Secret key (kube's
@@ -119,18 +143,7 @@ pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Vec<Cause> {
     } else if let Some(msg) = name_error(def.names, name) {
         causes.push(Cause::invalid("metadata.name", name, msg.as_str()));
     }
-    if let Some(labels) = at(obj, &["metadata", "labels"]).and_then(Value::as_object) {
-        for (k, v) in labels {
-            match v.as_str() {
-                Some(s) if label_value_ok(s) => {}
-                _ => causes.push(Cause::invalid(
-                    "metadata.labels",
-                    v.as_str().unwrap_or_default(),
-                    &format!("a valid label value for key {k:?} must be 63 characters or less and consist of alphanumeric characters, '-', '_' or '.'"),
-                )),
-            }
-        }
-    }
+    validate_labels_and_annotations(obj, &mut causes);
     match (def.group, def.kind) {
         ("", "ConfigMap" | "Secret") => {
             for field in ["data", "binaryData", "stringData"] {

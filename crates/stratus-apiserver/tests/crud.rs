@@ -1274,3 +1274,58 @@ async fn errors_in_kube_apiserver_1_37_words() {
         r#""spec.nothing" is not a known field selector: only "metadata.name", "metadata.namespace""#
     );
 }
+
+#[tokio::test]
+async fn label_and_annotation_keys_are_validated_as_kube_apiserver_does() {
+    let server = ApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let create = |metadata: serde_json::Value| {
+        let cms = cms.clone();
+        async move {
+            let cm: ConfigMap = serde_json::from_value(json!({"metadata": metadata})).unwrap();
+            cms.create(&PostParams::default(), &cm).await
+        }
+    };
+    // Nothing stored of a refused object.
+    for (metadata, expected) in [
+        (
+            json!({"name": "a", "labels": {"bad key!": "v"}}),
+            "metadata.labels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters",
+        ),
+        (
+            json!({"name": "b", "labels": {"": "v"}}),
+            "metadata.labels: Invalid value: \"\": name part must be non-empty",
+        ),
+        (
+            json!({"name": "c", "labels": {"a/b/c": "v"}}),
+            "metadata.labels: Invalid value: \"a/b/c\": a valid label key must consist of",
+        ),
+        (
+            json!({"name": "d", "labels": {"ok": "bad value!"}}),
+            "metadata.labels: Invalid value: \"bad value!\": a valid label must be an empty string or",
+        ),
+        (
+            json!({"name": "e", "annotations": {"no good": "v"}}),
+            "metadata.annotations: Invalid value: \"no good\": name part must consist of",
+        ),
+        (
+            json!({"name": "f", "annotations": {"big": "x".repeat(262_145)}}),
+            "metadata.annotations: Too long: may not be more than 262144 bytes",
+        ),
+    ] {
+        let name = metadata["name"].as_str().unwrap().to_owned();
+        let kube::Error::Api(status) = create(metadata).await.unwrap_err() else {
+            panic!("{name}: not an API error")
+        };
+        let (code, message) = (status.code, status.message);
+        assert_eq!(code, 422, "{message}");
+        assert!(message.contains(expected), "{name}: {message}");
+        assert!(cms.get_opt(&name).await.unwrap().is_none(), "{name} was stored");
+    }
+    // Prefixed keys, and annotation keys in any case, are fine.
+    create(json!({"name": "fine",
+                  "labels": {"example.com/MyName": "my_value", "empty": ""},
+                  "annotations": {"Example.COM/Some-Key": "anything at all !"}}))
+    .await
+    .unwrap();
+}
