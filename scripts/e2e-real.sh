@@ -17,7 +17,8 @@
 #   not repeated when its watches re-list), etcd stopped for 10 s, the
 #   scheduler stopped (pods stay Pending, then bind);
 # - the audit log: no request of the manager forbidden over the whole run;
-# - docs/deploy/deployment.yaml admitted under PodSecurity `restricted`.
+# - docs/deploy/deployment.yaml and virtual-kubelet-deployment.yaml admitted
+#   under PodSecurity `restricted`.
 # Prints "e2e-real: N passed, 0 failed"; exits non-zero on the first failed
 # check (with the demo's log).
 set -euo pipefail
@@ -75,6 +76,9 @@ k create namespace restricted-check >/dev/null
 k label namespace restricted-check pod-security.kubernetes.io/warn=restricted >/dev/null
 check "docs/deploy/deployment.yaml passes PodSecurity restricted" "created (server dry run)" \
   bash -c "out=\$(sed 's/namespace: kube-system/namespace: restricted-check/' docs/deploy/deployment.yaml \
+    | '$newest' --kubeconfig '$kubeconfig' apply --dry-run=server -f - 2>&1); echo \"\$out\"; ! grep -q Warning <<<\"\$out\""
+check "docs/deploy/virtual-kubelet-deployment.yaml passes PodSecurity restricted" "created (server dry run)" \
+  bash -c "out=\$(sed 's/namespace: kube-system/namespace: restricted-check/' docs/deploy/virtual-kubelet-deployment.yaml \
     | '$newest' --kubeconfig '$kubeconfig' apply --dry-run=server -f - 2>&1); echo \"\$out\"; ! grep -q Warning <<<\"\$out\""
 check "the e2e runner: the manager and three virtual nodes" " 0 failed" \
   "$xtask" e2e --kubeconfig "$kubeconfig" --ccm --virtual-node vk-demo --virtual-node vk-process \

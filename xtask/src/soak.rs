@@ -422,7 +422,12 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
         .join("soak");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("pods"))?;
-    let server = ApiServer::start().await?;
+    // The figures count every request of the run: a request log that
+    // holds a 60-minute soak's (the default budget keeps some 70,000).
+    let server = ApiServer::builder()
+        .request_log_bytes(1 << 30)
+        .start()
+        .await?;
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig)?;
     let client = server.client();

@@ -84,14 +84,18 @@ struct LogRecords {
     bytes: usize,
 }
 
-/// The memory one record takes: the record and its strings' text.
+/// The memory one record takes: its slot (counted twice: the log's
+/// buffer grows by doubling) and its strings' allocations.
 fn record_bytes(r: &RequestRecord) -> usize {
-    std::mem::size_of::<RequestRecord>()
-        + r.resource.len()
-        + r.namespace.as_ref().map_or(0, String::len)
-        + r.name.as_ref().map_or(0, String::len)
-        + r.user_agent.len()
-        + r.user.len()
+    use crate::store::malloc_chunk;
+    2 * std::mem::size_of::<RequestRecord>()
+        + malloc_chunk(r.resource.capacity())
+        + r.namespace
+            .as_ref()
+            .map_or(0, |s| malloc_chunk(s.capacity()))
+        + r.name.as_ref().map_or(0, |s| malloc_chunk(s.capacity()))
+        + malloc_chunk(r.user_agent.capacity())
+        + malloc_chunk(r.user.capacity())
 }
 
 impl RequestLog {

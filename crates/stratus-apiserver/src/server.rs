@@ -100,7 +100,7 @@ impl ApiServerBuilder {
     }
 
     /// Keep at most this many bytes of [`ApiServer::requests`] records
-    /// (default 32 MiB, more than 100,000 records); the oldest are dropped past
+    /// (default 32 MiB, some 70,000 records); the oldest are dropped past
     /// it.
     pub fn request_log_bytes(mut self, bytes: usize) -> Self {
         self.settings.request_log_bytes = bytes;

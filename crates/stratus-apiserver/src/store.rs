@@ -78,6 +78,9 @@ fn encode(object: &Value) -> (Bytes, usize) {
         }
     }
     out.push(b'}');
+    // Stored (and kept in the history) for the object's life: no spare
+    // capacity from the buffer's doubling.
+    out.shrink_to_fit();
     (Bytes::from(out), type_end)
 }
 
@@ -96,41 +99,62 @@ pub(crate) struct Event {
 }
 
 impl Event {
-    /// The memory the history holds for this event: its object's JSON and
-    /// parsed tree ([`value_memory`]), and a fixed part for the event.
+    /// The memory the history holds for this event: the event itself and
+    /// its slot in the history (twice: the buffer grows by doubling), its
+    /// object's JSON and the JSON's shared header, and the parsed tree
+    /// ([`value_memory`]).
     pub(crate) fn memory(&self) -> usize {
-        value_memory(&self.object.object)
-            + self.object.json.len()
-            + self.namespace.len()
-            + std::mem::size_of::<Event>()
-            + 64
+        malloc_chunk(std::mem::size_of::<Event>() + 16)
+            + 2 * std::mem::size_of::<Arc<Event>>()
+            + malloc_chunk(24)
+            + value_memory(&self.object.object)
+            + malloc_chunk(self.object.json.len())
+            + malloc_chunk(self.namespace.len())
     }
 }
 
-/// The heap a parsed JSON value takes, estimated: each node's enum, each
-/// string's bytes, each map entry's key and tree slot, and 16 bytes of
-/// allocator overhead per allocation.
+/// What glibc's malloc takes for `bytes`: the request and an 8-byte
+/// header rounded up to 16, at least 32; nothing for nothing.
+pub(crate) fn malloc_chunk(bytes: usize) -> usize {
+    if bytes == 0 {
+        0
+    } else {
+        (bytes + 8).next_multiple_of(16).max(32)
+    }
+}
+
+/// The memory a parsed JSON value takes behind an `Arc`: its node and
+/// [`value_heap`].
 pub(crate) fn value_memory(value: &Value) -> usize {
+    malloc_chunk(std::mem::size_of::<Value>() + 16) + value_heap(value)
+}
+
+/// The heap a parsed JSON value holds beyond its own node: strings' bytes,
+/// arrays' slots, and maps' B-tree nodes — a node holds up to 11 keys and
+/// values inline and is allocated whole (about 640 bytes even for one
+/// entry); past one node, nodes run about two thirds full.
+fn value_heap(value: &Value) -> usize {
     const NODE: usize = std::mem::size_of::<Value>();
-    const ALLOCATION: usize = 16;
+    const TREE_NODE: usize = 11 * (std::mem::size_of::<String>() + NODE) + 16;
     match value {
-        Value::String(s) if s.capacity() > 0 => NODE + s.capacity() + ALLOCATION,
-        Value::Array(items) => NODE + ALLOCATION + items.iter().map(value_memory).sum::<usize>(),
-        Value::Object(map) => {
-            NODE + map
-                .iter()
-                .map(|(key, value)| {
-                    // The key's string, its slot in a tree node (key and
-                    // value inline, amortized node overhead).
-                    key.len()
-                        + ALLOCATION
-                        + std::mem::size_of::<String>()
-                        + 16
-                        + value_memory(value)
-                })
-                .sum::<usize>()
+        Value::String(s) => malloc_chunk(s.capacity()),
+        Value::Array(items) => {
+            malloc_chunk(items.capacity() * NODE) + items.iter().map(value_heap).sum::<usize>()
         }
-        _ => NODE,
+        Value::Object(map) if map.is_empty() => 0,
+        Value::Object(map) => {
+            let nodes = if map.len() <= 11 {
+                1
+            } else {
+                map.len().div_ceil(7)
+            };
+            nodes * malloc_chunk(TREE_NODE)
+                + map
+                    .iter()
+                    .map(|(key, value)| malloc_chunk(key.capacity()) + value_heap(value))
+                    .sum::<usize>()
+        }
+        _ => 0,
     }
 }
 

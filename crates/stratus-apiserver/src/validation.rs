@@ -104,7 +104,10 @@ fn validate_labels_and_annotations(obj: &Value, causes: &mut Vec<Cause>) {
             total += key.len() + value.as_str().map_or(0, str::len);
         }
         if total > ANNOTATIONS_MAX_BYTES {
-            causes.push(Cause::too_long("metadata.annotations", ANNOTATIONS_MAX_BYTES));
+            causes.push(Cause::too_long(
+                "metadata.annotations",
+                ANNOTATIONS_MAX_BYTES,
+            ));
         }
     }
 }

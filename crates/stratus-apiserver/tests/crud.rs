@@ -1320,7 +1320,10 @@ async fn label_and_annotation_keys_are_validated_as_kube_apiserver_does() {
         let (code, message) = (status.code, status.message);
         assert_eq!(code, 422, "{message}");
         assert!(message.contains(expected), "{name}: {message}");
-        assert!(cms.get_opt(&name).await.unwrap().is_none(), "{name} was stored");
+        assert!(
+            cms.get_opt(&name).await.unwrap().is_none(),
+            "{name} was stored"
+        );
     }
     // Prefixed keys, and annotation keys in any case, are fine.
     create(json!({"name": "fine",

@@ -32,6 +32,7 @@
 //! ```
 
 mod command;
+pub mod deploy;
 mod options;
 pub mod rbac;
 mod registry;

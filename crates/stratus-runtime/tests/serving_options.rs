@@ -163,7 +163,6 @@ async fn port_sharing_lets_two_servers_bind_one_port() {
 /// client waits for a free place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_connections_are_closed_and_others_answered_meanwhile() {
-    use stratus_testing::hostile::{Hostile, hold_with};
     let limits = |max_connections| serving::ConnectionLimits {
         max_connections,
         handshake_timeout: std::time::Duration::from_secs(1),
@@ -175,55 +174,16 @@ async fn hostile_connections_are_closed_and_others_answered_meanwhile() {
         ..Default::default()
     })
     .await;
-    let mut held = Vec::new();
-    for (kind, tls) in [
-        (Hostile::Silent, false),
-        (Hostile::PartialClientHello, false),
-        (Hostile::HandshakeThenPartialHeader, true),
-        (Hostile::IdleAfterRequest, true),
-    ] {
-        let group = hold_with(addr, kind, 75, tls).await;
-        assert_eq!(group.refused, 0, "{kind:?} connections were refused");
-        let answered = hold_with(addr, Hostile::IdleAfterRequest, 1, true).await;
-        assert_eq!(
-            answered.refused, 0,
-            "a request went unanswered while {kind:?} connections were held"
-        );
-        held.push((kind, group));
-    }
-    let held = Arc::new(tokio::sync::Mutex::new(held));
-    stratus_testing::poll(
-        "every held connection closed by the server",
-        std::time::Duration::from_secs(15),
-    )
-    .every(std::time::Duration::from_millis(250))
-    .until(|| {
-        let held = held.clone();
-        async move {
-            let mut open = Vec::new();
-            for (kind, group) in held.lock().await.iter_mut() {
-                let n = group.still_open().await;
-                if n > 0 {
-                    open.push(format!("{n} {kind:?}"));
-                }
-            }
-            (!open.is_empty()).then(|| format!("still open: {}", open.join(", ")))
-        }
-    })
-    .await
-    .unwrap();
+    stratus_testing::hostile::besiege_tls(addr, 75, std::time::Duration::from_secs(15))
+        .await
+        .unwrap();
 
     let (addr, _stop) = serve(ServingOptions {
         connections: limits(20),
         ..Default::default()
     })
     .await;
-    let mut silent = hold_with(addr, Hostile::Silent, 20, false).await;
-    assert_eq!(silent.refused, 0);
-    let answered = hold_with(addr, Hostile::IdleAfterRequest, 1, true).await;
-    assert_eq!(answered.refused, 0, "the waiting client was never answered");
-    assert!(
-        silent.still_open().await < 20,
-        "the 21st client was answered while 20 connections held every place"
-    );
+    stratus_testing::hostile::limit_holds(addr, 20, true)
+        .await
+        .unwrap();
 }

@@ -2,7 +2,9 @@
 //! silent, a partial HTTP/1 header, a partial HTTP/2 preface, a partial TLS
 //! ClientHello, a finished TLS handshake then a partial header, or one
 //! request then idle on a kept-alive connection. A server must close each
-//! after its timeouts and keep answering everyone else meanwhile.
+//! after its timeouts and keep answering everyone else meanwhile:
+//! [`besiege_tls`] checks that of a TLS server, [`limit_holds`] its
+//! connection limit.
 //!
 //! ```no_run
 //! use stratus_testing::hostile::{Hostile, hold};
@@ -210,4 +212,89 @@ fn connector() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+/// The kinds a TLS server meets, each with whether it speaks TLS: silent,
+/// a partial ClientHello, a handshake then a partial header, idle after
+/// one request.
+const AGAINST_TLS: [(Hostile, bool); 4] = [
+    (Hostile::Silent, false),
+    (Hostile::PartialClientHello, false),
+    (Hostile::HandshakeThenPartialHeader, true),
+    (Hostile::IdleAfterRequest, true),
+];
+
+/// Whether a fresh client's request (`GET /healthz`) is answered.
+async fn answered(addr: SocketAddr, tls: bool) -> bool {
+    hold_with(addr, Hostile::IdleAfterRequest, 1, tls)
+        .await
+        .refused
+        == 0
+}
+
+/// Besiege the TLS server at `addr`: hold `per_kind` connections of each
+/// kind a TLS server meets (silent, a partial ClientHello, a handshake then
+/// a partial header, idle after a request), checking after each group that
+/// a fresh client is still answered; then wait up to `within` for the
+/// server to close every one. The error says what went unanswered or
+/// stayed open.
+pub async fn besiege_tls(
+    addr: SocketAddr,
+    per_kind: usize,
+    within: Duration,
+) -> Result<(), String> {
+    let mut held = Vec::new();
+    for (kind, tls) in AGAINST_TLS {
+        let group = hold_with(addr, kind, per_kind, tls).await;
+        if group.refused > 0 {
+            return Err(format!(
+                "{} of {per_kind} {kind:?} connections refused",
+                group.refused
+            ));
+        }
+        if !answered(addr, true).await {
+            return Err(format!(
+                "a request went unanswered while {kind:?} connections were held"
+            ));
+        }
+        held.push((kind, group));
+    }
+    let held = Arc::new(tokio::sync::Mutex::new(held));
+    stratus_apiserver::poll("every held connection closed by the server", within)
+        .every(Duration::from_millis(250))
+        .until(|| {
+            let held = held.clone();
+            async move {
+                let mut open = Vec::new();
+                for (kind, group) in held.lock().await.iter_mut() {
+                    let n = group.still_open().await;
+                    if n > 0 {
+                        open.push(format!("{n} {kind:?}"));
+                    }
+                }
+                (!open.is_empty()).then(|| format!("still open: {}", open.join(", ")))
+            }
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Check the connection limit of the server at `addr`, `limit`: hold
+/// `limit` silent connections, then a fresh client (over TLS if `tls`)
+/// must be answered, and only once the server closed one of them.
+pub async fn limit_holds(addr: SocketAddr, limit: usize, tls: bool) -> Result<(), String> {
+    let mut silent = hold_with(addr, Hostile::Silent, limit, false).await;
+    if silent.refused > 0 {
+        return Err(format!("{} of {limit} connections refused", silent.refused));
+    }
+    if !answered(addr, tls).await {
+        return Err("the client waiting for a place was never answered".into());
+    }
+    if silent.still_open().await == limit {
+        return Err(format!(
+            "a client was answered while {limit} connections held every place"
+        ));
+    }
+    Ok(())
 }
