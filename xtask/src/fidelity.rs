@@ -600,7 +600,7 @@ fn corpus() -> Vec<Request> {
             .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big-annotations",
                           "annotations": {"big": "x".repeat(262_145)}}})),
         req("a watch from a resourceVersion not reached", Method::GET,
-            format!("/api/v1/namespaces/{NAMESPACE}/configmaps?watch=true&resourceVersion=999999999")),
+            format!("/api/v1/namespaces/{NAMESPACE}/configmaps?watch=true&resourceVersion=999999999&timeoutSeconds=5")),
         req("a Role with a rule without verbs", Method::POST,
             format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/roles"))
             .json(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "no-verbs"},
