@@ -459,19 +459,19 @@ async fn resource(
         (&Method::GET, false, None) if req.query.flag("watch") => {
             let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
             let plan = watch::plan(inner, &req, repr, protobuf)?;
-            watch::wait_for_revision(inner, &plan).await?;
             Ok(watch_response(inner.clone(), plan, protobuf))
         }
         (&Method::GET, false, None) => {
+            read::await_revision(inner, &req).await?;
             negotiated_json(200, read::list(inner, &req, repr)?, negotiated)
         }
         (&Method::GET, true, None | Some("status" | "approval" | "ephemeralcontainers")) => {
             if req.query.flag("watch") {
                 let protobuf = watch_in_protobuf(inner, &req, negotiated)?;
                 let plan = watch::plan(inner, &req, repr, protobuf)?;
-                watch::wait_for_revision(inner, &plan).await?;
                 return Ok(watch_response(inner.clone(), plan, protobuf));
             }
+            read::await_revision(inner, &req).await?;
             negotiated_json(200, read::get(inner, &req, repr)?, negotiated)
         }
         (&Method::GET, true, Some("scale")) => answer(super::scale::get(inner, &req)),

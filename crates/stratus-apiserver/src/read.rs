@@ -1,6 +1,8 @@
 //! Reads: get and list, with selectors, pagination and the metadata-only
 //! and Table representations.
 
+use std::time::Duration;
+
 use base64::Engine as _;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
@@ -13,6 +15,62 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::state::{Inner, Query, ResourceRequest};
 use super::store::Stored;
 use super::table;
+
+/// How long a read at a resourceVersion the store has not reached waits for
+/// it (kube-apiserver's watch cache: 3 s), and the retry it then asks.
+const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
+const TOO_LARGE_RETRY_SECONDS: u64 = 1;
+
+/// Before a get or list at a `resourceVersion` the store has not reached,
+/// wait for that revision for at most 3 s, then fail with kube-apiserver's
+/// 504 "Too large resource version". A `resourceVersion` that does not parse
+/// is left for the read to refuse. (A watch from such a revision does not
+/// wait: it opens and sends only later events, as kube-apiserver's does.)
+pub(crate) async fn await_revision(inner: &Inner, req: &ResourceRequest) -> Result<(), ApiError> {
+    let Some(wanted) = req
+        .query
+        .get("resourceVersion")
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return Ok(());
+    };
+    if !matches!(
+        req.query.get("resourceVersionMatch"),
+        None | Some("NotOlderThan" | "Exact")
+    ) {
+        return Ok(());
+    }
+    let mut changes = inner.store.subscribe();
+    let deadline = tokio::time::Instant::now() + TOO_LARGE_WAIT;
+    loop {
+        changes.borrow_and_update();
+        let current = inner.store.revision();
+        if wanted <= current {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            // Timed out, or the store is gone: the revision was not reached.
+            Ok(Err(_)) | Err(_) => return Err(too_large(wanted, inner.store.revision())),
+        }
+    }
+}
+
+/// kube-apiserver's error for a resourceVersion beyond the current one.
+fn too_large(wanted: u64, current: u64) -> ApiError {
+    ApiError {
+        details: Some(json!({"causes": [{
+            "reason": "ResourceVersionTooLarge",
+            "message": "Too large resource version",
+        }]})),
+        retry_after: Some(TOO_LARGE_RETRY_SECONDS),
+        ..ApiError::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {wanted}, current: {current}"),
+        )
+    }
+}
 
 /// How the client asked to see objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,11 +261,7 @@ pub(crate) fn list(
     match (req.query.get("resourceVersionMatch"), rv_param) {
         (Some("Exact"), Some(rv)) if rv != revision => {
             if rv > revision {
-                return Err(ApiError::new(
-                    504,
-                    "Timeout",
-                    format!("Too large resource version: {rv}, current: {revision}"),
-                ));
+                return Err(too_large(rv, revision));
             }
             return Err(ApiError::gone(format!(
                 "too old resource version: {rv} ({revision}); the harness serves Exact reads only at the current revision"
@@ -222,15 +276,11 @@ pub(crate) fn list(
             )));
         }
     }
+    // `await_revision` waited for it; a revision still not reached fails.
     if let Some(rv) = rv_param
         && rv > revision
-        && req.query.get("resourceVersionMatch") == Some("NotOlderThan")
     {
-        return Err(ApiError::new(
-            504,
-            "Timeout",
-            format!("Too large resource version: {rv}, current: {revision}"),
-        ));
+        return Err(too_large(rv, revision));
     }
     let (list_rv, start) = match req.query.get("continue") {
         Some(token) => {

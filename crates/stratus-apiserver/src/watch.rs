@@ -100,46 +100,6 @@ pub(crate) fn plan(
     })
 }
 
-/// How long a watch from a resourceVersion the store has not reached waits
-/// for it (kube-apiserver's watch cache: 3 s), and the retry it then asks.
-const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
-const TOO_LARGE_RETRY_SECONDS: u64 = 1;
-
-/// Wait until the store reached the revision a watch resumes from, for at
-/// most 3 s; then kube-apiserver's 504 "Too large resource version".
-pub(crate) async fn wait_for_revision(inner: &Inner, plan: &WatchPlan) -> Result<(), ApiError> {
-    let Start::After(wanted) = plan.start else {
-        return Ok(());
-    };
-    let deadline = Instant::now() + TOO_LARGE_WAIT;
-    loop {
-        let current = inner.store.revision();
-        if wanted <= current {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(too_large(wanted, current));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// kube-apiserver's error for a resourceVersion beyond the current one.
-fn too_large(wanted: u64, current: u64) -> ApiError {
-    ApiError {
-        details: Some(json!({"causes": [{
-            "reason": "ResourceVersionTooLarge",
-            "message": "Too large resource version",
-        }]})),
-        retry_after: Some(TOO_LARGE_RETRY_SECONDS),
-        ..ApiError::new(
-            504,
-            "Timeout",
-            format!("Too large resource version: {wanted}, current: {current}"),
-        )
-    }
-}
-
 fn line(kind: &str, object: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(object.len() + kind.len() + 24);
     out.put_slice(b"{\"type\":\"");
@@ -362,7 +322,10 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
             _ = closing.changed() => return,
             _ = sleep => return,
             _ = tx.closed() => return,
-            _ = ticker.tick(), if plan.bookmarks => {
+            // No bookmark for a revision the store has not reached (a watch
+            // from a future resourceVersion): kube-apiserver's watchers send
+            // none older than where they started.
+            _ = ticker.tick(), if plan.bookmarks && cursor <= inner.store.revision() => {
                 // Every event up to `cursor` has been seen (none are pending).
                 if tx.send(bookmark(&inner, &plan, cursor, false)).await.is_err() {
                     return;

@@ -322,9 +322,43 @@ async fn metadata_only_watches() {
 }
 
 #[tokio::test]
-async fn a_watch_from_a_future_resource_version_waits_then_gets_504() {
+async fn a_watch_from_a_future_resource_version_stays_open_and_sends_only_later_events() {
     let server = ApiServer::start().await.unwrap();
-    let client = server.client();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let first = cms
+        .create(&PostParams::default(), &cm("a", "web"))
+        .await
+        .unwrap();
+    let current: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
+
+    // As kube-apiserver's watch cache: no error, no wait; the watch opens
+    // and sends the events after the revision asked for, none before.
+    let far = current + 2;
+    let mut stream = cms
+        .watch(&WatchParams::default(), &far.to_string())
+        .await
+        .unwrap()
+        .boxed();
+    for name in ["b", "c", "d"] {
+        cms.create(&PostParams::default(), &cm(name, "web"))
+            .await
+            .unwrap();
+    }
+    // "b" and "c" were written at `current + 1` and `far`.
+    assert_eq!(
+        name_of(&next_event(&mut stream).await),
+        ("ADDED".into(), "d".into())
+    );
+}
+
+#[tokio::test]
+async fn a_read_at_a_future_resource_version_waits_then_gets_504() {
+    let server = ApiServer::start().await.unwrap();
+    // kube's client retries a 504 15 times by default; this one answers
+    // the first.
+    let mut config = server.config().unwrap();
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let first = cms
         .create(&PostParams::default(), &cm("a", "web"))
@@ -332,57 +366,60 @@ async fn a_watch_from_a_future_resource_version_waits_then_gets_504() {
         .unwrap();
     let current: u64 = first.metadata.resource_version.unwrap().parse().unwrap();
 
-    // Never reached: after kube-apiserver's 3 s, 504 with its cause.
+    // Never reached: after kube-apiserver's 3 s, 504 with its cause, for a
+    // list (with or without resourceVersionMatch) and for a get.
     let far = current + 1_000;
-    let request = http::Request::get(format!(
-        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={far}"
-    ))
-    .body(Vec::new())
-    .unwrap();
-    let started = std::time::Instant::now();
-    // kube's client retries a 504 15 times by default; this one answers
-    // the first.
-    let mut config = server.config().unwrap();
-    config.default_retry = false;
-    let once = kube::Client::try_from(config).unwrap();
-    let err = once.request_text(request).await.unwrap_err();
-    assert!(started.elapsed() >= Duration::from_secs(3));
-    let kube::Error::Api(status) = err else {
-        panic!("not a Status: {err:?}")
-    };
-    assert_eq!((status.code, status.reason.as_str()), (504, "Timeout"));
-    assert!(
-        status
-            .message
-            .starts_with(&format!("Too large resource version: {far}, current: ")),
-        "{}",
-        status.message
-    );
-    let details = status.details.expect("details");
-    assert_eq!(details.retry_after_seconds, 1);
-    assert_eq!(details.causes[0].reason, "ResourceVersionTooLarge");
+    for path in [
+        format!("/api/v1/namespaces/default/configmaps?resourceVersion={far}"),
+        format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={far}&resourceVersionMatch=NotOlderThan"
+        ),
+        format!("/api/v1/namespaces/default/configmaps/a?resourceVersion={far}"),
+    ] {
+        let request = http::Request::get(&path).body(Vec::new()).unwrap();
+        let started = std::time::Instant::now();
+        let err = client.request_text(request).await.unwrap_err();
+        assert!(started.elapsed() >= Duration::from_secs(3), "{path}");
+        let kube::Error::Api(status) = err else {
+            panic!("{path}: not a Status: {err:?}")
+        };
+        assert_eq!((status.code, status.reason.as_str()), (504, "Timeout"));
+        assert!(
+            status.message.starts_with(&format!(
+                "Timeout: Too large resource version: {far}, current: "
+            )),
+            "{}",
+            status.message
+        );
+        let details = status.details.expect("details");
+        assert_eq!(details.retry_after_seconds, 1);
+        assert_eq!(details.causes[0].reason, "ResourceVersionTooLarge");
+    }
 
-    // Reached while waiting: the watch starts after that revision.
+    // Reached while waiting: the list answers with that revision's state.
     let next = current + 1;
-    let watch = {
-        let cms = cms.clone();
+    let list = {
+        let client = client.clone();
         tokio::spawn(async move {
-            let mut stream = cms
-                .watch(&WatchParams::default(), &next.to_string())
+            let request = http::Request::get(format!(
+                "/api/v1/namespaces/default/configmaps?resourceVersion={next}"
+            ))
+            .body(Vec::new())
+            .unwrap();
+            client
+                .request::<k8s_openapi::List<ConfigMap>>(request)
                 .await
-                .unwrap()
-                .boxed();
-            next_event(&mut stream).await
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     cms.create(&PostParams::default(), &cm("b", "web"))
         .await
         .unwrap();
-    cms.create(&PostParams::default(), &cm("c", "web"))
-        .await
-        .unwrap();
-    // "b" was written at revision `next`; the first event after it is "c".
-    let first_event = watch.await.unwrap();
-    assert_eq!(name_of(&first_event), ("ADDED".into(), "c".into()));
+    let list = list.await.unwrap().unwrap();
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
 }
