@@ -25,7 +25,8 @@ pub(crate) struct Args {
     tls: bool,
     /// `AlwaysAllow` (every caller may do anything), or `RBAC`: bearer
     /// tokens name the caller and Roles, ClusterRoles and their bindings
-    /// decide (the kubeconfig is the administrator, in `system:masters`).
+    /// decide (the kubeconfig is the administrator, in `system:masters`);
+    /// `RBAC` implies `--tls`, as kubectl sends its token only over TLS.
     #[arg(long, value_enum, default_value = "AlwaysAllow")]
     authorization_mode: AuthorizationMode,
     /// Also run a virtual node of this name (MockPodProvider) with its

@@ -130,8 +130,13 @@ impl ApiServerBuilder {
     /// (`cluster-admin`, `system:discovery`, `system:basic-user`,
     /// `system:public-info-viewer`, `system:auth-delegator`, `admin` / `edit`
     /// / `view`) and their bindings exist at start.
+    ///
+    /// RBAC turns [`tls`](Self::tls) on as well: client-go (and so kubectl)
+    /// sends a kubeconfig's token only over TLS, so over plain HTTP every
+    /// kubectl call would be anonymous.
     pub fn rbac(mut self) -> Self {
         self.settings.rbac = true;
+        self.tls = true;
         self
     }
 

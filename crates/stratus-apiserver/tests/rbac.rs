@@ -2,7 +2,7 @@
 //! tokens, a ServiceAccount's token from TokenRequest bound by a Role, access
 //! reviews answered from the bindings, and the request log's 403s.
 
-use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenReview};
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SubjectAccessReview};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -107,6 +107,37 @@ async fn the_administrator_and_the_bootstrap_roles() {
             .unwrap()
             .items
             .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn rbac_serves_https_and_reviews_the_kubeconfig_token_as_the_administrator() {
+    let server = ApiServer::builder().rbac().start().await.unwrap();
+    // kubectl (client-go) sends a kubeconfig's token only over TLS: with
+    // RBAC on, the harness serves HTTPS so its clients are not anonymous.
+    assert!(server.url().starts_with("https://"), "{}", server.url());
+    assert!(server.kubeconfig().contains("certificate-authority-data"));
+
+    let reviews: Api<TokenReview> = Api::all(server.client());
+    let kubeconfig = server.kubeconfig();
+    let token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the kubeconfig carries a token")
+        .trim_matches('"');
+    let review: TokenReview = serde_json::from_value(json!({"spec": {"token": token}})).unwrap();
+    let status = reviews
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.authenticated, Some(true), "{:?}", status.error);
+    let user = status.user.unwrap();
+    assert_eq!(user.username.as_deref(), Some("kubernetes-admin"));
+    assert_eq!(
+        user.groups.unwrap_or_default(),
+        ["system:masters", "system:authenticated"]
     );
 }
 
