@@ -4,8 +4,10 @@
 //! variables, the API client, the kubelet API with its TLS and
 //! authentication, the `VirtualNode`, SIGTERM. `--metrics-addr` (Go's
 //! flag, unused in Go; `127.0.0.1:10255` by default) serves the node's own
-//! `/metrics` ([`crate::metrics`]), `/healthz` and `/readyz` over plain
-//! HTTP without authentication; `--metrics-addr ""` turns it off.
+//! `/metrics` ([`crate::metrics`]), `/healthz` and `/readyz`: over plain
+//! HTTP without authentication on a loopback address, over HTTPS behind
+//! the kubelet API's authentication and authorization on any other (the
+//! probes open); `--metrics-addr ""` turns it off.
 //!
 //! ```no_run
 //! use std::sync::Arc;

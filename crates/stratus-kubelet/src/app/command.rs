@@ -360,10 +360,47 @@ async fn kubelet_server(
     Ok((server, rotation))
 }
 
-/// The plain-HTTP server of `--metrics-addr`: the node's metric families
-/// and health checks, served as `/metrics`, `/healthz` and `/readyz`.
+/// How the `--metrics-addr` server is guarded.
+enum MetricsGuard {
+    /// A loopback address: plain HTTP, no authentication (only this
+    /// machine reaches it).
+    Loopback,
+    /// Any other address: HTTPS (`--tls-cert-file`, else self-signed) and
+    /// the kubelet API's authentication and authorization (client
+    /// certificates from `--client-ca-file`, TokenReview, then
+    /// SubjectAccessReview on `get` of the path unless `AlwaysAllow`;
+    /// `--anonymous-auth`); `/healthz`, `/readyz` and `/livez` stay open
+    /// for probes.
+    Exposed(DelegatedAuth),
+}
+
+impl MetricsGuard {
+    /// The guard for serving on `addr`.
+    fn for_addr(addr: std::net::SocketAddr, o: &KubeletOptions, client: &kube::Client) -> Self {
+        match addr.ip().is_loopback() {
+            true => Self::Loopback,
+            false => Self::exposed(o, client),
+        }
+    }
+
+    /// The guard of an address beyond this machine, reviewing through
+    /// `client`.
+    fn exposed(o: &KubeletOptions, client: &kube::Client) -> Self {
+        let mut config = DelegatedAuthConfig::kubelet();
+        config.always_allow_paths = vec!["/healthz".into(), "/readyz".into(), "/livez".into()];
+        config.always_allow = o.authorization_mode == "AlwaysAllow";
+        config.anonymous = o.anonymous_auth;
+        Self::Exposed(DelegatedAuth::new(client.clone(), config))
+    }
+}
+
+/// The server of `--metrics-addr`: the node's metric families and health
+/// checks, served as `/metrics`, `/healthz` and `/readyz`, guarded as
+/// `guard` says.
 async fn metrics_server(
     addr: std::net::SocketAddr,
+    guard: MetricsGuard,
+    o: &KubeletOptions,
     rest_client: &stratus_runtime::metrics::RestClientMetrics,
 ) -> Result<(KubeletMetrics, HealthChecks, AdminServer), CommandError> {
     let mut registry = Registry::default();
@@ -371,10 +408,29 @@ async fn metrics_server(
     stratus_runtime::metrics::ProcessCollector::register(&mut registry);
     rest_client.register(&mut registry);
     let checks = HealthChecks::new();
-    let server = AdminServer::builder(addr)
-        .plain_http()
+    let mut builder = AdminServer::builder(addr)
         .health(checks.clone())
-        .registry(Arc::new(registry))
+        .registry(Arc::new(registry));
+    builder = match guard {
+        MetricsGuard::Loopback => builder.plain_http(),
+        MetricsGuard::Exposed(auth) => {
+            builder = builder.auth(auth);
+            if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
+                builder = builder.certificate(
+                    reloading_pem_files(cert, key)
+                        .map_err(|e| CommandError::Metrics(e.to_string()))?,
+                );
+            }
+            if let Some(path) = &o.client_ca_file {
+                let pem = std::fs::read_to_string(path).map_err(|e| {
+                    CommandError::Metrics(format!("--client-ca-file {}: {e}", path.display()))
+                })?;
+                builder = builder.client_ca(pem);
+            }
+            builder
+        }
+    };
+    let server = builder
         .bind()
         .await
         .map_err(|e| CommandError::Metrics(e.to_string()))?;
@@ -489,11 +545,10 @@ async fn run(
     ));
     let metrics = match o.metrics_addr {
         ListenAddr(Some(addr)) => {
-            if !addr.ip().is_loopback() {
-                tracing::warn!(%addr, "--metrics-addr serves /metrics, /healthz and /readyz beyond this machine, without authentication");
-            }
-            let (metrics, checks, server) = metrics_server(addr, &rest_client).await?;
-            tracing::info!(addr = %server.local_addr(), "serving /metrics, /healthz and /readyz");
+            let guard = MetricsGuard::for_addr(addr, &o, &client);
+            let exposed = matches!(guard, MetricsGuard::Exposed(_));
+            let (metrics, checks, server) = metrics_server(addr, guard, &o, &rest_client).await?;
+            tracing::info!(addr = %server.local_addr(), https_and_authentication = exposed, "serving /metrics, /healthz and /readyz");
             tokio::spawn(server.serve(stop.clone()));
             Some((metrics, checks))
         }
@@ -574,4 +629,121 @@ async fn run(
     }
     forward_stop.abort();
     first_error.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stratus_testing::ApiServer;
+
+    /// The options of `virtual-kubelet <args>`.
+    fn options(args: &[&str]) -> KubeletOptions {
+        Cli::<NoFlags>::try_parse_from(
+            std::iter::once("virtual-kubelet").chain(args.iter().copied()),
+        )
+        .unwrap()
+        .options
+    }
+
+    /// A client of the HTTPS server at `addr` sending `token`, if any.
+    fn caller(addr: std::net::SocketAddr, token: Option<&str>) -> kube::Client {
+        let mut config = kube::Config::new(format!("https://{addr}").parse().unwrap());
+        config.accept_invalid_certs = true;
+        config.default_retry = false;
+        config.auth_info.token = token.map(|t| t.to_owned().into());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    #[test]
+    fn only_a_loopback_address_is_served_without_authentication() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client =
+                kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                    .unwrap();
+            let o = options(&[]);
+            for (addr, exposed) in [
+                ("127.0.0.1:10255", false),
+                ("[::1]:10255", false),
+                ("0.0.0.0:10255", true),
+                ("[::]:10255", true),
+                ("10.1.2.3:10255", true),
+            ] {
+                let guard = MetricsGuard::for_addr(addr.parse().unwrap(), &o, &client);
+                assert_eq!(matches!(guard, MetricsGuard::Exposed(_)), exposed, "{addr}");
+            }
+        });
+    }
+
+    /// The guard of an exposed `--metrics-addr`, served on loopback here
+    /// (tests bind 127.0.0.1 only): HTTPS, `/metrics` for callers the API
+    /// server authenticates and authorizes, the probes open.
+    async fn exposed_metrics(
+        api: &ApiServer,
+        args: &[&str],
+    ) -> (std::net::SocketAddr, watch::Sender<bool>) {
+        let o = options(args);
+        let guard = MetricsGuard::exposed(&o, &api.client());
+        let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
+        let (_, _, server) =
+            metrics_server("127.0.0.1:0".parse().unwrap(), guard, &o, &rest_client)
+                .await
+                .unwrap();
+        let addr = server.local_addr();
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(server.serve(stopped));
+        (addr, stop)
+    }
+
+    #[tokio::test]
+    async fn exposed_metrics_need_credentials_and_permission() {
+        let api = ApiServer::builder().rbac().start().await.unwrap();
+        api.seed(
+            serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "nobody", "namespace": "default"}}),
+        )
+        .unwrap();
+        let nobody = api
+            .service_account_token("default", "nobody")
+            .await
+            .unwrap();
+        let admin = api
+            .kubeconfig()
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("token: "))
+            .unwrap()
+            .trim_matches('"')
+            .to_owned();
+
+        let (addr, stop) = exposed_metrics(&api, &[]).await;
+        let get = |token: Option<&str>, path: &'static str| {
+            let client = caller(addr, token);
+            async move { stratus_testing::http_status::get(&client, path).await.0 }
+        };
+        assert_eq!(get(None, "/metrics").await, 401);
+        assert_eq!(get(Some("garbage"), "/metrics").await, 401);
+        assert_eq!(get(Some(&nobody), "/metrics").await, 403);
+        assert_eq!(get(Some(&admin), "/metrics").await, 200);
+        assert_eq!(get(None, "/healthz").await, 200);
+        assert_eq!(get(None, "/readyz").await, 200);
+        let _ = stop.send(true);
+
+        // AlwaysAllow skips the access review, never the authentication.
+        let (addr, stop) = exposed_metrics(&api, &["--authorization-mode=AlwaysAllow"]).await;
+        let get = |token: Option<&str>| {
+            let client = caller(addr, token);
+            async move {
+                stratus_testing::http_status::get(&client, "/metrics")
+                    .await
+                    .0
+            }
+        };
+        assert_eq!(get(None).await, 401);
+        assert_eq!(get(Some("garbage")).await, 401);
+        assert_eq!(get(Some(&nobody)).await, 200);
+        let _ = stop.send(true);
+    }
 }

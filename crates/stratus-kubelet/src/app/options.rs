@@ -91,11 +91,15 @@ pub struct KubeletOptions {
     #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
     pub stream_creation_timeout: Duration,
     /// Where to serve the node's own `/metrics`, `/healthz` and `/readyz`
-    /// over plain HTTP, without authentication (Go's flag, which Go parses
-    /// and never uses); `host:port` or `:port` (every address, a warning is
-    /// logged), empty to serve none. Loopback by default (Go's default is
-    /// `:10255`): pass `--metrics-addr=:10255` for Prometheus to scrape the
-    /// pod.
+    /// (Go's flag, which Go parses and never uses); `host:port` or `:port`
+    /// (every address), empty to serve none. Loopback by default (Go's
+    /// default is `:10255`), served over plain HTTP without authentication;
+    /// any other address is served over HTTPS (`--tls-cert-file`, else
+    /// self-signed) behind the kubelet API's authentication and
+    /// authorization (`--client-ca-file`, TokenReview, SubjectAccessReview
+    /// on `get` of the path unless `AlwaysAllow`, `--anonymous-auth`), the
+    /// probes left open: pass `--metrics-addr=:10255` for Prometheus to
+    /// scrape the pod with a token allowed `get` on `/metrics`.
     ///
     /// ```
     /// use clap::Parser;
