@@ -181,6 +181,25 @@ impl CertificateAuthority {
         common_name: &str,
         dns_names: &[&str],
     ) -> Result<IssuedServing, PkiError> {
+        self.issue_serving_valid_for(common_name, dns_names, CERTIFICATE_VALIDITY)
+    }
+
+    /// [`issue_serving`](Self::issue_serving), valid from [`BACKDATE`] ago
+    /// until `validity` from now (a server renewing its own certificate
+    /// sooner, or a test of that renewal).
+    ///
+    /// ```
+    /// let ca = stratus_pki::CertificateAuthority::new("ca").unwrap();
+    /// let day = std::time::Duration::from_secs(24 * 3600);
+    /// let serving = ca.issue_serving_valid_for("apiserver", &["localhost"], day).unwrap();
+    /// assert!(!serving.cert_der.is_empty());
+    /// ```
+    pub fn issue_serving_valid_for(
+        &self,
+        common_name: &str,
+        dns_names: &[&str],
+        validity: Duration,
+    ) -> Result<IssuedServing, PkiError> {
         let key = KeyPair::generate().map_err(generate)?;
         let names: Vec<String> = dns_names.iter().map(|n| (*n).to_owned()).collect();
         let mut params = CertificateParams::new(names).map_err(generate)?;
@@ -192,6 +211,7 @@ impl CertificateAuthority {
             .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
         params.distinguished_name = subject(common_name, None);
         leaf(&mut params, ExtendedKeyUsagePurpose::ServerAuth);
+        valid_for(&mut params, validity);
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         let cert = params.signed_by(&key, &issuer).map_err(generate)?;
         Ok(IssuedServing {

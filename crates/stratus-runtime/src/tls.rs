@@ -73,20 +73,130 @@ pub struct ServingCertificate {
     resolver: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
 }
 
-/// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1.
+/// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1,
+/// valid for a year ([`stratus_pki::CERTIFICATE_VALIDITY`]) and renewed
+/// before it expires ([`self_signed_valid_for`]).
 pub fn self_signed(common_name: &str, dns_names: &[&str]) -> Result<ServingCertificate, TlsError> {
+    self_signed_valid_for(common_name, dns_names, stratus_pki::CERTIFICATE_VALIDITY)
+}
+
+/// How far into its validity a self-signed serving certificate is renewed:
+/// four fifths (client-go's certificate manager rotates between 70 % and
+/// 90 % of a certificate's life).
+pub const RENEW_AFTER_FIFTHS: u32 = 4;
+
+/// How long a self-signed certificate whose renewal failed is served
+/// before the renewal is tried again.
+const RENEWAL_RETRY: Duration = Duration::from_secs(60);
+
+/// A CA (valid ten years, [`stratus_pki::CA_VALIDITY`]) and a serving
+/// certificate it signs for `dns_names`, 127.0.0.1 and ::1, valid for
+/// `validity`. Once [`RENEW_AFTER_FIFTHS`] fifths of that have passed, the
+/// next TLS handshake gets a fresh certificate from the same CA, so clients
+/// trusting [`ServingCertificate::ca_pem`] never see an expired one; a
+/// renewal that fails is logged, the current certificate kept and the
+/// renewal tried again a minute later.
+///
+/// ```
+/// let day = std::time::Duration::from_secs(24 * 3600);
+/// let cert = stratus_runtime::tls::self_signed_valid_for("my-ccm", &["localhost"], day).unwrap();
+/// assert!(cert.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+/// ```
+pub fn self_signed_valid_for(
+    common_name: &str,
+    dns_names: &[&str],
+    validity: Duration,
+) -> Result<ServingCertificate, TlsError> {
     let ca = CertificateAuthority::new(&format!("{common_name}-ca"))?;
-    let serving = ca.issue_serving(common_name, dns_names)?;
+    let renewing = Renewing {
+        common_name: common_name.to_owned(),
+        dns_names: dns_names.iter().map(|n| (*n).to_owned()).collect(),
+        validity,
+        ca,
+        current: Mutex::new(None),
+    };
+    let (chain, key) = renewing.issue()?;
+    let certified = certified_key(&chain, &key)?;
+    *renewing.current.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some((certified, renewing.renew_at(SystemTime::now())));
     Ok(ServingCertificate {
-        ca_pem: ca.ca_pem().to_owned(),
-        ca_der: ca.ca_der().to_vec(),
-        chain: vec![
-            CertificateDer::from(serving.cert_der),
-            CertificateDer::from(ca.ca_der().to_vec()),
-        ],
-        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving.key_der)),
-        resolver: None,
+        ca_pem: renewing.ca.ca_pem().to_owned(),
+        ca_der: renewing.ca.ca_der().to_vec(),
+        chain,
+        key,
+        resolver: Some(Arc::new(renewing)),
     })
+}
+
+/// Serves a self-signed certificate and renews it from its CA before it
+/// expires.
+struct Renewing {
+    common_name: String,
+    dns_names: Vec<String>,
+    validity: Duration,
+    ca: CertificateAuthority,
+    /// The certificate served and when to renew it.
+    current: Mutex<Option<(Arc<rustls::sign::CertifiedKey>, SystemTime)>>,
+}
+
+impl std::fmt::Debug for Renewing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Renewing")
+            .field("common_name", &self.common_name)
+            .field("validity", &self.validity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Renewing {
+    /// A fresh certificate (chained to the CA) and its key.
+    fn issue(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+        let names: Vec<&str> = self.dns_names.iter().map(String::as_str).collect();
+        let serving = self
+            .ca
+            .issue_serving_valid_for(&self.common_name, &names, self.validity)?;
+        Ok((
+            vec![
+                CertificateDer::from(serving.cert_der),
+                CertificateDer::from(self.ca.ca_der().to_vec()),
+            ],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(serving.key_der)),
+        ))
+    }
+
+    /// When a certificate issued at `issued` is due for renewal.
+    fn renew_at(&self, issued: SystemTime) -> SystemTime {
+        issued + self.validity / 5 * RENEW_AFTER_FIFTHS
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Renewing {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let now = SystemTime::now();
+        if let Some((served, renew_at)) = current.as_mut()
+            && now >= *renew_at
+        {
+            match self
+                .issue()
+                .and_then(|(chain, key)| certified_key(&chain, &key))
+            {
+                Ok(fresh) => {
+                    tracing::info!(common_name = %self.common_name, "self-signed serving certificate renewed");
+                    *served = fresh;
+                    *renew_at = self.renew_at(now);
+                }
+                Err(e) => {
+                    tracing::warn!(common_name = %self.common_name, error = %e, "could not renew the self-signed serving certificate; serving the current one");
+                    *renew_at = now + RENEWAL_RETRY;
+                }
+            }
+        }
+        current.as_ref().map(|(served, _)| served.clone())
+    }
 }
 
 /// The certificate chain and key in PEM files.

@@ -1,6 +1,7 @@
 //! A serving certificate from files is reloaded when the files change: new
 //! connections get the new certificate without a restart, and a broken
-//! file keeps the previous one.
+//! file keeps the previous one. A self-signed one is renewed from its CA
+//! before it expires.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use rustls::pki_types::ServerName;
 use stratus_runtime::serving::{self, Handler, Listener};
-use stratus_runtime::tls::{RELOAD_CHECK_INTERVAL, reloading_pem_files};
+use stratus_runtime::tls::{RELOAD_CHECK_INTERVAL, reloading_pem_files, self_signed_valid_for};
 
 /// The leaf certificate the server at `addr` presents.
 async fn presented(addr: std::net::SocketAddr) -> Vec<u8> {
@@ -22,6 +23,24 @@ async fn presented(addr: std::net::SocketAddr) -> Vec<u8> {
             provider,
         ))
         .with_no_client_auth();
+    leaf_over(addr, config).await
+}
+
+/// The leaf certificate the server at `addr` presents to a client that
+/// trusts only `ca_der` (the handshake fails on an expired or foreign one).
+async fn presented_trusting(addr: std::net::SocketAddr, ca_der: &[u8]) -> Vec<u8> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca_der.to_vec().into()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    leaf_over(addr, config).await
+}
+
+async fn leaf_over(addr: std::net::SocketAddr, config: rustls::ClientConfig) -> Vec<u8> {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
@@ -76,4 +95,47 @@ async fn a_rotated_certificate_is_served_without_a_restart() {
     tokio::time::sleep(RELOAD_CHECK_INTERVAL + Duration::from_millis(100)).await;
     assert_eq!(presented(addr).await, der_b);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+async fn serve(certificate: stratus_runtime::tls::ServingCertificate) -> std::net::SocketAddr {
+    let tls = serving::acceptor(false, Some(certificate), None, "unused").unwrap();
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), tls)
+        .await
+        .unwrap();
+    let addr = listener.local_addr();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let handler: Handler<Full<Bytes>> =
+        Arc::new(|_| Box::pin(async { http::Response::new(Full::new(Bytes::new())) }));
+    tokio::spawn(async move {
+        listener.serve(stopped, handler).await;
+        drop(stop);
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_self_signed_certificate_is_renewed_from_its_ca_before_it_expires() {
+    // Valid 5 s, renewed after four fifths of that (4 s).
+    let validity = Duration::from_secs(5);
+    let certificate = self_signed_valid_for("renewing", &["localhost"], validity).unwrap();
+    let ca_der = certificate.ca_der.clone();
+    let addr = serve(certificate).await;
+    let first = presented_trusting(addr, &ca_der).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        presented_trusting(addr, &ca_der).await,
+        first,
+        "not due yet"
+    );
+
+    // Past the renewal point, and past the first certificate's expiry: a
+    // client trusting the same CA is served a fresh, valid certificate.
+    tokio::time::sleep(validity).await;
+    let renewed = presented_trusting(addr, &ca_der).await;
+    assert_ne!(renewed, first, "renewed");
+    assert_eq!(
+        presented_trusting(addr, &ca_der).await,
+        renewed,
+        "renewed once"
+    );
 }

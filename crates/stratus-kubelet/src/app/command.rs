@@ -371,7 +371,7 @@ enum MetricsGuard {
     /// SubjectAccessReview on `get` of the path unless `AlwaysAllow`;
     /// `--anonymous-auth`); `/healthz`, `/readyz` and `/livez` stay open
     /// for probes.
-    Exposed(DelegatedAuth),
+    Exposed(Box<DelegatedAuth>),
 }
 
 impl MetricsGuard {
@@ -390,7 +390,7 @@ impl MetricsGuard {
         config.always_allow_paths = vec!["/healthz".into(), "/readyz".into(), "/livez".into()];
         config.always_allow = o.authorization_mode == "AlwaysAllow";
         config.anonymous = o.anonymous_auth;
-        Self::Exposed(DelegatedAuth::new(client.clone(), config))
+        Self::Exposed(Box::new(DelegatedAuth::new(client.clone(), config)))
     }
 }
 
@@ -414,7 +414,7 @@ async fn metrics_server(
     builder = match guard {
         MetricsGuard::Loopback => builder.plain_http(),
         MetricsGuard::Exposed(auth) => {
-            builder = builder.auth(auth);
+            builder = builder.auth(*auth);
             if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
                 builder = builder.certificate(
                     reloading_pem_files(cert, key)
