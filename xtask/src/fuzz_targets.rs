@@ -699,6 +699,20 @@ fn kubelet_flags_seeds() -> Vec<Vec<u8>> {
 /// Every target.
 pub(crate) static TARGETS: &[Target] = &[
     Target {
+        name: "harness-query",
+        about: "the harness API server's query parameters, over HTTP (list, watch, patch, delete)",
+        run: crate::fuzz_live::harness_query,
+        seeds: crate::fuzz_live::harness_query_seeds,
+        dictionary: crate::fuzz_live::EXTREME_DICTIONARY,
+    },
+    Target {
+        name: "kubelet-api-query",
+        about: "the kubelet API's query parameters, over HTTPS to the MockPodProvider (logs, port-forward, stats, pods)",
+        run: crate::fuzz_live::kubelet_live,
+        seeds: crate::fuzz_live::kubelet_live_seeds,
+        dictionary: crate::fuzz_live::EXTREME_DICTIONARY,
+    },
+    Target {
         name: "spdy-frame",
         about: "SPDY/3.1 frames (kubectl exec/attach/port-forward over SPDY)",
         run: spdy_frame,

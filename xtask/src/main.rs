@@ -32,6 +32,7 @@ mod demo_process;
 mod e2e;
 mod fidelity;
 mod fuzz;
+mod fuzz_live;
 mod fuzz_targets;
 mod generated;
 mod heap_meter;
