@@ -85,17 +85,20 @@ struct LogRecords {
 }
 
 /// The memory one record takes: its slot (counted twice: the log's
-/// buffer grows by doubling) and its strings' allocations.
+/// buffer grows by doubling) and its strings' allocations, as resident
+/// memory ([`resident`](crate::store::resident)).
 fn record_bytes(r: &RequestRecord) -> usize {
     use crate::store::malloc_chunk;
-    2 * std::mem::size_of::<RequestRecord>()
-        + malloc_chunk(r.resource.capacity())
-        + r.namespace
-            .as_ref()
-            .map_or(0, |s| malloc_chunk(s.capacity()))
-        + r.name.as_ref().map_or(0, |s| malloc_chunk(s.capacity()))
-        + malloc_chunk(r.user_agent.capacity())
-        + malloc_chunk(r.user.capacity())
+    crate::store::resident(
+        2 * std::mem::size_of::<RequestRecord>()
+            + malloc_chunk(r.resource.capacity())
+            + r.namespace
+                .as_ref()
+                .map_or(0, |s| malloc_chunk(s.capacity()))
+            + r.name.as_ref().map_or(0, |s| malloc_chunk(s.capacity()))
+            + malloc_chunk(r.user_agent.capacity())
+            + malloc_chunk(r.user.capacity()),
+    )
 }
 
 impl RequestLog {

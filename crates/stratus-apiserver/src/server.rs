@@ -91,17 +91,18 @@ impl ApiServerBuilder {
     }
 
     /// Keep at most this many bytes of events for watch resumption
-    /// (default 256 MiB; each event counted as its object's estimated
-    /// memory, parsed and serialized); older resumes get 410 Gone. With [`history`](Self::history), whichever is reached first
+    /// of resident memory (default 256 MiB; each event counted as its
+    /// object's estimated memory, parsed and serialized, with an eighth
+    /// more for the allocator's fragmentation); older resumes get 410 Gone. With [`history`](Self::history), whichever is reached first
     /// drops the oldest events.
     pub fn history_bytes(mut self, bytes: usize) -> Self {
         self.settings.history_bytes = bytes;
         self
     }
 
-    /// Keep at most this many bytes of [`ApiServer::requests`] records
-    /// (default 32 MiB, some 70,000 records); the oldest are dropped past
-    /// it.
+    /// Keep at most this many bytes of resident memory of
+    /// [`ApiServer::requests`] records (default 32 MiB, some 60,000
+    /// records); the oldest are dropped past it.
     pub fn request_log_bytes(mut self, bytes: usize) -> Self {
         self.settings.request_log_bytes = bytes;
         self
