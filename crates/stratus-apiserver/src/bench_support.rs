@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use super::read::{self, Representation};
-use super::state::{Query, ResourceRequest};
-use super::write;
 use super::{ApiServer, ApiServerError};
+use crate::state::{Query, ResourceRequest};
+use crate::storage::read::{self, Representation};
+use crate::storage::write;
 
 fn request(
     server: &ApiServer,
@@ -17,7 +17,7 @@ fn request(
 ) -> Result<ResourceRequest, ApiServerError> {
     let def = server
         .inner
-        .defs
+        .defs()
         .core(plural)
         .ok_or_else(|| ApiServerError::Seed {
             what: plural.to_owned(),
@@ -36,7 +36,7 @@ fn request(
     })
 }
 
-fn seed_err(e: super::error::ApiError) -> ApiServerError {
+fn seed_err(e: crate::error::ApiError) -> ApiServerError {
     ApiServerError::Seed {
         what: "bench".into(),
         message: e.message,
@@ -83,7 +83,7 @@ pub fn list(server: &ApiServer, plural: &str, namespace: &str) -> Result<usize, 
 pub fn read_events(server: &ApiServer, after: u64) -> usize {
     let mut cursor = after;
     let mut count = 0;
-    while let Ok(events) = server.inner.store.events_after(cursor, 4096) {
+    while let Ok(events) = server.inner.store().events_after(cursor, 4096) {
         if events.is_empty() {
             break;
         }
@@ -107,6 +107,6 @@ pub fn stored_bytes(
     namespace: &str,
 ) -> Result<(usize, usize), ApiServerError> {
     let req = request(server, plural, Some(namespace), None, "")?;
-    let (items, _) = server.inner.store.list(req.def, Some(namespace));
+    let (items, _) = server.inner.store().list(req.def, Some(namespace));
     Ok((items.len(), items.iter().map(|s| s.json.len()).sum()))
 }

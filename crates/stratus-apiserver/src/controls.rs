@@ -86,10 +86,10 @@ struct LogRecords {
 
 /// The memory one record takes: its slot (counted twice: the log's
 /// buffer grows by doubling) and its strings' allocations, as resident
-/// memory ([`resident`](crate::store::resident)).
+/// memory ([`resident`](crate::storage::store::resident)).
 fn record_bytes(r: &RequestRecord) -> usize {
-    use crate::store::malloc_chunk;
-    crate::store::resident(
+    use crate::storage::store::malloc_chunk;
+    crate::storage::store::resident(
         2 * std::mem::size_of::<RequestRecord>()
             + malloc_chunk(r.resource.capacity())
             + r.namespace

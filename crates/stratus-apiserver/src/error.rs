@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceDef;
+use crate::resources::ResourceDef;
 
 /// One cause of an `Invalid` error.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::resources::ResourceDef;
+use crate::resources::ResourceDef;
 
 fn at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(obj, |v, k| v.get(*k))

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::patch;
-use super::selectors::{FieldSelector, LabelSelector};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::storage::patch;
 
 /// Parse label selector `input` and match it against the labels object
 /// `labels`.

@@ -32,64 +32,33 @@
 //! matches of kube-apiserver and where it differs.
 
 mod admission;
-mod apply;
+mod auth;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod bench_support;
-mod builtin_schemas;
 mod controls;
 pub mod converge;
-mod conversion;
-mod crd;
-mod defaults;
-mod discovery;
-mod disruption;
-mod duplicates;
 mod error;
-mod escalation;
-mod field_validation;
 mod fields;
 mod flowcontrol;
-mod formats;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod fuzz_support;
-mod http;
-mod impersonation;
 pub mod insecure;
-mod kubelet;
 mod meta;
 mod openapi;
-mod patch;
 pub mod protobuf;
-mod rbac;
-mod read;
 mod registry;
 mod resources;
-mod reviews;
-mod scale;
-mod schema;
 mod selectors;
-mod server;
-mod service_account_jwt;
+mod serving;
 mod state;
-mod store;
-mod stream_translation;
-mod table;
-mod table_cluster;
-mod table_workloads;
-mod tls;
-mod token_request;
-mod validation;
-mod validation_groups;
-mod watch;
-mod wire_format;
-mod workloads;
-mod write;
+mod storage;
+mod tables;
 
 pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
 pub use converge::{Check, ConvergeError, eventually, poll};
-pub use kubelet::KUBELET_CLIENT_USER;
-pub use server::{ApiServer, ApiServerBuilder, ApiServerError, CaSigner};
+pub use serving::kubelet::KUBELET_CLIENT_USER;
+pub use serving::server::{ApiServer, ApiServerBuilder, ApiServerError, CaSigner};
 /// The limits on the server's connections ([`ApiServerBuilder::connections`]).
 pub use stratus_accept::ConnectionLimits;

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::Value;
 
-use super::resources::ResourceDef;
-use super::store::Store;
+use crate::resources::ResourceDef;
+use crate::storage::store::Store;
 
 /// A printer column of a custom resource (`additionalPrinterColumns`).
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +38,7 @@ pub(crate) struct CustomVersion {
     /// The list kind (`names.listKind`).
     pub(crate) list_kind: String,
     /// The scale subresource's paths, if the version declares one.
-    pub(crate) scale: Option<super::scale::ScalePaths>,
+    pub(crate) scale: Option<crate::storage::scale::ScalePaths>,
     /// For a version that is not the storage version, the storage
     /// version's name: requests are carried out there.
     pub(crate) storage_version: Option<&'static str>,

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::validation::{dns_subdomain, dns_subdomain_message, regex_error};
+use crate::admission::validation::{dns_subdomain, dns_subdomain_message, regex_error};
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq)]

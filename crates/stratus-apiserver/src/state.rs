@@ -7,11 +7,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::controls::{Faults, RequestLog, Reviews};
-use super::defaults::Allocators;
-use super::error::ApiError;
-use super::registry::Registry;
-use super::store::Store;
+use crate::admission::defaults::Allocators;
+use crate::controls::{Faults, RequestLog, Reviews};
+use crate::error::ApiError;
+use crate::registry::Registry;
+use crate::storage::store::Store;
 
 /// Tunables of the server.
 #[derive(Debug, Clone)]
@@ -43,33 +43,33 @@ impl Default for Settings {
     }
 }
 
-/// Everything the handlers share.
+/// Everything the handlers share; each part reached through its method.
 pub(crate) struct Inner {
-    pub(crate) defs: Registry,
-    pub(crate) store: Store,
-    pub(crate) alloc: Allocators,
-    pub(crate) settings: Settings,
-    pub(crate) reviews: Reviews,
-    pub(crate) faults: Faults,
-    pub(crate) log: RequestLog,
+    defs: Registry,
+    store: Store,
+    alloc: Allocators,
+    settings: Settings,
+    reviews: Reviews,
+    faults: Faults,
+    log: RequestLog,
     /// Bumped to end every open watch.
-    pub(crate) watch_epoch: watch::Sender<u64>,
+    watch_epoch: watch::Sender<u64>,
     /// Set when the server shuts down.
-    pub(crate) closing: watch::Sender<bool>,
-    pub(crate) generate: Mutex<u64>,
+    closing: watch::Sender<bool>,
+    generate: Mutex<u64>,
     /// The harness's client identity towards kubelets.
-    pub(crate) kubelet: super::kubelet::KubeletClient,
+    kubelet: crate::serving::kubelet::KubeletClient,
     /// The key ServiceAccount tokens are signed with.
-    pub(crate) token_signer: super::service_account_jwt::Signer,
+    token_signer: crate::auth::service_account_jwt::Signer,
 }
 
 impl Inner {
     pub(crate) fn new(settings: Settings) -> Result<Arc<Self>, String> {
-        let defs = super::resources::builtin();
+        let defs = crate::resources::builtin();
         let store = Store::new(defs.len(), settings.history, settings.history_bytes);
         let defs = Registry::new(defs);
-        let kubelet = super::kubelet::KubeletClient::new()?;
-        let token_signer = super::service_account_jwt::Signer::new()?;
+        let kubelet = crate::serving::kubelet::KubeletClient::new()?;
+        let token_signer = crate::auth::service_account_jwt::Signer::new()?;
         let log = RequestLog::with_budget(settings.request_log_bytes);
         Ok(Arc::new(Self {
             defs,
@@ -85,6 +85,62 @@ impl Inner {
             kubelet,
             token_signer,
         }))
+    }
+
+    /// The served resources: the built-in ones and those of
+    /// CustomResourceDefinitions.
+    pub(crate) fn defs(&self) -> &Registry {
+        &self.defs
+    }
+
+    /// The object store, its revision and its history.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The cluster IP and node port allocators.
+    pub(crate) fn alloc(&self) -> &Allocators {
+        &self.alloc
+    }
+
+    /// The server's tunables.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Tokens and the access policy the reviews answer from.
+    pub(crate) fn reviews(&self) -> &Reviews {
+        &self.reviews
+    }
+
+    /// The faults tests inject.
+    pub(crate) fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The request log.
+    pub(crate) fn log(&self) -> &RequestLog {
+        &self.log
+    }
+
+    /// Bumped to end every open watch.
+    pub(crate) fn watch_epoch(&self) -> &watch::Sender<u64> {
+        &self.watch_epoch
+    }
+
+    /// Set when the server shuts down.
+    pub(crate) fn closing(&self) -> &watch::Sender<bool> {
+        &self.closing
+    }
+
+    /// The harness's client identity towards kubelets.
+    pub(crate) fn kubelet(&self) -> &crate::serving::kubelet::KubeletClient {
+        &self.kubelet
+    }
+
+    /// The key ServiceAccount tokens are signed with.
+    pub(crate) fn token_signer(&self) -> &crate::auth::service_account_jwt::Signer {
+        &self.token_signer
     }
 
     /// A random-looking 5-character suffix for `generateName`, from the
@@ -177,12 +233,12 @@ pub(crate) struct ResourceRequest {
     pub(crate) query: Query,
     pub(crate) user_agent: String,
     /// The user of a recognised bearer token (`None`: the administrator).
-    pub(crate) user: Option<super::controls::ReviewUser>,
+    pub(crate) user: Option<crate::controls::ReviewUser>,
     /// The warnings the answer carries (`Warning: 299` headers).
     pub(crate) warnings: Warnings,
     /// Set when the client asked for a custom resource version other than
     /// the storage version (`def` is then the storage version's).
-    pub(crate) conversion: Option<std::sync::Arc<super::conversion::Conversion>>,
+    pub(crate) conversion: Option<std::sync::Arc<crate::storage::conversion::Conversion>>,
 }
 
 /// Warnings collected while a request is handled, shared by its clones.

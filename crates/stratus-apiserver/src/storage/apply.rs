@@ -1,0 +1,1103 @@
+//! Field ownership (`metadata.managedFields`) and server-side apply.
+//!
+//! Each manager owns a set of leaf fields. An update (PUT, or a non-apply
+//! PATCH) gives its manager the leaves it changed and takes them from the
+//! others. An apply gives its manager exactly the leaves of its
+//! configuration: a leaf another manager owns with a different value is a
+//! conflict (409) unless `force=true`, which takes it over; leaves the
+//! manager applied before and no longer applies are removed unless someone
+//! else owns them. Lists merge as in strategic merge patch (by key, as sets,
+//! or atomically).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+use crate::meta::{self, str_at};
+use crate::state::{Inner, ResourceRequest};
+use crate::storage::patch::{ListStrategy, list_strategy};
+use crate::storage::store::{Mutation, StoreError};
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Elem {
+    Field(String),
+    /// A list item identified by its merge key (JSON of `{key: value}`).
+    Key(String),
+    /// A set item (JSON of the value).
+    Value(String),
+}
+
+type Path = Vec<Elem>;
+type FieldSet = BTreeSet<Path>;
+
+/// How the lists of an object merge: a custom resource's schema
+/// (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`; lists without
+/// one are atomic), else the built-in kind's merge keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lists<'a> {
+    kind: &'a str,
+    schema: Option<&'a Value>,
+}
+
+impl<'a> Lists<'a> {
+    /// The lists of `kind`, from `schema` when it has one (custom resources).
+    pub(crate) fn new(kind: &'a str, schema: Option<&'a Value>) -> Self {
+        Self { kind, schema }
+    }
+
+    fn strategy(&self, names: &[&str]) -> ListStrategy {
+        match self.schema {
+            Some(schema) => schema_list_strategy(schema, names),
+            None => list_strategy(self.kind, names),
+        }
+    }
+}
+
+/// The strategy a structural schema gives the list at `names` (field
+/// names from the root, list indexes left out).
+fn schema_list_strategy(schema: &Value, names: &[&str]) -> ListStrategy {
+    let mut at = schema;
+    for name in names {
+        while let Some(items) = at.get("items") {
+            at = items;
+        }
+        at = match at
+            .get("properties")
+            .and_then(|p| p.get(*name))
+            .or_else(|| at.get("additionalProperties").filter(|a| a.is_object()))
+        {
+            Some(next) => next,
+            None => return ListStrategy::Atomic,
+        };
+    }
+    match at.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => ListStrategy::MergePrimitive,
+        Some("map") => at
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .and_then(|keys| keys.first())
+            .and_then(Value::as_str)
+            .map_or(ListStrategy::Atomic, |k| {
+                ListStrategy::MergeByKey(crate::registry::intern(k))
+            }),
+        _ => ListStrategy::Atomic,
+    }
+}
+
+/// Metadata fields the server owns; never tracked.
+const SYSTEM_META: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+    "generateName",
+];
+
+fn field_names(path: &Path) -> Vec<&str> {
+    path.iter()
+        .filter_map(|e| match e {
+            Elem::Field(f) => Some(f.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Objects structured-merge-diff treats as atomic (one field): label
+/// selectors (`+structType=atomic`) and a Service's selector map
+/// (`+mapType=atomic`).
+const ATOMIC_OBJECTS: &[&str] = &[
+    "selector",
+    "podSelector",
+    "namespaceSelector",
+    "labelSelector",
+];
+
+/// The leaf fields of `value` at `path`.
+fn collect(lists: Lists<'_>, value: &Value, path: &mut Path, out: &mut FieldSet) {
+    match value {
+        Value::Object(_) if matches!(path.last(), Some(Elem::Field(f)) if ATOMIC_OBJECTS.contains(&f.as_str())) =>
+        {
+            out.insert(path.clone());
+        }
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                if path.is_empty() && matches!(k.as_str(), "apiVersion" | "kind") {
+                    continue;
+                }
+                if path.len() == 1
+                    && path[0] == Elem::Field("metadata".into())
+                    && SYSTEM_META.contains(&k.as_str())
+                {
+                    continue;
+                }
+                path.push(Elem::Field(k.clone()));
+                collect(lists, v, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let names = field_names(path);
+            match lists.strategy(&names) {
+                ListStrategy::Atomic => {
+                    out.insert(path.clone());
+                }
+                ListStrategy::MergePrimitive => {
+                    for item in items {
+                        path.push(Elem::Value(item.to_string()));
+                        out.insert(path.clone());
+                        path.pop();
+                    }
+                }
+                ListStrategy::MergeByKey(key) => {
+                    let keys = map_keys(lists.kind, &names, key);
+                    for item in items {
+                        let Some(id) = item_key(&keys, item) else {
+                            out.insert(path.clone());
+                            continue;
+                        };
+                        path.push(Elem::Key(id));
+                        collect(lists, item, path, out);
+                        path.pop();
+                    }
+                }
+            }
+        }
+        _ => {
+            if !path.is_empty() {
+                out.insert(path.clone());
+            }
+        }
+    }
+}
+
+/// Lists structured-merge-diff keys by more than their strategic-merge
+/// key: ports are told apart by port and protocol.
+fn map_keys(kind: &str, names: &[&str], key: &'static str) -> Vec<&'static str> {
+    match (kind, names) {
+        ("Service", ["spec", "ports"]) => vec!["port", "protocol"],
+        (
+            _,
+            [
+                ..,
+                "containers" | "initContainers" | "ephemeralContainers",
+                "ports",
+            ],
+        ) => {
+            vec!["containerPort", "protocol"]
+        }
+        _ => vec![key],
+    }
+}
+
+/// The identity of a keyed list item: the JSON object of its key fields
+/// (a missing protocol is the default, TCP), or `None` without its key.
+fn item_key(keys: &[&str], item: &Value) -> Option<String> {
+    let mut id = Map::new();
+    for &k in keys {
+        let v = match item.get(k) {
+            Some(v) => v.clone(),
+            None if k == "protocol" => json!("TCP"),
+            None => return None,
+        };
+        id.insert(k.to_owned(), v);
+    }
+    Some(Value::Object(id).to_string())
+}
+
+/// Whether a list item has the identity `key` (see `item_key`).
+fn has_key(item: &Value, key: &Map<String, Value>) -> bool {
+    !key.is_empty()
+        && key.iter().all(|(k, v)| match item.get(k) {
+            Some(found) => found == v,
+            None => k == "protocol" && v == "TCP",
+        })
+}
+
+fn fields_of(lists: Lists<'_>, value: &Value) -> FieldSet {
+    let mut out = FieldSet::new();
+    collect(lists, value, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The value at a path, if present.
+fn lookup<'a>(root: &'a Value, path: &Path) -> Option<&'a Value> {
+    let mut cur = root;
+    for elem in path {
+        match elem {
+            Elem::Field(f) => {
+                cur = cur.get(f)?;
+            }
+            Elem::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+                cur = cur.as_array()?.iter().find(|i| has_key(i, &key))?;
+            }
+            Elem::Value(v) => {
+                let value: Value = serde_json::from_str(v).ok()?;
+                cur = cur.as_array()?.iter().find(|i| **i == value)?;
+            }
+        }
+    }
+    Some(cur)
+}
+
+/// Remove the value at a path.
+fn remove_path(root: &mut Value, path: &Path) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = root;
+    for elem in parents {
+        let next = match elem {
+            Elem::Field(f) => cur.get_mut(f),
+            Elem::Key(k) => {
+                let key: Map<String, Value> = match serde_json::from_str(k) {
+                    Ok(k) => k,
+                    Err(_) => return,
+                };
+                cur.as_array_mut()
+                    .and_then(|a| a.iter_mut().find(|i| has_key(i, &key)))
+            }
+            Elem::Value(_) => return,
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    match last {
+        Elem::Field(f) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(f);
+            }
+        }
+        Elem::Key(k) => {
+            if let (Ok(key), Some(list)) = (
+                serde_json::from_str::<Map<String, Value>>(k),
+                cur.as_array_mut(),
+            ) {
+                list.retain(|i| !has_key(i, &key));
+            }
+        }
+        Elem::Value(v) => {
+            if let (Ok(value), Some(list)) = (serde_json::from_str::<Value>(v), cur.as_array_mut())
+            {
+                list.retain(|i| *i != value);
+            }
+        }
+    }
+}
+
+/// How an entry's field set is written (see `mark_granular_nodes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Apply,
+    Update,
+    /// An update through the status subresource.
+    StatusUpdate,
+}
+
+/// The `fieldsV1` form of a manager's field set.
+fn to_fields_v1(set: &FieldSet, written: Written) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut cur = &mut root;
+        for elem in path {
+            let key = match elem {
+                Elem::Field(f) => format!("f:{f}"),
+                Elem::Key(k) => format!("k:{k}"),
+                Elem::Value(v) => format!("v:{v}"),
+            };
+            let entry = cur.entry(key).or_insert_with(|| Value::Object(Map::new()));
+            if !entry.is_object() {
+                *entry = Value::Object(Map::new());
+            }
+            cur = match entry {
+                Value::Object(m) => m,
+                _ => return Value::Object(root),
+            };
+        }
+        cur.entry(".").or_insert_with(|| json!({}));
+    }
+    strip_leaf_dots(&mut root);
+    mark_granular_nodes(&mut root, written);
+    Value::Object(root)
+}
+
+/// Maps of built-in kinds that structured-merge-diff treats as granular
+/// (`map[string]X`, not atomic), and optional structs (pointers in the Go
+/// types): both absent from an empty object, so an update that adds them
+/// owns their node too.
+const GRANULAR_MAPS: &[&str] = &[
+    "f:labels",
+    "f:annotations",
+    "f:data",
+    "f:binaryData",
+    "f:stringData",
+    "f:nodeSelector",
+    "f:matchLabels",
+    "f:capacity",
+    "f:allocatable",
+    "f:limits",
+    "f:requests",
+    "f:hard",
+    "f:parameters",
+    "f:conversion",
+    "f:sessionAffinityConfig",
+    "f:clientIP",
+    "f:securityContext",
+    "f:affinity",
+    "f:nodeAffinity",
+    "f:podAffinity",
+    "f:podAntiAffinity",
+    "f:livenessProbe",
+    "f:readinessProbe",
+    "f:startupProbe",
+    "f:httpGet",
+    "f:tcpSocket",
+    "f:grpc",
+    "f:lifecycle",
+    "f:preStop",
+    "f:postStart",
+    "f:rollingUpdate",
+    "f:valueFrom",
+    "f:fieldRef",
+    "f:resourceFieldRef",
+    "f:configMapKeyRef",
+    "f:secretKeyRef",
+    "f:configMapRef",
+    "f:secretRef",
+    "f:emptyDir",
+    "f:hostPath",
+    "f:configMap",
+    "f:secret",
+    "f:projected",
+    "f:downwardAPI",
+    "f:persistentVolumeClaim",
+];
+
+/// Write `"."` where kube-apiserver's structured-merge-diff records the
+/// node itself as owned beside its children. An update owns the nodes it
+/// adds that an empty object lacks: lists (`k:` / `v:` children), keyed
+/// items, granular maps and optional structs; a status update finds its
+/// lists already there (created empty with the object). An apply owns its
+/// configuration's leaves and keyed items only. Only the written form
+/// changes: reading ignores a `"."` beside children (see `from_fields_v1`),
+/// since the harness's sets own leaves.
+fn mark_granular_nodes(map: &mut Map<String, Value>, written: Written) {
+    for (key, value) in map.iter_mut() {
+        let Value::Object(child) = value else {
+            continue;
+        };
+        if child.is_empty() {
+            continue;
+        }
+        let list = child
+            .keys()
+            .any(|k| k.starts_with("k:") || k.starts_with("v:"));
+        let owned = match written {
+            Written::Apply => key.starts_with("k:"),
+            Written::Update => {
+                key.starts_with("k:") || list || GRANULAR_MAPS.contains(&key.as_str())
+            }
+            Written::StatusUpdate => {
+                key.starts_with("k:") || (!list && GRANULAR_MAPS.contains(&key.as_str()))
+            }
+        };
+        if owned {
+            child.entry(".").or_insert_with(|| json!({}));
+        }
+        mark_granular_nodes(child, written);
+    }
+}
+
+/// Leaves are written `{}`; `"."` marks an owned node that also has children.
+fn strip_leaf_dots(map: &mut Map<String, Value>) {
+    for v in map.values_mut() {
+        if let Value::Object(child) = v {
+            if child.len() == 1 && child.contains_key(".") {
+                child.clear();
+            } else {
+                strip_leaf_dots(child);
+            }
+        }
+    }
+}
+
+fn from_fields_v1(value: &Value) -> FieldSet {
+    fn walk(map: &Map<String, Value>, path: &mut Path, out: &mut FieldSet) {
+        let children: Vec<_> = map.iter().filter(|(k, _)| k.as_str() != ".").collect();
+        // A `"."` beside children (a list, a keyed item, a granular map) is
+        // not a field of its own here: the harness owns leaves.
+        if children.is_empty() && !path.is_empty() {
+            out.insert(path.clone());
+        }
+        for (k, v) in children {
+            let elem = if let Some(f) = k.strip_prefix("f:") {
+                Elem::Field(f.to_owned())
+            } else if let Some(key) = k.strip_prefix("k:") {
+                Elem::Key(key.to_owned())
+            } else if let Some(val) = k.strip_prefix("v:") {
+                Elem::Value(val.to_owned())
+            } else {
+                continue;
+            };
+            path.push(elem);
+            if let Value::Object(m) = v {
+                walk(m, path, out);
+            }
+            path.pop();
+        }
+    }
+    let mut out = FieldSet::new();
+    if let Value::Object(m) = value {
+        walk(m, &mut Vec::new(), &mut out);
+    }
+    out
+}
+
+/// A manager's entry in `managedFields`.
+#[derive(Debug, Clone)]
+struct Entry {
+    manager: String,
+    operation: String,
+    api_version: String,
+    time: String,
+    subresource: String,
+    fields: FieldSet,
+}
+
+fn read_entries(obj: &Value) -> Vec<Entry> {
+    meta::meta(obj)
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|e| Entry {
+                    manager: e
+                        .get("manager")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    operation: e
+                        .get("operation")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    api_version: e
+                        .get("apiVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    time: e
+                        .get("time")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    subresource: e
+                        .get("subresource")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write_entries(obj: &mut Value, entries: &[Entry]) {
+    // In kube-apiserver's order: by operation (Apply before Update), time,
+    // manager, version and subresource.
+    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.fields.is_empty()).collect();
+    sorted.sort_by(|a, b| {
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
+    });
+    let list: Vec<Value> = sorted
+        .into_iter()
+        .map(|e| {
+            let mut v = json!({
+                "manager": e.manager,
+                "operation": e.operation,
+                "apiVersion": e.api_version,
+                "time": e.time,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": to_fields_v1(
+                    &e.fields,
+                    match (e.operation.as_str(), e.subresource.as_str()) {
+                        ("Apply", _) => Written::Apply,
+                        (_, "status") => Written::StatusUpdate,
+                        _ => Written::Update,
+                    },
+                ),
+            });
+            if !e.subresource.is_empty() {
+                v["subresource"] = json!(e.subresource);
+            }
+            v
+        })
+        .collect();
+    if let Some(m) = meta::meta_mut(obj) {
+        if list.is_empty() {
+            m.remove("managedFields");
+        } else {
+            m.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+}
+
+fn kind_of(obj: &Value) -> String {
+    str_at(obj, &["kind"]).unwrap_or_default().to_owned()
+}
+
+/// Who records an update, and through which subresource (`""`: the
+/// object itself).
+pub(crate) struct Writer<'a> {
+    /// The field manager.
+    pub(crate) manager: &'a str,
+    /// `Update` (or `Apply`, recorded by `server_side_apply`).
+    pub(crate) operation: &'a str,
+    /// The version the writer sent.
+    pub(crate) api_version: &'a str,
+    /// `status`, `scale`, or empty.
+    pub(crate) subresource: &'a str,
+}
+
+/// Record an update (create when `old` is `None`): the manager owns the
+/// leaves it changed; other managers lose them.
+pub(crate) fn record_update(
+    new: &mut Value,
+    old: Option<&Value>,
+    writer: &Writer<'_>,
+    schema: Option<&Value>,
+) {
+    let Writer {
+        manager,
+        operation,
+        api_version,
+        subresource,
+    } = *writer;
+    let same = |e: &Entry| {
+        e.manager == manager && e.operation == operation && e.subresource == subresource
+    };
+    let kind = kind_of(new);
+    let new_fields = fields_of(Lists::new(&kind, schema), new);
+    let changed: FieldSet = match old {
+        None => new_fields.clone(),
+        Some(old) => new_fields
+            .iter()
+            .filter(|p| lookup(new, p) != lookup(old, p))
+            .cloned()
+            .collect(),
+    };
+    // What the server sets itself (allocations, its own finalizers) is
+    // nobody's field, as kube-apiserver records managers before its
+    // strategy runs.
+    let changed: FieldSet = changed
+        .into_iter()
+        .filter(|p| !server_set(&kind, p))
+        .collect();
+    let mut entries = old.map(read_entries).unwrap_or_default();
+    // Removed leaves are owned by nobody.
+    for e in &mut entries {
+        e.fields.retain(|p| new_fields.contains(p));
+    }
+    if !changed.is_empty() {
+        for e in &mut entries {
+            if !same(e) {
+                e.fields.retain(|p| !changed.contains(p));
+            }
+        }
+        match entries.iter_mut().find(|e| same(e)) {
+            Some(e) => {
+                e.fields.extend(changed);
+                e.time = meta::now();
+            }
+            None => entries.push(Entry {
+                manager: manager.to_owned(),
+                operation: operation.to_owned(),
+                api_version: api_version.to_owned(),
+                time: meta::now(),
+                subresource: subresource.to_owned(),
+                fields: changed,
+            }),
+        }
+    }
+    write_entries(new, &entries);
+}
+
+/// Whether `path` of a `kind` object is set by the server, not a client.
+fn server_set(kind: &str, path: &Path) -> bool {
+    let names = field_names(path);
+    match kind {
+        "Service" => {
+            matches!(
+                names.as_slice(),
+                [
+                    "spec",
+                    "clusterIP"
+                        | "clusterIPs"
+                        | "ipFamilies"
+                        | "ipFamilyPolicy"
+                        | "healthCheckNodePort",
+                    ..
+                ] | ["spec", "ports", "nodePort"]
+            ) || (names.as_slice() == ["status", "loadBalancer"] && path.len() == 2)
+        }
+        "Namespace" => matches!(
+            names.as_slice(),
+            ["spec", "finalizers", ..] | ["status", ..]
+        ),
+        _ => false,
+    }
+}
+
+fn render(path: &Path) -> String {
+    let mut s = String::new();
+    for e in path {
+        match e {
+            Elem::Field(f) => {
+                s.push('.');
+                s.push_str(f);
+            }
+            Elem::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+                let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+            Elem::Value(v) => s.push_str(&format!("[={v}]")),
+        }
+    }
+    s
+}
+
+/// Merge an apply configuration into the live object (lists by their
+/// strategy, maps recursively).
+fn merge_config(lists: Lists<'_>, live: &mut Value, config: &Value, names: &mut Vec<String>) {
+    match (live, config) {
+        (Value::Object(l), Value::Object(c)) => {
+            for (k, v) in c {
+                if names.len() == 1 && names[0] == "metadata" && SYSTEM_META.contains(&k.as_str()) {
+                    continue;
+                }
+                names.push(k.clone());
+                match l.get_mut(k) {
+                    Some(existing) if !v.is_null() => merge_config(lists, existing, v, names),
+                    _ => {
+                        if v.is_null() {
+                            l.remove(k);
+                        } else {
+                            l.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+                names.pop();
+            }
+        }
+        (l @ Value::Array(_), Value::Array(items)) => {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            match lists.strategy(&refs) {
+                ListStrategy::Atomic => *l = Value::Array(items.clone()),
+                ListStrategy::MergePrimitive => {
+                    if let Value::Array(list) = l {
+                        for i in items {
+                            if !list.contains(i) {
+                                list.push(i.clone());
+                            }
+                        }
+                    }
+                }
+                ListStrategy::MergeByKey(key) => {
+                    if let Value::Array(list) = l {
+                        for item in items {
+                            match list
+                                .iter_mut()
+                                .find(|e| item.get(key).is_some() && e.get(key) == item.get(key))
+                            {
+                                Some(existing) => merge_config(lists, existing, item, names),
+                                None => list.push(item.clone()),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (l, c) => *l = c.clone(),
+    }
+}
+
+fn conflict_error(api_version: &str, conflicts: &[(String, String, String)]) -> ApiError {
+    // structured-merge-diff names the manager's version only when it is
+    // not the one applied.
+    let using = |v: &str| {
+        if v == api_version {
+            String::new()
+        } else {
+            format!(" using {v}")
+        }
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(manager, api_version, field)| {
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with {manager:?}{}", using(api_version)), "field": field})
+        })
+        .collect();
+    let message = if let [(manager, version, field)] = conflicts {
+        format!(
+            "Apply failed with 1 conflict: conflict with {manager:?}{}: {field}",
+            using(version)
+        )
+    } else {
+        // Grouped by manager, in first-seen order.
+        let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+        for (m, v, f) in conflicts {
+            match groups.iter_mut().find(|(gm, gv, _)| gm == m && gv == v) {
+                Some(g) => g.2.push(f),
+                None => groups.push((m, v, vec![f])),
+            }
+        }
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(m, v, fs)| {
+                let fields: Vec<String> = fs.iter().map(|f| format!("- {f}")).collect();
+                format!("conflicts with {m:?}{}:\n{}", using(v), fields.join("\n"))
+            })
+            .collect();
+        format!(
+            "Apply failed with {} conflicts: {}",
+            conflicts.len(),
+            parts.join("\n")
+        )
+    };
+    ApiError {
+        // kube-apiserver's apply conflicts carry only their causes.
+        details: Some(json!({"causes": causes})),
+        ..ApiError::new(409, "Conflict", message)
+    }
+}
+
+/// Who applies what to which object.
+struct ApplyRequest<'a> {
+    lists: Lists<'a>,
+    api_version: &'a str,
+    manager: &'a str,
+    force: bool,
+}
+
+/// Compute the applied object from the live one (`None`: create).
+fn applied(
+    req: &ApplyRequest<'_>,
+    live: Option<&Value>,
+    config: &Value,
+) -> Result<Value, ApiError> {
+    let ApplyRequest {
+        lists,
+        api_version,
+        manager,
+        force,
+    } = *req;
+    let config_fields = fields_of(lists, config);
+    let mut entries = live.map(read_entries).unwrap_or_default();
+    let mut conflicts = Vec::new();
+    let mut conflicting = FieldSet::new();
+    if let Some(live) = live {
+        for e in &entries {
+            if e.manager == manager && e.operation == "Apply" {
+                continue;
+            }
+            for p in &e.fields {
+                if config_fields.contains(p) && lookup(live, p) != lookup(config, p) {
+                    conflicts.push((e.manager.clone(), e.api_version.clone(), render(p)));
+                    conflicting.insert(p.clone());
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflict_error(api_version, &conflicts));
+    }
+    let mut out = live.cloned().unwrap_or_else(|| json!({}));
+    // Fields this manager applied before and no longer applies go away,
+    // unless another manager owns them.
+    let previous: FieldSet = entries
+        .iter()
+        .find(|e| e.manager == manager && e.operation == "Apply")
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    let others = |e: &&Entry| !(e.manager == manager && e.operation == "Apply");
+    let leaves: Vec<&Path> = previous
+        .difference(&config_fields)
+        .filter(|p| !entries.iter().filter(others).any(|e| e.fields.contains(*p)))
+        .collect();
+    // A keyed list item nobody owns a field of any more goes as a whole
+    // (its key fields with it); it is found by its key, so before its
+    // leaves are removed.
+    let items: FieldSet = leaves
+        .iter()
+        .filter_map(|p| {
+            p.iter()
+                .rposition(|e| matches!(e, Elem::Key(_)))
+                .map(|i| p[..=i].to_vec())
+        })
+        .collect();
+    for item in &items {
+        let owned = config_fields.iter().any(|f| f.starts_with(item))
+            || entries
+                .iter()
+                .filter(others)
+                .any(|e| e.fields.iter().any(|f| f.starts_with(item)));
+        if !owned {
+            remove_path(&mut out, item);
+        }
+    }
+    for p in leaves {
+        remove_path(&mut out, p);
+    }
+    merge_config(lists, &mut out, config, &mut Vec::new());
+    // Forced conflicts change hands; equal values are shared.
+    for e in &mut entries {
+        if !(e.manager == manager && e.operation == "Apply") {
+            e.fields
+                .retain(|p| !conflicting.contains(p) && lookup(&out, p).is_some());
+        }
+    }
+    entries.retain(|e| !(e.manager == manager && e.operation == "Apply"));
+    entries.push(Entry {
+        manager: manager.to_owned(),
+        operation: "Apply".to_owned(),
+        api_version: api_version.to_owned(),
+        time: meta::now(),
+        subresource: String::new(),
+        fields: config_fields,
+    });
+    write_entries(&mut out, &entries);
+    Ok(out)
+}
+
+/// PATCH with `application/apply-patch+yaml`.
+pub(crate) fn server_side_apply(
+    inner: &Inner,
+    req: &ResourceRequest,
+    config: Value,
+) -> Result<(u16, Value), ApiError> {
+    let def = &inner.defs().get(req.def);
+    let name = req.name.clone().unwrap_or_default();
+    let Some(manager) = req.query.get("fieldManager").map(str::to_owned) else {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            vec![crate::error::Cause::required(
+                "fieldManager",
+                "is required for apply patch",
+            )],
+        ));
+    };
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the apply configuration must be an object",
+        ));
+    }
+    let force = req.query.flag("force");
+    let config_name = str_at(&config, &["metadata", "name"]).unwrap_or_default();
+    if !config_name.is_empty() && config_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({config_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let api_version = def.api_version();
+    let custom = inner.defs().custom(req.def);
+    let schema = custom.as_ref().and_then(|c| c.schema.as_ref());
+    let apply_req = ApplyRequest {
+        lists: Lists::new(def.kind, schema),
+        api_version: &api_version,
+        manager: &manager,
+        force,
+    };
+    match inner.store().get(req.def, req.ns_key(), &name) {
+        None => {
+            // Create on apply.
+            let mut obj = applied(&apply_req, None, &config)?;
+            if let Some(m) = meta::meta_mut(&mut obj) {
+                m.insert("name".into(), json!(name));
+            }
+            let managed = meta::meta(&obj)
+                .and_then(|m| m.get("managedFields"))
+                .cloned();
+            let body = serde_json::to_vec(&obj).unwrap_or_default();
+            let create_req = ResourceRequest {
+                query: {
+                    let mut q = req.query.clone();
+                    q.0.insert("fieldManager".into(), manager.clone());
+                    q
+                },
+                ..req.clone()
+            };
+            let (code, created) = crate::storage::write::create(inner, &create_req, &body)?;
+            // Creation recorded an Update; the apply owns those fields instead.
+            if let Some(managed) = managed
+                && code == 201
+                && !req.dry_run()
+            {
+                let (stored, _) = inner
+                    .store()
+                    .update::<ApiError>(req.def, req.ns_key(), &name, |cur| {
+                        let mut v = (*cur.object).clone();
+                        if let Some(m) = meta::meta_mut(&mut v) {
+                            m.insert("managedFields".into(), managed.clone());
+                        }
+                        Ok(Mutation::Replace(v))
+                    })
+                    .map_err(|e| match e {
+                        StoreError::Rejected(e) => e,
+                        _ => ApiError::not_found(def, &name),
+                    })?;
+                return Ok((201, (*stored.object).clone()));
+            }
+            Ok((code, created))
+        }
+        Some(_) => {
+            let (stored, deleted) = inner
+                .store()
+                .update(req.def, req.ns_key(), &name, |cur| {
+                    let mut desired = applied(&apply_req, Some(&cur.object), &config)?;
+                    // Apply never changes what the update path protects.
+                    let rv = str_at(&cur.object, &["metadata", "resourceVersion"])
+                        .unwrap_or_default()
+                        .to_owned();
+                    meta::set_at(&mut desired, &["metadata", "resourceVersion"], json!(rv));
+                    let managed = meta::meta(&desired)
+                        .and_then(|m| m.get("managedFields"))
+                        .cloned();
+                    let mutation = crate::storage::write::next_state_for_apply(
+                        inner,
+                        def,
+                        req,
+                        &cur.object,
+                        desired,
+                    )?;
+                    Ok(match mutation {
+                        Mutation::Replace(mut v) => {
+                            if let (Some(m), Some(managed)) = (meta::meta_mut(&mut v), managed) {
+                                m.insert("managedFields".into(), managed);
+                            }
+                            Mutation::Replace(v)
+                        }
+                        other => other,
+                    })
+                })
+                .map_err(|e| match e {
+                    StoreError::NotFound => ApiError::not_found(def, &name),
+                    StoreError::AlreadyExists => ApiError::already_exists(def, &name),
+                    StoreError::Rejected(e) => e,
+                })?;
+            Ok(crate::storage::write::committed(
+                inner, def, stored, deleted,
+            ))
+        }
+    }
+}
+
+/// The managers owning each field of an object, for assertions in tests.
+#[cfg(test)]
+pub(crate) fn owners(obj: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for e in read_entries(obj) {
+        for p in &e.fields {
+            out.entry(render(p)).or_default().push(e.manager.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(manager: &str, force: bool) -> ApplyRequest<'_> {
+        ApplyRequest {
+            lists: Lists::new("ConfigMap", None),
+            api_version: "v1",
+            manager,
+            force,
+        }
+    }
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let obj = json!({"kind": "Pod", "metadata": {"name": "x", "labels": {"a": "1"}, "finalizers": ["f"]},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}], "tolerations": [{"key": "k"}]}});
+        let set = fields_of(Lists::new("Pod", None), &obj);
+        let v1 = to_fields_v1(&set, Written::Update);
+        assert_eq!(from_fields_v1(&v1), set);
+        let rendered: Vec<String> = set.iter().map(render).collect();
+        assert!(
+            rendered.contains(&".spec.containers[name=\"app\"].image".to_owned()),
+            "{rendered:?}"
+        );
+        assert!(rendered.contains(&".metadata.finalizers[=\"f\"]".to_owned()));
+        assert!(rendered.contains(&".spec.tolerations".to_owned()));
+        assert!(!rendered.iter().any(|r| r == ".metadata.name"));
+    }
+
+    #[test]
+    fn apply_conflicts_and_force() {
+        let mut live =
+            json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}});
+        record_update(
+            &mut live,
+            None,
+            &Writer {
+                manager: "kubectl-edit",
+                operation: "Update",
+                api_version: "v1",
+                subresource: "",
+            },
+            None,
+        );
+        let config = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "9"}});
+        let err = applied(&req("mgr", false), Some(&live), &config).unwrap_err();
+        assert_eq!(err.code, 409);
+        assert!(err.message.contains(".data.a"), "{}", err.message);
+        let forced = applied(&req("mgr", true), Some(&live), &config).unwrap();
+        assert_eq!(forced["data"], json!({"a": "9", "b": "2"}));
+        let owners = owners(&forced);
+        assert_eq!(owners[".data.a"], vec!["mgr".to_owned()]);
+        assert_eq!(owners[".data.b"], vec!["kubectl-edit".to_owned()]);
+        // Same value: no conflict.
+        let same = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"b": "2"}});
+        assert!(applied(&req("other", false), Some(&live), &same).is_ok());
+    }
+
+    #[test]
+    fn apply_removes_fields_it_stopped_applying() {
+        let config1 = json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"x": "1"}}, "data": {"a": "1", "b": "2"}});
+        let first = applied(&req("mgr", false), None, &config1).unwrap();
+        let config2 = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}});
+        let second = applied(&req("mgr", false), Some(&first), &config2).unwrap();
+        assert_eq!(second["data"], json!({"a": "1"}));
+        assert!(
+            second["metadata"]
+                .get("labels")
+                .is_none_or(|l| l.as_object().is_none_or(|m| m.is_empty()))
+        );
+    }
+}
