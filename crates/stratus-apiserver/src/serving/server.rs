@@ -94,7 +94,7 @@ impl ApiServerBuilder {
 
     /// Keep at most this many bytes of events for watch resumption
     /// of resident memory (default 256 MiB; each event counted as its
-    /// object's estimated memory, parsed and serialized, with an eighth
+    /// object's estimated memory, parsed and serialized, with a quarter
     /// more for the allocator's fragmentation); older resumes get 410 Gone. With [`history`](Self::history), whichever is reached first
     /// drops the oldest events.
     pub fn history_bytes(mut self, bytes: usize) -> Self {
@@ -103,7 +103,7 @@ impl ApiServerBuilder {
     }
 
     /// Keep at most this many bytes of resident memory of
-    /// [`ApiServer::requests`] records (default 32 MiB, some 60,000
+    /// [`ApiServer::requests`] records (default 32 MiB, some 55,000
     /// records); the oldest are dropped past it.
     pub fn request_log_bytes(mut self, bytes: usize) -> Self {
         self.settings.request_log_bytes = bytes;
