@@ -175,7 +175,9 @@ async fn start_process_node(
     let mut node =
         stratus_kubelet::node::NodeConfig::new(name, stratus_provider_process::PROVIDER_NAME);
     node.capacity = config.host_capacity();
-    node.taint = taint;
+    if !taint {
+        node.taint = None;
+    }
     let resources = Arc::new(ApiResources::new(server.client(), Duration::from_secs(60)));
     let provider = stratus_provider_process::ProcessProvider::new(config)
         .with_resources(resources)

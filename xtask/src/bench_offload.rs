@@ -76,7 +76,7 @@ impl Remote {
         let mut cluster = TestCluster::start().await?;
         cluster.start_scheduler();
         let mut config = NodeConfig::new(REMOTE_NODE, "mock");
-        config.taint = false;
+        config.taint = None;
         config
             .capacity
             .insert("pods".into(), (4 * PODS).to_string());

@@ -101,7 +101,7 @@ pub(crate) async fn start(
         .map_err(|e| format!("the remote cluster: {e}"))?;
     remote.start_scheduler();
     let mut remote_config = NodeConfig::new(REMOTE_NODE, "mock");
-    remote_config.taint = false;
+    remote_config.taint = None;
     let remote_pods = Arc::new(MockPodProvider::new().with_node_name(REMOTE_NODE))
         as Arc<dyn PodLifecycleHandler>;
     let remote_vk = stratus_testing::kubelet_api::virtual_node_with_api(

@@ -33,21 +33,22 @@ use stratus_pod::{NodeProvider, NodeStatusCallback};
 use tokio::sync::watch;
 
 pub use lease::NODE_LEASE_NAMESPACE;
-pub use template::{PROVIDER_TAINT_KEY, node_template};
+pub use template::{PROVIDER_TAINT_KEY, node_template, provider_taint};
 
 use lease::NodeLease;
 
 /// How a virtual node registers and reports itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeConfig {
     /// The Node name (also the Lease name and `kubernetes.io/hostname`).
     pub name: String,
     /// The provider's name: the value of the default taint and of the
     /// container runtime version.
     pub provider_name: String,
-    /// Add the taint `virtual-kubelet.io/provider=<provider>:NoSchedule`
-    /// (on by default, as Go's CLI), so only pods that tolerate it land here.
-    pub taint: bool,
+    /// The node's taint: `virtual-kubelet.io/provider=<provider>:NoSchedule`
+    /// by default, as Go's CLI, so only pods that tolerate it land here;
+    /// `None` for no taint.
+    pub taint: Option<k8s_openapi::api::core::v1::Taint>,
     /// More labels.
     pub labels: BTreeMap<String, String>,
     /// Capacity (and allocatable): resource name → quantity.
@@ -78,10 +79,11 @@ impl NodeConfig {
     /// The defaults for the node `name` of `provider_name`: Go's intervals,
     /// cpu 20 / memory 100Gi / 110 pods, port 10250, linux/amd64.
     pub fn new(name: impl Into<String>, provider_name: impl Into<String>) -> Self {
+        let provider_name = provider_name.into();
         Self {
             name: name.into(),
-            provider_name: provider_name.into(),
-            taint: true,
+            taint: Some(template::provider_taint(&provider_name)),
+            provider_name,
             labels: BTreeMap::new(),
             capacity: [("cpu", "20"), ("memory", "100Gi"), ("pods", "110")]
                 .into_iter()

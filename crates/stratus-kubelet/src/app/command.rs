@@ -493,7 +493,7 @@ async fn start_node(
         .await
         .map_err(CommandError::KubeletApi)?;
     let mut node = NodeConfig::new(name, &o.provider);
-    node.taint = !o.disable_taint;
+    node.taint = o.taint();
     node.internal_ip = Some(o.node_ip.to_string());
     node.daemon_port = i32::from(server.local_addr().port());
     node.operating_system = o.operating_system.to_lowercase();
@@ -530,6 +530,11 @@ async fn run(
     stop: watch::Receiver<bool>,
 ) -> Result<(), CommandError> {
     let names = o.node_names().map_err(CommandError::NodeNames)?;
+    if o.deprecated_taint_key.is_some() {
+        tracing::warn!(
+            "--taint is deprecated: set the taint's key with VKUBELET_TAINT_KEY or --taint-key"
+        );
+    }
     let make = match built_in {
         Some(make) => make,
         None => factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {

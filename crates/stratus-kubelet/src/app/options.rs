@@ -40,9 +40,27 @@ pub struct KubeletOptions {
     /// wait for ever).
     #[arg(long, value_parser = parse_go_duration, default_value = "0")]
     pub startup_timeout: Duration,
-    /// Do not add the `virtual-kubelet.io/provider` taint.
+    /// Do not taint the node (see `--taint-key`).
     #[arg(long)]
     pub disable_taint: bool,
+    /// Deprecated, as in Go: the key of the node's taint; the environment
+    /// variable `VKUBELET_TAINT_KEY` (or `--taint-key`) wins over it.
+    #[arg(long = "taint", value_name = "KEY")]
+    pub deprecated_taint_key: Option<String>,
+    /// The key of the node's taint (default `virtual-kubelet.io/provider`).
+    #[arg(long, env = "VKUBELET_TAINT_KEY")]
+    pub taint_key: Option<String>,
+    /// The value of the node's taint (default: the provider's name).
+    #[arg(long, env = "VKUBELET_TAINT_VALUE")]
+    pub taint_value: Option<String>,
+    /// The effect of the node's taint.
+    #[arg(
+        long,
+        env = "VKUBELET_TAINT_EFFECT",
+        default_value = "NoSchedule",
+        value_parser = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
+    )]
+    pub taint_effect: String,
     /// The cluster's DNS domain (accepted as Go's command does; pods of a
     /// virtual node get their DNS from the provider).
     #[arg(long, default_value = "cluster.local")]
@@ -148,6 +166,45 @@ pub fn parse_listen_addr(text: &str) -> Result<ListenAddr, String> {
 }
 
 impl KubeletOptions {
+    /// The node's taint, as Go's command makes it (`getTaint`): the key of
+    /// `VKUBELET_TAINT_KEY` / `--taint-key`, else the deprecated `--taint`,
+    /// else `virtual-kubelet.io/provider`; the value of
+    /// `VKUBELET_TAINT_VALUE` / `--taint-value`, else the provider's name;
+    /// the effect of `VKUBELET_TAINT_EFFECT` / `--taint-effect`. `None`
+    /// with `--disable-taint`.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// #[derive(Parser)]
+    /// struct Cli {
+    ///     #[command(flatten)]
+    ///     o: stratus_kubelet::app::KubeletOptions,
+    /// }
+    /// let cli = Cli::parse_from(["vk", "--provider=acme", "--taint=old", "--taint-effect=NoExecute"]);
+    /// let taint = cli.o.taint().unwrap();
+    /// assert_eq!((taint.key.as_str(), taint.value.as_deref(), taint.effect.as_str()),
+    ///            ("old", Some("acme"), "NoExecute"));
+    /// assert!(Cli::parse_from(["vk", "--disable-taint"]).o.taint().is_none());
+    /// ```
+    pub fn taint(&self) -> Option<k8s_openapi::api::core::v1::Taint> {
+        if self.disable_taint {
+            return None;
+        }
+        let mut taint = crate::node::provider_taint(&self.provider);
+        if let Some(key) = self
+            .taint_key
+            .as_ref()
+            .or(self.deprecated_taint_key.as_ref())
+        {
+            taint.key.clone_from(key);
+        }
+        if let Some(value) = &self.taint_value {
+            taint.value = Some(value.clone());
+        }
+        taint.effect.clone_from(&self.taint_effect);
+        Some(taint)
+    }
+
     /// The node names of `--nodename` (comma-separated): each a non-empty
     /// lowercase DNS subdomain, none twice.
     ///

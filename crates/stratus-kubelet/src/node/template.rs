@@ -68,6 +68,23 @@ pub(crate) fn healthy_conditions(now: &Time) -> Vec<NodeCondition> {
         .collect()
 }
 
+/// The default taint of a node of `provider_name`:
+/// `virtual-kubelet.io/provider=<provider_name>:NoSchedule`.
+///
+/// ```
+/// let taint = stratus_kubelet::node::provider_taint("acme");
+/// assert_eq!((taint.key.as_str(), taint.value.as_deref(), taint.effect.as_str()),
+///            ("virtual-kubelet.io/provider", Some("acme"), "NoSchedule"));
+/// ```
+pub fn provider_taint(provider_name: &str) -> Taint {
+    Taint {
+        key: PROVIDER_TAINT_KEY.into(),
+        value: Some(provider_name.to_owned()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }
+}
+
 /// The Node of `config` before the provider adjusts it.
 ///
 /// ```
@@ -95,14 +112,7 @@ pub fn node_template(config: &NodeConfig) -> Node {
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     labels.extend(config.labels.clone());
-    let taints = config.taint.then(|| {
-        vec![Taint {
-            key: PROVIDER_TAINT_KEY.into(),
-            value: Some(config.provider_name.clone()),
-            effect: "NoSchedule".into(),
-            time_added: None,
-        }]
-    });
+    let taints = config.taint.clone().map(|taint| vec![taint]);
     let capacity: BTreeMap<String, Quantity> = config
         .capacity
         .iter()

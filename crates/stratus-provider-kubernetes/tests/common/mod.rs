@@ -65,7 +65,7 @@ impl Remote {
         cluster.start_scheduler();
         let mock = Arc::new(MockPodProvider::new().with_node_name(REMOTE_NODE));
         let mut config = NodeConfig::new(REMOTE_NODE, "mock");
-        config.taint = false;
+        config.taint = None;
         let node = virtual_node_with_api(
             cluster.server(),
             config,
