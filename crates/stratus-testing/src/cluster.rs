@@ -297,7 +297,8 @@ impl TestCluster {
     /// use stratus_testing::{ApiServer, TestCluster};
     /// let server = ApiServer::builder().rbac().start().await.unwrap();
     /// let cluster = TestCluster::from_server(server);
-    /// assert!(cluster.server().url().starts_with("http://127.0.0.1:"));
+    /// // RBAC serves HTTPS: kubectl sends its token only over TLS.
+    /// assert!(cluster.server().url().starts_with("https://127.0.0.1:"));
     /// # });
     /// ```
     pub fn from_server(server: ApiServer) -> Self {
