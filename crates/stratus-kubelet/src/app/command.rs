@@ -315,17 +315,23 @@ async fn client(
         .map_err(|e| CommandError::Client(e.to_string()))
 }
 
+/// The kubelet's authentication and authorization under `o`: callers are
+/// always authenticated; `AlwaysAllow` only skips the access reviews, and
+/// anonymous callers are let in only with `--anonymous-auth`.
+fn auth_config(o: &KubeletOptions) -> DelegatedAuthConfig {
+    let mut config = DelegatedAuthConfig::kubelet();
+    config.always_allow = o.authorization_mode == "AlwaysAllow";
+    config.anonymous = o.anonymous_auth;
+    config
+}
+
 /// The kubelet API server, and the certificate rotation to run beside it.
 async fn kubelet_server(
     o: &KubeletOptions,
     client: &kube::Client,
     provider: Arc<dyn stratus_pod::PodLifecycleHandler>,
 ) -> Result<(KubeletServer, Option<ServingCertificateRotation>), String> {
-    // Callers are always authenticated; `AlwaysAllow` only skips the
-    // access reviews, and anonymous callers are let in only when asked for.
-    let mut config = DelegatedAuthConfig::kubelet();
-    config.always_allow = o.authorization_mode == "AlwaysAllow";
-    config.anonymous = o.anonymous_auth;
+    let config = auth_config(o);
     if config.anonymous && config.always_allow {
         tracing::warn!(
             address = %o.listen_address,
@@ -386,10 +392,8 @@ impl MetricsGuard {
     /// The guard of an address beyond this machine, reviewing through
     /// `client`.
     fn exposed(o: &KubeletOptions, client: &kube::Client) -> Self {
-        let mut config = DelegatedAuthConfig::kubelet();
+        let mut config = auth_config(o);
         config.always_allow_paths = vec!["/healthz".into(), "/readyz".into(), "/livez".into()];
-        config.always_allow = o.authorization_mode == "AlwaysAllow";
-        config.anonymous = o.anonymous_auth;
         Self::Exposed(Box::new(DelegatedAuth::new(client.clone(), config)))
     }
 }
