@@ -318,8 +318,15 @@ impl PodController {
                 notifier.notify_pods(PodStatusCallback::new(move |pod| {
                     if let Some(shared) = weak.upgrade() {
                         let key = rules::key_of(&pod);
-                        shared.states.notify(&key, pod, Instant::now());
-                        shared.status.add(key);
+                        if shared.states.notify(&key, pod, Instant::now()) {
+                            shared.status.add(key);
+                        } else {
+                            // An earlier pod of this name ended: a provider
+                            // that refused the new pod while the earlier
+                            // one ran takes it now, not after the
+                            // refusal's backoff.
+                            shared.sync.add(key);
+                        }
                     }
                 }));
                 None

@@ -1368,3 +1368,60 @@ async fn a_retried_delete_of_an_earlier_pod_leaves_its_successor_running() {
     .await;
     let _ = std::fs::remove_dir_all(root("retried-delete"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_recreated_while_its_predecessor_stops_starts_when_the_predecessor_ends() {
+    let node = node(ProcessProvider::new(config("successor"))).await;
+    // The first pod ignores TERM: it stops when KILL comes, 11 s after the
+    // stop. Its successor under the same name is refused (the name still
+    // runs) until then, and the refusals' backoff grows meanwhile (its
+    // retries come at 10.2 s, then 20.5 s).
+    let spec = serde_json::json!({
+        "terminationGracePeriodSeconds": 11,
+        "containers": [{"name": "app", "image": "busybox", "args": ["trap '' TERM; sleep 600 & wait"]}],
+    });
+    node.create("app", spec.clone()).await;
+    eventually(
+        "the first pod Running",
+        Duration::from_secs(20),
+        async || node.phase("app").await.as_deref() == Some("Running"),
+    )
+    .await;
+    let first = node.pods.get("app").await.unwrap().metadata.uid;
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    node.pods.delete("app", &force).await.unwrap();
+    // (The successor stops at once when the test deletes it.)
+    let mut successor = spec;
+    successor["terminationGracePeriodSeconds"] = 1.into();
+    node.create("app", successor).await;
+    let replaced = std::time::Instant::now();
+    let second = node.pods.get("app").await.unwrap().metadata.uid;
+    assert_ne!(first, second);
+    eventually(
+        "the successor Running",
+        Duration::from_secs(30),
+        async || node.phase("app").await.as_deref() == Some("Running"),
+    )
+    .await;
+    let waited = replaced.elapsed();
+    // It ran once the first pod's processes ended (its end is what lets
+    // the successor in), not at the next backoff retry.
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(16),
+        "the successor ran {waited:?} after it was created"
+    );
+    let events: Api<Event> = Api::namespaced(node.api.client(), "default");
+    let refused = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("ProviderCreateFailed"));
+    assert!(refused, "the successor was never refused");
+    node.delete("app").await;
+    let _ = std::fs::remove_dir_all(root("successor"));
+}

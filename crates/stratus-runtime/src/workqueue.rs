@@ -9,9 +9,10 @@
 //!   an overall token bucket. The bucket applies to retries only; first-time
 //!   adds go straight in (the virtual-kubelet bug of throttling new pods at
 //!   10/s after a burst of 100 cannot happen).
-//! - [`run_workers`] runs a bounded number of workers; an error whose
-//!   [`Retry::retry_after`] is set is requeued after exactly that delay (Go's
-//!   `RetryError`), any other error with backoff.
+//! - [`run_workers`] runs a bounded number of workers; a failed key is
+//!   logged (a warning) and an error whose [`Retry::retry_after`] is set is
+//!   requeued after exactly that delay (Go's `RetryError`), any other error
+//!   with backoff.
 //! - `shut_down_with_drain` stops new work and waits for in-flight work.
 //!
 //! ```
@@ -506,11 +507,14 @@ pub trait Retry {
 }
 
 /// Run `workers` workers over `queue` until it is shut down; each key is
-/// handled by at most one worker at a time.
+/// handled by at most one worker at a time. A failed key is logged (a
+/// warning with the key, the error and how many backoff retries it had
+/// since its last success) and queued again: after the delay the error
+/// asks for, or with the queue's backoff.
 pub async fn run_workers<K, E, F, Fut>(queue: WorkQueue<K>, workers: usize, handler: F)
 where
-    K: Clone + Eq + Hash + Send + Sync + 'static,
-    E: Retry + Send,
+    K: Clone + Eq + Hash + std::fmt::Display + Send + Sync + 'static,
+    E: Retry + std::fmt::Display + Send,
     F: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send,
 {
@@ -527,10 +531,14 @@ where
                         queue.forget(&key);
                         queue.add_after(key.clone(), d);
                     }
-                    Err(e) => match e.retry_after() {
-                        Some(d) => queue.add_after(key.clone(), d),
-                        None => queue.add_rate_limited(key.clone()),
-                    },
+                    Err(e) => {
+                        let retries = queue.num_requeues(&key);
+                        tracing::warn!(%key, error = %e, retries, "handling failed; queued again");
+                        match e.retry_after() {
+                            Some(d) => queue.add_after(key.clone(), d),
+                            None => queue.add_rate_limited(key.clone()),
+                        }
+                    }
                 }
                 queue.done(&key);
             }

@@ -81,6 +81,12 @@ async fn delays_and_rate_limited_retries() {
 #[derive(Debug)]
 struct Fail(Option<Duration>);
 
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "failed (retry after {:?})", self.0)
+    }
+}
+
 impl Retry for Fail {
     fn retry_after(&self) -> Option<Duration> {
         self.0

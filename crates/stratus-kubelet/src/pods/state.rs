@@ -90,9 +90,21 @@ impl PodStates {
         self.lock().len()
     }
 
-    /// A provider report for `key`, replacing an unwritten earlier one.
-    pub(super) fn notify(&self, key: &str, pod: Pod, at: Instant) {
-        self.update(key, |s| s.notified = Some((pod, at)));
+    /// A provider report for `key`, replacing an unwritten earlier one;
+    /// whether it was kept. A report about an earlier pod of this name than
+    /// the one handed to the provider last (its end, reported after the
+    /// name was given to a new pod) is not kept: that pod's API object is
+    /// gone, and the report must not take the place of one about the new
+    /// pod.
+    pub(super) fn notify(&self, key: &str, pod: Pod, at: Instant) -> bool {
+        self.update(key, |s| {
+            let earlier =
+                s.handed.is_some() && pod.metadata.uid.is_some() && pod.metadata.uid != s.handed;
+            if !earlier {
+                s.notified = Some((pod, at));
+            }
+            !earlier
+        })
     }
 
     /// A provider report for `key` unless a newer one is waiting (a retried
@@ -264,6 +276,25 @@ mod tests {
         states.forget("ns/a");
         assert!(!states.is_current("ns/a", "2"));
         assert!(!states.is_notified_for("ns/a", &uid("2")));
+    }
+
+    #[test]
+    fn an_earlier_pods_last_report_does_not_replace_the_new_pods() {
+        let states = PodStates::default();
+        let report = |u: &str| {
+            let mut pod = Pod::default();
+            pod.metadata.uid = uid(u);
+            pod
+        };
+        states.set_handed("ns/a", uid("2"));
+        assert!(states.notify("ns/a", report("2"), Instant::now()));
+        assert!(!states.notify("ns/a", report("1"), Instant::now()));
+        assert!(states.is_notified_for("ns/a", &uid("2")));
+        let (kept, _) = states.take_notified("ns/a").unwrap();
+        assert_eq!(kept.metadata.uid, uid("2"));
+        // Nothing handed (the name is free): any report is kept.
+        states.forget("ns/a");
+        assert!(states.notify("ns/a", report("1"), Instant::now()));
     }
 
     #[test]

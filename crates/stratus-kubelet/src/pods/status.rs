@@ -199,7 +199,7 @@ pub(super) async fn poll(
                     return;
                 };
                 let key = rules::key_of(&pod);
-                shared_ref.states.notify(
+                let kept = shared_ref.states.notify(
                     &key,
                     Pod {
                         status: Some(status),
@@ -207,7 +207,9 @@ pub(super) async fn poll(
                     },
                     Instant::now(),
                 );
-                shared_ref.status.add(key);
+                if kept {
+                    shared_ref.status.add(key);
+                }
             })
             .await;
     }
