@@ -366,14 +366,18 @@ where
     }))
 }
 
-/// The request log's entries for the object named in a `left` report, as
-/// lines to print when the soak fails.
-fn requests_for(server: &ApiServer, report: &str) -> Vec<String> {
-    let Some(name) = report
+/// The object a failed check's report names (`... e.g. NAME ...`).
+fn named_in(report: &str) -> Option<&str> {
+    report
         .split("e.g. ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-    else {
+}
+
+/// The request log's entries for the object named in a failed check's
+/// report, as lines to print when the soak fails.
+fn requests_for(server: &ApiServer, report: &str) -> Vec<String> {
+    let Some(name) = named_in(report) else {
         return Vec::new();
     };
     server
@@ -387,6 +391,57 @@ fn requests_for(server: &ApiServer, report: &str) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The last 20 lines of the components' logs (in `dir`) that name the
+/// object a failed check's report names, colours stripped.
+fn log_lines_for(dir: &Path, report: &str) -> Vec<String> {
+    let Some(name) = named_in(report) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    for component in [
+        "cloud-controller-manager",
+        "virtual-kubelet",
+        "process-node",
+    ] {
+        let Ok(text) = std::fs::read_to_string(dir.join(format!("{component}.log"))) else {
+            continue;
+        };
+        for line in text.lines() {
+            let plain = strip_colours(line);
+            // The name as a whole word (`soak-proc-23` is not in
+            // `soak-proc-239`).
+            let named = plain.match_indices(name).any(|(at, _)| {
+                !plain[at + name.len()..]
+                    .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
+            });
+            if named {
+                lines.push(format!("  {component}: {plain}"));
+            }
+        }
+    }
+    let skip = lines.len().saturating_sub(20);
+    lines.split_off(skip)
+}
+
+/// `line` without its ANSI colour sequences.
+fn strip_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // `ESC [ ... m`
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Processes whose working directory is under `dir`.
@@ -592,20 +647,26 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
     }
     let lost = settle("every pod Running", wait, || async {
         let list = pods.list(&labelled).await?;
-        Ok(list
+        let waiting: Vec<&Pod> = list
             .items
             .iter()
-            .find(|p| {
+            .filter(|p| {
                 p.metadata.deletion_timestamp.is_none()
                     && p.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running")
             })
-            .map(|p| {
-                format!(
-                    "pod {} is {:?}",
-                    p.metadata.name.as_deref().unwrap_or_default(),
-                    p.status.as_ref().and_then(|s| s.phase.clone())
-                )
-            }))
+            .collect();
+        Ok(waiting.first().map(|p| {
+            let status = p.status.clone().unwrap_or_default();
+            format!(
+                "{} pods not Running, e.g. {} (phase {:?}, reason {:?}, message {:?}, node {:?})",
+                waiting.len(),
+                p.metadata.name.as_deref().unwrap_or_default(),
+                status.phase,
+                status.reason,
+                status.message,
+                p.spec.as_ref().and_then(|s| s.node_name.clone()),
+            )
+        }))
     })
     .await;
     let provisioned = settle("every Service provisioned", wait, || async {
@@ -621,7 +682,7 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
             })
             .map(|s| {
                 format!(
-                    "Service {} has no ingress",
+                    "a Service has no ingress, e.g. {}",
                     s.metadata.name.as_deref().unwrap_or_default()
                 )
             }))
@@ -640,7 +701,7 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
             })
             .map(|n| {
                 format!(
-                    "Node {} has no provider ID",
+                    "a Node has no provider ID, e.g. {}",
                     n.metadata.name.as_deref().unwrap_or_default()
                 )
             }))
@@ -672,6 +733,13 @@ async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
                 println!(
                     "soak: the requests on what {what} names:\n{}",
                     history.join("\n")
+                );
+            }
+            let logged = log_lines_for(&dir, &e);
+            if !logged.is_empty() {
+                println!(
+                    "soak: the components' last log lines on what {what} names:\n{}",
+                    logged.join("\n")
                 );
             }
             failures.push(format!("{what}: {e}"));
