@@ -80,8 +80,15 @@ const STEPS: &[Step] = &[
         // crates to Cargo, whose builds are not checked against their
         // sources, so the ones of an earlier run are removed before each
         // run (see `forget_packed_workspace_crates`) without touching the
-        // workspace's builds.
-        env: &[("CARGO_TARGET_DIR", PACKAGE_TARGET_DIR)],
+        // workspace's builds. A packed crate is built as the root of its
+        // own build, without the workspace's profile: no debug info there
+        // (the step only checks that it compiles; full debug info for
+        // every dependency would take gigabytes). In CI (`CI` set) the
+        // directory is removed after the step.
+        env: &[
+            ("CARGO_TARGET_DIR", PACKAGE_TARGET_DIR),
+            ("CARGO_PROFILE_DEV_DEBUG", "false"),
+        ],
     },
     Step {
         // Both kinds of `cargo xtask new-provider` crate, generated outside
@@ -278,6 +285,19 @@ fn forget_packed_workspace_crates() {
     }
 }
 
+/// The free space on the file system of the current directory, as `df`
+/// tells it (`12G`); `None` if `df` cannot.
+fn free_disk() -> Option<String> {
+    let out = Command::new("df").args(["-h", "."]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // `Filesystem Size Used Avail Use% Mounted on`
+    text.lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)
+        .map(str::to_owned)
+}
+
 /// How many of a step's last output lines are kept for the summary.
 const TAIL_LINES: usize = 40;
 
@@ -373,6 +393,16 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
                 (false, Vec::new())
             }
         };
+        if step.name == "package" && std::env::var_os("CI").is_some() {
+            let _ = std::fs::remove_dir_all(PACKAGE_TARGET_DIR);
+        }
+        eprintln!(
+            "ci step {}: {} after {:.1}s; {} free",
+            step.name,
+            if ok { "ok" } else { "FAILED" },
+            started.elapsed().as_secs_f64(),
+            free_disk().unwrap_or_else(|| "unknown space".to_owned())
+        );
         let outcome = if ok { Outcome::Passed } else { Outcome::Failed };
         if !ok {
             failed_tails.push((step.name, tail));
