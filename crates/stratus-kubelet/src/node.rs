@@ -13,9 +13,11 @@
 //! - **Lease**: `kube-node-lease/<node>`, held by the node, owned by the
 //!   Node (garbage-collected with it), renewed every `renew_interval` (10 s)
 //!   with a `lease_duration` of 40 s.
-//! - **Ping**: the provider's `ping` runs every `ping_interval`; while it
-//!   fails, neither the status nor the Lease is renewed, so the control
-//!   plane marks the node unreachable (Go's behaviour).
+//! - **Ping**: the provider's `ping` runs every `ping_interval` on a task of
+//!   its own, one at a time, each bounded by `ping_timeout`; while the
+//!   latest one failed, neither the status nor the Lease is renewed, so the
+//!   control plane marks the node unreachable (Go's behaviour). A slow ping
+//!   delays neither (as Go's separate ping controller).
 //! - **Deletion**: a Node deleted by someone else is registered again at
 //!   the next heartbeat, with a new Lease (Go needs an opt-in handler).
 
@@ -65,9 +67,13 @@ pub struct NodeConfig {
     pub kubelet_version: String,
     /// How often the status heartbeat is written (Go: 1 min with a Lease).
     pub status_interval: Duration,
-    /// How often the provider is pinged (Go: 10 s).
+    /// How often the provider is pinged (Go: 10 s;
+    /// `--node-ping-interval`).
     pub ping_interval: Duration,
-    /// How long a ping may take before it counts as failed.
+    /// How long a ping may take before it counts as failed (5 s;
+    /// `--node-ping-timeout`). Go's default is no bound (its
+    /// `WithNodePingTimeout` sets one): a hung ping there holds the node's
+    /// status and Lease as a failed one does, only for ever.
     pub ping_timeout: Duration,
     /// The Lease duration (40 s).
     pub lease_duration: Duration,
@@ -260,29 +266,26 @@ impl NodeController {
         }
         self.ready.send_replace(true);
 
-        let mut ping_ok = true;
+        // The pings run on their own (one at a time, as Go's singleflight):
+        // a slow ping never delays a heartbeat or a Lease renewal, which
+        // read the latest ping's outcome.
+        let (ping_tx, ping_rx) = watch::channel(true);
+        let _pinging = AbortOnDrop(tokio::spawn(ping_loop(
+            self.provider.clone(),
+            self.config.clone(),
+            ping_tx,
+        )));
+        let ping_ok = || *ping_rx.borrow();
         let mut notifications_open = true;
-        let mut ping = tokio::time::interval(self.config.ping_interval);
         let mut status = tokio::time::interval(self.config.status_interval);
         let mut renew = tokio::time::interval(self.config.renew_interval);
-        for t in [&mut ping, &mut status, &mut renew] {
+        for t in [&mut status, &mut renew] {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             t.reset();
         }
         loop {
             tokio::select! {
                 _ = stratus_runtime::stopped(&mut stop) => return Ok(()),
-                _ = ping.tick() => {
-                    let was_ok = ping_ok;
-                    ping_ok = matches!(
-                        tokio::time::timeout(self.config.ping_timeout, self.provider.ping()).await,
-                        Ok(Ok(()))
-                    );
-                    if was_ok && !ping_ok {
-                        tracing::warn!(node = %self.config.name, "the provider's ping failed; holding the node status and lease");
-                    }
-                    continue;
-                }
                 changed = provided.changed(), if notifications_open => {
                     if changed.is_err() {
                         // The provider dropped its callback (it has no
@@ -295,20 +298,20 @@ impl NodeController {
                     if let Some(node) = latest {
                         let meta_changed = node.metadata.labels.is_some() || node.metadata.annotations.is_some();
                         merge_provided(&mut desired, node);
-                        if meta_changed && ping_ok && let Err(e) = self.patch_metadata(&desired).await {
+                        if meta_changed && ping_ok() && let Err(e) = self.patch_metadata(&desired).await {
                             tracing::warn!(node = %self.config.name, error = %e, "cannot update the node labels");
                         }
                     }
                 }
                 _ = status.tick() => {}
                 _ = renew.tick() => {
-                    if ping_ok && let Err(e) = lease.renew().await {
+                    if ping_ok() && let Err(e) = lease.renew().await {
                         tracing::warn!(node = %self.config.name, error = %e, "cannot renew the node lease");
                     }
                     continue;
                 }
             }
-            if !ping_ok {
+            if !ping_ok() {
                 continue;
             }
             match self.heartbeat(&desired).await {
@@ -332,6 +335,47 @@ impl NodeController {
                 }
             }
         }
+    }
+}
+
+/// Ping the provider every `ping_interval`, one ping at a time, each
+/// bounded by `ping_timeout`; publish whether the latest one succeeded.
+async fn ping_loop(provider: Arc<dyn NodeProvider>, config: NodeConfig, ok: watch::Sender<bool>) {
+    // (A zero interval would spin: one millisecond at least.)
+    let mut tick = tokio::time::interval(config.ping_interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.reset();
+    loop {
+        tick.tick().await;
+        let outcome = tokio::time::timeout(config.ping_timeout, provider.ping()).await;
+        let now_ok = matches!(outcome, Ok(Ok(())));
+        let was_ok = ok.send_replace(now_ok);
+        match (was_ok, outcome) {
+            (true, Err(_)) => tracing::warn!(
+                node = %config.name,
+                timeout = ?config.ping_timeout,
+                "the provider's ping timed out; holding the node status and lease"
+            ),
+            (true, Ok(Err(e))) => tracing::warn!(
+                node = %config.name,
+                error = %e,
+                "the provider's ping failed; holding the node status and lease"
+            ),
+            (false, Ok(Ok(()))) => tracing::info!(
+                node = %config.name,
+                "the provider's ping succeeded again; renewing the node status and lease"
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Aborts its task when dropped (the ping loop ends with the controller).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -19,12 +19,16 @@ use tokio::sync::watch;
 #[derive(Default)]
 struct Provider {
     healthy: AtomicBool,
+    /// How long a ping takes.
+    latency: std::sync::Mutex<Duration>,
     callback: std::sync::Mutex<Option<NodeStatusCallback>>,
 }
 
 #[async_trait::async_trait]
 impl NodeProvider for Provider {
     async fn ping(&self) -> stratus_pod::Result<()> {
+        let latency = *self.latency.lock().unwrap();
+        tokio::time::sleep(latency).await;
         if self.healthy.load(Ordering::SeqCst) {
             Ok(())
         } else {
@@ -171,6 +175,51 @@ async fn heartbeats_keep_conditions_written_by_others() {
         Some("False")
     );
     assert_eq!(condition(&node, "Ready").as_deref(), Some("True"));
+}
+
+/// Go runs the ping in a controller of its own and the status loop reads
+/// its latest result: a slow ping delays no renewal; one that outlasts
+/// its timeout counts as failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_ping_delays_no_renewal_and_one_past_its_timeout_fails() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = Arc::new(Provider::default());
+    provider.healthy.store(true, Ordering::SeqCst);
+    let mut c = config("vk-slow");
+    c.ping_timeout = Duration::from_secs(2);
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(NodeController::new(api.client(), provider.clone(), c).run(stopped));
+    let leases: Api<Lease> = Api::namespaced(api.client(), NODE_LEASE_NAMESPACE);
+    eventually("registered", Duration::from_secs(10), || async {
+        renew_time(&leases, "vk-slow").await.is_some()
+    })
+    .await;
+
+    // Each ping takes 1.5 s, within its timeout: the Lease is renewed every
+    // 200 ms all the same.
+    *provider.latency.lock().unwrap() = Duration::from_millis(1500);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut seen = std::collections::BTreeSet::new();
+    let watched = std::time::Instant::now();
+    while watched.elapsed() < Duration::from_millis(1200) {
+        seen.extend(renew_time(&leases, "vk-slow").await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen.len() >= 3,
+        "the Lease waited for the slow ping: {seen:?}"
+    );
+
+    // A ping that hangs past the 2 s timeout counts as failed: no renewal.
+    *provider.latency.lock().unwrap() = Duration::from_secs(30);
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let held = renew_time(&leases, "vk-slow").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        renew_time(&leases, "vk-slow").await,
+        held,
+        "renewed while the ping hung"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -498,6 +498,8 @@ async fn start_node(
         .map_err(CommandError::KubeletApi)?;
     let mut node = NodeConfig::new(name, &o.provider);
     node.taint = o.taint();
+    node.ping_interval = o.node_ping_interval;
+    node.ping_timeout = o.node_ping_timeout;
     node.internal_ip = Some(o.node_ip.to_string());
     node.daemon_port = i32::from(server.local_addr().port());
     node.operating_system = o.operating_system.to_lowercase();
@@ -661,6 +663,37 @@ mod tests {
         config.default_retry = false;
         config.auth_info.token = token.map(|t| t.to_owned().into());
         kube::Client::try_from(config).unwrap()
+    }
+
+    #[test]
+    fn ping_flags_are_go_durations_and_never_zero() {
+        let o = options(&[]);
+        assert_eq!(
+            (o.node_ping_interval, o.node_ping_timeout),
+            (
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(5)
+            )
+        );
+        let o = options(&["--node-ping-interval=30s", "--node-ping-timeout=1m30s"]);
+        assert_eq!(
+            (o.node_ping_interval, o.node_ping_timeout),
+            (
+                std::time::Duration::from_secs(30),
+                std::time::Duration::from_secs(90)
+            )
+        );
+        for zero in ["--node-ping-interval=0s", "--node-ping-timeout=0"] {
+            let refused = Cli::<NoFlags>::try_parse_from(["virtual-kubelet", zero])
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|e| e.contains("must be more than zero")),
+                "{zero}: {refused:?}"
+            );
+        }
     }
 
     #[test]

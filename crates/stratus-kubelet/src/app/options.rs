@@ -108,6 +108,18 @@ pub struct KubeletOptions {
     /// Give SPDY clients this long to open their streams.
     #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
     pub stream_creation_timeout: Duration,
+    /// How often the provider's `ping` runs (Go's `WithNodePingInterval`,
+    /// Liqo's flag). While the latest ping failed, the node's status and
+    /// Lease are not renewed, and the control plane marks the node
+    /// unreachable.
+    #[arg(long, value_parser = parse_nonzero_duration, default_value = "10s")]
+    pub node_ping_interval: Duration,
+    /// How long a ping may take before it counts as failed (Go's
+    /// `WithNodePingTimeout`, unbounded unless set; Liqo's flag). A slow
+    /// ping never delays the status or the Lease; it only decides them
+    /// once it ends.
+    #[arg(long, value_parser = parse_nonzero_duration, default_value = "5s")]
+    pub node_ping_timeout: Duration,
     /// Where to serve the node's own `/metrics`, `/healthz` and `/readyz`
     /// (Go's flag, which Go parses and never uses); `host:port` or `:port`
     /// (every address), empty to serve none. Loopback by default (Go's
@@ -131,6 +143,16 @@ pub struct KubeletOptions {
     /// ```
     #[arg(long, value_parser = parse_listen_addr, default_value = "127.0.0.1:10255")]
     pub metrics_addr: ListenAddr,
+}
+
+/// A Go duration that is not zero (an interval or a timeout of nothing
+/// would spin or always fail).
+fn parse_nonzero_duration(text: &str) -> Result<Duration, String> {
+    match parse_go_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be more than zero".to_owned()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// An address to listen on, or none (`--metrics-addr ""`).
