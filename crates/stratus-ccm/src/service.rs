@@ -16,8 +16,9 @@
 //!   changed, with `UpdatedLoadBalancer` / `UpdateLoadBalancerFailed`; a
 //!   failed update queues a full ensure.
 //! - `ImplementedElsewhere` stops quietly; `RetryAfter` / `Throttled` are
-//!   retried after exactly their delay, other errors with per-service
-//!   backoff, each with a `SyncLoadBalancerFailed` event.
+//!   retried after exactly their delay, other errors with Go's per-Service
+//!   backoff (5 s doubling to 300 s: `min_retry_delay`, `max_retry_delay`),
+//!   each with a `SyncLoadBalancerFailed` event.
 //! - Services sync concurrently (`workers`, default 4), one at a time each.
 //! - No re-ensure storm after a restart: a Service the controller has no
 //!   record of ensuring, which already has its finalizer and ingress, is
@@ -47,7 +48,7 @@ use stratus_cloud::names::{controllers, finalizers};
 use stratus_cloud::{CloudError, CloudProvider, LoadBalancer, LoadBalancerClasses};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
-use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use stratus_runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use tokio::sync::{Notify, watch};
 
 /// How long node changes are gathered before load-balancer hosts are
@@ -78,6 +79,14 @@ pub struct ServiceControllerConfig {
     /// its last successful sync costs no cloud call; one still needing
     /// cleanup is retried. `None`: no resync.
     pub resync_period: Option<std::time::Duration>,
+    /// The first retry delay of a Service whose sync failed (Go's
+    /// `minRetryDelay`, 5 s); it doubles with each failure in a row up to
+    /// [`max_retry_delay`](Self::max_retry_delay), per Service, with no
+    /// overall bucket. A cloud error that names its own delay
+    /// (`RetryAfter`, `Throttled`) waits that instead.
+    pub min_retry_delay: std::time::Duration,
+    /// The longest retry delay (Go's `maxRetryDelay`, 300 s).
+    pub max_retry_delay: std::time::Duration,
 }
 
 impl Default for ServiceControllerConfig {
@@ -88,6 +97,8 @@ impl Default for ServiceControllerConfig {
             drift_check_period: None,
             classes: None,
             resync_period: None,
+            min_retry_delay: std::time::Duration::from_secs(5),
+            max_retry_delay: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -135,6 +146,43 @@ fn fingerprint(svc: &Service) -> String {
         "deleting": svc.metadata.deletion_timestamp.is_some(),
     })
     .to_string()
+}
+
+/// Go's `UpdateFunc` filter: a Service is queued when it is new or gone,
+/// when what `needsUpdate` compares changed ([`fingerprint`]), or when it
+/// needs cleanup; not for the controller's own finalizer and status
+/// writes, nor for a resync of one that did not change (a failed Service
+/// waits for its backoff, as in Go).
+struct RelevantChanges {
+    /// The informer's cache: a Service missing from it was deleted.
+    cache: Store<Service>,
+    /// The last fingerprint seen of each Service.
+    seen: HashMap<String, String>,
+}
+
+impl RelevantChanges {
+    fn new(cache: Store<Service>) -> Self {
+        Self {
+            cache,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether this event about `svc` should queue it.
+    fn changed(&mut self, svc: &Service) -> bool {
+        let key = key_of(svc);
+        let cached = self.cache.get(&ObjectRef::from_obj(svc)).is_some();
+        if !cached {
+            self.seen.remove(&key);
+            return true;
+        }
+        let print = fingerprint(svc);
+        if self.seen.get(&key) == Some(&print) && !needs_cleanup(svc) {
+            return false;
+        }
+        self.seen.insert(key, print);
+        true
+    }
 }
 
 fn has_ingress(svc: &Service) -> bool {
@@ -243,15 +291,22 @@ impl ServiceController {
             );
             return;
         }
+        // Go's service queue: per-Service exponential backoff (5 s to 300
+        // s), not the generic controller limiter (5 ms to 1000 s).
         let queue: WorkQueue<String> = WorkQueue::with_metrics(
-            default_controller_rate_limiter(),
+            ItemExponentialBackoff::new(self.config.min_retry_delay, self.config.max_retry_delay),
             self.metrics.runtime.workqueue.queue("service"),
         );
         let q = queue.clone();
         let health = self.health.clone();
+        let mut relevant = RelevantChanges::new(self.services.store().clone());
         let service_informer = self
             .services
-            .subscribe(&health, move |svc| q.add(key_of(svc)))
+            .subscribe(&health, move |svc| {
+                if relevant.changed(svc) {
+                    q.add(key_of(svc));
+                }
+            })
             .resync_every(self.config.resync_period.unwrap_or_default());
         let node_changed = Arc::new(Notify::new());
         let notify = node_changed.clone();

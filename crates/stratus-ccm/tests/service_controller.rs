@@ -60,13 +60,21 @@ async fn create_and_wait_for_ingress(services: &Api<Service>, name: &str) {
     .await;
 }
 
+/// The controller's defaults with retries from 5 ms (Go waits 5 s first;
+/// `go_s_service_backoff_spaces_the_retries_of_a_failing_ensure` checks
+/// that): these tests fail the cloud on purpose and want the retry soon.
+fn fast_retries() -> ServiceControllerConfig {
+    ServiceControllerConfig {
+        min_retry_delay: Duration::from_millis(5),
+        max_retry_delay: Duration::from_secs(1),
+        ..Default::default()
+    }
+}
+
 fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    let controller = ServiceController::new(
-        cluster.client(),
-        Arc::new(cloud.clone()),
-        ServiceControllerConfig::default(),
-    );
+    let controller =
+        ServiceController::new(cluster.client(), Arc::new(cloud.clone()), fast_retries());
     tokio::spawn(controller.run(stopped));
     stop
 }
@@ -389,7 +397,7 @@ async fn restart_checks_instead_of_re_ensuring_and_drift_is_repaired() {
     let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
     let config = ServiceControllerConfig {
         drift_check_period: Some(Duration::from_millis(400)),
-        ..Default::default()
+        ..fast_retries()
     };
     let _stop = start_with(&cluster, &cloud, config, metrics);
     eventually("four checks", WAIT, || async {
@@ -657,7 +665,7 @@ async fn configured_classes_replace_the_provider_s() {
     let cloud = FakeCloud::new();
     let config = ServiceControllerConfig {
         classes: Some(LoadBalancerClasses::named(["split.example/b"])),
-        ..Default::default()
+        ..fast_retries()
     };
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
@@ -680,4 +688,68 @@ async fn configured_classes_replace_the_provider_s() {
         "the provider's default class is not served here"
     );
     assert_eq!(cloud.load_balancers().len(), 1);
+}
+
+/// Go's service controller retries a failing Service on its own backoff,
+/// 5 s doubling to 300 s (`minRetryDelay`, `maxRetryDelay`), not the
+/// generic 5 ms one: one cloud call and one `SyncLoadBalancerFailed` in the
+/// first seconds, the second call about 5 s later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_s_service_backoff_spaces_the_retries_of_a_failing_ensure() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    cloud.fail_next("ensure_load_balancer", CloudErrorKind::Other, 100);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = stratus_ccm::metrics::CcmMetrics::register(&mut registry);
+    let _stop = start_with(
+        &cluster,
+        &cloud,
+        ServiceControllerConfig::default(),
+        metrics,
+    );
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    services
+        .create(&PostParams::default(), &lb_service("failing", None))
+        .await
+        .unwrap();
+    eventually("the first ensure", WAIT, || async {
+        cloud.calls_to("ensure_load_balancer") >= 1
+    })
+    .await;
+    let first = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        cloud.calls_to("ensure_load_balancer"),
+        1,
+        "retried within 4 s"
+    );
+    let failures = || async {
+        let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+        events
+            .list(&ListParams::default().fields("reason=SyncLoadBalancerFailed"))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|e| e.count.unwrap_or(1))
+            .sum::<i32>()
+    };
+    assert_eq!(failures().await, 1);
+    eventually("the second ensure", Duration::from_secs(6), || async {
+        cloud.calls_to("ensure_load_balancer") >= 2
+    })
+    .await;
+    let second = first.elapsed();
+    assert!(
+        second >= Duration::from_millis(4500),
+        "the second ensure came {second:?} after the first"
+    );
+    eventually("a second SyncLoadBalancerFailed", WAIT, || async {
+        failures().await == 2
+    })
+    .await;
 }

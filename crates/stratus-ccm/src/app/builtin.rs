@@ -144,6 +144,7 @@ fn service_lb(ctx: ControllerContext) -> Start {
             .then_some(o.load_balancer_drift_check_period),
         classes: o.load_balancer_classes(),
         resync_period: Some(ctx.resync_period),
+        ..ServiceControllerConfig::default()
     };
     let controller = ServiceController::new(ctx.client, ctx.provider, config)
         .with_node_informer(ctx.informers.nodes().clone())
