@@ -73,11 +73,11 @@ pub struct ServiceControllerConfig {
     /// provider's [`LoadBalancer::classes`] (`--load-balancer-classes`; for
     /// example to split classes between two managers of one cloud).
     pub classes: Option<LoadBalancerClasses>,
-    /// How often every cached Service is queued again as if it had changed
+    /// How often every cached Service is handed to the controller again
     /// (client-go's informer resync; the manager draws it between
-    /// `--min-resync-period` and twice it, as Go). A Service unchanged since
-    /// its last successful sync costs no cloud call; one still needing
-    /// cleanup is retried. `None`: no resync.
+    /// `--min-resync-period` and twice it, as Go). As in Go's `UpdateFunc`,
+    /// only a Service still needing cleanup is queued by it (and retried);
+    /// an unchanged one is not. `None`: no resync.
     pub resync_period: Option<std::time::Duration>,
     /// The first retry delay of a Service whose sync failed (Go's
     /// `minRetryDelay`, 5 s); it doubles with each failure in a row up to
