@@ -268,13 +268,15 @@ impl NodeController {
 
         // The pings run on their own (one at a time, as Go's singleflight):
         // a slow ping never delays a heartbeat or a Lease renewal, which
-        // read the latest ping's outcome.
+        // read the latest ping's outcome. The loop ends when `ping_rx` is
+        // dropped with this function.
         let (ping_tx, ping_rx) = watch::channel(true);
-        let _pinging = AbortOnDrop(tokio::spawn(ping_loop(
+        tokio::spawn(ping_loop(
             self.provider.clone(),
-            self.config.clone(),
+            self.config.name.clone(),
+            (self.config.ping_interval, self.config.ping_timeout),
             ping_tx,
-        )));
+        ));
         let ping_ok = || *ping_rx.borrow();
         let mut notifications_open = true;
         let mut status = tokio::time::interval(self.config.status_interval);
@@ -338,44 +340,45 @@ impl NodeController {
     }
 }
 
-/// Ping the provider every `ping_interval`, one ping at a time, each
-/// bounded by `ping_timeout`; publish whether the latest one succeeded.
-async fn ping_loop(provider: Arc<dyn NodeProvider>, config: NodeConfig, ok: watch::Sender<bool>) {
+/// Ping the provider every `interval`, one ping at a time, each bounded
+/// by `timeout`; publish whether the latest one succeeded, until nobody
+/// reads `ok` any more.
+async fn ping_loop(
+    provider: Arc<dyn NodeProvider>,
+    node: String,
+    (interval, timeout): (Duration, Duration),
+    ok: watch::Sender<bool>,
+) {
     // (A zero interval would spin: one millisecond at least.)
-    let mut tick = tokio::time::interval(config.ping_interval.max(Duration::from_millis(1)));
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.reset();
     loop {
-        tick.tick().await;
-        let outcome = tokio::time::timeout(config.ping_timeout, provider.ping()).await;
-        let now_ok = matches!(outcome, Ok(Ok(())));
-        let was_ok = ok.send_replace(now_ok);
+        let outcome = tokio::select! {
+            () = ok.closed() => return,
+            _ = tick.tick() => tokio::select! {
+                () = ok.closed() => return,
+                outcome = tokio::time::timeout(timeout, provider.ping()) => outcome,
+            },
+        };
+        let was_ok = ok.send_replace(matches!(outcome, Ok(Ok(()))));
         match (was_ok, outcome) {
             (true, Err(_)) => tracing::warn!(
-                node = %config.name,
-                timeout = ?config.ping_timeout,
+                node,
+                ?timeout,
                 "the provider's ping timed out; holding the node status and lease"
             ),
             (true, Ok(Err(e))) => tracing::warn!(
-                node = %config.name,
+                node,
                 error = %e,
                 "the provider's ping failed; holding the node status and lease"
             ),
             (false, Ok(Ok(()))) => tracing::info!(
-                node = %config.name,
+                node,
                 "the provider's ping succeeded again; renewing the node status and lease"
             ),
             _ => {}
         }
-    }
-}
-
-/// Aborts its task when dropped (the ping loop ends with the controller).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

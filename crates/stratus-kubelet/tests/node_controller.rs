@@ -21,12 +21,15 @@ struct Provider {
     healthy: AtomicBool,
     /// How long a ping takes.
     latency: std::sync::Mutex<Duration>,
+    /// How many pings began.
+    pings: std::sync::atomic::AtomicUsize,
     callback: std::sync::Mutex<Option<NodeStatusCallback>>,
 }
 
 #[async_trait::async_trait]
 impl NodeProvider for Provider {
     async fn ping(&self) -> stratus_pod::Result<()> {
+        self.pings.fetch_add(1, Ordering::SeqCst);
         let latency = *self.latency.lock().unwrap();
         tokio::time::sleep(latency).await;
         if self.healthy.load(Ordering::SeqCst) {
@@ -187,8 +190,9 @@ async fn a_slow_ping_delays_no_renewal_and_one_past_its_timeout_fails() {
     provider.healthy.store(true, Ordering::SeqCst);
     let mut c = config("vk-slow");
     c.ping_timeout = Duration::from_secs(2);
-    let (_stop, stopped) = watch::channel(false);
-    tokio::spawn(NodeController::new(api.client(), provider.clone(), c).run(stopped));
+    let (stop, stopped) = watch::channel(false);
+    let controller =
+        tokio::spawn(NodeController::new(api.client(), provider.clone(), c).run(stopped));
     let leases: Api<Lease> = Api::namespaced(api.client(), NODE_LEASE_NAMESPACE);
     eventually("registered", Duration::from_secs(10), || async {
         renew_time(&leases, "vk-slow").await.is_some()
@@ -219,6 +223,24 @@ async fn a_slow_ping_delays_no_renewal_and_one_past_its_timeout_fails() {
         renew_time(&leases, "vk-slow").await,
         held,
         "renewed while the ping hung"
+    );
+
+    // Pinging again every 100 ms; a stopped controller pings no more.
+    *provider.latency.lock().unwrap() = Duration::ZERO;
+    eventually("pinging again", Duration::from_secs(5), || async {
+        let before = provider.pings.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        provider.pings.load(Ordering::SeqCst) > before
+    })
+    .await;
+    stop.send(true).unwrap();
+    controller.await.unwrap().unwrap();
+    let after_stop = provider.pings.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        provider.pings.load(Ordering::SeqCst),
+        after_stop,
+        "pinged after the controller stopped"
     );
 }
 
