@@ -156,8 +156,9 @@ fn fingerprint(svc: &Service) -> String {
 struct RelevantChanges {
     /// The informer's cache: a Service missing from it was deleted.
     cache: Store<Service>,
-    /// The last fingerprint seen of each Service.
-    seen: HashMap<String, String>,
+    /// A hash of the last fingerprint seen of each Service (a hash, not
+    /// the fingerprint: it holds the whole spec).
+    seen: HashMap<String, u64>,
 }
 
 impl RelevantChanges {
@@ -176,11 +177,15 @@ impl RelevantChanges {
             self.seen.remove(&key);
             return true;
         }
-        let print = fingerprint(svc);
-        if self.seen.get(&key) == Some(&print) && !needs_cleanup(svc) {
+        let print = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            fingerprint(svc).hash(&mut hasher);
+            hasher.finish()
+        };
+        if self.seen.insert(key, print) == Some(print) && !needs_cleanup(svc) {
             return false;
         }
-        self.seen.insert(key, print);
         true
     }
 }
@@ -864,5 +869,50 @@ impl crate::Instrumented for ServiceController {
 impl crate::informers::ReadsNodes for ServiceController {
     fn node_informer(&mut self) -> &mut SharedInformer<Node> {
         &mut self.nodes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(value: serde_json::Value) -> Service {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn only_what_go_compares_queues_a_service_again() {
+        let (cache, mut writer) = kube_runtime::reflector::store::<Service>();
+        let mut relevant = RelevantChanges::new(cache);
+        let mut svc = service(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "1"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+        }));
+        let mut seen = |relevant: &mut RelevantChanges, svc: &Service| {
+            writer.apply_watcher_event(&kube_runtime::watcher::Event::Apply(svc.clone()));
+            relevant.changed(svc)
+        };
+        assert!(seen(&mut relevant, &svc), "new");
+        assert!(!seen(&mut relevant, &svc), "a resync of the same Service");
+        svc.metadata.finalizers = Some(vec![finalizers::LOAD_BALANCER_CLEANUP.into()]);
+        svc.status =
+            serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}))
+                .unwrap();
+        assert!(
+            !seen(&mut relevant, &svc),
+            "the controller's own finalizer and status"
+        );
+        svc.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
+        assert!(seen(&mut relevant, &svc), "an annotation");
+        svc.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert!(seen(&mut relevant, &svc), "deleted, needing cleanup");
+        assert!(seen(&mut relevant, &svc), "still needing cleanup");
+        // Gone from the cache: queued, and forgotten.
+        writer.apply_watcher_event(&kube_runtime::watcher::Event::Delete(svc.clone()));
+        assert!(relevant.changed(&svc));
+        assert!(relevant.seen.is_empty());
     }
 }
