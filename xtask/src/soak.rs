@@ -136,6 +136,8 @@ fn spawn(
     let child = tokio::process::Command::new(bin_dir.join(binary))
         .args(args)
         .env("HOSTNAME", name)
+        // Plain text logs, to read and to search (tracing's colours off).
+        .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(true)
@@ -394,7 +396,7 @@ fn requests_for(server: &ApiServer, report: &str) -> Vec<String> {
 }
 
 /// The last 20 lines of the components' logs (in `dir`) that name the
-/// object a failed check's report names, colours stripped.
+/// object a failed check's report names.
 fn log_lines_for(dir: &Path, report: &str) -> Vec<String> {
     let Some(name) = named_in(report) else {
         return Vec::new();
@@ -409,39 +411,19 @@ fn log_lines_for(dir: &Path, report: &str) -> Vec<String> {
             continue;
         };
         for line in text.lines() {
-            let plain = strip_colours(line);
             // The name as a whole word (`soak-proc-23` is not in
             // `soak-proc-239`).
-            let named = plain.match_indices(name).any(|(at, _)| {
-                !plain[at + name.len()..]
+            let named = line.match_indices(name).any(|(at, _)| {
+                !line[at + name.len()..]
                     .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
             });
             if named {
-                lines.push(format!("  {component}: {plain}"));
+                lines.push(format!("  {component}: {line}"));
             }
         }
     }
     let skip = lines.len().saturating_sub(20);
     lines.split_off(skip)
-}
-
-/// `line` without its ANSI colour sequences.
-fn strip_colours(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // `ESC [ ... m`
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Processes whose working directory is under `dir`.
@@ -849,6 +831,30 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_check_s_object_is_found_in_the_logs_by_its_whole_name() {
+        let dir = std::env::temp_dir().join(format!("stratus-soak-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("process-node.log"),
+            "sync failed key=default/soak-proc-23 error=x\n\
+             sync failed key=default/soak-proc-239 error=y\n\
+             created soak-proc-23\n",
+        )
+        .unwrap();
+        let report = "2 pods not Running, e.g. soak-proc-23 (phase Some(\"Pending\"))";
+        assert_eq!(named_in(report), Some("soak-proc-23"));
+        assert_eq!(
+            log_lines_for(&dir, report),
+            [
+                "  process-node: sync failed key=default/soak-proc-23 error=x",
+                "  process-node: created soak-proc-23",
+            ]
+        );
+        assert!(log_lines_for(&dir, "no object named").is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn slopes_are_per_unit_of_x() {
