@@ -3,7 +3,10 @@
 //! - a Ready node loses the `node.cloudprovider.kubernetes.io/shutdown`
 //!   taint;
 //! - a node that is not Ready and whose instance is gone is deleted, with
-//!   the `DeletingNode` event (`DeletingNodeFailed` when the delete fails);
+//!   the `DeletingNode` event (`DeletingNodeFailed` when the delete fails).
+//!   Only an explicit [`InstanceState::Gone`] answer counts: a failed cloud
+//!   call, even a "not found" error, skips the node this pass, as Go's V2
+//!   path does;
 //! - a node that is not Ready and whose instance is shut down gets the
 //!   shutdown taint (`NoSchedule`).
 //!

@@ -268,3 +268,42 @@ async fn an_unparsable_provider_id_never_deletes_the_node() {
         "an InvalidInput answer is not \"gone\""
     );
 }
+
+/// Go's V2 path skips a node whose `InstanceExists` fails, whatever the
+/// error; only an explicit "does not exist" answer deletes it. Here the
+/// exists call of a legacy provider answers "not found" errors for a while
+/// (an eventually consistent cloud API), which must never delete the Node;
+/// once the cloud answers "does not exist" (`false`), it is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_found_error_from_the_exists_call_never_deletes_the_node() {
+    use kube::api::{Patch, PatchParams};
+    use stratus_cloud::CloudErrorKind;
+    use stratus_testing::fake_cloud::Capability;
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new().without(Capability::InstancesV2);
+    dead_node(&cluster, &cloud, "lagging").await;
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .patch(
+            "lagging",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"providerID": "fake://lagging"}})),
+        )
+        .await
+        .unwrap();
+    cloud.fail_next("instance_exists_by_provider_id", CloudErrorKind::NotFound, 5);
+    let _stop = start(&cluster, &cloud, Duration::from_millis(100));
+    eventually("five failed and two good exists calls", WAIT, || async {
+        cloud.calls_to("instance_exists_by_provider_id") >= 7
+    })
+    .await;
+    assert!(
+        nodes.get_opt("lagging").await.unwrap().is_some(),
+        "five \"not found\" errors in a row must not delete the node"
+    );
+    cloud.remove_instance("lagging");
+    eventually("the node deleted once the cloud says it does not exist", WAIT, || async {
+        nodes.get_opt("lagging").await.unwrap().is_none()
+    })
+    .await;
+}

@@ -16,7 +16,8 @@ use common::{free_port, load_balancer_service};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PostParams};
 use stratus_ccm::app::Command;
-use stratus_cloud::{CloudProvider, Instances, InstancesV2, LoadBalancer, Zones};
+use stratus_cloud::CloudProvider;
+use stratus_testing::fake_cloud::Capability;
 use stratus_testing::http_status::{get, insecure_client};
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, eventually};
 use tokio::sync::watch;
@@ -48,37 +49,19 @@ fn log_text() -> String {
     String::from_utf8_lossy(&log().lock().unwrap()).into_owned()
 }
 
-/// Which capabilities of a [`FakeCloud`] the provider shows.
-#[derive(Clone, Copy, Default)]
-struct Capabilities {
-    instances_v2: bool,
-    load_balancer: bool,
-    legacy: bool,
-}
-
-/// A provider named `fake` (so provider IDs are `fake://...`) with only
-/// the capabilities chosen.
-struct Minimal {
-    cloud: FakeCloud,
-    has: Capabilities,
-}
-
-impl CloudProvider for Minimal {
-    fn provider_name(&self) -> &str {
-        "fake"
-    }
-    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        self.has.instances_v2.then_some(&self.cloud as _)
-    }
-    fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
-        self.has.load_balancer.then_some(&self.cloud as _)
-    }
-    fn instances(&self) -> Option<&dyn Instances> {
-        self.has.legacy.then_some(&self.cloud as _)
-    }
-    fn zones(&self) -> Option<&dyn Zones> {
-        self.has.legacy.then_some(&self.cloud as _)
-    }
+/// A [`FakeCloud`] offering only the capabilities in `keep`.
+fn only(keep: &[Capability]) -> FakeCloud {
+    [
+        Capability::LoadBalancer,
+        Capability::InstancesV2,
+        Capability::Instances,
+        Capability::Zones,
+        Capability::Routes,
+        Capability::Clusters,
+    ]
+    .into_iter()
+    .filter(|c| !keep.contains(c))
+    .fold(FakeCloud::new(), FakeCloud::without)
 }
 
 /// A running manager for one provider.
@@ -91,10 +74,9 @@ struct Running {
     kubeconfig: std::path::PathBuf,
 }
 
-async fn start(name: &str, has: Capabilities, extra: &[&str]) -> Running {
+async fn start(name: &str, cloud: FakeCloud, extra: &[&str]) -> Running {
     log().lock().unwrap().clear();
     let cluster = TestCluster::start().await.unwrap();
-    let cloud = FakeCloud::new();
     cloud.add_instance(FakeInstance::new("node-a").with_internal_ip("10.0.0.1"));
     let kubeconfig = std::env::temp_dir().join(format!(
         "stratus-minimal-{name}-{}.kubeconfig",
@@ -112,10 +94,7 @@ async fn start(name: &str, has: Capabilities, extra: &[&str]) -> Running {
         "--authentication-skip-lookup".into(),
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
-    let provider = Arc::new(Minimal {
-        cloud: cloud.clone(),
-        has,
-    });
+    let provider = Arc::new(cloud.clone());
     let (stop, stopped) = watch::channel(false);
     let command = Command::new()
         .cloud_initializer(move |_options, _flags| Ok(provider as Arc<dyn CloudProvider>));
@@ -267,10 +246,7 @@ async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     // MetalLB).
     let run = start(
         "only-instances-v2",
-        Capabilities {
-            instances_v2: true,
-            ..Default::default()
-        },
+        only(&[Capability::InstancesV2]),
         &[],
     )
     .await;
@@ -289,10 +265,7 @@ async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     // LoadBalancer only.
     let run = start(
         "only-load-balancer",
-        Capabilities {
-            load_balancer: true,
-            ..Default::default()
-        },
+        only(&[Capability::LoadBalancer]),
         &[],
     )
     .await;
@@ -330,10 +303,7 @@ async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     // them, as Go's do.
     let run = start(
         "legacy-instances-and-zones",
-        Capabilities {
-            legacy: true,
-            ..Default::default()
-        },
+        only(&[Capability::Instances, Capability::Zones]),
         &["--configure-cloud-routes=false", "--node-monitor-period=1s"],
     )
     .await;
@@ -370,7 +340,7 @@ async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     run.stop().await;
 
     // Nothing but a name.
-    let run = start("only-a-name", Capabilities::default(), &[]).await;
+    let run = start("only-a-name", only(&[]), &[]).await;
     run.assert_healthy(
         &[],
         &[

@@ -18,7 +18,7 @@ pub type Result<T, E = CloudError> = std::result::Result<T, E>;
 ///
 /// | kind | Go counterpart | what the controllers do |
 /// |---|---|---|
-/// | `NotFound` | `cloudprovider.InstanceNotFound` | the resource is gone (an instance: the node may be deleted, subject to the lifecycle safeguard) |
+/// | `NotFound` | `cloudprovider.InstanceNotFound` | the resource does not exist: a load balancer or route to delete is already deleted; a legacy `instance_id` answering it means the instance is gone. From `InstancesV2` it is an error like any other, so it never deletes a Node (as Go's V2 path) |
 /// | `NotImplemented` | `cloudprovider.NotImplemented` | the capability is absent; go on without it |
 /// | `ImplementedElsewhere` | `cloudprovider.ImplementedElsewhere` | another controller owns it; stop without error |
 /// | `RetryAfter(d)` | `api.RetryError` | requeue after exactly `d`, no backoff growth |

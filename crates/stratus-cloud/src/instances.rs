@@ -40,19 +40,22 @@ pub struct InstanceMetadata {
 
 /// The state of a node's instance, in one answer.
 ///
-/// Go answers this with two calls, `InstanceExists` and `InstanceShutdown`,
-/// plus the `InstanceNotFound` sentinel, which the V2 path does not even
-/// recognise. The mapping:
+/// Go answers this with two calls, `InstanceExists` and `InstanceShutdown`.
+/// The mapping, as in Go's V2 path:
 ///
 /// | Go | `InstanceState` |
 /// |---|---|
-/// | `InstanceExists` = false, or an `InstanceNotFound` error | `Gone` |
+/// | `InstanceExists` = false | `Gone` |
+/// | `InstanceExists` fails (any error, `InstanceNotFound` too) | the error: the node is skipped this pass |
 /// | exists, `InstanceShutdown` = true | `ShutDown` |
 /// | exists, `InstanceShutdown` = false or `NotImplemented` | `Running` |
+/// | exists, `InstanceShutdown` fails | the error: the node is skipped this pass |
 /// | (no counterpart) | `Unknown`: the cloud cannot tell right now; nothing is changed |
 ///
-/// Stopped or sleeping instances are `ShutDown`, never `Gone`: `Gone` may
-/// lead to the Node being deleted.
+/// Only an explicit `Gone` answer can lead to the Node being deleted; an
+/// error never does, whatever its kind, because an eventually consistent
+/// cloud API can answer "not found" for an instance that exists. Stopped or
+/// sleeping instances are `ShutDown`, never `Gone`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InstanceState {
     /// The instance exists and runs.
@@ -71,9 +74,11 @@ pub enum InstanceState {
 /// fall back to the name, labels or annotations only when it is empty.
 #[async_trait]
 pub trait InstancesV2: Send + Sync {
-    /// Whether the node's instance exists. `Ok(false)` (or a
-    /// [`CloudErrorKind::NotFound`] error) means it is gone. Must be true
-    /// for stopped instances.
+    /// Whether the node's instance exists. Only `Ok(false)` means it is gone
+    /// (the Node may then be deleted); an error of any kind, a
+    /// [`CloudErrorKind::NotFound`] one too, makes the lifecycle controller
+    /// skip the node this pass, as Go's V2 path does. Must be true for
+    /// stopped instances.
     async fn instance_exists(&self, node: &Node) -> Result<bool>;
 
     /// Whether the node's instance is shut down.
@@ -88,19 +93,16 @@ pub trait InstancesV2: Send + Sync {
     /// The instance state in one answer. The default calls
     /// [`InstancesV2::instance_exists`] then [`InstancesV2::instance_shutdown`]
     /// and maps the answers as in the table on [`InstanceState`]; override it
-    /// when the cloud answers in one call.
+    /// when the cloud answers in one call, and answer `Gone` only when the
+    /// cloud says for certain that the instance no longer exists.
     async fn instance_state(&self, node: &Node) -> Result<InstanceState> {
-        match self.instance_exists(node).await {
-            Ok(false) => return Ok(InstanceState::Gone),
-            Ok(true) => {}
-            Err(e) if e.is_not_found() => return Ok(InstanceState::Gone),
-            Err(e) => return Err(e),
+        if !self.instance_exists(node).await? {
+            return Ok(InstanceState::Gone);
         }
         match self.instance_shutdown(node).await {
             Ok(true) => Ok(InstanceState::ShutDown),
             Ok(false) => Ok(InstanceState::Running),
             Err(e) if e.is_not_implemented() => Ok(InstanceState::Running),
-            Err(e) if e.is_not_found() => Ok(InstanceState::Gone),
             Err(e) => Err(e),
         }
     }
@@ -199,12 +201,15 @@ mod tests {
     async fn default_state_follows_the_go_mapping() {
         use InstanceState::*;
         assert_eq!(state(Ok(false), Ok(false)).await.unwrap(), Gone);
-        assert_eq!(
-            state(Err(CloudError::not_found("x")), Ok(false))
-                .await
-                .unwrap(),
-            Gone
-        );
+        // Go's V2 path: an `InstanceNotFound` error is an error, not "gone".
+        let err = state(Err(CloudError::not_found("x")), Ok(false))
+            .await
+            .unwrap_err();
+        assert!(err.is_not_found());
+        let err = state(Ok(true), Err(CloudError::not_found("x")))
+            .await
+            .unwrap_err();
+        assert!(err.is_not_found());
         assert_eq!(state(Ok(true), Ok(true)).await.unwrap(), ShutDown);
         assert_eq!(state(Ok(true), Ok(false)).await.unwrap(), Running);
         assert_eq!(

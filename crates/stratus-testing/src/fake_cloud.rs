@@ -1,6 +1,8 @@
 //! [`FakeCloud`]: a stateful in-memory cloud implementing every
 //! `stratus-cloud` trait, with knobs for latency, scripted errors,
-//! throttling and batching, and a call log for assertions.
+//! throttling and batching, and a call log for assertions. Each capability
+//! can be switched off ([`FakeCloud::without`]), so a test can stand in for
+//! a provider with no `InstancesV2`, no load balancers or no routes.
 //!
 //! Unlike Go's fake cloud, errors are not sticky (each scripted error is
 //! used once, or a fixed number of times), and instances are found by
@@ -24,7 +26,7 @@
 //! # });
 //! ```
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -41,6 +43,26 @@ use stratus_cloud::{
 
 /// The provider name, and scheme of provider IDs (`fake://<node-name>`).
 pub const FAKE_PROVIDER: &str = "fake";
+
+/// A capability of [`FakeCloud`] that [`FakeCloud::without`] can take away:
+/// the matching [`CloudProvider`] method then answers `None`, as a provider
+/// that does not implement it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// [`CloudProvider::load_balancer`].
+    LoadBalancer,
+    /// [`CloudProvider::instances_v2`].
+    InstancesV2,
+    /// [`CloudProvider::instances`] (the legacy interface).
+    Instances,
+    /// [`CloudProvider::zones`] (the legacy interface).
+    Zones,
+    /// [`CloudProvider::routes`].
+    Routes,
+    /// [`CloudProvider::clusters`].
+    Clusters,
+}
 
 /// An instance of the fake cloud.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +195,8 @@ struct State {
 #[derive(Clone)]
 pub struct FakeCloud {
     state: Arc<Mutex<State>>,
+    /// The capabilities this handle does not offer.
+    missing: Arc<BTreeSet<Capability>>,
 }
 
 impl std::fmt::Debug for FakeCloud {
@@ -215,6 +239,7 @@ impl FakeCloud {
                 clusters: vec!["kubernetes".into()],
                 ..Default::default()
             })),
+            missing: Arc::default(),
         }
     }
 
@@ -349,6 +374,29 @@ impl FakeCloud {
         self.lock().classes = Some(classes);
     }
 
+    /// The same cloud (sharing its state) without `capability`. Clones made
+    /// earlier keep it; clones made later do not.
+    ///
+    /// ```
+    /// use stratus_cloud::CloudProvider;
+    /// use stratus_testing::{FakeCloud, fake_cloud::Capability};
+    ///
+    /// let cloud = FakeCloud::new().without(Capability::InstancesV2);
+    /// assert!(cloud.instances_v2().is_none());
+    /// assert!(cloud.instances().is_some());
+    /// ```
+    pub fn without(mut self, capability: Capability) -> Self {
+        let mut missing = self.missing.as_ref().clone();
+        missing.insert(capability);
+        self.missing = Arc::new(missing);
+        self
+    }
+
+    /// Whether this handle offers `capability`.
+    fn offers(&self, capability: Capability) -> bool {
+        !self.missing.contains(&capability)
+    }
+
     /// Answer `ImplementedElsewhere` for the Service `namespace/name`.
     pub fn implement_elsewhere(&self, service: &str) {
         self.lock().elsewhere.push(service.to_owned());
@@ -450,27 +498,27 @@ impl CloudProvider for FakeCloud {
     }
 
     fn load_balancer(&self) -> Option<&dyn LoadBalancer> {
-        Some(self)
+        self.offers(Capability::LoadBalancer).then_some(self as _)
     }
 
     fn instances_v2(&self) -> Option<&dyn InstancesV2> {
-        Some(self)
+        self.offers(Capability::InstancesV2).then_some(self as _)
     }
 
     fn instances(&self) -> Option<&dyn Instances> {
-        Some(self)
+        self.offers(Capability::Instances).then_some(self as _)
     }
 
     fn zones(&self) -> Option<&dyn Zones> {
-        Some(self)
+        self.offers(Capability::Zones).then_some(self as _)
     }
 
     fn routes(&self) -> Option<&dyn Routes> {
-        Some(self)
+        self.offers(Capability::Routes).then_some(self as _)
     }
 
     fn clusters(&self) -> Option<&dyn Clusters> {
-        Some(self)
+        self.offers(Capability::Clusters).then_some(self as _)
     }
 }
 
