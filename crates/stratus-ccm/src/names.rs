@@ -39,7 +39,8 @@ pub mod events {
     pub const UPDATED_LOAD_BALANCER: &str = "UpdatedLoadBalancer";
     /// service-lb-controller (Warning).
     pub const SYNC_LOAD_BALANCER_FAILED: &str = "SyncLoadBalancerFailed";
-    /// service-lb-controller (Warning).
+    /// service-lb-controller (Warning): deleting the load balancer of a
+    /// Service deleted without the finalizer failed.
     pub const DELETE_LOAD_BALANCER_FAILED: &str = "DeleteLoadBalancerFailed";
     /// service-lb-controller (Warning).
     pub const UPDATE_LOAD_BALANCER_FAILED: &str = "UpdateLoadBalancerFailed";

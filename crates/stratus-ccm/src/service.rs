@@ -9,12 +9,21 @@
 //!   through the status subresource only when the ingress changed.
 //! - Delete path (Service deleted or no longer a LoadBalancer, finalizer
 //!   present): `DeletingLoadBalancer`, `EnsureLoadBalancerDeleted`, the
-//!   finalizer removed, `DeletedLoadBalancer`, the status cleared.
+//!   finalizer removed, `DeletedLoadBalancer`, the status cleared. A failure
+//!   is a `SyncLoadBalancerFailed` event, with Go's texts ("failed to delete
+//!   load balancer: ...").
+//! - A Service deleted without the finalizer (stripped by hand), or deleted
+//!   and re-created under a new UID: its load balancer is deleted from the
+//!   last version seen, with `DeletingLoadBalancer`,
+//!   `DeleteLoadBalancerFailed` (retried) and `DeletedLoadBalancer`, as Go's
+//!   `processServiceDeletion`.
 //! - Node changes (gathered for 100 ms) update only the load balancers whose
 //!   backend set
 //!   (`node name + providerID` of the nodes passing Go's predicates)
-//!   changed, with `UpdatedLoadBalancer` / `UpdateLoadBalancerFailed`; a
-//!   failed update queues a full ensure.
+//!   changed, with `UpdatedLoadBalancer`. A failed update is checked with
+//!   `GetLoadBalancer` as in Go: if the load balancer no longer exists, it
+//!   is left alone (not re-created); otherwise `UpdateLoadBalancerFailed`
+//!   and a full ensure is queued.
 //! - `ImplementedElsewhere` stops quietly; `RetryAfter` / `Throttled` are
 //!   retried after exactly their delay, other errors with Go's per-Service
 //!   backoff (5 s doubling to 300 s: `min_retry_delay`, `max_retry_delay`),
@@ -136,9 +145,12 @@ fn key_of(svc: &Service) -> String {
     )
 }
 
-/// What Go's `needsUpdate` compares: the spec, annotations and UID (and
-/// whether the Service is being deleted).
-fn fingerprint(svc: &Service) -> String {
+/// A hash of what Go's `needsUpdate` compares: the spec, annotations and
+/// UID (and whether the Service is being deleted). A hash, not the fields:
+/// it is kept per Service, and the spec can be large.
+fn fingerprint(svc: &Service) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
     json!({
         "spec": svc.spec,
         "annotations": svc.metadata.annotations,
@@ -146,6 +158,25 @@ fn fingerprint(svc: &Service) -> String {
         "deleting": svc.metadata.deletion_timestamp.is_some(),
     })
     .to_string()
+    .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What the controller knows of one Service's load balancer (Go keeps the
+/// same in its service cache and `lastSyncedNodes`).
+#[derive(Default)]
+struct LoadBalancerState {
+    /// The last version of the Service seen wanting a load balancer. If the
+    /// Service is deleted without the controller's finalizer (stripped by
+    /// hand), or deleted and re-created under a new UID, its load balancer
+    /// is deleted from this version, as Go's `processServiceDeletion` does.
+    service: Option<Arc<Service>>,
+    /// The backends the load balancer was last given.
+    backends: Option<Arc<Backends>>,
+    /// The [`fingerprint`] of the Service at its last successful ensure: a
+    /// Service that has not changed since (a status write, a resync) is not
+    /// ensured again.
+    ensured: Option<u64>,
 }
 
 /// Go's `UpdateFunc` filter: a Service is queued when it is new or gone,
@@ -156,8 +187,7 @@ fn fingerprint(svc: &Service) -> String {
 struct RelevantChanges {
     /// The informer's cache: a Service missing from it was deleted.
     cache: Store<Service>,
-    /// A hash of the last fingerprint seen of each Service (a hash, not
-    /// the fingerprint: it holds the whole spec).
+    /// The last fingerprint seen of each Service.
     seen: HashMap<String, u64>,
 }
 
@@ -177,12 +207,7 @@ impl RelevantChanges {
             self.seen.remove(&key);
             return true;
         }
-        let print = {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            fingerprint(svc).hash(&mut hasher);
-            hasher.finish()
-        };
+        let print = fingerprint(svc);
         if self.seen.insert(key, print) == Some(print) && !needs_cleanup(svc) {
             return false;
         }
@@ -209,12 +234,27 @@ fn reference(svc: &Service) -> ObjectReference {
     }
 }
 
+/// Why a sync failed; the texts are Go's.
 #[derive(Debug, thiserror::Error)]
 enum SyncError {
     #[error(transparent)]
     Cloud(#[from] CloudError),
     #[error(transparent)]
     Api(#[from] kube::Error),
+    #[error("failed to add load balancer cleanup finalizer: {0}")]
+    AddFinalizer(kube::Error),
+    #[error("failed to remove load balancer cleanup finalizer: {0}")]
+    RemoveFinalizer(kube::Error),
+}
+
+impl SyncError {
+    /// The delay the cloud asked for before the next try, if it did.
+    fn retry_delay(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Cloud(c) => c.retry_delay(),
+            _ => None,
+        }
+    }
 }
 
 struct Shared {
@@ -224,15 +264,11 @@ struct Shared {
     recorder: EventRecorder,
     services: Store<Service>,
     nodes: Store<Node>,
-    /// The backends each load balancer was last given.
-    /// Shared: every load balancer given the same nodes points at one set
-    /// (1,000 load balancers × 5,000 nodes would otherwise hold five million
-    /// entries).
-    synced: Mutex<HashMap<String, Arc<Backends>>>,
-    /// The fingerprint of each Service at its last successful ensure: a
-    /// Service that has not changed since (a status write, a resync) is not
-    /// ensured again.
-    ensured: Mutex<HashMap<String, String>>,
+    /// What is known of each Service's load balancer, by `namespace/name`.
+    /// Backend sets are shared: every load balancer given the same nodes
+    /// points at one set (1,000 load balancers × 5,000 nodes would
+    /// otherwise hold five million entries).
+    states: Mutex<HashMap<String, LoadBalancerState>>,
     metrics: CcmMetrics,
     /// Bumped on every node event.
     node_generation: Arc<AtomicU64>,
@@ -335,8 +371,7 @@ impl ServiceController {
             config: self.config.clone(),
             services: services.clone(),
             nodes: nodes.clone(),
-            synced: Mutex::new(HashMap::new()),
-            ensured: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
             metrics: self.metrics.clone(),
             node_generation,
             backend_cache: Mutex::new(BackendCache {
@@ -400,16 +435,10 @@ impl ServiceController {
                             reconciles.observe(&result, started.elapsed());
                             match result {
                                 Ok(()) => queue.forget(&key),
-                                Err(e) => {
-                                    let delay = match &e {
-                                        SyncError::Cloud(c) => c.retry_delay(),
-                                        SyncError::Api(_) => None,
-                                    };
-                                    match delay {
-                                        Some(d) => queue.add_after(key.clone(), d),
-                                        None => queue.add_rate_limited(key.clone()),
-                                    }
-                                }
+                                Err(e) => match e.retry_delay() {
+                                    Some(d) => queue.add_after(key.clone(), d),
+                                    None => queue.add_rate_limited(key.clone()),
+                                },
                             }
                             queue.done(&key);
                         }
@@ -432,21 +461,20 @@ impl ServiceController {
 }
 
 impl Shared {
-    /// The backends each load balancer was last given.
-    fn synced(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Backends>>> {
-        self.synced.lock().unwrap_or_else(|e| e.into_inner())
+    /// What is known of each Service's load balancer.
+    fn states(&self) -> std::sync::MutexGuard<'_, HashMap<String, LoadBalancerState>> {
+        self.states.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The fingerprint of each Service at its last successful ensure.
-    fn ensured(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.ensured.lock().unwrap_or_else(|e| e.into_inner())
+    /// Change what is known of `key`'s load balancer.
+    fn update_state(&self, key: &str, f: impl FnOnce(&mut LoadBalancerState)) {
+        f(self.states().entry(key.to_owned()).or_default());
     }
 
-    /// Forget what was ensured for `key` (the Service is gone, or its load
-    /// balancer was deleted).
+    /// Forget `key`'s load balancer (it was deleted, or there never was
+    /// one).
     fn forget(&self, key: &str) {
-        self.synced().remove(key);
-        self.ensured().remove(key);
+        self.states().remove(key);
     }
 
     fn lb(&self) -> Option<&dyn LoadBalancer> {
@@ -487,46 +515,34 @@ impl Shared {
     async fn sync_service(&self, key: &str) -> Result<(), SyncError> {
         let Some(lb) = self.lb() else { return Ok(()) };
         let (ns, name) = key.split_once('/').unwrap_or(("default", key));
-        let Some(svc) = self
-            .services
-            .get(&ObjectRef::new(name).within(ns))
-            .map(|s| (*s).clone())
-        else {
+        let current = self.services.get(&ObjectRef::new(name).within(ns));
+        // The last version seen wanting a load balancer, if the Service is
+        // gone from the cache or came back under another UID: its load
+        // balancer is deleted first (Go's `processServiceDeletion` and
+        // the UID check of `processServiceCreateOrUpdate`).
+        let last = self.states().get(key).and_then(|s| s.service.clone());
+        if let Some(last) = last
+            && current
+                .as_ref()
+                .is_none_or(|svc| svc.metadata.uid != last.metadata.uid)
+        {
+            self.delete_without_finalizer(lb, &last, key).await?;
+        }
+        let Some(svc) = current else {
             self.forget(key);
             return Ok(());
         };
         let classes = self.config.classes.clone().unwrap_or_else(|| lb.classes());
-        if needs_cleanup(&svc)
-            || (!wants_load_balancer(&svc, &classes) && has_load_balancer_finalizer(&svc))
-        {
-            return self.delete(lb, &svc, key).await;
-        }
-        if !wants_load_balancer(&svc, &classes) {
+        let cleanup = needs_cleanup(&svc)
+            || (!wants_load_balancer(&svc, &classes) && has_load_balancer_finalizer(&svc));
+        if !cleanup && !wants_load_balancer(&svc, &classes) {
             return Ok(());
         }
-        let print = fingerprint(&svc);
-        let recorded = self.ensured().get(key).cloned();
-        if recorded.as_ref() == Some(&print) && has_load_balancer_finalizer(&svc) {
-            return Ok(());
-        }
-        // Never ensured by this process (a restart) or forgotten by the drift
-        // check: ask the provider before ensuring again.
-        if recorded.is_none()
-            && has_load_balancer_finalizer(&svc)
-            && has_ingress(&svc)
-            && self.up_to_date(lb, &svc).await
-        {
-            self.ensured().insert(key.to_owned(), print);
-            return Ok(());
-        }
-        let result = self.ensure(lb, &svc, key).await;
-        {
-            let mut ensured = self.ensured();
-            match &result {
-                Ok(()) => ensured.insert(key.to_owned(), print),
-                Err(_) => ensured.remove(key),
-            };
-        }
+        let result = if cleanup {
+            self.delete(lb, &svc, key).await
+        } else {
+            self.ensure_if_needed(lb, &svc, key).await
+        };
         if let Err(e) = &result {
             self.event(
                 &svc,
@@ -537,6 +553,91 @@ impl Shared {
             .await;
         }
         result
+    }
+
+    /// Ensure `svc`'s load balancer unless it was ensured since it last
+    /// changed, or the provider says it is up to date.
+    async fn ensure_if_needed(
+        &self,
+        lb: &dyn LoadBalancer,
+        svc: &Arc<Service>,
+        key: &str,
+    ) -> Result<(), SyncError> {
+        let print = fingerprint(svc);
+        let recorded = {
+            let mut states = self.states();
+            let state = states.entry(key.to_owned()).or_default();
+            state.service = Some(svc.clone());
+            state.ensured
+        };
+        if recorded == Some(print) && has_load_balancer_finalizer(svc) {
+            return Ok(());
+        }
+        // Never ensured by this process (a restart) or forgotten by the drift
+        // check: ask the provider before ensuring again.
+        if recorded.is_none()
+            && has_load_balancer_finalizer(svc)
+            && has_ingress(svc)
+            && self.up_to_date(lb, svc).await
+        {
+            self.update_state(key, |s| s.ensured = Some(print));
+            return Ok(());
+        }
+        let result = self.ensure(lb, svc, key).await;
+        let ensured = result.is_ok().then_some(print);
+        self.update_state(key, |s| s.ensured = ensured);
+        result
+    }
+
+    /// Delete the load balancer of a Service that is gone without the
+    /// controller's finalizer, from `last`, its last version seen: Go's
+    /// `processLoadBalancerDelete`, with its events (`DeletingLoadBalancer`,
+    /// `DeleteLoadBalancerFailed`, `DeletedLoadBalancer`). A failure is
+    /// retried with the Service's backoff.
+    async fn delete_without_finalizer(
+        &self,
+        lb: &dyn LoadBalancer,
+        last: &Service,
+        key: &str,
+    ) -> Result<(), SyncError> {
+        tracing::info!(service = %key, "the Service was deleted without its load balancer cleanup; deleting the load balancer");
+        self.event(
+            last,
+            EventType::Normal,
+            events::DELETING_LOAD_BALANCER,
+            "Deleting load balancer",
+        )
+        .await;
+        let deleted = self
+            .metrics
+            .cloud(
+                "ensure_load_balancer_deleted",
+                lb.ensure_load_balancer_deleted(&self.config.cluster_name, last),
+            )
+            .await;
+        match deleted {
+            Ok(()) => {}
+            Err(e) if e.is_implemented_elsewhere() => {}
+            Err(e) => {
+                self.event(
+                    last,
+                    EventType::Warning,
+                    events::DELETE_LOAD_BALANCER_FAILED,
+                    &format!("Error deleting load balancer: {e}"),
+                )
+                .await;
+                return Err(e.into());
+            }
+        }
+        self.forget(key);
+        self.event(
+            last,
+            EventType::Normal,
+            events::DELETED_LOAD_BALANCER,
+            "Deleted load balancer",
+        )
+        .await;
+        Ok(())
     }
 
     /// True if the provider says `svc`'s load balancer is already as
@@ -554,7 +655,7 @@ impl Shared {
             .await;
         match answer {
             Ok(true) => {
-                self.synced().insert(key_of(svc), set);
+                self.update_state(&key_of(svc), |s| s.backends = Some(set));
                 true
             }
             Ok(false) => {
@@ -572,12 +673,11 @@ impl Shared {
     /// The drift check: forget every ensured fingerprint and queue every
     /// Service, so each goes through [`Shared::up_to_date`] again.
     fn forget_ensured(&self, queue: &WorkQueue<String>) {
-        let keys: Vec<String> = {
-            let mut ensured = self.ensured();
-            let keys = ensured.keys().cloned().collect();
-            ensured.clear();
-            keys
-        };
+        let keys: Vec<String> = self
+            .states()
+            .iter_mut()
+            .filter_map(|(key, state)| state.ensured.take().map(|_| key.clone()))
+            .collect();
         for key in keys {
             queue.add(key);
         }
@@ -615,7 +715,8 @@ impl Shared {
                 &PatchParams::default(),
                 &Patch::Merge(json!({"metadata": {"finalizers": list, "resourceVersion": svc.metadata.resource_version}})),
             )
-            .await?;
+            .await
+            .map_err(SyncError::AddFinalizer)?;
         }
         let (nodes, set) = self.backend_nodes();
         if nodes.is_empty() {
@@ -627,7 +728,7 @@ impl Shared {
             )
             .await;
         }
-        self.synced().insert(key.to_owned(), set);
+        self.update_state(key, |s| s.backends = Some(set));
         let ensured = self
             .metrics
             .cloud(
@@ -677,6 +778,9 @@ impl Shared {
         }
     }
 
+    /// Go's delete path, for a Service being deleted (or no longer
+    /// wanting a load balancer) that has the finalizer: the load balancer
+    /// deleted if it exists, the finalizer removed, the status cleared.
     async fn delete(
         &self,
         lb: &dyn LoadBalancer,
@@ -686,44 +790,31 @@ impl Shared {
         let cluster = &self.config.cluster_name;
         let api = self.api_for(svc);
         let name = svc.metadata.name.clone().unwrap_or_default();
-        let result: Result<(), SyncError> = async {
-            let existing = self
-                .metrics
-                .cloud("get_load_balancer", lb.get_load_balancer(cluster, svc))
-                .await?;
-            if existing.is_some() {
-                self.event(
-                    svc,
-                    EventType::Normal,
-                    events::DELETING_LOAD_BALANCER,
-                    "Deleting load balancer",
-                )
-                .await;
-                let deleted = self
-                    .metrics
-                    .cloud(
-                        "ensure_load_balancer_deleted",
-                        lb.ensure_load_balancer_deleted(cluster, svc),
-                    )
-                    .await;
-                match deleted {
-                    Ok(()) => {}
-                    Err(e) if e.is_implemented_elsewhere() => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Ok(())
-        }
-        .await;
-        if let Err(e) = result {
+        let existing = self
+            .metrics
+            .cloud("get_load_balancer", lb.get_load_balancer(cluster, svc))
+            .await
+            .map_err(|e| e.context("failed to check if load balancer exists before cleanup"))?;
+        if existing.is_some() {
             self.event(
                 svc,
-                EventType::Warning,
-                events::DELETE_LOAD_BALANCER_FAILED,
-                &format!("Error deleting load balancer: {e}"),
+                EventType::Normal,
+                events::DELETING_LOAD_BALANCER,
+                "Deleting load balancer",
             )
             .await;
-            return Err(e);
+            let deleted = self
+                .metrics
+                .cloud(
+                    "ensure_load_balancer_deleted",
+                    lb.ensure_load_balancer_deleted(cluster, svc),
+                )
+                .await;
+            match deleted {
+                Ok(()) => {}
+                Err(e) if e.is_implemented_elsewhere() => {}
+                Err(e) => return Err(e.context("failed to delete load balancer").into()),
+            }
         }
         self.forget(key);
         if has_load_balancer_finalizer(svc) {
@@ -745,7 +836,7 @@ impl Shared {
             {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.is_not_found() => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(SyncError::RemoveFinalizer(e)),
             }
         }
         self.event(
@@ -767,9 +858,13 @@ impl Shared {
         let Some(lb) = self.lb() else { return };
         let (nodes, current) = self.backend_nodes();
         let stale: Vec<String> = self
-            .synced()
+            .states()
             .iter()
-            .filter(|(_, b)| !Arc::ptr_eq(b, &current) && b.as_ref() != current.as_ref())
+            .filter(|(_, s)| {
+                s.backends
+                    .as_ref()
+                    .is_some_and(|b| !Arc::ptr_eq(b, &current) && b.as_ref() != current.as_ref())
+            })
             .map(|(k, _)| k.clone())
             .collect();
         let limit = self.config.workers.max(1) * 4;
@@ -797,7 +892,7 @@ impl Shared {
         else {
             return;
         };
-        self.synced().insert(key.clone(), current.clone());
+        self.update_state(&key, |s| s.backends = Some(current.clone()));
         self.metrics.loadbalancer_sync.inc();
         let started = std::time::Instant::now();
         let updated = self
@@ -832,6 +927,26 @@ impl Shared {
             }
             Err(e) if e.is_implemented_elsewhere() => {}
             Err(e) => {
+                // As Go: only an error if the load balancer still exists. One
+                // deleted in the cloud is not re-created behind the user's
+                // back (the drift check, when on, is the way to repair it).
+                let exists = self
+                    .metrics
+                    .cloud(
+                        "get_load_balancer",
+                        lb.get_load_balancer(&self.config.cluster_name, &svc),
+                    )
+                    .await;
+                match exists {
+                    Ok(None) => {
+                        tracing::info!(service = %key, error = %e, "the host update failed, but the load balancer no longer exists; leaving it");
+                        return;
+                    }
+                    Ok(Some(_)) => {}
+                    Err(check) => {
+                        tracing::warn!(service = %key, error = %check, "failed to check if the load balancer exists");
+                    }
+                }
                 self.metrics.nodesync_error.inc();
                 let names: Vec<&str> = nodes
                     .iter()
@@ -850,7 +965,7 @@ impl Shared {
                 .await;
                 // A full ensure follows: forget the fingerprint, or the
                 // unchanged Service would be skipped and the host lost.
-                self.ensured().remove(&key);
+                self.update_state(&key, |s| s.ensured = None);
                 match e.retry_delay() {
                     Some(delay) => queue.add_after(key, delay),
                     None => queue.add_rate_limited(key),

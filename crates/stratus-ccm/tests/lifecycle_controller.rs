@@ -291,7 +291,11 @@ async fn a_not_found_error_from_the_exists_call_never_deletes_the_node() {
         )
         .await
         .unwrap();
-    cloud.fail_next("instance_exists_by_provider_id", CloudErrorKind::NotFound, 5);
+    cloud.fail_next(
+        "instance_exists_by_provider_id",
+        CloudErrorKind::NotFound,
+        5,
+    );
     let _stop = start(&cluster, &cloud, Duration::from_millis(100));
     eventually("five failed and two good exists calls", WAIT, || async {
         cloud.calls_to("instance_exists_by_provider_id") >= 7
@@ -302,8 +306,10 @@ async fn a_not_found_error_from_the_exists_call_never_deletes_the_node() {
         "five \"not found\" errors in a row must not delete the node"
     );
     cloud.remove_instance("lagging");
-    eventually("the node deleted once the cloud says it does not exist", WAIT, || async {
-        nodes.get_opt("lagging").await.unwrap().is_none()
-    })
+    eventually(
+        "the node deleted once the cloud says it does not exist",
+        WAIT,
+        || async { nodes.get_opt("lagging").await.unwrap().is_none() },
+    )
     .await;
 }

@@ -244,12 +244,7 @@ const NO_IPAM: &str = "--allocate-node-cidrs is false";
 async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     // InstancesV2 only (a bare-metal provider leaving load balancers to
     // MetalLB).
-    let run = start(
-        "only-instances-v2",
-        only(&[Capability::InstancesV2]),
-        &[],
-    )
-    .await;
+    let run = start("only-instances-v2", only(&[Capability::InstancesV2]), &[]).await;
     let _kubelet = run.node_is_initialized(true).await;
     run.assert_healthy(
         &["cloud-node-controller", "cloud-node-lifecycle-controller"],
@@ -263,12 +258,7 @@ async fn minimal_providers_stay_healthy_and_run_what_they_can() {
     run.stop().await;
 
     // LoadBalancer only.
-    let run = start(
-        "only-load-balancer",
-        only(&[Capability::LoadBalancer]),
-        &[],
-    )
-    .await;
+    let run = start("only-load-balancer", only(&[Capability::LoadBalancer]), &[]).await;
     let services: Api<Service> = Api::namespaced(run.cluster.client(), "default");
     services
         .create(&PostParams::default(), &load_balancer_service("web"))

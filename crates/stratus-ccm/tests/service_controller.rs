@@ -753,3 +753,166 @@ async fn go_s_service_backoff_spaces_the_retries_of_a_failing_ensure() {
     })
     .await;
 }
+
+/// The events about `service`, as `reason: message`.
+async fn event_texts(cluster: &TestCluster, service: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(cluster.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={service}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Go's `processServiceDeletion`: a Service whose finalizer was stripped by
+/// hand and then deleted still has its load balancer deleted, from the last
+/// version the controller saw (`DeletingLoadBalancer`, a failure reported as
+/// `DeleteLoadBalancerFailed` and retried, `DeletedLoadBalancer`). A Service
+/// deleted that way and re-created at once under a new UID gets a new load
+/// balancer and the old one is deleted, as Go's UID check does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_deleted_without_its_finalizer_still_has_its_load_balancer_deleted() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let strip_and_delete = |name: &'static str| {
+        let services = services.clone();
+        async move {
+            services
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await
+                .unwrap();
+            services
+                .delete(name, &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+    };
+
+    create_and_wait_for_ingress(&services, "web").await;
+    assert_eq!(cloud.load_balancers().len(), 1);
+    cloud.fail_next("ensure_load_balancer_deleted", CloudErrorKind::Other, 1);
+    strip_and_delete("web").await;
+    eventually("the orphaned load balancer deleted", WAIT, || async {
+        cloud.load_balancers().is_empty()
+    })
+    .await;
+    eventually("the deletion events", WAIT, || async {
+        let texts = event_texts(&cluster, "web").await;
+        [
+            "DeletingLoadBalancer: Deleting load balancer",
+            "DeleteLoadBalancerFailed: Error deleting load balancer: ",
+            "DeletedLoadBalancer: Deleted load balancer",
+        ]
+        .iter()
+        .all(|want| texts.iter().any(|t| t.starts_with(want)))
+    })
+    .await;
+
+    // Deleted without the finalizer and re-created under the same name.
+    create_and_wait_for_ingress(&services, "api").await;
+    let old_lb = cloud.load_balancers().into_keys().next().unwrap();
+    strip_and_delete("api").await;
+    create_and_wait_for_ingress(&services, "api").await;
+    eventually("only the new Service's load balancer", WAIT, || async {
+        let lbs = cloud.load_balancers();
+        lbs.len() == 1 && !lbs.contains_key(&old_lb)
+    })
+    .await;
+}
+
+/// Go's delete path reports its failures as `SyncLoadBalancerFailed`
+/// ("Error syncing load balancer: failed to delete load balancer: ..."),
+/// not `DeleteLoadBalancerFailed`, and retries until the finalizer can go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delete_with_the_finalizer_is_a_sync_failure_as_in_go() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    create_and_wait_for_ingress(&services, "web").await;
+    cloud.fail_next("ensure_load_balancer_deleted", CloudErrorKind::Other, 1);
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("web gone", WAIT, || async {
+        services.get_opt("web").await.unwrap().is_none()
+    })
+    .await;
+    assert!(cloud.load_balancers().is_empty());
+    let texts = event_texts(&cluster, "web").await;
+    assert!(
+        texts.iter().any(|t| t.starts_with(
+            "SyncLoadBalancerFailed: Error syncing load balancer: failed to delete load balancer: "
+        )),
+        "{texts:?}"
+    );
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t.starts_with("DeleteLoadBalancerFailed")),
+        "{texts:?}"
+    );
+}
+
+/// Go's `UpdateLoadBalancer` failure path: the controller first asks whether
+/// the load balancer still exists; one deleted in the cloud behind its back
+/// is left deleted (no `UpdateLoadBalancerFailed`, no re-create), while a
+/// failed update of one that exists is reported and repaired by an ensure
+/// (`a_failed_host_update_is_repaired_by_a_full_ensure`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_update_failing_on_a_deleted_load_balancer_does_not_recreate_it() {
+    let cluster = TestCluster::start().await.unwrap();
+    let hb = Duration::from_secs(3600);
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(hb))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    create_and_wait_for_ingress(&services, "web").await;
+    let name = cloud.load_balancers().into_keys().next().unwrap();
+    cloud.remove_load_balancer(&name).unwrap();
+    let _b = cluster
+        .add_node(NodeSpec::new("b").with_heartbeat(hb))
+        .await
+        .unwrap();
+    eventually("the host update tried", WAIT, || async {
+        cloud.calls_to("update_load_balancer") >= 1 && cloud.calls_to("get_load_balancer") >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(cloud.load_balancers().is_empty(), "not re-created");
+    assert_eq!(cloud.calls_to("ensure_load_balancer"), 1);
+    let texts = event_texts(&cluster, "web").await;
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t.starts_with("UpdateLoadBalancerFailed")),
+        "{texts:?}"
+    );
+}
