@@ -62,11 +62,18 @@ fn ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Whether `taint` is the controller's shutdown taint: key and effect, as
+/// Go's `MatchTaint` (a taint of that key with another effect, set by
+/// someone else, is left alone).
+fn is_shutdown_taint(taint: &Taint) -> bool {
+    taint.key == taints::SHUTDOWN && taint.effect == taints::EFFECT_NO_SCHEDULE
+}
+
 fn has_shutdown_taint(node: &Node) -> bool {
     node.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == taints::SHUTDOWN))
+        .is_some_and(|ts| ts.iter().any(is_shutdown_taint))
 }
 
 fn age(node: &Node) -> Duration {
@@ -298,7 +305,7 @@ impl LifecycleController {
             .and_then(|s| s.taints.clone())
             .unwrap_or_default()
             .into_iter()
-            .filter(|t| t.key != taints::SHUTDOWN)
+            .filter(|t| !is_shutdown_taint(t))
             .collect();
         if present {
             list.push(Taint {

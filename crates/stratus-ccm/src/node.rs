@@ -56,8 +56,7 @@ pub const INITIALIZATION_FAILED: &str = "InitializationFailed";
 /// Settings of the cloud-node controller.
 #[derive(Debug, Clone)]
 pub struct NodeControllerConfig {
-    /// Batches processed at once (`--concurrent-node-syncs`; Go's default is
-    /// 1, ours 4).
+    /// Batches processed at once (`--concurrent-node-syncs`; 1 as in Go).
     pub workers: usize,
     /// How long to wait for more nodes before sending a batch.
     pub batch_window: Duration,
@@ -88,7 +87,7 @@ pub struct NodeControllerConfig {
 impl Default for NodeControllerConfig {
     fn default() -> Self {
         Self {
-            workers: 4,
+            workers: 1,
             batch_window: Duration::from_millis(10),
             max_batch: 500,
             cluster_name: "kubernetes".into(),

@@ -28,7 +28,8 @@
 //!   retried after exactly their delay, other errors with Go's per-Service
 //!   backoff (5 s doubling to 300 s: `min_retry_delay`, `max_retry_delay`),
 //!   each with a `SyncLoadBalancerFailed` event.
-//! - Services sync concurrently (`workers`, default 4), one at a time each.
+//! - Services sync concurrently (`workers`, default 1 as in Go), one at a
+//!   time each.
 //! - No re-ensure storm after a restart: a Service the controller has no
 //!   record of ensuring, which already has its finalizer and ingress, is
 //!   first checked with `load_balancer_up_to_date`; if the provider says it
@@ -67,7 +68,7 @@ pub const NODE_SYNC_DEBOUNCE: std::time::Duration = std::time::Duration::from_mi
 /// Settings of the service controller.
 #[derive(Debug, Clone)]
 pub struct ServiceControllerConfig {
-    /// Services synced at once (`--concurrent-service-syncs`; Go: 1).
+    /// Services synced at once (`--concurrent-service-syncs`; 1 as in Go).
     pub workers: usize,
     /// The cluster name passed to the provider.
     pub cluster_name: String,
@@ -101,7 +102,7 @@ pub struct ServiceControllerConfig {
 impl Default for ServiceControllerConfig {
     fn default() -> Self {
         Self {
-            workers: 4,
+            workers: 1,
             cluster_name: "kubernetes".into(),
             drift_check_period: None,
             classes: None,

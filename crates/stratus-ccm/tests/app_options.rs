@@ -49,10 +49,10 @@ fn defaults_are_go_s_except_where_documented() {
     assert_eq!(o.cluster_name, "kubernetes");
     let v4 = stratus_ccm::app::parse_cidr_list("--cluster-cidr", "10.0.0.0/8").unwrap();
     assert_eq!(o.node_cidr_mask_sizes(&v4).unwrap(), (24, 64));
-    // Ours: concurrency above Go's 1, the two-pass deletion safeguard.
+    // Go's concurrency (1 and 1); ours: the two-pass deletion safeguard.
     assert_eq!(
         (o.concurrent_node_syncs, o.concurrent_service_syncs),
-        (4, 4)
+        (1, 1)
     );
     assert_eq!(o.node_gone_confirmations, 2);
     // Webhooks: none enabled, port 10260 on all addresses; exit on a lost

@@ -313,3 +313,61 @@ async fn a_not_found_error_from_the_exists_call_never_deletes_the_node() {
     )
     .await;
 }
+
+/// Go matches the shutdown taint by key and effect (`MatchTaint`): a taint
+/// of the same key with another effect, set by someone else, is neither
+/// removed from a Ready node nor replaced when the instance shuts down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shutdown_taint_is_matched_by_key_and_effect() {
+    use kube::api::{Patch, PatchParams};
+    const KEY: &str = "node.cloudprovider.kubernetes.io/shutdown";
+    let effects = |n: &Node| -> Vec<String> {
+        let mut list: Vec<String> = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key == KEY)
+            .map(|t| t.effect)
+            .collect();
+        list.sort();
+        list
+    };
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("n1"));
+    let kubelet = cluster
+        .add_node(NodeSpec::new("n1").with_heartbeat(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"taints": [{"key": KEY, "effect": "NoExecute"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let _stop = start(&cluster, &cloud, Duration::from_millis(100));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        effects(&nodes.get("n1").await.unwrap()),
+        ["NoExecute"],
+        "a Ready node keeps a same-key taint of another effect"
+    );
+    cloud.set_instance_state("n1", InstanceState::ShutDown);
+    kubelet.set_ready(false);
+    eventually("the shutdown taint added beside it", WAIT, || async {
+        effects(&nodes.get("n1").await.unwrap()) == ["NoExecute", "NoSchedule"]
+    })
+    .await;
+    kubelet.set_ready(true);
+    eventually("only the controller's taint removed", WAIT, || async {
+        effects(&nodes.get("n1").await.unwrap()) == ["NoExecute"]
+    })
+    .await;
+}

@@ -454,3 +454,51 @@ async fn the_admin_port_authenticates_and_authorizes_through_the_api_server() {
     stop.send(true).unwrap();
     manager.wait().await.unwrap();
 }
+
+/// Go's `startRouteController`: routes to configure (the default
+/// `--configure-cloud-routes`, a provider with routes) and an empty
+/// `--cluster-cidr` stop the manager with an error; without routes in the
+/// provider, or with `--configure-cloud-routes=false`, it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_without_a_cluster_cidr_stop_the_manager_as_in_go() {
+    use stratus_testing::fake_cloud::Capability;
+    let cluster = TestCluster::start().await.unwrap();
+    let run = |args: &'static [&'static str], cloud: FakeCloud| {
+        let client = cluster.client();
+        async move {
+            let (stop, stopped) = watch::channel(false);
+            let mut all = vec![
+                "--cloud-provider=fake",
+                "--secure-port=0",
+                "--leader-elect=false",
+            ];
+            all.extend_from_slice(args);
+            let manager = CloudControllerManager::new(options(&all))
+                .with_client(client)
+                .with_provider(Arc::new(cloud))
+                .start(stopped)
+                .await
+                .unwrap();
+            let outcome = tokio::time::timeout(Duration::from_secs(2), manager.wait()).await;
+            drop(stop);
+            outcome
+        }
+    };
+    let outcome = run(&[], FakeCloud::new()).await;
+    let Ok(Err(err @ ManagerError::ControllerStart { name, .. })) = &outcome else {
+        panic!("expected a start error, got {outcome:?}");
+    };
+    assert_eq!(*name, "node-route-controller");
+    assert!(err.to_string().contains("--cluster-cidr is empty"), "{err}");
+    // Still running after two seconds: no error.
+    assert!(
+        run(&["--configure-cloud-routes=false"], FakeCloud::new())
+            .await
+            .is_err()
+    );
+    assert!(
+        run(&[], FakeCloud::new().without(Capability::Routes))
+            .await
+            .is_err()
+    );
+}

@@ -187,6 +187,7 @@ async fn a_disabled_by_default_controller_and_unselected_webhooks_stay_off() {
     let (stop, stopped) = watch::channel(false);
     let manager = CloudControllerManager::new(options(&[
         "--cloud-provider=acme",
+        "--configure-cloud-routes=false",
         "--leader-elect=false",
         "--secure-port=0",
     ]))
@@ -402,6 +403,7 @@ async fn the_api_server_calls_the_managers_webhooks() {
     let (cert, key, ca_pem) = webhook_certificate(&dir);
     let flags = options(&[
         "--cloud-provider=acme",
+        "--configure-cloud-routes=false",
         "--webhooks=lb-class",
         "--leader-elect=false",
         &format!("--webhook-tls-cert-file={cert}"),

@@ -226,15 +226,18 @@ async fn healthz_reports_a_controller_that_stopped_on_its_own() {
         }))
     });
     let (stop, stopped) = watch::channel(false);
-    let manager =
-        CloudControllerManager::new(options(&["--controllers=*,flaky", "--leader-elect=false"]))
-            .with_client(cluster.client())
-            .with_provider(Arc::new(FakeCloud::new()))
-            .with_controller(flaky)
-            .with_admin_addr("127.0.0.1:0".parse().unwrap())
-            .start(stopped)
-            .await
-            .unwrap();
+    let manager = CloudControllerManager::new(options(&[
+        "--controllers=*,flaky",
+        "--leader-elect=false",
+        "--cluster-cidr=10.244.0.0/16",
+    ]))
+    .with_client(cluster.client())
+    .with_provider(Arc::new(FakeCloud::new()))
+    .with_controller(flaky)
+    .with_admin_addr("127.0.0.1:0".parse().unwrap())
+    .start(stopped)
+    .await
+    .unwrap();
     let mut config = kube::Config::new(
         format!("https://{}", manager.admin_addr().unwrap())
             .parse()

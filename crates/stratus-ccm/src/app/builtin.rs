@@ -16,6 +16,9 @@ use crate::service::{ServiceController, ServiceControllerConfig};
 
 type Start = Result<Started, StartError>;
 
+/// Why the route controller cannot start: Go's manager exits then too.
+const EMPTY_CLUSTER_CIDR: &str = "--configure-cloud-routes is set and the cloud provider offers routes, but --cluster-cidr is empty (set it, or --configure-cloud-routes=false)";
+
 /// Why the node controllers do not run.
 const NO_INSTANCES: &str = "the cloud provider offers neither InstancesV2 nor Instances";
 
@@ -165,11 +168,11 @@ fn node_route(ctx: ControllerContext) -> Start {
             "--configure-cloud-routes is set, but the cloud provider offers no routes",
         ));
     }
+    // As Go: routes to configure and no cluster CIDR to take them from is
+    // an error that stops the manager, not a controller quietly left off.
     let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?;
     if cluster_cidrs.is_empty() {
-        return Ok(Started::not_enabled(
-            "--configure-cloud-routes is set, but --cluster-cidr is empty",
-        ));
+        return Err(EMPTY_CLUSTER_CIDR.into());
     }
     let mut config = RouteControllerConfig::new(cluster_cidrs);
     config.cluster_name = o.cluster_name.clone();

@@ -177,10 +177,11 @@ pub struct ManagerOptions {
     )]
     pub kube_api_burst: u32,
     // ---- cloud-node-controller ----
-    /// Nodes initialized at once (batches in flight). Go's default is 1.
+    /// Batches of new nodes initialized at once (each batch is one cloud
+    /// call for up to `--node-max-batch` nodes); 1 as in Go.
     #[arg(
         long = "concurrent-node-syncs",
-        default_value_t = 4,
+        default_value_t = 1,
         help_heading = "cloud-node-controller"
     )]
     pub concurrent_node_syncs: usize,
@@ -219,10 +220,10 @@ pub struct ManagerOptions {
     #[arg(long = "node-min-age-before-deletion", value_parser = parse_go_duration, default_value = "0", help_heading = "cloud-node-controller")]
     pub node_min_age_before_deletion: Duration,
     // ---- service-lb-controller ----
-    /// Services synced at once. Go's default is 1.
+    /// Services synced at once; 1 as in Go.
     #[arg(
         long = "concurrent-service-syncs",
-        default_value_t = 4,
+        default_value_t = 1,
         help_heading = "service-lb-controller"
     )]
     pub concurrent_service_syncs: usize,
