@@ -15,12 +15,25 @@
 //!    `alpha.kubernetes.io/provided-node-ip` annotation, Go's rules);
 //!
 //! and records the `Synced` event. Every `status_update_frequency` it
-//! refreshes the addresses of initialized nodes, one cloud call per batch.
+//! refreshes the addresses of initialized nodes: one cloud call per batch
+//! when the provider batches, otherwise one per node with
+//! `status_update_workers` nodes at once (Go's `ParallelizeUntil`); a legacy
+//! provider is asked only for addresses then, as in Go. A changed order of
+//! the addresses (a new primary InternalIP) is written too (Go compares
+//! them as a set).
+//!
+//! As Go's `reconcileNodeLabels`, an initialized Node whose beta topology or
+//! instance-type label differs from its GA twin (or has no GA twin) gets
+//! the GA label set to the beta value, on any change of the Node and on each
+//! refresh pass.
+//!
 //! Go's behaviour on the edges is kept:
-//! `Ok(None)` metadata skips the node (the taint stays); a provider that
-//! gives no provider ID for a node without one is an error; an invalid
-//! provided node IP is an error. Cloud `RetryAfter` / `Throttled` delays are
-//! honoured; other errors back off per node.
+//! `Ok(None)` metadata skips the node (the taint stays); an `InstancesV2`
+//! provider that gives no provider ID for a node without one is an error (a
+//! legacy provider whose `instance_id` is not implemented initializes the
+//! node by name, as Go's V1 path); an invalid provided node IP is an error.
+//! Cloud `RetryAfter` / `Throttled` delays are honoured; other errors back
+//! off per node.
 
 mod cloud_labels;
 pub use cloud_labels::MANAGED_LABELS_ANNOTATION;
@@ -38,9 +51,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
-use stratus_cloud::helpers::{
-    filter_additional_labels, node_addresses_equal, node_addresses_from_node_ip,
-};
+use stratus_cloud::helpers::{filter_additional_labels, node_addresses_from_node_ip};
 use stratus_cloud::names::{annotations, controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
@@ -70,6 +81,11 @@ pub struct NodeControllerConfig {
     pub status_update_frequency: Duration,
     /// Nodes of one batch written at once (default 16).
     pub write_concurrency: usize,
+    /// Nodes refreshed at once by the periodic pass of a provider that does
+    /// not batch: each one cloud call then its writes (Go's
+    /// `--concurrent-node-status-updates`; the manager passes
+    /// `--concurrent-node-syncs` for 0, as Go). Default 1.
+    pub status_update_workers: usize,
     /// Also refresh instance type, zone, region and the additional labels
     /// of initialized nodes on each address-refresh pass (off by default;
     /// Go never refreshes them). Additional labels the controller set are
@@ -93,6 +109,7 @@ impl Default for NodeControllerConfig {
             cluster_name: "kubernetes".into(),
             status_update_frequency: Duration::from_secs(300),
             write_concurrency: 16,
+            status_update_workers: 1,
             refresh_labels: false,
             resync_period: None,
         }
@@ -110,6 +127,12 @@ enum SyncError {
     ProvidedNodeIp { node: String, message: String },
     #[error(transparent)]
     Api(#[from] kube::Error),
+}
+
+impl stratus_runtime::workqueue::Retry for SyncError {
+    fn retry_after(&self) -> Option<Duration> {
+        SyncError::retry_after(self)
+    }
 }
 
 impl SyncError {
@@ -199,14 +222,27 @@ impl NodeController {
             .health
             .clone()
             .expect_pass_every(self.config.status_update_frequency);
-        let feed_queue = queue.clone();
+        // Initialized Nodes whose beta labels need mirroring (Go's
+        // `reconcileNodeLabels`), written by a worker of their own.
+        let labels: WorkQueue<String> = WorkQueue::with_metrics(
+            default_controller_rate_limiter(),
+            self.metrics.runtime.workqueue.queue("NodeLabels"),
+        );
+        let (feed_queue, feed_labels) = (queue.clone(), labels.clone());
         let informer = self
             .nodes
             .subscribe(&health, move |node| {
-                if is_uninitialized(node)
-                    && let Some(name) = node.metadata.name.clone()
-                {
+                let Some(name) = node.metadata.name.clone() else {
+                    return;
+                };
+                if is_uninitialized(node) {
                     feed_queue.add(name);
+                } else if !cloud_labels::mirror_beta_labels(
+                    node.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                )
+                .is_empty()
+                {
+                    feed_labels.add(name);
                 }
             })
             .resync_every(self.config.resync_period.unwrap_or_default());
@@ -218,6 +254,22 @@ impl NodeController {
             _ = stop.changed() => return,
         }
         let this = Arc::new(self);
+        let label_worker = {
+            let (this, store) = (this.clone(), store.clone());
+            tokio::spawn(stratus_runtime::workqueue::run_workers(
+                labels.clone(),
+                1,
+                move |name: String| {
+                    let (this, store) = (this.clone(), store.clone());
+                    async move {
+                        if let Some(node) = store.get(&ObjectRef::new(&name)) {
+                            this.mirror_beta_labels(&node).await?;
+                        }
+                        Ok::<_, SyncError>(stratus_runtime::workqueue::Action::Done)
+                    }
+                },
+            ))
+        };
         let refresher = {
             let (this, store) = (this.clone(), store.clone());
             tokio::spawn(async move {
@@ -256,12 +308,43 @@ impl NodeController {
             });
         }
         queue.shut_down_with_drain().await;
+        labels.shut_down();
+        let _ = label_worker.await;
         refresher.abort();
         this.health.stopped();
     }
 
+    /// Go's `reconcileNodeLabels` for one initialized node: the GA labels
+    /// set to the values of their beta twins, in one patch.
+    async fn mirror_beta_labels(&self, node: &Node) -> Result<(), SyncError> {
+        let set = cloud_labels::mirror_beta_labels(
+            node.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+        );
+        if set.is_empty() {
+            return Ok(());
+        }
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let api: Api<Node> = Api::all(self.client.clone());
+        match api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": set}})),
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(node = %name, labels = ?set, "mirrored the beta labels to their GA keys");
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// One address-refresh pass over the initialized nodes (Go's
-    /// `UpdateNodeStatus`), batched.
+    /// `UpdateNodeStatus`): batched when the provider batches, otherwise
+    /// `status_update_workers` nodes at once, each its own cloud call.
     async fn refresh_addresses(&self, store: &Store<Node>) {
         let nodes: Vec<Node> = store
             .state()
@@ -270,14 +353,49 @@ impl NodeController {
             .map(|n| (**n).clone())
             .collect();
         let api: Api<Node> = Api::all(self.client.clone());
-        for chunk in nodes.chunks(self.batch_limit()) {
-            let answers = self.metadata(chunk).await;
-            futures_util::stream::iter(chunk.iter().zip(answers))
-                .for_each_concurrent(self.config.write_concurrency.max(1), |(node, answer)| {
-                    self.refresh_node(&api, node, answer)
+        let batches = self.cloud.instances_v2().and_then(|i| i.batch()).is_some();
+        if batches {
+            for chunk in nodes.chunks(self.batch_limit()) {
+                let answers = self.metadata(chunk).await;
+                futures_util::stream::iter(chunk.iter().zip(answers))
+                    .for_each_concurrent(self.config.write_concurrency.max(1), |(node, answer)| {
+                        self.refresh_node(&api, node, answer)
+                    })
+                    .await;
+            }
+        } else {
+            futures_util::stream::iter(&nodes)
+                .for_each_concurrent(self.config.status_update_workers.max(1), |node| async {
+                    let answer = self.refresh_answer(node).await;
+                    self.refresh_node(&api, node, answer).await
                 })
                 .await;
         }
+    }
+
+    /// What one node's refresh needs from a provider that does not batch:
+    /// the metadata when the labels are refreshed too, else only the
+    /// addresses ([`InstancesV2::instance_addresses`]).
+    ///
+    /// [`InstancesV2::instance_addresses`]: stratus_cloud::InstancesV2::instance_addresses
+    async fn refresh_answer(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
+        let Some(instances) = self.cloud.instances_v2() else {
+            return Err(CloudError::not_implemented());
+        };
+        if self.config.refresh_labels {
+            return self
+                .metrics
+                .cloud("instance_metadata", instances.instance_metadata(node))
+                .await;
+        }
+        let addresses = self
+            .metrics
+            .cloud("instance_addresses", instances.instance_addresses(node))
+            .await?;
+        Ok(addresses.map(|node_addresses| InstanceMetadata {
+            node_addresses,
+            ..Default::default()
+        }))
     }
 
     /// One node of a refresh pass: its labels (when enabled) and addresses.
@@ -298,6 +416,8 @@ impl NodeController {
         };
         if self.config.refresh_labels {
             self.refresh_labels(api, node, &meta).await;
+        } else if let Err(e) = self.mirror_beta_labels(node).await {
+            tracing::warn!(node = %name, error = %e, "could not mirror the beta labels");
         }
         let wanted = match self.addresses(node, &meta) {
             Ok(a) if !a.is_empty() => a,
@@ -312,7 +432,8 @@ impl NodeController {
             .as_ref()
             .and_then(|s| s.addresses.clone())
             .unwrap_or_default();
-        if node_addresses_equal(&current, &wanted) {
+        // In order: the first InternalIP is the node's primary address.
+        if current == wanted {
             return;
         }
         let patch = Patch::Merge(json!({"status": {"addresses": wanted}}));
@@ -500,7 +621,11 @@ impl NodeController {
             .as_ref()
             .and_then(|s| s.provider_id.clone())
             .unwrap_or_default();
-        if meta.provider_id.is_empty() && node_provider_id.is_empty() {
+        let required = self
+            .cloud
+            .instances_v2()
+            .is_none_or(|i| i.requires_provider_id());
+        if meta.provider_id.is_empty() && node_provider_id.is_empty() && required {
             return Err(SyncError::NoProviderId);
         }
         let addresses = self.addresses(node, &meta)?;
@@ -526,7 +651,7 @@ impl NodeController {
             .filter(|t| t.key != taints::UNINITIALIZED)
             .collect();
         let mut spec = json!({"taints": remaining});
-        if node_provider_id.is_empty() {
+        if node_provider_id.is_empty() && !meta.provider_id.is_empty() {
             spec["providerID"] = json!(meta.provider_id);
         }
         let mut metadata =

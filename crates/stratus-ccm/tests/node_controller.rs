@@ -569,3 +569,192 @@ async fn a_skipped_node_is_initialized_at_the_next_resync_only() {
         "without one, a skipped node waits for a change (as Go)"
     );
 }
+
+/// Go's `reconcileNodeLabels` on initialized Nodes: a beta topology or
+/// instance-type label whose GA twin is missing or differs has the GA label
+/// set to its value, on the Node's next change; a GA label without a beta
+/// twin is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beta_labels_of_initialized_nodes_are_mirrored_to_their_ga_keys() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let mut spec = NodeSpec::new("old").with_heartbeat(Duration::from_secs(3600));
+    spec.external_cloud_provider = false;
+    for (k, v) in [
+        ("failure-domain.beta.kubernetes.io/zone", "zone-b"),
+        ("topology.kubernetes.io/zone", "zone-a"),
+        ("failure-domain.beta.kubernetes.io/region", "region-1"),
+    ] {
+        spec.labels.insert(k.into(), v.into());
+    }
+    let _kubelet = cluster.add_node(spec).await.unwrap();
+    let _stop = start(&cluster, &cloud);
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let label = |n: &Node, k: &str| n.metadata.labels.as_ref().and_then(|l| l.get(k).cloned());
+    eventually("the GA zone and region mirrored", WAIT, || async {
+        let n = nodes.get("old").await.unwrap();
+        label(&n, "topology.kubernetes.io/zone").as_deref() == Some("zone-b")
+            && label(&n, "topology.kubernetes.io/region").as_deref() == Some("region-1")
+    })
+    .await;
+    // A later change of a beta label is mirrored too.
+    nodes
+        .patch(
+            "old",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {
+                "beta.kubernetes.io/instance-type": "m5.large",
+            }}})),
+        )
+        .await
+        .unwrap();
+    eventually("the GA instance type mirrored", WAIT, || async {
+        let n = nodes.get("old").await.unwrap();
+        label(&n, "node.kubernetes.io/instance-type").as_deref() == Some("m5.large")
+    })
+    .await;
+    assert_eq!(
+        cloud.calls().len(),
+        0,
+        "no cloud call for an initialized node"
+    );
+}
+
+/// Go's `--concurrent-node-status-updates` (0: `--concurrent-node-syncs`):
+/// a provider that does not batch is asked about that many nodes at once by
+/// the periodic refresh; one at a time with the default of 1. A changed
+/// order of the addresses (a new primary InternalIP) is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refresh_asks_about_status_update_workers_nodes_at_once() {
+    use k8s_openapi::api::core::v1::NodeAddress;
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    cloud.set_batching(false, 1);
+    let mut kubelets = Vec::new();
+    for i in 0..4 {
+        let name = format!("p{i}");
+        let mut instance = FakeInstance::new(&name).with_internal_ip(format!("10.2.0.{i}"));
+        instance.addresses.push(NodeAddress {
+            type_: "InternalIP".into(),
+            address: format!("10.3.0.{i}"),
+        });
+        cloud.add_instance(instance);
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(&name).with_heartbeat(Duration::from_secs(3600)))
+                .await
+                .unwrap(),
+        );
+    }
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let run = |workers: usize| {
+        let (stop, stopped) = watch::channel(false);
+        let config = NodeControllerConfig {
+            status_update_frequency: Duration::from_millis(200),
+            status_update_workers: workers,
+            ..Default::default()
+        };
+        tokio::spawn(
+            NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+        );
+        stop
+    };
+    let stop = run(1);
+    eventually("initialized", WAIT, || all_initialized(&nodes)).await;
+    cloud.set_latency(Duration::from_millis(150));
+    cloud.clear_calls();
+    eventually("a whole pass", WAIT, || async {
+        cloud.calls_to("instance_metadata") >= 4
+    })
+    .await;
+    assert_eq!(
+        cloud.peak_in_flight(),
+        1,
+        "Go's default: one node at a time"
+    );
+    drop(stop);
+
+    let _stop = run(4);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cloud.clear_calls();
+    // The primary InternalIP changes: the same addresses in another order.
+    cloud.update_instance("p2", |i| i.addresses.reverse());
+    eventually("a pass with four nodes at once", WAIT, || async {
+        cloud.peak_in_flight() == 4
+    })
+    .await;
+    eventually("the new order written", WAIT, || async {
+        let addresses = nodes
+            .get("p2")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .addresses
+            .unwrap();
+        addresses.first().map(|a| a.address.as_str()) == Some("10.3.0.2")
+    })
+    .await;
+}
+
+/// Go's V1 path for a provider with only the legacy `Instances`: an
+/// `InstanceID` that is not implemented initializes the node by name,
+/// without a provider ID; the periodic refresh calls only `NodeAddresses*`
+/// (no instance type, no zone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_provider_initializes_by_name_and_refreshes_only_addresses() {
+    use stratus_testing::fake_cloud::Capability;
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new().without(Capability::InstancesV2);
+    let mut instance = FakeInstance::new("legacy").with_internal_ip("10.4.0.1");
+    instance.zone = "zone-l".into();
+    cloud.add_instance(instance);
+    cloud.fail_next("instance_id", CloudErrorKind::NotImplemented, 1_000);
+    let _kubelet = cluster
+        .add_node(NodeSpec::new("legacy").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    let config = NodeControllerConfig {
+        status_update_frequency: Duration::from_millis(200),
+        ..Default::default()
+    };
+    tokio::spawn(
+        NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+    eventually("initialized", WAIT, || all_initialized(&nodes)).await;
+    let node = nodes.get("legacy").await.unwrap();
+    assert_eq!(
+        node.spec
+            .as_ref()
+            .unwrap()
+            .provider_id
+            .as_deref()
+            .unwrap_or_default(),
+        "",
+        "no provider ID"
+    );
+    assert_eq!(
+        node.metadata
+            .labels
+            .unwrap()
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str),
+        Some("zone-l"),
+        "the zone found by name"
+    );
+    cloud.clear_calls();
+    eventually("refresh passes", WAIT, || async {
+        cloud.calls_to("node_addresses") >= 2
+    })
+    .await;
+    let methods: std::collections::BTreeSet<&str> =
+        cloud.calls().iter().map(|c| c.method).collect();
+    assert_eq!(
+        methods,
+        ["node_addresses"].into(),
+        "a refresh asks only for the addresses"
+    );
+}

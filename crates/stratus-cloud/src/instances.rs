@@ -107,6 +107,28 @@ pub trait InstancesV2: Send + Sync {
         }
     }
 
+    /// Whether a node can be initialized only with a provider ID (from
+    /// [`InstanceMetadata::provider_id`] or the Node's own): true, as Go's
+    /// V2 path requires since 2024. The legacy adapter answers false: Go's
+    /// V1 path initializes a node whose `instance_id` is not implemented by
+    /// name, without a provider ID.
+    fn requires_provider_id(&self) -> bool {
+        true
+    }
+
+    /// The node's addresses, for the periodic address refresh of
+    /// initialized nodes. The default asks
+    /// [`InstancesV2::instance_metadata`], as Go's V2 refresh does; the
+    /// legacy adapter ([`crate::legacy::with_legacy_instances`]) answers
+    /// with `node_addresses_by_provider_id` (by name on error) only, as Go's
+    /// V1 refresh. `Ok(None)` skips the node.
+    async fn instance_addresses(&self, node: &Node) -> Result<Option<Vec<NodeAddress>>> {
+        Ok(self
+            .instance_metadata(node)
+            .await?
+            .map(|meta| meta.node_addresses))
+    }
+
     /// The batch capability, when the cloud can answer for many nodes in one
     /// call. The controllers then coalesce nodes into batches.
     fn batch(&self) -> Option<&dyn InstancesBatch> {

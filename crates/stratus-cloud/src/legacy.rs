@@ -8,8 +8,9 @@
 //!
 //! | InstancesV2 | legacy calls |
 //! |---|---|
-//! | provider ID | `spec.providerID`, else `<provider-name>://` + `instance_id(node name)` |
-//! | `instance_metadata` | `instance_type_by_provider_id` (by name on error), `node_addresses_by_provider_id` (by name on error), `get_zone_by_provider_id` (by name on error) when Zones exist |
+//! | provider ID | `spec.providerID`, else `<provider-name>://` + `instance_id(node name)`; an `instance_id` answering `NotImplemented` means none: the node is initialized by name, without a provider ID, as in Go |
+//! | `instance_metadata` | `instance_type_by_provider_id` (by name on error), `node_addresses_by_provider_id` (by name on error), `get_zone_by_provider_id` (by name on error) when Zones exist; only the by-name calls without a provider ID |
+//! | `instance_addresses` (the periodic refresh) | `node_addresses_by_provider_id` (by name on error): one call per node, as Go's `getInstanceNodeAddresses` |
 //! | `instance_exists` | `instance_id` not found → gone; else `instance_exists_by_provider_id` |
 //! | `instance_shutdown` | `instance_shutdown_by_provider_id` |
 
@@ -57,6 +58,18 @@ impl LegacyAdapter {
         self.inner
             .instances()
             .ok_or_else(CloudError::not_implemented)
+    }
+
+    /// Go's `getNodeAddressesByProviderIDOrName`: by provider ID when there
+    /// is one, by name when there is none or that call fails.
+    async fn addresses(&self, node: &Node, provider_id: Option<&str>) -> Result<Vec<NodeAddress>> {
+        let instances = self.instances()?;
+        if let Some(id) = provider_id
+            && let Ok(addresses) = instances.node_addresses_by_provider_id(id).await
+        {
+            return Ok(addresses);
+        }
+        instances.node_addresses(node_name(node)).await
     }
 
     /// Go's `GetInstanceProviderID` when the Node has no provider ID.
@@ -140,31 +153,54 @@ impl InstancesV2 for LegacyAdapter {
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
         let instances = self.instances()?;
         let name = node_name(node);
-        let provider_id = self.provider_id(node).await?;
-        let instance_type = match instances.instance_type_by_provider_id(&provider_id).await {
-            Ok(t) => t,
-            Err(_) => or_unimplemented(instances.instance_type(name).await)?,
+        // Go's V1 path: a provider that cannot name the instance
+        // (`NotImplemented`) initializes the node by name, without an ID.
+        let provider_id = match self.provider_id(node).await {
+            Ok(id) => Some(id),
+            Err(e) if e.is_not_implemented() => None,
+            Err(e) => return Err(e),
         };
-        let node_addresses: Vec<NodeAddress> =
-            match instances.node_addresses_by_provider_id(&provider_id).await {
-                Ok(a) => a,
-                Err(_) => instances.node_addresses(name).await?,
-            };
+        let by_id = match &provider_id {
+            Some(id) => instances.instance_type_by_provider_id(id).await.ok(),
+            None => None,
+        };
+        let instance_type = match by_id {
+            Some(t) => t,
+            None => or_unimplemented(instances.instance_type(name).await)?,
+        };
+        let node_addresses = self.addresses(node, provider_id.as_deref()).await?;
         let mut metadata = InstanceMetadata {
-            provider_id,
+            provider_id: provider_id.clone().unwrap_or_default(),
             instance_type,
             node_addresses,
             ..Default::default()
         };
         if let Some(zones) = self.inner.zones() {
-            let zone = match zones.get_zone_by_provider_id(&metadata.provider_id).await {
-                Ok(z) => z,
-                Err(_) => or_unimplemented(zones.get_zone_by_node_name(name).await)?,
+            let by_id = match &provider_id {
+                Some(id) => zones.get_zone_by_provider_id(id).await.ok(),
+                None => None,
+            };
+            let zone = match by_id {
+                Some(z) => z,
+                None => or_unimplemented(zones.get_zone_by_node_name(name).await)?,
             };
             metadata.zone = zone.failure_domain;
             metadata.region = zone.region;
         }
         Ok(Some(metadata))
+    }
+
+    fn requires_provider_id(&self) -> bool {
+        false
+    }
+
+    async fn instance_addresses(&self, node: &Node) -> Result<Option<Vec<NodeAddress>>> {
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .filter(|id| !id.is_empty());
+        Ok(Some(self.addresses(node, provider_id).await?))
     }
 }
 

@@ -189,6 +189,9 @@ struct State {
     elsewhere: Vec<String>,
     next_ip: u32,
     clusters: Vec<String>,
+    /// Calls inside their latency right now, and the most there were.
+    in_flight: usize,
+    peak_in_flight: usize,
 }
 
 /// The fake cloud. Cheap to clone; clones share state.
@@ -333,9 +336,18 @@ impl FakeCloud {
         self.lock().calls.count(method)
     }
 
-    /// Forget the call log.
+    /// Forget the call log (and the peak of [`FakeCloud::peak_in_flight`]).
     pub fn clear_calls(&self) {
-        self.lock().calls.clear();
+        let mut s = self.lock();
+        s.calls.clear();
+        s.peak_in_flight = s.in_flight;
+    }
+
+    /// The most calls that were in flight (inside their latency, see
+    /// [`FakeCloud::set_latency`]) at once since the cloud was made or its
+    /// calls last cleared: how many calls a controller makes in parallel.
+    pub fn peak_in_flight(&self) -> usize {
+        self.lock().peak_in_flight
     }
 
     /// Delay every call by `latency`.
@@ -436,6 +448,20 @@ impl FakeCloud {
             (s.latency, outcome)
         };
         if !latency.is_zero() {
+            /// Counts a call in flight until dropped (also when the caller
+            /// gives up on it).
+            struct InFlight<'a>(&'a FakeCloud);
+            impl Drop for InFlight<'_> {
+                fn drop(&mut self) {
+                    self.0.lock().in_flight -= 1;
+                }
+            }
+            let _in_flight = {
+                let mut s = self.lock();
+                s.in_flight += 1;
+                s.peak_in_flight = s.peak_in_flight.max(s.in_flight);
+                InFlight(self)
+            };
             tokio::time::sleep(latency).await;
         }
         outcome

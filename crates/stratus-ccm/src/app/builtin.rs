@@ -100,14 +100,16 @@ fn cloud_node(ctx: ControllerContext) -> Start {
         workers: o.concurrent_node_syncs,
         cluster_name: o.cluster_name.clone(),
         status_update_frequency: o.node_status_update_frequency,
-        write_concurrency: match o.concurrent_node_status_updates {
-            0 => NodeControllerConfig::default().write_concurrency,
+        // Go: 0 means `--concurrent-node-syncs`.
+        status_update_workers: match o.concurrent_node_status_updates {
+            0 => o.concurrent_node_syncs,
             n => n,
         },
         refresh_labels: o.refresh_node_labels,
         batch_window: o.node_batch_window,
         max_batch: o.node_max_batch,
         resync_period: Some(ctx.resync_period),
+        ..NodeControllerConfig::default()
     };
     let controller = NodeController::new(ctx.client, ctx.provider, config)
         .with_node_informer(ctx.informers.nodes().clone())

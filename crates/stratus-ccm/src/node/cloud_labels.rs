@@ -131,6 +131,24 @@ pub(crate) fn refresh(
     out
 }
 
+/// Go's `reconcileNodeLabels`, run for initialized Nodes: for each beta →
+/// GA pair (zone, region, instance type), the GA label is set to the beta
+/// label's value when it is missing or differs. A pair whose beta label is
+/// absent is left alone. Returns the labels to set (empty: nothing to do).
+pub(crate) fn mirror_beta_labels(current: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    [
+        (labels::FAILURE_DOMAIN_BETA_ZONE, labels::TOPOLOGY_ZONE),
+        (labels::FAILURE_DOMAIN_BETA_REGION, labels::TOPOLOGY_REGION),
+        (labels::INSTANCE_TYPE_BETA, labels::INSTANCE_TYPE),
+    ]
+    .into_iter()
+    .filter_map(|(beta, ga)| {
+        let value = current.get(beta)?;
+        (current.get(ga) != Some(value)).then(|| (ga.to_owned(), value.clone()))
+    })
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +246,29 @@ mod tests {
         assert_eq!(changes.remove, ["example.com/rack"]);
         assert_eq!(render_managed(&changes.managed), "example.com/pool");
         assert!(changes.managed_changed);
+    }
+
+    #[test]
+    fn beta_labels_are_mirrored_to_their_ga_keys_as_go_s_reconcile() {
+        let node = labels_of(&[
+            ("failure-domain.beta.kubernetes.io/zone", "z1"),
+            ("topology.kubernetes.io/zone", "z0"),
+            ("failure-domain.beta.kubernetes.io/region", "r1"),
+            ("node.kubernetes.io/instance-type", "only-ga"),
+        ]);
+        assert_eq!(
+            mirror_beta_labels(&node),
+            labels_of(&[
+                ("topology.kubernetes.io/zone", "z1"),
+                ("topology.kubernetes.io/region", "r1"),
+            ]),
+            "a differing and a missing GA label; a GA label without its beta one is left"
+        );
+        let done = labels_of(&[
+            ("failure-domain.beta.kubernetes.io/zone", "z1"),
+            ("topology.kubernetes.io/zone", "z1"),
+        ]);
+        assert!(mirror_beta_labels(&done).is_empty());
     }
 
     #[test]
