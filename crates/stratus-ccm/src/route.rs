@@ -1,5 +1,17 @@
-//! The node-route controller (Go's `node-route-controller`), watch-driven
-//! as KEP-5237 describes, with a periodic reconcile as a fallback:
+//! The node-route controller (Go's `node-route-controller`), in Go's two
+//! modes:
+//!
+//! - periodic (Go's default): one reconcile every `reconcile_period`
+//!   (`--route-reconciliation-period`, 10 s), whatever changed;
+//! - watch-based (`watch_based`, Go's feature gate
+//!   `CloudControllerManagerWatchBasedRoutesReconciliation`, KEP-5237): a
+//!   reconcile when a Node is added or deleted or its pod CIDRs or
+//!   addresses change (not on a heartbeat), and at each informer resync;
+//!   at most one per `reconcile_period`. Beyond Go, a reconcile with a
+//!   failed cloud operation is followed by another one a period later (Go
+//!   waits for the next change).
+//!
+//! A reconcile:
 //!
 //! - every pod CIDR of every node gets a route to the node (name hint = the
 //!   Node's UID); a route whose node addresses changed (when the provider
@@ -46,6 +58,14 @@ pub struct RouteControllerConfig {
     pub cluster_name: String,
     /// Cloud operations in flight at once (Go: 200).
     pub max_concurrent_operations: usize,
+    /// Reconcile on Node changes, at most once per `reconcile_period`,
+    /// instead of every period (Go's
+    /// `CloudControllerManagerWatchBasedRoutesReconciliation`; off).
+    pub watch_based: bool,
+    /// In the watch-based mode, how long after a reconcile another runs
+    /// anyway (Go's informer resync; the manager draws it from
+    /// `--min-resync-period`). `None`: never.
+    pub resync_period: Option<Duration>,
 }
 
 impl RouteControllerConfig {
@@ -56,6 +76,8 @@ impl RouteControllerConfig {
             reconcile_period: Duration::from_secs(10),
             cluster_name: "kubernetes".into(),
             max_concurrent_operations: 200,
+            watch_based: false,
+            resync_period: None,
         }
     }
 }
@@ -100,6 +122,46 @@ fn addresses(node: &Node) -> Vec<NodeAddress> {
         .unwrap_or_default()
 }
 
+/// The watch-based mode's filter (Go's KEP-5237 handlers): a Node event
+/// calls for a reconcile when the Node is new or gone, or its pod CIDRs or
+/// addresses changed; not for a heartbeat or a label.
+struct RouteInputs {
+    /// The informer's cache: a Node missing from it was deleted.
+    cache: Store<Node>,
+    /// A hash of what routes depend on, per Node.
+    seen: HashMap<String, u64>,
+}
+
+impl RouteInputs {
+    fn new(cache: Store<Node>) -> Self {
+        Self {
+            cache,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether this event about `node` calls for a reconcile.
+    fn changed(&mut self, node: &Node) -> bool {
+        use std::hash::{Hash, Hasher};
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if self
+            .cache
+            .get(&kube_runtime::reflector::ObjectRef::from_obj(node))
+            .is_none()
+        {
+            return self.seen.remove(&name).is_some();
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        node.metadata.uid.hash(&mut hasher);
+        pod_cidrs(node).hash(&mut hasher);
+        for a in addresses(node) {
+            (a.type_, a.address).hash(&mut hasher);
+        }
+        let print = hasher.finish();
+        self.seen.insert(name, print) != Some(print)
+    }
+}
+
 impl RouteController {
     /// A controller for `cloud`, which must offer routes.
     pub fn new(
@@ -132,8 +194,8 @@ impl RouteController {
             .any(|c| c.contains(cidr.first()) || c.contains(cidr.last()))
     }
 
-    /// Run until `stop` becomes true: reconcile on node changes, and every
-    /// reconcile period.
+    /// Run until `stop` becomes true: reconcile every period, or on the
+    /// Node changes that matter at most once per period (watch-based).
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         if self.cloud.routes().is_none() {
             tracing::warn!(
@@ -145,27 +207,73 @@ impl RouteController {
             tracing::warn!("no cluster CIDR configured; the route controller does not start");
             return;
         }
+        let period = self.config.reconcile_period;
+        let watch_based = self.config.watch_based;
         let changed = Arc::new(Notify::new());
         let notify = changed.clone();
-        let health = self
-            .health
-            .clone()
-            .expect_pass_every(self.config.reconcile_period);
-        let nodes = self.nodes.subscribe(&health, move |_| notify.notify_one());
+        let health = self.health.clone();
+        // Passes are due every period only in the periodic mode.
+        let health = if watch_based {
+            health
+        } else {
+            health.expect_pass_every(period)
+        };
+        let mut inputs = RouteInputs::new(self.nodes.store().clone());
+        let nodes = self.nodes.subscribe(&health, move |node| {
+            if watch_based && inputs.changed(node) {
+                notify.notify_one();
+            }
+        });
         let store = nodes.store();
         if nodes.wait_until_ready().await.is_err() {
             health.stopped();
             return;
         }
-        let mut ticker = tokio::time::interval(self.config.reconcile_period);
+        // Go's `NonSlidingUntil` in the periodic mode.
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last: Option<Instant> = None;
+        let mut retry_at: Option<Instant> = None;
         loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                _ = changed.notified() => {}
-                _ = stop.changed() => break,
+            if watch_based {
+                // The first pass at once; then a change (or a retry) is due.
+                if let Some(last) = last {
+                    // A failed pass is retried a period later; every pass
+                    // a resync period after the last one.
+                    let resync = self.config.resync_period.map(|r| last + r);
+                    let wake = match (retry_at, resync) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    let timer = async {
+                        match wake {
+                            Some(at) => tokio::time::sleep_until(at.into()).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = changed.notified() => {}
+                        _ = timer => {}
+                        _ = stop.changed() => break,
+                    }
+                }
+                // At most one pass per period (Go's token bucket).
+                if let Some(last) = last {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until((last + period).into()) => {}
+                        _ = stop.changed() => break,
+                    }
+                }
+            } else {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = stop.changed() => break,
+                }
             }
             let started = Instant::now();
+            last = Some(started);
             let ok = self.reconcile(store).await;
+            retry_at = (!ok).then(|| started + period);
             let took = started.elapsed();
             let reconciles = self
                 .metrics

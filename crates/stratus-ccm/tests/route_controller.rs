@@ -252,3 +252,121 @@ async fn routes_survive_api_faults_and_report_metrics() {
         value("stratus_cloud_provider_requests_total{method=\"list_routes\",result=\"ok\"}") >= 1.0
     );
 }
+
+/// Three nodes with pod CIDRs, their kubelets heartbeating every 100 ms.
+async fn heartbeating_nodes(
+    cluster: &TestCluster,
+) -> (Vec<stratus_testing::SimulatedKubelet>, Api<Node>) {
+    let mut kubelets = Vec::new();
+    for i in 0..3 {
+        kubelets.push(
+            cluster
+                .add_node(NodeSpec::new(format!("h{i}")).with_heartbeat(Duration::from_millis(100)))
+                .await
+                .unwrap(),
+        );
+    }
+    let nodes: Api<Node> = Api::all(cluster.client());
+    for i in 0..3 {
+        nodes
+            .patch(
+                &format!("h{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"podCIDRs": [format!("10.244.{i}.0/24")]}})),
+            )
+            .await
+            .unwrap();
+    }
+    (kubelets, nodes)
+}
+
+fn start_routes(
+    cluster: &TestCluster,
+    cloud: &FakeCloud,
+    period: Duration,
+    watch_based: bool,
+) -> watch::Sender<bool> {
+    let (stop, stopped) = watch::channel(false);
+    let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
+    config.reconcile_period = period;
+    config.watch_based = watch_based;
+    tokio::spawn(
+        RouteController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+    );
+    stop
+}
+
+/// Go's periodic mode (the default): one reconcile, one `ListRoutes`, per
+/// `--route-reconciliation-period`, however often the Nodes change (here
+/// three kubelets heartbeating every 100 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_periodic_mode_lists_routes_once_per_period_as_go() {
+    let cluster = TestCluster::start().await.unwrap();
+    let (_kubelets, _nodes) = heartbeating_nodes(&cluster).await;
+    let cloud = FakeCloud::new();
+    let period = Duration::from_millis(400);
+    let _stop = start_routes(&cluster, &cloud, period, false);
+    eventually("three routes", WAIT, || async {
+        cloud.routes_list().len() == 3
+    })
+    .await;
+    cloud.clear_calls();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let lists = cloud.calls_to("list_routes");
+    assert!(
+        (3..=6).contains(&lists),
+        "{lists} ListRoutes in 2 s with a 400 ms period"
+    );
+}
+
+/// Go's watch-based mode (KEP-5237, the feature gate
+/// `CloudControllerManagerWatchBasedRoutesReconciliation`): heartbeats
+/// cause no reconcile at all; a pod CIDR change does, and a burst of them
+/// at most one per period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_based_mode_reconciles_only_on_route_inputs_at_most_once_per_period() {
+    let cluster = TestCluster::start().await.unwrap();
+    let (_kubelets, nodes) = heartbeating_nodes(&cluster).await;
+    let cloud = FakeCloud::new();
+    let period = Duration::from_millis(500);
+    let _stop = start_routes(&cluster, &cloud, period, true);
+    eventually("three routes", WAIT, || async {
+        cloud.routes_list().len() == 3
+    })
+    .await;
+    tokio::time::sleep(period).await;
+    cloud.clear_calls();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        cloud.calls_to("list_routes"),
+        0,
+        "heartbeats alone cause no reconcile"
+    );
+    // Ten pod CIDR changes within about a second.
+    for round in 0..10 {
+        let i = round % 3;
+        nodes
+            .patch(
+                &format!("h{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"podCIDRs": [format!("10.244.{}.0/24", 10 + round)]}}),
+                ),
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually("the last CIDRs routed", WAIT, || async {
+        let routes = cloud.routes_list();
+        ["10.244.17.0/24", "10.244.18.0/24", "10.244.19.0/24"]
+            .iter()
+            .all(|c| routes.values().any(|r| r.destination_cidr == *c))
+    })
+    .await;
+    let lists = cloud.calls_to("list_routes");
+    assert!(
+        (1..=4).contains(&lists),
+        "{lists} ListRoutes for ten changes in about 1 s with a 500 ms period"
+    );
+}

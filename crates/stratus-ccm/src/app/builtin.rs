@@ -179,6 +179,8 @@ fn node_route(ctx: ControllerContext) -> Start {
     let mut config = RouteControllerConfig::new(cluster_cidrs);
     config.cluster_name = o.cluster_name.clone();
     config.reconcile_period = o.route_reconciliation_period;
+    config.watch_based = o.feature_gates()?["CloudControllerManagerWatchBasedRoutesReconciliation"];
+    config.resync_period = Some(ctx.resync_period);
     let controller = RouteController::new(ctx.client, ctx.provider, config)
         .with_node_informer(ctx.informers.nodes().clone())
         .with_metrics(ctx.metrics)

@@ -120,7 +120,9 @@ pub struct ManagerOptions {
     #[arg(long = "node-monitor-period", value_parser = parse_go_duration, default_value = "5s", help_heading = "generic")]
     pub node_monitor_period: Duration,
 
-    /// The periodic route reconcile (node changes trigger one at once).
+    /// How often routes are reconciled; with the feature gate
+    /// CloudControllerManagerWatchBasedRoutesReconciliation, the shortest
+    /// time between two reconciles, which Node changes trigger.
     #[arg(long = "route-reconciliation-period", value_parser = parse_go_duration, default_value = "10s", help_heading = "generic")]
     pub route_reconciliation_period: Duration,
 
