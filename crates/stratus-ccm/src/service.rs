@@ -146,14 +146,34 @@ fn key_of(svc: &Service) -> String {
     )
 }
 
-/// A hash of what Go's `needsUpdate` compares: the spec, annotations and
-/// UID (and whether the Service is being deleted). A hash, not the fields:
-/// it is kept per Service, and the spec can be large.
+/// A hash of what Go's `needsUpdate` compares: the type and class (whether
+/// a load balancer is wanted), source ranges, ports (name, protocol, port,
+/// node port, target port), session affinity and its config, load-balancer
+/// IP, external IPs, external traffic policy, health-check node port,
+/// annotations and UID; and whether the Service is being deleted. Any
+/// other spec change (a selector, say) does not re-ensure, as in Go. A
+/// hash, not the fields: it is kept per Service.
 fn fingerprint(svc: &Service) -> u64 {
     use std::hash::{Hash, Hasher};
+    let spec = svc.spec.clone().unwrap_or_default();
+    let ports: Vec<_> = spec
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| json!([p.name, p.protocol, p.port, p.node_port, p.target_port]))
+        .collect();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     json!({
-        "spec": svc.spec,
+        "type": spec.type_,
+        "class": spec.load_balancer_class,
+        "sourceRanges": spec.load_balancer_source_ranges,
+        "ports": ports,
+        "sessionAffinity": spec.session_affinity,
+        "sessionAffinityConfig": spec.session_affinity_config,
+        "loadBalancerIP": spec.load_balancer_ip,
+        "externalIPs": spec.external_ips,
+        "externalTrafficPolicy": spec.external_traffic_policy,
+        "healthCheckNodePort": spec.health_check_node_port,
         "annotations": svc.metadata.annotations,
         "uid": svc.metadata.uid,
         "deleting": svc.metadata.deletion_timestamp.is_some(),
@@ -1018,6 +1038,13 @@ mod tests {
             !seen(&mut relevant, &svc),
             "the controller's own finalizer and status"
         );
+        svc.spec.as_mut().unwrap().selector = Some([("app".to_owned(), "web".to_owned())].into());
+        assert!(
+            !seen(&mut relevant, &svc),
+            "a selector: not a field Go's needsUpdate compares"
+        );
+        svc.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 8080;
+        assert!(seen(&mut relevant, &svc), "a port");
         svc.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
         assert!(seen(&mut relevant, &svc), "an annotation");
         svc.metadata.deletion_timestamp =

@@ -916,3 +916,46 @@ async fn a_host_update_failing_on_a_deleted_load_balancer_does_not_recreate_it()
         "{texts:?}"
     );
 }
+
+/// Go's `needsUpdate`: only the fields it compares re-ensure a load
+/// balancer. A new selector does not (the load balancer does not see it);
+/// a new port does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_fields_go_compares_re_ensure_a_load_balancer() {
+    let cluster = TestCluster::start().await.unwrap();
+    let _a = cluster
+        .add_node(NodeSpec::new("a").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let cloud = FakeCloud::new();
+    let _stop = start(&cluster, &cloud);
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    create_and_wait_for_ingress(&services, "web").await;
+    assert_eq!(cloud.calls_to("ensure_load_balancer"), 1);
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"selector": {"app": "web"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        cloud.calls_to("ensure_load_balancer"),
+        1,
+        "a selector change"
+    );
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ports": [{"port": 8080}]}})),
+        )
+        .await
+        .unwrap();
+    eventually("a port change re-ensures", WAIT, || async {
+        cloud.calls_to("ensure_load_balancer") == 2
+    })
+    .await;
+}
