@@ -6,8 +6,13 @@
 //! generic controllers against it. This crate is all a provider crate needs:
 //! it pulls in no Kubernetes client, no async runtime and no HTTP stack.
 //!
-//! The traits match the Go library `k8s.io/cloud-provider` method for method;
-//! beyond it they add typed errors that survive wrapping ([`CloudError`]),
+//! The traits match the interfaces of the Go library `k8s.io/cloud-provider`
+//! that its controllers call, method for method (`Interface`,
+//! `LoadBalancer`, `InstancesV2`, `Instances`, `Zones`, `Routes`,
+//! `Clusters`). Two Go interfaces have no trait: `PVLabeler`, used only by
+//! the PersistentVolumeLabel admission plugin that Kubernetes removed, and
+//! `InformerUser`, replaced by informers on the client the
+//! [`InitContext`] carries. Beyond Go the traits add typed errors that survive wrapping ([`CloudError`]),
 //! batched instance lookups ([`InstancesBatch`]), a single-answer instance
 //! state ([`InstanceState`]) and `loadBalancerClass` support
 //! ([`LoadBalancerClasses`]).
