@@ -333,3 +333,37 @@ async fn methods_left_not_implemented_are_listed_not_failed() {
         .await
         .assert_complete();
 }
+
+/// A provider without InstancesV2, load balancers or routes (the fake
+/// cloud with that capability switched off) passes conformance with those
+/// checks skipped, not failed; the rest still run.
+#[tokio::test]
+async fn conformance_skips_the_capabilities_a_provider_lacks() {
+    use stratus_testing::fake_cloud::Capability;
+    for (missing, check) in [
+        (Capability::InstancesV2, "instance"),
+        (Capability::LoadBalancer, "load balancer"),
+        (Capability::Routes, "route"),
+    ] {
+        let cloud = FakeCloud::new().without(missing);
+        cloud.add_instance(FakeInstance::new("live").with_internal_ip("10.0.0.1"));
+        let report = run_cloud_conformance(&cloud, &CloudFixtures::new("live", "gone")).await;
+        report.assert_passed();
+        let skipped: Vec<_> = report
+            .checks
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Skipped(_)))
+            .collect();
+        assert!(
+            skipped.iter().any(|c| c.name.contains(check)),
+            "{missing:?}: {report}"
+        );
+        assert!(
+            report
+                .checks
+                .iter()
+                .any(|c| c.outcome == Outcome::Passed && !c.name.contains(check)),
+            "{missing:?}: the other checks ran: {report}"
+        );
+    }
+}
