@@ -11,10 +11,11 @@
 //!   ([`pods_equal`], env order-independent) is updated. Events
 //!   `ProviderCreateSuccess`, `ProviderCreateFailed`, `ProviderUpdateSuccess`,
 //!   `ProviderUpdateFailed`.
-//! - **Provider errors**: status `reason: ProviderFailed` with the message;
-//!   the phase stays `Pending` and the pod is retried with backoff for as
-//!   long as it exists (never silently dropped); only a permanent error on
-//!   a `restartPolicy: Never` pod fails it.
+//! - **Provider errors**: status `reason: ProviderFailed` with the message.
+//!   A `restartPolicy: Never` pod is then `Failed`, as in Go (after
+//!   [`PodControllerConfig::never_restart_retries`] transient errors, 0 by
+//!   default); any other pod stays `Pending` and is retried with backoff
+//!   for as long as it exists (never silently dropped).
 //! - **Graceful deletion**: when `deletionTimestamp` appears, `delete_pod`
 //!   (events `ProviderDeleteSuccess` / `ProviderDeleteFailed`); the pod is
 //!   force-deleted (grace 0, UID precondition) as soon as no container
@@ -120,6 +121,14 @@ pub struct PodControllerConfig {
     /// Drops are counted in `stratus_kubelet_events_dropped_total` (updated
     /// every 5 s).
     pub event_queue_length: usize,
+    /// Provider errors a `restartPolicy: Never` pod's create or update may
+    /// meet before the pod is marked `Failed` (`ProviderFailed`). 0 (the
+    /// default) is Go's rule: the first error fails it, so a Job's pod is
+    /// not left Pending; more lets a transient error (a 503, a timeout) be
+    /// retried that many times. Permanent errors (`InvalidInput`,
+    /// `NotImplemented`) fail it at once either way; pods that restart are
+    /// retried without bound.
+    pub never_restart_retries: u32,
 }
 
 impl Default for PodControllerConfig {
@@ -135,6 +144,7 @@ impl Default for PodControllerConfig {
             provider_timeout: Duration::from_secs(30),
             reference_rescan: Duration::from_secs(5),
             event_queue_length: 10_000,
+            never_restart_retries: 0,
         }
     }
 }

@@ -155,53 +155,105 @@ async fn pods_run_update_and_leave_gracefully() {
     assert_eq!(provider.calls_to("create_pod"), 1, "never re-created");
 }
 
+/// Go's `handleProviderError`: a `restartPolicy: Never` pod whose create
+/// fails is `Failed` / `ProviderFailed` at the first error, transient or
+/// not, so a Job's pod is not left Pending; a pod that restarts stays
+/// Pending and is retried until the provider takes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn provider_errors_are_retried_and_permanent_ones_fail_never_pods() {
+async fn provider_errors_fail_never_pods_as_go_and_are_retried_for_others() {
     let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
+    let _stop = start(&api, &provider);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    provider.fail_next(
+        "create_pod",
+        PodError::unavailable(None, "the backend answered 503"),
+        1,
+    );
+    create(
+        &pods,
+        pod(
+            "job",
+            serde_json::json!({"spec": {"restartPolicy": "Never"}}),
+        ),
+    )
+    .await;
+    eventually("failed at the first error, as Go", WAIT, || async {
+        let p = pods.get("job").await.unwrap();
+        let s = p.status.clone().unwrap_or_default();
+        s.phase.as_deref() == Some("Failed")
+            && s.reason.as_deref() == Some("ProviderFailed")
+            && s.message.unwrap_or_default().contains("503")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        provider.calls_to("create_pod"),
+        1,
+        "a failed pod is not retried"
+    );
+
     provider.fail_next(
         "create_pod",
         PodError::unavailable(None, "the backend answered 503"),
         2,
     );
-    let _stop = start(&api, &provider);
-    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
-    // Transient errors on a restartPolicy: Never pod: retried, not failed.
-    create(
-        &pods,
-        pod(
-            "flaky",
-            serde_json::json!({"spec": {"restartPolicy": "Never"}}),
-        ),
-    )
-    .await;
+    create(&pods, pod("web", serde_json::json!({}))).await;
     eventually("runs after the retries", WAIT, || async {
+        phase_of(&pods, "web").await.as_deref() == Some("Running")
+    })
+    .await;
+    let r = reasons(&api, "web").await;
+    assert!(r.contains(&"ProviderCreateFailed".to_string()), "{r:?}");
+    assert!(r.contains(&"ProviderCreateSuccess".to_string()), "{r:?}");
+    assert_eq!(provider.calls_to("create_pod"), 4);
+}
+
+/// Beyond Go, `never_restart_retries` lets a `Never` pod survive that many
+/// transient errors; a permanent one (`InvalidInput`) still fails it at
+/// once, and one more transient error than allowed fails it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_restart_retries_bound_the_retries_of_a_never_pod() {
+    let api = ApiServer::start().await.unwrap();
+    let provider = MockPodProvider::new();
+    let (_stop, stopped) = watch::channel(false);
+    let config = PodControllerConfig {
+        never_restart_retries: 2,
+        ..config()
+    };
+    tokio::spawn(
+        PodController::new(api.client(), Arc::new(provider.clone()), NODE, config).run(stopped),
+    );
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let never = serde_json::json!({"spec": {"restartPolicy": "Never"}});
+    let transient = || PodError::unavailable(None, "the backend answered 503");
+
+    provider.fail_next("create_pod", transient(), 2);
+    create(&pods, pod("flaky", never.clone())).await;
+    eventually("runs after two retries", WAIT, || async {
         phase_of(&pods, "flaky").await.as_deref() == Some("Running")
     })
     .await;
-    let r = reasons(&api, "flaky").await;
-    assert!(r.contains(&"ProviderCreateFailed".to_string()), "{r:?}");
-    assert!(r.contains(&"ProviderCreateSuccess".to_string()), "{r:?}");
     assert_eq!(provider.calls_to("create_pod"), 3);
+
+    provider.fail_next("create_pod", transient(), 3);
+    create(&pods, pod("broken", never.clone())).await;
+    eventually("failed after the third error", WAIT, || async {
+        phase_of(&pods, "broken").await.as_deref() == Some("Failed")
+    })
+    .await;
+    assert_eq!(provider.calls_to("create_pod"), 6);
 
     provider.fail_next(
         "create_pod",
         PodError::invalid_input("unknown instance size"),
         1,
     );
-    create(
-        &pods,
-        pod(
-            "invalid",
-            serde_json::json!({"spec": {"restartPolicy": "Never"}}),
-        ),
-    )
-    .await;
-    eventually("failed for good", WAIT, || async {
+    create(&pods, pod("invalid", never)).await;
+    eventually("failed for good at once", WAIT, || async {
         let p = pods.get("invalid").await.unwrap();
         let s = p.status.clone().unwrap_or_default();
         s.phase.as_deref() == Some("Failed")
-            && s.reason.as_deref() == Some("ProviderFailed")
             && s.message
                 .unwrap_or_default()
                 .contains("unknown instance size")
@@ -210,7 +262,7 @@ async fn provider_errors_are_retried_and_permanent_ones_fail_never_pods() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         provider.calls_to("create_pod"),
-        4,
+        7,
         "a failed pod is not retried"
     );
 }

@@ -505,6 +505,7 @@ async fn start_node(
     node.operating_system = o.operating_system.to_lowercase();
     let pods = PodControllerConfig {
         sync_workers: o.pod_sync_workers.max(1),
+        never_restart_retries: o.never_restart_retries,
         ..Default::default()
     };
     let mut builder = VirtualNode::builder(shared.client.clone(), node);

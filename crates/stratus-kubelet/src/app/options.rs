@@ -32,6 +32,12 @@ pub struct KubeletOptions {
     /// Pods synced with the provider at once.
     #[arg(long, default_value_t = 10)]
     pub pod_sync_workers: usize,
+    /// Transient provider errors a `restartPolicy: Never` pod's create or
+    /// update may meet before the pod is marked Failed (Stratus; 0, the
+    /// default, is Go's rule: the first error fails it). Permanent errors
+    /// fail it at once.
+    #[arg(long, default_value_t = 0)]
+    pub never_restart_retries: u32,
     /// The pod informer's resync in Go, which re-drives no provider there
     /// (status sync skips identical objects); accepted for compatibility.
     #[arg(long, value_parser = parse_go_duration, default_value = "1m")]

@@ -128,11 +128,20 @@ pub(crate) fn terminal(pod: &Pod) -> bool {
 }
 
 /// The status after the provider refused a create or update (`reason:
-/// ProviderFailed`). The phase stays `Pending` (the controller retries)
-/// unless the error is permanent (`InvalidInput`, `NotImplemented`) and
-/// the pod never restarts (`restartPolicy: Never`): then `Failed`. Go fails
-/// a `Never` pod on any error, even one transient blip.
-pub(crate) fn provider_failed(pod: &Pod, error: &PodError) -> PodStatus {
+/// ProviderFailed`), its `failures`-th failure in a row. A pod that never
+/// restarts (`restartPolicy: Never`) is `Failed`, as Go does on any error,
+/// once the error is permanent (`InvalidInput`, `NotImplemented`) or it
+/// failed more than `retries` times
+/// ([`PodControllerConfig::never_restart_retries`], 0 as Go); otherwise the
+/// phase stays `Pending` and the controller retries.
+///
+/// [`PodControllerConfig::never_restart_retries`]: super::PodControllerConfig::never_restart_retries
+pub(crate) fn provider_failed(
+    pod: &Pod,
+    error: &PodError,
+    failures: u32,
+    retries: u32,
+) -> PodStatus {
     let permanent = matches!(
         error.kind(),
         PodErrorKind::InvalidInput | PodErrorKind::NotImplemented
@@ -140,7 +149,7 @@ pub(crate) fn provider_failed(pod: &Pod, error: &PodError) -> PodStatus {
     let never = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("Never");
     PodStatus {
         phase: Some(
-            if permanent && never {
+            if never && (permanent || failures > retries) {
                 "Failed"
             } else {
                 "Pending"
@@ -242,7 +251,7 @@ mod tests {
     }
 
     #[test]
-    fn only_permanent_errors_fail_never_restarting_pods() {
+    fn never_restarting_pods_fail_as_go_unless_retries_are_allowed() {
         let never = pod(
             serde_json::json!({"metadata": {"name": "p"}, "spec": {"restartPolicy": "Never", "containers": []}}),
         );
@@ -250,20 +259,21 @@ mod tests {
             pod(serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": []}}));
         let transient = PodError::unavailable(None, "503 from the backend");
         let invalid = PodError::invalid_input("no such image size");
+        let phase = |pod: &Pod, error: &PodError, failures: u32, retries: u32| {
+            provider_failed(pod, error, failures, retries).phase
+        };
+        // Go: any error fails a Never pod at once.
+        assert_eq!(phase(&never, &transient, 1, 0).as_deref(), Some("Failed"));
+        assert_eq!(phase(&never, &invalid, 1, 0).as_deref(), Some("Failed"));
+        // Two retries allowed: the third transient failure fails it; a
+        // permanent one at once.
+        assert_eq!(phase(&never, &transient, 2, 2).as_deref(), Some("Pending"));
+        assert_eq!(phase(&never, &transient, 3, 2).as_deref(), Some("Failed"));
+        assert_eq!(phase(&never, &invalid, 1, 2).as_deref(), Some("Failed"));
+        // Other pods stay Pending and are retried.
+        assert_eq!(phase(&always, &invalid, 9, 0).as_deref(), Some("Pending"));
         assert_eq!(
-            provider_failed(&never, &transient).phase.as_deref(),
-            Some("Pending")
-        );
-        assert_eq!(
-            provider_failed(&never, &invalid).phase.as_deref(),
-            Some("Failed")
-        );
-        assert_eq!(
-            provider_failed(&always, &invalid).phase.as_deref(),
-            Some("Pending")
-        );
-        assert_eq!(
-            provider_failed(&always, &invalid).reason.as_deref(),
+            provider_failed(&always, &invalid, 1, 0).reason.as_deref(),
             Some("ProviderFailed")
         );
     }

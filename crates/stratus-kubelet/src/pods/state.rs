@@ -40,6 +40,9 @@ pub(super) struct PodState {
     /// This controller force-deleted the API object: its Delete event needs
     /// no API lookup.
     removed: bool,
+    /// The provider's failed creates and updates of this pod (UID) in a
+    /// row.
+    failures: Option<(Option<String>, u32)>,
 }
 
 impl PodState {
@@ -50,6 +53,7 @@ impl PodState {
             && self.written.is_none()
             && self.provider_deleted.is_none()
             && !self.removed
+            && self.failures.is_none()
     }
 }
 
@@ -128,7 +132,23 @@ impl PodStates {
 
     /// This pod (UID) was handed to the provider as `print`.
     pub(super) fn set_synced(&self, key: &str, uid: Option<String>, print: u64) {
-        self.update(key, |s| s.synced = Some((uid, print)));
+        self.update(key, |s| {
+            s.synced = Some((uid, print));
+            s.failures = None;
+        });
+    }
+
+    /// The provider failed to create or update this pod (UID) once more:
+    /// how many times in a row now.
+    pub(super) fn count_failure(&self, key: &str, uid: &Option<String>) -> u32 {
+        self.update(key, |s| {
+            let count = match &s.failures {
+                Some((seen, n)) if seen == uid => n + 1,
+                _ => 1,
+            };
+            s.failures = Some((uid.clone(), count));
+            count
+        })
     }
 
     /// The pod `uid` is being handed to the provider under `key`.

@@ -137,7 +137,9 @@ impl Shared {
             Err(e) => {
                 self.record(&pod, EventType::Warning, failure, &e.to_string())
                     .await;
-                let status = rules::provider_failed(&pod, &e);
+                let failures = self.states.count_failure(key, &pod.metadata.uid);
+                let status =
+                    rules::provider_failed(&pod, &e, failures, self.config.never_restart_retries);
                 let failed_for_good = status.phase.as_deref() == Some("Failed");
                 self.patch_status(&pod, &status).await?;
                 if failed_for_good {
