@@ -44,6 +44,8 @@ pub struct KubeletMetrics {
     notification_to_write: Family<Labels, Histogram, fn() -> Histogram>,
     events_dropped: Family<Labels, Counter>,
     pod_states: Family<Labels, Gauge>,
+    dangling_deleted: Family<Labels, Counter>,
+    dangling_held: Family<Labels, Gauge>,
 }
 
 impl KubeletMetrics {
@@ -57,6 +59,8 @@ impl KubeletMetrics {
             notification_to_write: Family::new_with_constructor(latency_histogram),
             events_dropped: Family::default(),
             pod_states: Family::default(),
+            dangling_deleted: Family::default(),
+            dangling_held: Family::default(),
         };
         registry.register(
             "stratus_kubelet_pods",
@@ -77,6 +81,16 @@ impl KubeletMetrics {
             "stratus_kubelet_pod_states",
             "Pods the pod controller keeps state for (one entry per pod; more than the node's pods is a leak)",
             this.pod_states.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_dangling_pods_deleted",
+            "Provider pods with no API pod that the dangling-pod sweep deleted",
+            this.dangling_deleted.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_dangling_pods_held",
+            "Provider pods with no API pod that the dangling-pod safeguard kept at the last sweep",
+            this.dangling_held.clone(),
         );
         registry.register(
             "stratus_kubelet_events_dropped",
@@ -106,6 +120,18 @@ impl KubeletMetrics {
         self.pod_states
             .get_or_create(&vec![("node", node.to_owned())])
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Count one sweep of `node`'s dangling provider pods: `deleted` queued
+    /// for deletion, `held` kept by the safeguard.
+    pub(crate) fn dangling_swept(&self, node: &str, deleted: usize, held: usize) {
+        let labels = vec![("node", node.to_owned())];
+        self.dangling_deleted
+            .get_or_create(&labels)
+            .inc_by(u64::try_from(deleted).unwrap_or(u64::MAX));
+        self.dangling_held
+            .get_or_create(&labels)
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
     }
 
     /// Raise `node`'s dropped-events counter to `total` (the recorder's

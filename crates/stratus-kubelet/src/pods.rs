@@ -35,10 +35,13 @@
 //!   bounded concurrency; a pod missing from the provider after
 //!   `missing_grace` is `Failed` / `NotFound` with exit code -137.
 //! - **Dangling pods**: after each (re)list and every `dangling_sweep_period`,
-//!   provider pods with no API pod are deleted — unless that would delete
-//!   more than half of the provider's pods (and more than 10), the sign of
-//!   an incomplete API view (the Kip incident): then nothing is deleted and
-//!   a warning is logged.
+//!   provider pods with no API pod are deleted, as Go does (counted in
+//!   `stratus_kubelet_dangling_pods_deleted`). With
+//!   [`PodControllerConfig::dangling_safeguard`] on, a sweep that would
+//!   delete more than half of the provider's pods (and more than 10), the
+//!   sign of an incomplete API view (the Kip incident), deletes nothing: a
+//!   warning is logged and `stratus_kubelet_dangling_pods_held` shows how
+//!   many were kept.
 
 mod changes;
 mod deletion;
@@ -129,6 +132,14 @@ pub struct PodControllerConfig {
     /// `NotImplemented`) fail it at once either way; pods that restart are
     /// retried without bound.
     pub never_restart_retries: u32,
+    /// Hold the dangling-pod sweep back when it would delete more than half
+    /// of the provider's pods (and more than 10): a sign that the API view
+    /// is incomplete rather than that the pods leaked. Off by default, as
+    /// Go: every provider pod without an API pod is deleted (pods deleted
+    /// while the node was down would otherwise keep running and billing).
+    /// When it holds, a warning is logged and
+    /// `stratus_kubelet_dangling_pods_held` counts the pods kept.
+    pub dangling_safeguard: bool,
 }
 
 impl Default for PodControllerConfig {
@@ -145,6 +156,7 @@ impl Default for PodControllerConfig {
             reference_rescan: Duration::from_secs(5),
             event_queue_length: 10_000,
             never_restart_retries: 0,
+            dangling_safeguard: false,
         }
     }
 }

@@ -267,29 +267,74 @@ async fn never_restart_retries_bound_the_retries_of_a_never_pod() {
     );
 }
 
+/// Go's `deleteDanglingPods`: every provider pod without an API pod is
+/// deleted at start, however many (pods deleted while the node was down
+/// must stop running and billing), and counted in
+/// `stratus_kubelet_dangling_pods_deleted`. With `dangling_safeguard` on,
+/// a sweep that would delete most of the provider's pods (and more than
+/// ten) deletes none, and `stratus_kubelet_dangling_pods_held` says how
+/// many it kept; a single orphan among live pods is still deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dangling_pods_are_deleted_unless_most_pods_look_dangling() {
+async fn dangling_pods_are_deleted_as_go_and_the_safeguard_is_explicit() {
+    use prometheus_client::registry::Registry;
+    use stratus_kubelet::metrics::KubeletMetrics;
+    let run = |api: &ApiServer, provider: &MockPodProvider, safeguard: bool| {
+        let mut registry = Registry::default();
+        let metrics = KubeletMetrics::register(&mut registry);
+        let (stop, stopped) = watch::channel(false);
+        let config = PodControllerConfig {
+            dangling_safeguard: safeguard,
+            ..config()
+        };
+        let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config)
+            .with_metrics(metrics);
+        tokio::spawn(controller.run(stopped));
+        (stop, registry)
+    };
+    let metric = |registry: &Registry, name: &str| {
+        let text = stratus_runtime::metrics::encode_text(registry).unwrap();
+        stratus_testing::metric_sample(&text, &format!("{name}{{node=\"{NODE}\"}}"))
+    };
+
     let api = ApiServer::start().await.unwrap();
     let provider = MockPodProvider::new();
-    // Twenty provider pods and no API pods: an incomplete API view, not
-    // twenty leaks. Nothing is deleted.
     for i in 0..20 {
         provider.insert(pod(&format!("orphan-{i}"), serde_json::json!({})));
     }
-    let stop = start(&api, &provider);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (stop, registry) = run(&api, &provider, false);
+    eventually("all twenty orphans deleted", WAIT, || async {
+        provider.pods().is_empty()
+    })
+    .await;
+    assert_eq!(
+        metric(&registry, "stratus_kubelet_dangling_pods_deleted_total"),
+        Some(20.0)
+    );
+    stop.send(true).unwrap();
+
+    let provider = MockPodProvider::new();
+    for i in 0..20 {
+        provider.insert(pod(&format!("orphan-{i}"), serde_json::json!({})));
+    }
+    let (stop, registry) = run(&api, &provider, true);
+    eventually("the safeguard reports what it holds", WAIT, || async {
+        metric(&registry, "stratus_kubelet_dangling_pods_held") == Some(20.0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(provider.pods().len(), 20);
     assert_eq!(provider.calls_to("delete_pod"), 0);
     stop.send(true).unwrap();
 
-    // With the API pods present, the one true orphan is deleted.
+    // With the API pods present, the one true orphan is deleted even with
+    // the safeguard on.
     let provider = MockPodProvider::new();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     for i in 0..3 {
         create(&pods, pod(&format!("kept-{i}"), serde_json::json!({}))).await;
     }
     provider.insert(pod("orphan", serde_json::json!({})));
-    let _stop = start(&api, &provider);
+    let (_stop, _registry) = run(&api, &provider, true);
     eventually("the orphan is deleted, the others run", WAIT, || async {
         let held = provider.pods();
         !held.contains_key("default/orphan")

@@ -506,6 +506,7 @@ async fn start_node(
     let pods = PodControllerConfig {
         sync_workers: o.pod_sync_workers.max(1),
         never_restart_retries: o.never_restart_retries,
+        dangling_safeguard: o.dangling_pod_safeguard,
         ..Default::default()
     };
     let mut builder = VirtualNode::builder(shared.client.clone(), node);

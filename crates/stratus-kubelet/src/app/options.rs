@@ -38,6 +38,11 @@ pub struct KubeletOptions {
     /// fail it at once.
     #[arg(long, default_value_t = 0)]
     pub never_restart_retries: u32,
+    /// Keep the provider's pods without an API pod when they are most of
+    /// its pods (and more than 10), as an incomplete view of the API looks
+    /// (Stratus; off, as Go: every such pod is deleted).
+    #[arg(long)]
+    pub dangling_pod_safeguard: bool,
     /// The pod informer's resync in Go, which re-drives no provider there
     /// (status sync skips identical objects); accepted for compatibility.
     #[arg(long, value_parser = parse_go_duration, default_value = "1m")]
