@@ -7,9 +7,14 @@
 //!   provider's `configure_node`) is created; an existing one is adopted
 //!   (its labels, annotations and status are patched; its spec is left).
 //! - **Status**: every `status_interval`, or at once when the provider
-//!   notifies a new node status, `lastHeartbeatTime` is refreshed with a
-//!   strategic-merge patch of `nodes/status`: conditions merge by type, so
-//!   conditions other components add are kept.
+//!   notifies a new node status, one strategic-merge patch of
+//!   `nodes/status` writes the node's labels, annotations and status with
+//!   `lastHeartbeatTime` refreshed (the provider's `lastTransitionTime`
+//!   kept). It has Go's three-way semantics: what the node applied last is
+//!   recorded in the [`LAST_APPLIED_ANNOTATION`] annotation, so a label,
+//!   annotation, condition or capacity / allocatable resource the provider
+//!   stops reporting is removed (a withdrawn GPU is no longer advertised),
+//!   while those other components add are kept (conditions merge by type).
 //! - **Lease**: `kube-node-lease/<node>`, held by the node, owned by the
 //!   Node (garbage-collected with it), renewed every `renew_interval` (10 s)
 //!   with a `lease_duration` of 40 s.
@@ -24,7 +29,7 @@
 mod lease;
 mod template;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +43,138 @@ pub use lease::NODE_LEASE_NAMESPACE;
 pub use template::{PROVIDER_TAINT_KEY, node_template, provider_taint};
 
 use lease::NodeLease;
+
+/// The Node annotation recording what the virtual node applied last: the
+/// keys of its labels and annotations, its condition types and its
+/// capacity and allocatable resources (JSON). What is in it and no longer
+/// reported is removed at the next write (Go keeps the same in
+/// `virtual-kubelet.io/last-applied-*`).
+pub const LAST_APPLIED_ANNOTATION: &str = "node.stratus.dev/last-applied";
+
+/// What the virtual node applied to its Node: the keys, by field.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Applied {
+    #[serde(default)]
+    labels: BTreeSet<String>,
+    #[serde(default)]
+    annotations: BTreeSet<String>,
+    #[serde(default)]
+    conditions: BTreeSet<String>,
+    #[serde(default)]
+    capacity: BTreeSet<String>,
+    #[serde(default)]
+    allocatable: BTreeSet<String>,
+}
+
+impl Applied {
+    /// The keys `node` sets.
+    fn of(node: &Node) -> Self {
+        let keys = |m: Option<&BTreeMap<String, String>>| {
+            m.map(|m| m.keys().cloned().collect()).unwrap_or_default()
+        };
+        let status = node.status.as_ref();
+        let quantities = |m: Option<
+            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >| { m.map(|m| m.keys().cloned().collect()).unwrap_or_default() };
+        Self {
+            labels: keys(node.metadata.labels.as_ref()),
+            annotations: keys(node.metadata.annotations.as_ref())
+                .into_iter()
+                .filter(|k: &String| k != LAST_APPLIED_ANNOTATION)
+                .collect(),
+            conditions: status
+                .and_then(|s| s.conditions.as_ref())
+                .map(|cs| cs.iter().map(|c| c.type_.clone()).collect())
+                .unwrap_or_default(),
+            capacity: quantities(status.and_then(|s| s.capacity.as_ref())),
+            allocatable: quantities(status.and_then(|s| s.allocatable.as_ref())),
+        }
+    }
+
+    /// The record in `node`'s annotation (empty if none or unreadable).
+    fn recorded(node: &Node) -> Self {
+        node.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LAST_APPLIED_ANNOTATION))
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// The heartbeat patch of `nodes/status` for `desired`, at `now`, given
+/// what was applied `last`: the labels, annotations and status, with
+/// `null` (maps) or `$patch: delete` (conditions) for what `last` has and
+/// `desired` no longer does, and the new record.
+fn status_patch(desired: &Node, last: &Applied, now: &Time) -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let current = Applied::of(desired);
+    let with_removals =
+        |set: Option<&BTreeMap<String, String>>, was: &BTreeSet<String>, now: &BTreeSet<String>| {
+            let mut map: Map<String, Value> = set
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+                .unwrap_or_default();
+            for gone in was.difference(now) {
+                map.insert(gone.clone(), Value::Null);
+            }
+            map
+        };
+    let mut annotations = with_removals(
+        desired.metadata.annotations.as_ref(),
+        &last.annotations,
+        &current.annotations,
+    );
+    annotations.insert(
+        LAST_APPLIED_ANNOTATION.to_owned(),
+        json!(serde_json::to_string(&current).unwrap_or_default()),
+    );
+    let labels = with_removals(
+        desired.metadata.labels.as_ref(),
+        &last.labels,
+        &current.labels,
+    );
+    let mut status = desired.status.clone().unwrap_or_default();
+    // The provider's transition times are kept; the heartbeat is now.
+    for condition in status.conditions.iter_mut().flatten() {
+        condition.last_heartbeat_time = Some(now.clone());
+    }
+    let mut status = serde_json::to_value(&status).unwrap_or_else(|_| json!({}));
+    let object = status.as_object_mut().expect("a status is an object");
+    for (field, was, is) in [
+        ("capacity", &last.capacity, &current.capacity),
+        ("allocatable", &last.allocatable, &current.allocatable),
+    ] {
+        let gone: Vec<&String> = was.difference(is).collect();
+        if gone.is_empty() {
+            continue;
+        }
+        let map = object
+            .entry(field)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("a resource list is an object");
+        for key in gone {
+            map.insert(key.clone(), Value::Null);
+        }
+    }
+    let withdrawn: Vec<Value> = last
+        .conditions
+        .difference(&current.conditions)
+        .map(|t| json!({"type": t, "$patch": "delete"}))
+        .collect();
+    if !withdrawn.is_empty() {
+        let list = object
+            .entry("conditions")
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .expect("conditions are a list");
+        list.extend(withdrawn);
+    }
+    json!({
+        "metadata": {"labels": labels, "annotations": annotations},
+        "status": status,
+    })
+}
 
 /// How a virtual node registers and reports itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,8 +299,9 @@ impl NodeController {
     }
 
     /// Create the Node, or adopt an existing one (patch its labels,
-    /// annotations and status); its UID.
-    async fn register(&self, desired: &Node) -> Result<String, kube::Error> {
+    /// annotations and status); its UID and what was recorded as applied
+    /// to it before (by an earlier run, for an adopted Node).
+    async fn register(&self, desired: &Node) -> Result<(String, Applied), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let created = match nodes.create(&PostParams::default(), desired).await {
             Ok(n) => n,
@@ -184,11 +322,15 @@ impl NodeController {
             )
             .await?;
         tracing::info!(node = %self.config.name, "registered the virtual node");
-        Ok(written
-            .metadata
-            .uid
-            .or(created.metadata.uid)
-            .unwrap_or_default())
+        let applied = Applied::recorded(&written);
+        Ok((
+            written
+                .metadata
+                .uid
+                .or(created.metadata.uid)
+                .unwrap_or_default(),
+            applied,
+        ))
     }
 
     /// Merge the node's labels and annotations into the API object.
@@ -208,19 +350,14 @@ impl NodeController {
         Ok(())
     }
 
-    /// The heartbeat: `lastHeartbeatTime` of every condition the node
-    /// reports, and the provider's latest status if it sent one.
-    async fn heartbeat(&self, desired: &Node) -> Result<(), kube::Error> {
+    /// The heartbeat: the node's labels, annotations and status (the
+    /// provider's latest, `lastHeartbeatTime` now), with what `last`
+    /// recorded and the node no longer reports removed; on success `last`
+    /// is what was applied now.
+    async fn heartbeat(&self, desired: &Node, last: &mut Applied) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let mut status = desired.status.clone().unwrap_or_default();
-        // Transition times are left to the API object: only a change of
-        // status moves them (the patch omits them).
-        for condition in status.conditions.iter_mut().flatten() {
-            condition.last_heartbeat_time = Some(now.clone());
-            condition.last_transition_time = None;
-        }
-        let patch = serde_json::json!({"status": status});
+        let patch = status_patch(desired, last, &now);
         nodes
             .patch_status(
                 &self.config.name,
@@ -228,6 +365,7 @@ impl NodeController {
                 &Patch::Strategic(patch),
             )
             .await?;
+        *last = Applied::of(desired);
         Ok(())
     }
 
@@ -239,11 +377,15 @@ impl NodeController {
             .notify_node_status(NodeStatusCallback::new(move |node| {
                 provided_tx.send_replace(Some(node));
             }));
-        let mut desired = self.desired();
+        // The node's own part (template and `configure_node`); the
+        // provider's latest report is laid over it, not accumulated, so
+        // what the provider withdraws goes.
+        let base = self.desired();
+        let mut desired = base.clone();
         let mut backoff = Duration::from_millis(200);
-        let uid = loop {
+        let (uid, mut applied) = loop {
             match self.register(&desired).await {
-                Ok(uid) => break uid,
+                Ok(registered) => break registered,
                 Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
                     return Err(NodeError::Register {
                         name: self.config.name.clone(),
@@ -298,11 +440,8 @@ impl NodeController {
                     }
                     let latest = provided.borrow_and_update().clone();
                     if let Some(node) = latest {
-                        let meta_changed = node.metadata.labels.is_some() || node.metadata.annotations.is_some();
+                        desired = base.clone();
                         merge_provided(&mut desired, node);
-                        if meta_changed && ping_ok() && let Err(e) = self.patch_metadata(&desired).await {
-                            tracing::warn!(node = %self.config.name, error = %e, "cannot update the node labels");
-                        }
                     }
                 }
                 _ = status.tick() => {}
@@ -316,12 +455,13 @@ impl NodeController {
             if !ping_ok() {
                 continue;
             }
-            match self.heartbeat(&desired).await {
+            match self.heartbeat(&desired, &mut applied).await {
                 Ok(()) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     tracing::warn!(node = %self.config.name, "the node was deleted; registering it again");
                     match self.register(&desired).await {
-                        Ok(uid) => {
+                        Ok((uid, recorded)) => {
+                            applied = recorded;
                             lease = NodeLease::new(self.client.clone(), &self.config, uid);
                             if let Err(e) = lease.renew().await {
                                 tracing::warn!(node = %self.config.name, error = %e, "cannot write the node lease");
@@ -401,5 +541,60 @@ fn merge_provided(desired: &mut Node, provided: Node) {
             .annotations
             .get_or_insert_with(Default::default)
             .extend(annotations);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(value: serde_json::Value) -> Node {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_patch_removes_only_what_was_applied_and_is_withdrawn() {
+        let before = node(json!({
+            "metadata": {"labels": {"a": "1", "gone": "x"}, "annotations": {"n": "1"}},
+            "status": {
+                "capacity": {"cpu": "4", "nvidia.com/gpu": "1"},
+                "conditions": [{"type": "Ready", "status": "True"}, {"type": "GpuHealthy", "status": "True"}],
+            },
+        }));
+        let last = Applied::of(&before);
+        let after = node(json!({
+            "metadata": {"labels": {"a": "1"}},
+            "status": {
+                "capacity": {"cpu": "4"},
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}],
+            },
+        }));
+        let now = Time("2026-11-26T00:00:00Z".parse().unwrap());
+        let patch = status_patch(&after, &last, &now);
+        assert_eq!(patch["metadata"]["labels"], json!({"a": "1", "gone": null}));
+        assert_eq!(patch["metadata"]["annotations"]["n"], json!(null));
+        let record: Applied = serde_json::from_str(
+            patch["metadata"]["annotations"][LAST_APPLIED_ANNOTATION]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record, Applied::of(&after));
+        assert_eq!(
+            patch["status"]["capacity"],
+            json!({"cpu": "4", "nvidia.com/gpu": null})
+        );
+        let conditions = patch["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions[0]["lastTransitionTime"], "2026-01-02T03:04:05Z");
+        assert_eq!(conditions[0]["lastHeartbeatTime"], "2026-11-26T00:00:00Z");
+        assert_eq!(
+            conditions[1],
+            json!({"type": "GpuHealthy", "$patch": "delete"})
+        );
+        // Nothing applied before: nothing removed.
+        let first = status_patch(&after, &Applied::default(), &now);
+        assert_eq!(first["metadata"]["labels"], json!({"a": "1"}));
+        assert_eq!(first["status"]["capacity"], json!({"cpu": "4"}));
     }
 }

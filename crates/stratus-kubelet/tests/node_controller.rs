@@ -359,6 +359,150 @@ async fn an_existing_node_is_adopted_and_provider_status_is_reported() {
     .await;
 }
 
+/// Go's three-way node status patch: what the provider stops reporting (a
+/// GPU in capacity and allocatable, a label, an annotation, a condition)
+/// is removed from the Node, what others added (a condition, a label) is
+/// kept, and the provider's `lastTransitionTime` is written as given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_provider_withdraws_is_removed_and_what_others_add_is_kept() {
+    use k8s_openapi::api::core::v1::NodeCondition;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let api = ApiServer::start().await.unwrap();
+    let nodes: Api<Node> = Api::all(api.client());
+    let (provider, _stop) = start(&api, "vk-gpu");
+    eventually("registered", Duration::from_secs(10), || async {
+        nodes
+            .get_opt("vk-gpu")
+            .await
+            .unwrap()
+            .is_some_and(|n| condition(&n, "Ready").as_deref() == Some("True"))
+    })
+    .await;
+    // Someone else adds a condition and a label.
+    nodes
+        .patch_status(
+            "vk-gpu",
+            &PatchParams::default(),
+            &Patch::Strategic(serde_json::json!({"status": {"conditions": [
+                {"type": "CniReady", "status": "True"}
+            ]}})),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch(
+            "vk-gpu",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "blue"}}})),
+        )
+        .await
+        .unwrap();
+    let node = nodes.get("vk-gpu").await.unwrap();
+    let callback = provider.callback.lock().unwrap().clone().unwrap();
+    let since = Time("2026-01-02T03:04:05Z".parse().unwrap());
+    let report = |gpu: bool| {
+        let mut reported = Node::default();
+        let mut status = node.status.clone().unwrap();
+        status.conditions = Some(
+            status
+                .conditions
+                .unwrap()
+                .into_iter()
+                .filter(|c| c.type_ != "CniReady")
+                .collect(),
+        );
+        if gpu {
+            for list in [&mut status.capacity, &mut status.allocatable] {
+                list.get_or_insert_with(Default::default)
+                    .insert("nvidia.com/gpu".into(), Quantity("4".into()));
+            }
+            status.conditions.as_mut().unwrap().push(NodeCondition {
+                type_: "GpuHealthy".into(),
+                status: "True".into(),
+                last_transition_time: Some(since.clone()),
+                ..Default::default()
+            });
+            reported.metadata.labels = Some([("acme.example/gpu".into(), "a100".into())].into());
+            reported.metadata.annotations =
+                Some([("acme.example/driver".into(), "550".into())].into());
+        }
+        reported.status = Some(status);
+        reported
+    };
+    let gpu = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .is_some_and(|c| c.contains_key("nvidia.com/gpu"))
+    };
+    callback.notify(report(true));
+    eventually("the GPU advertised", Duration::from_secs(5), || async {
+        let n = nodes.get("vk-gpu").await.unwrap();
+        gpu(&n) && condition(&n, "GpuHealthy").as_deref() == Some("True")
+    })
+    .await;
+    let n = nodes.get("vk-gpu").await.unwrap();
+    let healthy = n
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == "GpuHealthy")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        healthy.last_transition_time.as_ref(),
+        Some(&since),
+        "the provider's transition time"
+    );
+    assert_eq!(
+        n.metadata.labels.as_ref().unwrap()["acme.example/gpu"],
+        "a100"
+    );
+
+    callback.notify(report(false));
+    eventually("the GPU withdrawn", Duration::from_secs(5), || async {
+        let n = nodes.get("vk-gpu").await.unwrap();
+        let status = n.status.clone().unwrap();
+        !gpu(&n)
+            && !status
+                .allocatable
+                .unwrap_or_default()
+                .contains_key("nvidia.com/gpu")
+            && condition(&n, "GpuHealthy").is_none()
+            && !n
+                .metadata
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .contains_key("acme.example/gpu")
+            && !n
+                .metadata
+                .annotations
+                .clone()
+                .unwrap_or_default()
+                .contains_key("acme.example/driver")
+    })
+    .await;
+    let n = nodes.get("vk-gpu").await.unwrap();
+    assert_eq!(
+        condition(&n, "CniReady").as_deref(),
+        Some("True"),
+        "another's condition"
+    );
+    let labels = n.metadata.labels.unwrap();
+    assert_eq!(labels["team"], "blue", "another's label");
+    assert_eq!(labels["type"], "virtual-kubelet", "the node's own labels");
+    assert!(
+        n.status.unwrap().capacity.unwrap().contains_key("pods"),
+        "the resources still reported"
+    );
+}
+
 /// CPU time of the calling thread, in clock ticks (utime + stime of
 /// `/proc/thread-self/stat`; 100 per second on Linux).
 fn thread_cpu_ticks() -> u64 {
