@@ -6,6 +6,11 @@
 //! - **Registration**: the Node from [`node_template`] (adjusted by the
 //!   provider's `configure_node`) is created; an existing one is adopted
 //!   (its labels, annotations and status are patched; its spec is left).
+//!   Gated with [`NodeController::ready_after`] (as [`VirtualNode`] gates
+//!   it on its pod controller's first sync, Go's order), the node reports
+//!   `Ready` `False` (`KubeletNotReady`) until the gate opens.
+//!
+//! [`VirtualNode`]: crate::VirtualNode
 //! - **Status**: every `status_interval`, or at once when the provider
 //!   notifies a new node status, one strategic-merge patch of
 //!   `nodes/status` writes the node's labels, annotations and status with
@@ -265,6 +270,8 @@ pub struct NodeController {
     provider: Arc<dyn NodeProvider>,
     config: NodeConfig,
     ready: watch::Sender<bool>,
+    /// Until this becomes true, the node reports itself not Ready.
+    gate: Option<watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for NodeController {
@@ -283,7 +290,19 @@ impl NodeController {
             provider,
             config,
             ready: watch::channel(false).0,
+            gate: None,
         }
+    }
+
+    /// Report the node `Ready` only once `synced` becomes true (until then
+    /// `Ready` is `False`, reason `KubeletNotReady`), as Go's node becomes
+    /// ready only after its pod controller: [`VirtualNode`] gates its node
+    /// on the pod controller's first sync.
+    ///
+    /// [`VirtualNode`]: crate::VirtualNode
+    pub fn ready_after(mut self, synced: watch::Receiver<bool>) -> Self {
+        self.gate = Some(synced);
+        self
     }
 
     /// Becomes true once the Node is registered and its Lease held.
@@ -380,11 +399,21 @@ impl NodeController {
         // The node's own part (template and `configure_node`); the
         // provider's latest report is laid over it, not accumulated, so
         // what the provider withdraws goes.
-        let base = self.desired();
+        let mut base = self.desired();
+        // Held not Ready until the gate opens (for ever if its sender goes).
+        let mut gate = self.gate.clone().filter(|g| !*g.borrow());
+        let mut hold = gate.is_some();
+        let gated = |node: &Node, hold: bool| {
+            let mut node = node.clone();
+            if hold {
+                hold_ready(&mut node);
+            }
+            node
+        };
         let mut desired = base.clone();
         let mut backoff = Duration::from_millis(200);
         let (uid, mut applied) = loop {
-            match self.register(&desired).await {
+            match self.register(&gated(&desired, hold)).await {
                 Ok(registered) => break registered,
                 Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => {
                     return Err(NodeError::Register {
@@ -444,6 +473,24 @@ impl NodeController {
                         merge_provided(&mut desired, node);
                     }
                 }
+                synced = async {
+                    match gate.as_mut() {
+                        Some(g) => g.wait_for(|s| *s).await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                }, if gate.is_some() => {
+                    gate = None;
+                    if synced {
+                        tracing::info!(node = %self.config.name, "the pod controller has synced; the node reports Ready");
+                        hold = false;
+                        let now = Time(k8s_openapi::jiff::Timestamp::now());
+                        for node in [&mut base, &mut desired] {
+                            restamp_ready(node, &now);
+                        }
+                    } else {
+                        tracing::warn!(node = %self.config.name, "the pod controller stopped before it synced; the node stays not Ready");
+                    }
+                }
                 _ = status.tick() => {}
                 _ = renew.tick() => {
                     if ping_ok() && let Err(e) = lease.renew().await {
@@ -455,11 +502,11 @@ impl NodeController {
             if !ping_ok() {
                 continue;
             }
-            match self.heartbeat(&desired, &mut applied).await {
+            match self.heartbeat(&gated(&desired, hold), &mut applied).await {
                 Ok(()) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     tracing::warn!(node = %self.config.name, "the node was deleted; registering it again");
-                    match self.register(&desired).await {
+                    match self.register(&gated(&desired, hold)).await {
                         Ok((uid, recorded)) => {
                             applied = recorded;
                             lease = NodeLease::new(self.client.clone(), &self.config, uid);
@@ -519,6 +566,32 @@ async fn ping_loop(
             ),
             _ => {}
         }
+    }
+}
+
+/// `Ready` is `False` until the pod controller has synced.
+fn hold_ready(node: &mut Node) {
+    for condition in node
+        .status
+        .iter_mut()
+        .flat_map(|s| s.conditions.iter_mut().flatten())
+        .filter(|c| c.type_ == "Ready")
+    {
+        condition.status = "False".into();
+        condition.reason = Some("KubeletNotReady".into());
+        condition.message = Some("the pod controller has not synced yet".into());
+    }
+}
+
+/// The `Ready` condition's transition time is `now` (it just became true).
+fn restamp_ready(node: &mut Node, now: &Time) {
+    for condition in node
+        .status
+        .iter_mut()
+        .flat_map(|s| s.conditions.iter_mut().flatten())
+        .filter(|c| c.type_ == "Ready")
+    {
+        condition.last_transition_time = Some(now.clone());
     }
 }
 

@@ -33,7 +33,10 @@
 //!   that marks a pod deleted gets the API pod deleted with its grace.
 //!   Providers without notifications are polled at `poll_interval` with
 //!   bounded concurrency; a pod missing from the provider after
-//!   `missing_grace` is `Failed` / `NotFound` with exit code -137.
+//!   `missing_grace` is `Failed` / `NotFound` with exit code -137, and a
+//!   pod such a provider deleted is reported `Succeeded` / `Terminated`
+//!   at once (Go's polling wrapper), so its deletion completes.
+//! - **Events** come from `<node>/pod-controller`, as Go's.
 //! - **Dangling pods**: after each (re)list and every `dangling_sweep_period`,
 //!   provider pods with no API pod are deleted, as Go does (counted in
 //!   `stratus_kubelet_dangling_pods_deleted`). With
@@ -325,8 +328,12 @@ impl PodController {
             sync: sync.clone(),
             status: status.clone(),
             states: state::PodStates::default(),
-            events: EventRecorder::new(self.client.clone(), "virtual-kubelet")
-                .with_queue_length(self.config.event_queue_length),
+            // Go's source: `<node>/pod-controller`.
+            events: EventRecorder::new(
+                self.client.clone(),
+                format!("{}/pod-controller", self.node_name),
+            )
+            .with_queue_length(self.config.event_queue_length),
             resources: self.resources.clone(),
             env_options: self.env_options.clone(),
             node: self.node_name.clone(),

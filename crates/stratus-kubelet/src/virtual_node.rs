@@ -226,6 +226,8 @@ impl VirtualNode {
     pub async fn run(self, stop: watch::Receiver<bool>) -> Result<(), VirtualNodeError> {
         let mut node_ready = self.node.ready();
         let mut pods_ready = self.pods.ready();
+        // The node reports Ready only once the pod controller has synced.
+        let pods_synced = self.pods.ready();
         let ready = self.ready;
         let readiness = tokio::spawn(async move {
             let _ = node_ready.wait_for(|r| *r).await.map(|_| ());
@@ -234,7 +236,7 @@ impl VirtualNode {
         });
         let pods = tokio::spawn(self.pods.run(stop.clone()));
         let server = self.server.map(|s| tokio::spawn(s.run(stop.clone())));
-        let node = self.node.run(stop).await;
+        let node = self.node.ready_after(pods_synced).run(stop).await;
         if let Some(server) = server {
             server.abort();
         }

@@ -118,6 +118,19 @@ async fn pods_run_update_and_leave_gracefully() {
             .await
             .contains(&"ProviderCreateSuccess".to_string())
     );
+    // Go's event source: `<node>/pod-controller`.
+    let events: Api<Event> = Api::namespaced(api.client(), "default");
+    let created = events
+        .list(&ListParams::default().fields("involvedObject.name=web,reason=ProviderCreateSuccess"))
+        .await
+        .unwrap();
+    assert_eq!(
+        created.items[0]
+            .source
+            .as_ref()
+            .and_then(|s| s.component.as_deref()),
+        Some("vk-0/pod-controller")
+    );
     assert!(!provider.pods().contains_key("default/elsewhere"));
     assert_eq!(provider.calls_to("create_pod"), 1);
 
@@ -392,6 +405,31 @@ async fn a_polled_provider_reports_status_and_missing_pods_fail() {
             && exited_with(&p, -137)
     })
     .await;
+}
+
+/// Go's polling wrapper reports a pod its provider deleted as ended
+/// (`Succeeded`, reason `Terminated`, every container terminated), so a
+/// graceful delete of a pod on a provider without notifications completes
+/// at once instead of at the end of its grace period (30 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_provider_s_deleted_pod_is_reported_ended_at_once() {
+    let provider = MockPodProvider::new().without_notifications();
+    let (_api, _stop, pods) = setup(&provider).await;
+    create(&pods, pod("polled", serde_json::json!({}))).await;
+    eventually("running through polls", WAIT, || async {
+        phase_of(&pods, "polled").await.as_deref() == Some("Running")
+    })
+    .await;
+    pods.delete("polled", &DeleteParams::default().grace_period(30))
+        .await
+        .unwrap();
+    eventually(
+        "gone long before its 30 s grace",
+        Duration::from_secs(5),
+        || async { pods.get_opt("polled").await.unwrap().is_none() },
+    )
+    .await;
+    assert!(provider.pods().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -129,3 +129,57 @@ async fn a_node_without_provider_or_with_a_bad_name_is_refused() {
         .unwrap_err();
     assert!(matches!(err, VirtualNodeError::InvalidName(_)), "{err}");
 }
+
+/// Go's node becomes Ready only after its pod controller is: while the
+/// pod controller's first list of pods is held up, the Node is registered
+/// with `Ready` `False` (`KubeletNotReady`), then reports `Ready` `True`
+/// once the pods are listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_is_ready_only_after_the_pod_controller_synced() {
+    use stratus_testing::{Fault, FaultAction, Verb};
+    let api = ApiServer::start().await.unwrap();
+    let client = api.client();
+    api.inject(
+        Fault::new(
+            Some(Verb::List),
+            Some("pods"),
+            FaultAction::Latency(Duration::from_secs(2)),
+        )
+        .times(1),
+    );
+    let provider = MockPodProvider::new();
+    let mut config = NodeConfig::new("vk-gated", "mock");
+    config.status_interval = Duration::from_millis(200);
+    let node = VirtualNode::builder(client.clone(), config)
+        .provider(Arc::new(provider))
+        .build()
+        .unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(node.run(stopped));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let ready = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+    };
+    eventually("registered, not Ready", Duration::from_secs(5), || async {
+        nodes
+            .get_opt("vk-gated")
+            .await
+            .unwrap()
+            .and_then(|n| ready(&n))
+            == Some(("False".into(), "KubeletNotReady".into()))
+    })
+    .await;
+    eventually(
+        "Ready once the pods are listed",
+        Duration::from_secs(10),
+        || async {
+            ready(&nodes.get("vk-gated").await.unwrap())
+                == Some(("True".into(), "KubeletReady".into()))
+        },
+    )
+    .await;
+}

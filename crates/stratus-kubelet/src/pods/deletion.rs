@@ -6,7 +6,7 @@ use kube::api::{DeleteParams, Preconditions};
 use stratus_runtime::events::EventType;
 use stratus_runtime::workqueue::Action;
 
-use super::{Shared, SyncError, reasons, running, split};
+use super::{Shared, SyncError, reasons, rules, running, split};
 
 impl Shared {
     /// A pod being deleted: delete it in the provider, then force-delete
@@ -22,7 +22,20 @@ impl Shared {
                         reasons::PROVIDER_DELETE_SUCCESS,
                         "Delete pod in provider successfully",
                     )
-                    .await
+                    .await;
+                    // Go's polling wrapper: a provider that cannot notify
+                    // is taken at its word, its pod reported ended, so the
+                    // API object goes now rather than at the grace's end.
+                    if self.provider.notifier().is_none() && !rules::terminal(pod) {
+                        let ended = Pod {
+                            metadata: pod.metadata.clone(),
+                            status: Some(rules::deleted_by_provider(pod)),
+                            ..Default::default()
+                        };
+                        if self.states.notify(key, ended, std::time::Instant::now()) {
+                            self.status.add(key.to_owned());
+                        }
+                    }
                 }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => {

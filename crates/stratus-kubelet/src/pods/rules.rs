@@ -166,14 +166,52 @@ pub(crate) fn provider_failed(
 /// wrapper): `Failed`, reason `NotFound`, every container terminated with
 /// exit code -137.
 pub(crate) fn missing_in_provider(pod: &Pod) -> PodStatus {
+    ended(
+        pod,
+        ("Failed", "NotFound"),
+        Some("The pod status was not found and may have been deleted from the provider"),
+        (
+            -137,
+            "NotFound",
+            "Container was not found and was likely deleted",
+        ),
+    )
+}
+
+/// The status of a pod a provider without notifications has deleted (Go's
+/// polling wrapper reports it for the provider): `Succeeded`, reason
+/// `Terminated`, every container terminated (exit code 0, which may not be
+/// the real one, as the message says).
+pub(crate) fn deleted_by_provider(pod: &Pod) -> PodStatus {
+    ended(
+        pod,
+        ("Succeeded", "Terminated"),
+        None,
+        (
+            0,
+            "Terminated",
+            "Container was terminated. The exit code may not reflect the real exit code",
+        ),
+    )
+}
+
+/// `pod`'s status with the phase and reason given (and the message, if
+/// given) and every container terminated with `(exit code, reason,
+/// message)`.
+fn ended(
+    pod: &Pod,
+    (phase, reason): (&str, &str),
+    message: Option<&str>,
+    (exit_code, container_reason, container_message): (i32, &str, &str),
+) -> PodStatus {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let previous = pod.status.clone().unwrap_or_default();
     let terminated = |c: &ContainerStatus| ContainerStatus {
         state: Some(ContainerState {
             terminated: Some(ContainerStateTerminated {
-                exit_code: -137,
-                reason: Some("NotFound".into()),
-                message: Some("Container was not found and was likely deleted".into()),
+                exit_code,
+                reason: Some(container_reason.into()),
+                message: Some(container_message.into()),
                 finished_at: Some(now.clone()),
                 started_at: c
                     .state
@@ -188,11 +226,9 @@ pub(crate) fn missing_in_provider(pod: &Pod) -> PodStatus {
         ..c.clone()
     };
     PodStatus {
-        phase: Some("Failed".into()),
-        reason: Some("NotFound".into()),
-        message: Some(
-            "The pod status was not found and may have been deleted from the provider".into(),
-        ),
+        phase: Some(phase.into()),
+        reason: Some(reason.into()),
+        message: message.map(Into::into).or(previous.message.clone()),
         container_statuses: previous
             .container_statuses
             .as_ref()
