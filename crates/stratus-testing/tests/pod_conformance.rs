@@ -154,16 +154,26 @@ async fn the_e2e_runner_passes_a_healthy_node_and_names_a_broken_contract() {
     let healthy = run_virtual_node_e2e(api.client(), "vk-healthy", &config).await;
     healthy.assert_complete();
     assert!(healthy.checks.len() >= 10, "{healthy}");
-    let exec = healthy
-        .checks
-        .iter()
-        .find(|c| c.name.contains("(exec)"))
-        .expect("an exec check");
-    assert_eq!(
-        exec.outcome,
-        stratus_testing::conformance::Outcome::Passed,
-        "{healthy}"
-    );
+    for part in [
+        "(exec)",
+        "(/pods)",
+        "(/metrics/resource)",
+        "optional Secret",
+        "mandatory Secret",
+        "optional ConfigMap",
+        "mandatory ConfigMap",
+    ] {
+        let check = healthy
+            .checks
+            .iter()
+            .find(|c| c.name.contains(part))
+            .unwrap_or_else(|| panic!("a check of {part}: {healthy}"));
+        assert_eq!(
+            check.outcome,
+            stratus_testing::conformance::Outcome::Passed,
+            "{healthy}"
+        );
+    }
 
     let broken = run_virtual_node_e2e(api.client(), "vk-never-deletes", &config).await;
     let failed: Vec<String> = broken

@@ -45,6 +45,11 @@ fn labels(config: &E2eConfig) -> Value {
 }
 
 fn test_pod(config: &E2eConfig, name: &str, node: &str) -> Result<Pod, String> {
+    env_pod(config, name, node, json!([]))
+}
+
+/// [`test_pod`] with `env` on its container.
+fn env_pod(config: &E2eConfig, name: &str, node: &str, env: Value) -> Result<Pod, String> {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels(config)},
         "spec": {
@@ -54,10 +59,40 @@ fn test_pod(config: &E2eConfig, name: &str, node: &str) -> Result<Pod, String> {
                 "name": "app",
                 "image": config.image,
                 "command": ["sh", "-c", "echo stratus-e2e; sleep 3600"],
+                "env": env,
             }],
         },
     }))
     .map_err(|e| e.to_string())
+}
+
+/// Whether an event of `reason` about the pod `name` was recorded.
+async fn has_event(
+    client: &kube::Client,
+    config: &E2eConfig,
+    name: &str,
+    reason: &str,
+) -> Result<(), String> {
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(client.clone(), &config.namespace);
+    until(
+        config,
+        &format!("a {reason} event about {name}"),
+        || async {
+            let list = events
+                .list(
+                    &kube::api::ListParams::default()
+                        .fields(&format!("involvedObject.name={name}")),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(list
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some(reason)))
+        },
+    )
+    .await
 }
 
 /// The HTTP status of an API error, if the server answered.
@@ -211,10 +246,13 @@ async fn runs(pods: &Api<Pod>, config: &E2eConfig, name: &str) -> Result<(), Str
 /// Go virtual-kubelet's e2e cases against the virtual node `node` of the
 /// cluster `client` talks to: the node is Ready and renews its Lease; a pod
 /// bound to it runs with an IP and reports its container running; the
-/// provider lists it (`/runningpods/`), its logs come through the API
-/// server, a command runs in it (`exec`) and the stats summary has it
-/// (each skipped where the node serves none); graceful and forced deletions remove it from the API and from the
-/// provider.
+/// provider lists it (`/runningpods/`), the node lists it (`/pods`), its
+/// logs come through the API server, a command runs in it (`exec`), and
+/// the stats summary and the resource metrics (`/metrics/resource`) have
+/// it (each skipped where the node serves none); a missing optional Secret
+/// or ConfigMap lets a pod run with an event, a missing mandatory one keeps
+/// it out of the provider with an event; graceful and forced deletions
+/// remove it from the API and from the provider.
 pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2eConfig) -> Report {
     let mut report = Report::default();
     let nodes: Api<Node> = Api::all(client.clone());
@@ -343,6 +381,122 @@ pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2e
                 })
         }),
         Err(e) => report.push("the stats summary has the pod", Outcome::Failed(e)),
+    }
+    match proxy(&client, node, "pods").await {
+        Ok(None) => report.push(
+            "the node lists the pod (/pods)",
+            Outcome::Skipped("the node serves no /pods".into()),
+        ),
+        Ok(Some(text)) => report.result("the node lists the pod (/pods)", {
+            serde_json::from_str::<Value>(&text)
+                .map_err(|e| format!("/pods is not JSON: {e}"))
+                .and_then(|list| {
+                    let listed = list["items"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|p| p["metadata"]["name"] == name.as_str());
+                    if listed {
+                        Ok(())
+                    } else {
+                        Err("the running pod is not in /pods".into())
+                    }
+                })
+        }),
+        Err(e) => report.push("the node lists the pod (/pods)", Outcome::Failed(e)),
+    }
+    match proxy(&client, node, "metrics/resource").await {
+        Ok(None) => report.push(
+            "the resource metrics have the pod (/metrics/resource)",
+            Outcome::Skipped("the node serves no resource metrics".into()),
+        ),
+        // A new pod's first sample may take a scrape of the provider.
+        Ok(Some(_)) => report.result(
+            "the resource metrics have the pod (/metrics/resource)",
+            until(
+                config,
+                &format!("a sample of {name} in /metrics/resource"),
+                || async {
+                    let text = proxy(&client, node, "metrics/resource").await?;
+                    Ok(text.is_some_and(|t| t.contains(&format!("pod=\"{name}\""))))
+                },
+            )
+            .await
+            .map_err(|e| format!("{e}: the running pod has no sample (resource_metrics)")),
+        ),
+        Err(e) => report.push(
+            "the resource metrics have the pod (/metrics/resource)",
+            Outcome::Failed(e),
+        ),
+    }
+    let mut env_pods = Vec::new();
+    for (source, kind, optional_check, mandatory_check) in [
+        (
+            "secretKeyRef",
+            "Secret",
+            "a missing optional Secret lets the pod run, with an event",
+            "a missing mandatory Secret keeps the pod out of the provider, with an event",
+        ),
+        (
+            "configMapKeyRef",
+            "ConfigMap",
+            "a missing optional ConfigMap lets the pod run, with an event",
+            "a missing mandatory ConfigMap keeps the pod out of the provider, with an event",
+        ),
+    ] {
+        let missing = format!("{}-missing-{}", config.run, kind.to_lowercase());
+        let optional = format!("{}-optional-{}", config.run, kind.to_lowercase());
+        report.result(
+            optional_check,
+            async {
+                let env = json!([{"name": "X", "valueFrom": {source: {"name": missing, "key": "k", "optional": true}}}]);
+                pods.create(&PostParams::default(), &env_pod(config, &optional, node, env)?)
+                    .await
+                    .map_err(|e| format!("creating the pod: {e}"))?;
+                runs(&pods, config, &optional).await?;
+                has_event(&client, config, &optional, &format!("Optional{kind}NotFound")).await
+            }
+            .await,
+        );
+        let mandatory = format!("{}-mandatory-{}", config.run, kind.to_lowercase());
+        report.result(
+            mandatory_check,
+            async {
+                let env =
+                    json!([{"name": "X", "valueFrom": {source: {"name": missing, "key": "k"}}}]);
+                pods.create(
+                    &PostParams::default(),
+                    &env_pod(config, &mandatory, node, env)?,
+                )
+                .await
+                .map_err(|e| format!("creating the pod: {e}"))?;
+                has_event(
+                    &client,
+                    config,
+                    &mandatory,
+                    &format!("Mandatory{kind}NotFound"),
+                )
+                .await?;
+                let pod = pods.get(&mandatory).await.map_err(|e| e.to_string())?;
+                let phase = pod.status.and_then(|s| s.phase);
+                if phase.as_deref() == Some("Running") {
+                    return Err("a pod whose mandatory source is missing runs".into());
+                }
+                match running_pods(&client, node).await? {
+                    Some(names) if names.contains(&mandatory) => {
+                        Err("the provider runs a pod whose mandatory source is missing".into())
+                    }
+                    _ => Ok(()),
+                }
+            }
+            .await,
+        );
+        env_pods.extend([optional, mandatory]);
+    }
+    for leftover in &env_pods {
+        let _ = pods
+            .delete(leftover, &DeleteParams::default().grace_period(0))
+            .await;
     }
     report.result(
         "a graceful delete removes the pod from the API and the provider",
