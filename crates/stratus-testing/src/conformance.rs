@@ -36,6 +36,19 @@ pub struct CloudFixtures {
 }
 
 impl CloudFixtures {
+    /// The existing Node carries `provider_id` in `spec.providerID`, as a
+    /// kubelet started with `--provider-id` (or an earlier manager) set it:
+    /// the provider's metadata for it must give that same ID (the field is
+    /// immutable; a Node whose ID the provider renders otherwise can never
+    /// be matched to its instance again).
+    pub fn with_provider_id(mut self, provider_id: impl Into<String>) -> Self {
+        self.existing
+            .spec
+            .get_or_insert_with(Default::default)
+            .provider_id = Some(provider_id.into());
+        self
+    }
+
     /// Fixtures for an existing node named `existing` and a missing one named
     /// `missing`, a Service `default/stratus-conformance` with one port, the
     /// cluster `kubernetes`, and the route CIDR `10.244.99.0/24`.
@@ -228,12 +241,12 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
         },
     );
     report.checked(
-        "instance_shutdown answers for an existing instance",
-        instances
-            .instance_shutdown(&fx.existing)
-            .await
-            .map(drop)
-            .map_err(Miss::from),
+        "instance_shutdown is false for a running instance",
+        match instances.instance_shutdown(&fx.existing).await {
+            Ok(false) => Ok(()),
+            Ok(true) => Err("answered true: the node would be tainted as shut down".into()),
+            Err(e) => Err(Miss::from(e)),
+        },
     );
     let metadata = instances.instance_metadata(&fx.existing).await;
     report.checked(
@@ -259,14 +272,91 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
             Err(e) => Err(Miss::from(e)),
         },
     );
+    let node_id = fx
+        .existing
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .filter(|id| !id.is_empty());
+    match &node_id {
+        None => report.push(
+            "instance_metadata keeps the provider ID the Node carries",
+            Outcome::Skipped(
+                "the existing Node carries no provider ID (CloudFixtures::with_provider_id)".into(),
+            ),
+        ),
+        Some(id) => report.checked(
+            "instance_metadata keeps the provider ID the Node carries",
+            match &metadata {
+                Ok(Some(m)) if m.provider_id.is_empty() || m.provider_id == *id => Ok(()),
+                Ok(Some(m)) => Err(format!(
+                    "the Node carries {id:?}, instance_metadata gives {:?}: the controllers could never match them",
+                    m.provider_id
+                )
+                .into()),
+                Ok(None) => Err("no metadata for an existing instance".into()),
+                Err(e) => Err(Miss::from(e)),
+            },
+        ),
+    }
     report.checked(
-        "instance_metadata reports addresses",
+        "instance_metadata reports valid addresses of known types",
         match &metadata {
-            Ok(Some(m)) if !m.node_addresses.is_empty() => Ok(()),
-            Ok(_) => Err("no addresses".into()),
+            Ok(Some(m)) if m.node_addresses.is_empty() => Err("no addresses".into()),
+            Ok(Some(m)) => m
+                .node_addresses
+                .iter()
+                .find_map(|a| match a.type_.as_str() {
+                    "InternalIP" | "ExternalIP" => a
+                        .address
+                        .parse::<std::net::IpAddr>()
+                        .err()
+                        .map(|_| format!("{} {:?} is not an IP address", a.type_, a.address)),
+                    "Hostname" | "InternalDNS" | "ExternalDNS" => {
+                        a.address.is_empty().then(|| format!("an empty {}", a.type_))
+                    }
+                    other => Some(format!(
+                        "address type {other:?} is none of Hostname, InternalIP, ExternalIP, InternalDNS, ExternalDNS"
+                    )),
+                })
+                .map_or(Ok(()), |why| Err(why.into())),
+            Ok(None) => Err("no metadata for an existing instance".into()),
             Err(e) => Err(Miss::from(e)),
         },
     );
+    report.checked(
+        "instance type, zone and region are valid label values",
+        match &metadata {
+            Ok(Some(m)) => [
+                ("instance type", &m.instance_type),
+                ("zone", &m.zone),
+                ("region", &m.region),
+            ]
+            .into_iter()
+            .find(|(_, v)| !helpers::is_label_value(v))
+            .map_or(Ok(()), |(what, v)| {
+                Err(format!(
+                    "{what} {v:?} is not a valid label value: the Node's labels would be refused"
+                )
+                .into())
+            }),
+            _ => Ok(()),
+        },
+    );
+    if cloud.zones().is_some() {
+        report.checked(
+            "a provider with zones gives each instance a zone and a region",
+            match &metadata {
+                Ok(Some(m)) if m.zone.is_empty() || m.region.is_empty() => Err(format!(
+                    "zone {:?}, region {:?}: the topology labels would be missing",
+                    m.zone, m.region
+                )
+                .into()),
+                Ok(_) => Ok(()),
+                Err(e) => Err(Miss::from(e)),
+            },
+        );
+    }
     report.checked(
         "additional labels avoid the Kubernetes namespaces",
         match &metadata {

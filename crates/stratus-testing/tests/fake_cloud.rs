@@ -367,3 +367,124 @@ async fn conformance_skips_the_capabilities_a_provider_lacks() {
         );
     }
 }
+
+/// The mistakes real vendors make in `InstancesV2`, one at a time.
+#[derive(Clone, Copy, Debug)]
+enum Mistake {
+    /// `instance_metadata` renders the ID otherwise than the Node carries
+    /// it (`fake:///live` for `fake://live`).
+    ProviderId,
+    /// An address that is not an IP.
+    Address,
+    /// No zone though the provider has zones.
+    Zone,
+    /// An instance type the API server refuses as a label value.
+    InstanceType,
+    /// A running instance reported shut down.
+    Shutdown,
+}
+
+struct Mistaken(FakeCloud, Mistake);
+
+#[async_trait]
+impl InstancesV2 for Mistaken {
+    async fn instance_exists(&self, node: &Node) -> stratus_cloud::Result<bool> {
+        self.0.instances_v2().unwrap().instance_exists(node).await
+    }
+    async fn instance_shutdown(&self, node: &Node) -> stratus_cloud::Result<bool> {
+        let answer = self
+            .0
+            .instances_v2()
+            .unwrap()
+            .instance_shutdown(node)
+            .await?;
+        Ok(answer || matches!(self.1, Mistake::Shutdown))
+    }
+    async fn instance_metadata(
+        &self,
+        node: &Node,
+    ) -> stratus_cloud::Result<Option<InstanceMetadata>> {
+        let mut meta = self
+            .0
+            .instances_v2()
+            .unwrap()
+            .instance_metadata(node)
+            .await?;
+        if let Some(m) = meta.as_mut() {
+            match self.1 {
+                Mistake::ProviderId => m.provider_id = "fake:///live".into(),
+                Mistake::Address => m.node_addresses[0].address = "10.0.0.999".into(),
+                Mistake::Zone => m.zone.clear(),
+                Mistake::InstanceType => m.instance_type = "m5 large (8 vCPU)".into(),
+                Mistake::Shutdown => {}
+            }
+        }
+        Ok(meta)
+    }
+}
+
+impl CloudProvider for Mistaken {
+    fn provider_name(&self) -> &str {
+        "fake"
+    }
+    fn instances_v2(&self) -> Option<&dyn InstancesV2> {
+        Some(self)
+    }
+    fn zones(&self) -> Option<&dyn stratus_cloud::Zones> {
+        self.0.zones()
+    }
+}
+
+/// Each vendor mistake fails the suite, which names the contract and the
+/// value; the same cloud without the mistake passes.
+#[tokio::test]
+async fn conformance_names_each_vendor_mistake() {
+    let fixtures = CloudFixtures::new("live", "gone").with_provider_id("fake://live");
+    let cloud = FakeCloud::new();
+    cloud.add_instance(FakeInstance::new("live").with_internal_ip("10.0.0.1"));
+    run_cloud_conformance(&cloud, &fixtures)
+        .await
+        .assert_passed();
+    for (mistake, contract, value) in [
+        (
+            Mistake::ProviderId,
+            "instance_metadata keeps the provider ID the Node carries",
+            "fake:///live",
+        ),
+        (
+            Mistake::Address,
+            "instance_metadata reports valid addresses of known types",
+            "10.0.0.999",
+        ),
+        (
+            Mistake::Zone,
+            "a provider with zones gives each instance a zone and a region",
+            "zone \"\"",
+        ),
+        (
+            Mistake::InstanceType,
+            "instance type, zone and region are valid label values",
+            "m5 large (8 vCPU)",
+        ),
+        (
+            Mistake::Shutdown,
+            "instance_shutdown is false for a running instance",
+            "answered true",
+        ),
+    ] {
+        let report = run_cloud_conformance(&Mistaken(cloud.clone(), mistake), &fixtures).await;
+        let failed: Vec<String> = report
+            .failures()
+            .iter()
+            .map(|c| match &c.outcome {
+                Outcome::Failed(why) => format!("{}: {why}", c.name),
+                other => format!("{}: {other:?}", c.name),
+            })
+            .collect();
+        assert_eq!(failed.len(), 1, "{mistake:?}: {report}");
+        assert!(
+            failed[0].starts_with(contract) && failed[0].contains(value),
+            "{mistake:?}: {report}"
+        );
+    }
+}

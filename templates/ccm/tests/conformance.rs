@@ -8,7 +8,9 @@
 //! the provider is finished, replace `assert_passed` with `assert_complete`.
 //!
 //! Point the fixtures at a sandbox account: `existing` must name a running
-//! instance, `missing` one that does not exist.
+//! instance, `missing` one that does not exist. Give the existing Node the
+//! provider ID your kubelets register with (`.with_provider_id(...)`): the
+//! suite then checks that `instance_metadata` gives back exactly that ID.
 
 use stratus::testing::conformance::{CloudFixtures, run_cloud_conformance};
 use {{crate_ident}}::{{Type}}Cloud;

@@ -21,6 +21,33 @@ pub fn is_kubernetes_namespaced_label(key: &str) -> bool {
     })
 }
 
+/// True if `value` is a valid label value (Kubernetes's
+/// `IsValidLabelValue`): at most 63 characters, empty or alphanumeric at
+/// both ends with `-`, `_` and `.` between. The API server refuses a Node
+/// whose labels break it, so an instance type, zone or region that does
+/// cannot be written.
+///
+/// ```
+/// use stratus_cloud::helpers::is_label_value;
+///
+/// assert!(is_label_value("m5.large"));
+/// assert!(is_label_value(""));
+/// assert!(!is_label_value("m5 large"));
+/// assert!(!is_label_value("-eu-1"));
+/// assert!(!is_label_value(&"x".repeat(64)));
+/// ```
+pub fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_alphanumeric();
+    bytes.len() <= 63
+        && (bytes.is_empty()
+            || (bytes.first().is_some_and(alnum)
+                && bytes.last().is_some_and(alnum)
+                && bytes
+                    .iter()
+                    .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))))
+}
+
 /// The outcome of [`filter_additional_labels`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdditionalLabels {

@@ -9,7 +9,9 @@ mod node_address;
 mod provider_id;
 mod service;
 
-pub use labels::{AdditionalLabels, filter_additional_labels, is_kubernetes_namespaced_label};
+pub use labels::{
+    AdditionalLabels, filter_additional_labels, is_kubernetes_namespaced_label, is_label_value,
+};
 pub use load_balancer_name::{MAX_DEFAULT_LOAD_BALANCER_NAME, default_load_balancer_name};
 pub use net::{Cidr, CidrError, ip_equal, is_ipv6, parse_ip_sloppy};
 pub use node_address::{
