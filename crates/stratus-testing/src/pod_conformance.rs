@@ -6,7 +6,9 @@
 //! and each of its containers and `/metrics/resource` has the pod and one
 //! series per container (the last two are skipped for a provider without
 //! stats or metrics); labels reach the provider; graceful and forced
-//! deletion remove the pod from the provider; a pod force-deleted and
+//! deletion remove the pod from the provider, and after `delete_pod` the
+//! provider reports the pod ended, so a graceful delete with a 60 s grace
+//! completes within 10 s; a pod force-deleted and
 //! re-created at once runs as the new pod, and a late repeated delete of
 //! the old one leaves it running; optional missing Secrets /
 //! ConfigMaps let a pod run with an `Optional*NotFound` event, mandatory
@@ -448,6 +450,40 @@ pub async fn run_pod_conformance_within(
         &watched,
         "a graceful delete removes the pod from the provider",
         async { case.deleted("basic", 1).await }.await,
+    );
+
+    settle(
+        &mut report,
+        &watched,
+        "after delete_pod the provider reports the pod ended, so a graceful delete does not wait out its grace period",
+        async {
+            case.create(pod("ends", serde_json::json!([]))?).await?;
+            case.running("ends").await?;
+            case.pods
+                .delete("ends", &DeleteParams::default().grace_period(60))
+                .await
+                .map_err(|e| format!("deleting: {e}"))?;
+            // The node force-deletes the API pod once nothing runs: well
+            // before the 60 s grace when the provider reports the end.
+            until(
+                case.wait.min(Duration::from_secs(10)),
+                &watched,
+                "ends gone from the API",
+                || async {
+                    Ok(case
+                        .pods
+                        .get_opt("ends")
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .is_none())
+                },
+            )
+            .await
+            .map_err(|e| {
+                format!("{e}: after delete_pod the provider must report the pod ended (a terminal phase, or every container terminated); it still reports it running, so every graceful delete takes the whole grace period")
+            })
+        }
+        .await,
     );
 
     settle(

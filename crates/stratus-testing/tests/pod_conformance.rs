@@ -202,3 +202,95 @@ async fn the_e2e_runner_passes_a_healthy_node_and_names_a_broken_contract() {
         let _ = task.await;
     }
 }
+
+/// Still reports a pod running after `delete_pod` (a vendor mistake: the
+/// backend deletes asynchronously and the provider echoes the last status).
+struct RunningAfterDelete {
+    inner: MockPodProvider,
+    callback: std::sync::Mutex<Option<stratus_pod::PodStatusCallback>>,
+    deleted: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+}
+
+fn key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+#[async_trait]
+impl PodLifecycleHandler for RunningAfterDelete {
+    async fn create_pod(&self, pod: &Pod) -> Result<()> {
+        self.deleted.lock().unwrap().remove(&key(pod));
+        self.inner.create_pod(pod).await
+    }
+    async fn update_pod(&self, pod: &Pod) -> Result<()> {
+        self.inner.update_pod(pod).await
+    }
+    async fn delete_pod(&self, pod: &Pod) -> Result<()> {
+        self.deleted.lock().unwrap().insert(key(pod));
+        self.inner.delete_pod(pod).await?;
+        if let Some(callback) = self.callback.lock().unwrap().clone() {
+            callback.notify(pod.clone());
+        }
+        Ok(())
+    }
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
+        self.inner.get_pod(namespace, name).await
+    }
+    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
+        self.inner.get_pod_status(namespace, name).await
+    }
+    async fn get_pods(&self) -> Result<Vec<Pod>> {
+        self.inner.get_pods().await
+    }
+    fn notifier(&self) -> Option<&dyn PodNotifier> {
+        Some(self)
+    }
+}
+
+impl PodNotifier for RunningAfterDelete {
+    fn notify_pods(&self, callback: stratus_pod::PodStatusCallback) {
+        *self.callback.lock().unwrap() = Some(callback.clone());
+        let deleted = self.deleted.clone();
+        if let Some(inner) = self.inner.notifier() {
+            // The backend's own reports of a deleted pod's end are lost.
+            inner.notify_pods(stratus_pod::PodStatusCallback::new(move |pod| {
+                if !deleted.lock().unwrap().contains(&key(&pod)) {
+                    callback.notify(pod);
+                }
+            }));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_reporting_running_after_delete_fails() {
+    let report = run_pod_conformance_within(
+        || {
+            Arc::new(RunningAfterDelete {
+                inner: MockPodProvider::new(),
+                callback: Default::default(),
+                deleted: Default::default(),
+            }) as _
+        },
+        std::time::Duration::from_secs(5),
+    )
+    .await;
+    let failed: Vec<String> = report
+        .failures()
+        .iter()
+        .map(|c| match &c.outcome {
+            Outcome::Failed(why) => format!("{}: {why}", c.name),
+            other => format!("{}: {other:?}", c.name),
+        })
+        .collect();
+    assert!(
+        failed.iter().any(
+            |f| f.starts_with("after delete_pod the provider reports the pod ended")
+                && f.contains("takes the whole grace period")
+        ),
+        "{report}"
+    );
+}
