@@ -265,6 +265,7 @@ impl LifecycleController {
     async fn delete(&self, node: &Node) {
         let name = node.metadata.name.clone().unwrap_or_default();
         let reference = crate::node::reference(node);
+        tracing::info!(node = %name, "deleting the node: its instance no longer exists in the cloud");
         self.recorder
             .record(
                 &reference,
@@ -286,6 +287,7 @@ impl LifecycleController {
             ..Default::default()
         };
         if let Err(e) = nodes.delete(&name, &params).await {
+            tracing::warn!(node = %name, error = %e, "could not delete the node");
             self.recorder
                 .record(
                     &reference,

@@ -123,6 +123,10 @@ enum SyncError {
     Cloud(#[from] CloudError),
     #[error("cloud provider does not set node provider ID")]
     NoProviderId,
+    #[error(
+        "the node carries provider ID {node:?} but the cloud provider gives {cloud:?}; the provider must give back the ID the node carries"
+    )]
+    ProviderIdMismatch { node: String, cloud: String },
     #[error("provided node ip for node {node:?} is not valid: {message}")]
     ProvidedNodeIp { node: String, message: String },
     #[error(transparent)]
@@ -150,6 +154,26 @@ fn is_uninitialized(node: &Node) -> bool {
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|ts| ts.iter().any(|t| t.key == taints::UNINITIALIZED))
 }
+
+/// The cloud's addresses that are not written: an `InternalIP` or
+/// `ExternalIP` that is no IP address (`10.0.0.999`), or an address of a type
+/// Kubernetes does not know.
+fn invalid_addresses(meta: &InstanceMetadata) -> Vec<NodeAddress> {
+    meta.node_addresses
+        .iter()
+        .filter(|a| match a.type_.as_str() {
+            "InternalIP" | "ExternalIP" => a.address.parse::<std::net::IpAddr>().is_err(),
+            "Hostname" | "InternalDNS" | "ExternalDNS" => a.address.is_empty(),
+            _ => true,
+        })
+        .cloned()
+        .collect()
+}
+
+/// The Warning event recorded on a Node when the cloud reports addresses
+/// that cannot be written (Stratus; Go writes them and the API server may
+/// keep an address that is no IP).
+pub const INVALID_NODE_ADDRESS: &str = "InvalidNodeAddress";
 
 /// The event reference of a Node.
 pub(crate) fn reference(node: &Node) -> ObjectReference {
@@ -410,7 +434,7 @@ impl NodeController {
             Ok(Some(meta)) => meta,
             Ok(None) => return,
             Err(e) => {
-                tracing::debug!(node = %name, error = %e, "could not refresh the node's addresses");
+                tracing::warn!(node = %name, error = %e, "could not refresh the node's addresses");
                 return;
             }
         };
@@ -628,7 +652,38 @@ impl NodeController {
         if meta.provider_id.is_empty() && node_provider_id.is_empty() && required {
             return Err(SyncError::NoProviderId);
         }
+        // Never stamp a Node with metadata for another ID (Go keeps the
+        // Node's silently): the provider renders the ID otherwise, and the
+        // controllers could never match the Node to its instance.
+        if !meta.provider_id.is_empty()
+            && !node_provider_id.is_empty()
+            && meta.provider_id != node_provider_id
+        {
+            return Err(SyncError::ProviderIdMismatch {
+                node: node_provider_id,
+                cloud: meta.provider_id,
+            });
+        }
         let addresses = self.addresses(node, &meta)?;
+        let invalid = invalid_addresses(&meta);
+        if !invalid.is_empty() {
+            let list: Vec<String> = invalid
+                .iter()
+                .map(|a| format!("{} {:?}", a.type_, a.address))
+                .collect();
+            tracing::warn!(node = %name, addresses = ?list, "the cloud reports invalid addresses; they are not written");
+            self.recorder
+                .record(
+                    &reference(node),
+                    EventType::Warning,
+                    INVALID_NODE_ADDRESS,
+                    &format!(
+                        "Invalid addresses from the cloud provider not written: {}",
+                        list.join(", ")
+                    ),
+                )
+                .await;
+        }
         let existing_labels = node.metadata.labels.clone().unwrap_or_default();
         let mut new_labels: BTreeMap<String, String> = BTreeMap::new();
         for ((ga, beta), value) in cloud_labels::well_known(&meta) {
@@ -692,14 +747,22 @@ impl NodeController {
         Ok(())
     }
 
-    /// The addresses to write: the cloud's, filtered by the provided node
-    /// IP; the kubelet's Hostname address is kept if the cloud has none.
+    /// The addresses to write: the cloud's valid ones (see
+    /// [`invalid_addresses`]), filtered by the provided node IP; the
+    /// kubelet's Hostname address is kept if the cloud has none.
     fn addresses(
         &self,
         node: &Node,
         meta: &InstanceMetadata,
     ) -> Result<Vec<NodeAddress>, SyncError> {
-        if meta.node_addresses.is_empty() {
+        let invalid = invalid_addresses(meta);
+        let valid: Vec<NodeAddress> = meta
+            .node_addresses
+            .iter()
+            .filter(|a| !invalid.contains(a))
+            .cloned()
+            .collect();
+        if valid.is_empty() {
             return Ok(Vec::new());
         }
         let name = node.metadata.name.clone().unwrap_or_default();
@@ -709,13 +772,13 @@ impl NodeController {
             .as_ref()
             .and_then(|a| a.get(annotations::PROVIDED_NODE_IP))
         {
-            Some(ip) => node_addresses_from_node_ip(ip, &meta.node_addresses).map_err(|e| {
-                SyncError::ProvidedNodeIp {
+            Some(ip) => {
+                node_addresses_from_node_ip(ip, &valid).map_err(|e| SyncError::ProvidedNodeIp {
                     node: name.clone(),
                     message: e.to_string(),
-                }
-            })?,
-            None => meta.node_addresses.clone(),
+                })?
+            }
+            None => valid,
         };
         if !addresses.iter().any(|a| a.type_ == "Hostname") {
             let kubelet_hostnames = node

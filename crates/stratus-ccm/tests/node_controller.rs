@@ -8,6 +8,7 @@ use kube::api::{Api, ListParams};
 use stratus_ccm::Instrumented;
 use stratus_ccm::node::{NodeController, NodeControllerConfig};
 use stratus_cloud::CloudErrorKind;
+use stratus_cloud::CloudProvider as _;
 use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
@@ -757,4 +758,138 @@ async fn a_legacy_provider_initializes_by_name_and_refreshes_only_addresses() {
         ["node_addresses"].into(),
         "a refresh asks only for the addresses"
     );
+}
+
+/// A cloud whose metadata renders provider IDs its own way (a vendor
+/// mistake): `fake:///<name>` for a Node that carries `fake://<name>`.
+struct OtherIds(FakeCloud);
+
+#[async_trait::async_trait]
+impl stratus_cloud::InstancesV2 for OtherIds {
+    async fn instance_exists(&self, node: &Node) -> stratus_cloud::Result<bool> {
+        self.0.instances_v2().unwrap().instance_exists(node).await
+    }
+    async fn instance_shutdown(&self, node: &Node) -> stratus_cloud::Result<bool> {
+        self.0.instances_v2().unwrap().instance_shutdown(node).await
+    }
+    async fn instance_metadata(
+        &self,
+        node: &Node,
+    ) -> stratus_cloud::Result<Option<stratus_cloud::InstanceMetadata>> {
+        let meta = self
+            .0
+            .instances_v2()
+            .unwrap()
+            .instance_metadata(node)
+            .await?;
+        Ok(meta.map(|mut m| {
+            m.provider_id = m.provider_id.replacen("fake://", "fake:///", 1);
+            m
+        }))
+    }
+}
+
+impl stratus_cloud::CloudProvider for OtherIds {
+    fn provider_name(&self) -> &str {
+        "fake"
+    }
+    fn instances_v2(&self) -> Option<&dyn stratus_cloud::InstancesV2> {
+        Some(self)
+    }
+}
+
+/// Beyond Go, which keeps the Node's ID silently: metadata for another
+/// provider ID than the Node carries is refused (the taint stays, an
+/// `InitializationFailed` event names both IDs); addresses that are no IP
+/// are not written (an `InvalidNodeAddress` event), the valid ones are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_provider_id_is_refused_and_invalid_addresses_dropped() {
+    use k8s_openapi::api::core::v1::NodeAddress;
+    let cluster = TestCluster::start().await.unwrap();
+    let cloud = FakeCloud::new();
+    let mut odd = FakeInstance::new("odd").with_internal_ip("10.5.0.1");
+    odd.addresses.insert(
+        0,
+        NodeAddress {
+            type_: "InternalIP".into(),
+            address: "10.0.0.999".into(),
+        },
+    );
+    cloud.add_instance(odd);
+    cloud.add_instance(FakeInstance::new("carried"));
+    let mut carried = NodeSpec::new("carried").with_heartbeat(Duration::from_secs(3600));
+    carried.provider_id = Some("fake://carried".into());
+    let _a = cluster.add_node(carried).await.unwrap();
+    let _b = cluster
+        .add_node(NodeSpec::new("odd").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(
+        NodeController::new(
+            cluster.client(),
+            Arc::new(OtherIds(cloud.clone())),
+            NodeControllerConfig::default(),
+        )
+        .run(stopped),
+    );
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let events: Api<Event> = Api::all(cluster.client());
+    let event = |name: &'static str, reason: &'static str| {
+        let events = events.clone();
+        async move {
+            events
+                .list(
+                    &ListParams::default()
+                        .fields(&format!("involvedObject.name={name},reason={reason}")),
+                )
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .next()
+                .and_then(|e| e.message)
+        }
+    };
+    eventually("the foreign ID refused with an event", WAIT, || async {
+        event("carried", "InitializationFailed")
+            .await
+            .is_some_and(|m| m.contains("\"fake://carried\"") && m.contains("\"fake:///carried\""))
+    })
+    .await;
+    let node = nodes.get("carried").await.unwrap();
+    assert!(tainted(&node), "not initialized with another ID's metadata");
+    assert_eq!(
+        node.spec.unwrap().provider_id.as_deref(),
+        Some("fake://carried")
+    );
+
+    // A Node without an ID takes the provider's; its invalid address is
+    // dropped.
+    eventually("odd initialized", WAIT, || async {
+        !tainted(&nodes.get("odd").await.unwrap())
+    })
+    .await;
+    let addresses: Vec<String> = nodes
+        .get("odd")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| a.address)
+        .collect();
+    assert!(
+        !addresses.contains(&"10.0.0.999".to_owned()),
+        "{addresses:?}"
+    );
+    assert!(addresses.contains(&"10.5.0.1".to_owned()), "{addresses:?}");
+    eventually("an InvalidNodeAddress event", WAIT, || async {
+        event("odd", "InvalidNodeAddress")
+            .await
+            .is_some_and(|m| m.contains("10.0.0.999"))
+    })
+    .await;
 }
