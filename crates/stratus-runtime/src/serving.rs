@@ -61,8 +61,8 @@ pub struct ServingOptions {
     /// `SO_REUSEPORT`: other processes may bind the same port
     /// (`--permit-port-sharing`).
     pub reuse_port: bool,
-    /// `SO_REUSEADDR`: bind while old connections linger
-    /// (`--permit-address-sharing`).
+    /// `SO_REUSEADDR` where the platform does not set it anyway
+    /// (`--permit-address-sharing`; on Unix every listener has it, as Go's).
     pub reuse_address: bool,
     /// How many connections at once, and how long a client may take to
     /// finish its TLS handshake, to send its first request and each
@@ -148,8 +148,10 @@ impl Listener {
             SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
             SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
         };
-        // As Go's listeners, which set SO_REUSEADDR only when asked.
-        socket.set_reuseaddr(options.reuse_address)?;
+        // As Go's listeners, which set SO_REUSEADDR on every Unix socket
+        // (a server restarted while its old connections linger in
+        // TIME_WAIT binds again at once), and elsewhere only when asked.
+        socket.set_reuseaddr(cfg!(unix) || options.reuse_address)?;
         #[cfg(unix)]
         socket.set_reuseport(options.reuse_port)?;
         #[cfg(not(unix))]

@@ -1,7 +1,7 @@
 //! Go's secure-serving flags, enforced: a client offering only a refused
 //! TLS version or cipher suite cannot connect, SNI picks the certificate by
-//! name, HTTP/2 can be turned off, and port sharing lets two servers bind
-//! one port.
+//! name, HTTP/2 can be turned off, port sharing lets two servers bind
+//! one port, and a restarted server binds its port again at once.
 
 use std::sync::Arc;
 
@@ -186,4 +186,39 @@ async fn hostile_connections_are_closed_and_others_answered_meanwhile() {
     stratus_testing::hostile::limit_holds(addr, 20, true)
         .await
         .unwrap();
+}
+
+/// As Go's listeners on Unix (SO_REUSEADDR on every socket), a server
+/// restarted on its port while its last connection lingers in TIME_WAIT
+/// binds again at once, with the default options.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_restarted_server_binds_its_port_again_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = Listener::bind_with(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        &ServingOptions::default(),
+    )
+    .await
+    .unwrap();
+    let addr = listener.local_addr();
+    let handler: Handler<Full<Bytes>> =
+        Arc::new(|_| Box::pin(async { http::Response::new(Full::new(Bytes::new())) }));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(listener.serve(stopped, handler));
+    // The server closes the connection first (`Connection: close`), so its
+    // side of it is left in TIME_WAIT.
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).await.unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    drop(tcp);
+    drop(stop);
+    server.await.unwrap();
+    let again = Listener::bind_with(addr, None, &ServingOptions::default()).await;
+    assert!(again.is_ok(), "{:?}", again.err());
 }
