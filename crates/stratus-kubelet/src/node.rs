@@ -49,6 +49,12 @@ pub use template::{PROVIDER_TAINT_KEY, node_template, provider_taint};
 
 use lease::NodeLease;
 
+/// The Kubernetes version the node's API types are built for: the first
+/// part of its `nodeInfo.kubeletVersion` (`v1.37.0-stratus-<SDK version>`,
+/// or `v1.37.0-vk-<binary version>` with the command's `with_version`, as
+/// Go's `<k8s>-vk-<build>`).
+pub const KUBERNETES_VERSION: &str = "v1.37.0";
+
 /// The Node annotation recording what the virtual node applied last: the
 /// keys of its labels and annotations, its condition types and its
 /// capacity and allocatable resources (JSON). What is in it and no longer
@@ -241,7 +247,7 @@ impl NodeConfig {
             daemon_port: 10250,
             operating_system: "linux".into(),
             architecture: "amd64".into(),
-            kubelet_version: concat!("v1.37.0-stratus-", env!("CARGO_PKG_VERSION")).into(),
+            kubelet_version: format!("{KUBERNETES_VERSION}-stratus-{}", env!("CARGO_PKG_VERSION")),
             status_interval: Duration::from_secs(60),
             ping_interval: Duration::from_secs(10),
             ping_timeout: Duration::from_secs(5),

@@ -73,7 +73,12 @@ async fn a_registered_provider_runs_from_gos_flags() {
         "--stream-idle-timeout=15s".into(),
         format!("--metrics-addr=127.0.0.1:{metrics_port}"),
     ];
-    let task = tokio::spawn(run_with_args(args, stopped));
+    // A vendor binary at 2.3.4.
+    let task = tokio::spawn(
+        stratus_kubelet::app::Command::new()
+            .with_version("2.3.4")
+            .run_with_args(args, stopped),
+    );
     let nodes: kube::Api<Node> = kube::Api::all(api.client());
     stratus_testing::eventually("vk-command Ready", Duration::from_secs(20), || async {
         nodes
@@ -85,6 +90,17 @@ async fn a_registered_provider_runs_from_gos_flags() {
     })
     .await;
     let node = nodes.get("vk-command").await.unwrap();
+    assert_eq!(
+        node.status
+            .as_ref()
+            .unwrap()
+            .node_info
+            .as_ref()
+            .unwrap()
+            .kubelet_version,
+        "v1.37.0-vk-2.3.4",
+        "the vendor binary's version, as Go's <k8s>-vk-<build>"
+    );
     let taints = node.spec.unwrap().taints.unwrap();
     assert_eq!(taints[0].key, "virtual-kubelet.io/provider");
     assert_eq!(taints[0].value.as_deref(), Some("command-test"));
@@ -323,7 +339,12 @@ async fn several_nodes_run_in_one_process_from_one_configuration() {
         "--startup-timeout=20s".into(),
         "--metrics-addr=".into(),
     ];
-    let task = tokio::spawn(run_with_args(args, stopped));
+    // A vendor binary at 2.3.4.
+    let task = tokio::spawn(
+        stratus_kubelet::app::Command::new()
+            .with_version("2.3.4")
+            .run_with_args(args, stopped),
+    );
     let nodes: kube::Api<Node> = kube::Api::all(api.client());
     stratus_testing::eventually("three Ready nodes", Duration::from_secs(20), || async {
         let list = nodes.list(&Default::default()).await.unwrap();

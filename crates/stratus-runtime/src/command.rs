@@ -51,7 +51,31 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let matches = C::command().try_get_matches_from(args)?;
+    parse_args_as(args, None)
+}
+
+/// [`parse_args`], with `--version` printing `version` instead of the
+/// SDK's (a vendor binary's own version, typically its
+/// `env!("CARGO_PKG_VERSION")`).
+///
+/// ```
+/// # #[derive(clap::Parser)] #[command(name = "acme-ccm", version)] struct Cli {}
+/// let err = stratus_runtime::command::parse_args_as::<Cli, _, _>(["acme-ccm", "--version"], Some("2.3.4"))
+///     .err()
+///     .unwrap();
+/// assert_eq!(err.to_string(), "acme-ccm 2.3.4\n");
+/// ```
+pub fn parse_args_as<C, I, T>(args: I, version: Option<&'static str>) -> Result<C, clap::Error>
+where
+    C: CommandFactory + FromArgMatches,
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut command = C::command();
+    if let Some(version) = version {
+        command = command.version(version);
+    }
+    let matches = command.try_get_matches_from(args)?;
     C::from_arg_matches(&matches)
 }
 

@@ -18,5 +18,8 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    stratus::ccm::app::run_main()
+    // `--version` prints this crate's version.
+    stratus::ccm::app::Command::new()
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .run_main()
 }

@@ -19,5 +19,8 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
-    stratus::kubelet::app::run_main()
+    // `--version` prints this crate's version, and the Node reports it.
+    stratus::kubelet::app::Command::new()
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .run_main()
 }

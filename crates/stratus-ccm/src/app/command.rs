@@ -34,7 +34,7 @@ use prometheus_client::registry::Registry;
 use stratus_cloud::CloudProvider;
 use stratus_runtime::admission::Webhook;
 pub use stratus_runtime::command::NoFlags;
-use stratus_runtime::command::parse_args;
+use stratus_runtime::command::parse_args_as;
 use tokio::sync::watch;
 
 use super::managed::{ManagedController, StartError};
@@ -135,6 +135,7 @@ pub struct Command<F = NoFlags> {
     webhooks: Vec<Webhook>,
     cloud_initializer: Option<CloudInitializer<F>>,
     registry: Option<Registry>,
+    version: Option<&'static str>,
     flags: PhantomData<fn() -> F>,
 }
 
@@ -170,6 +171,7 @@ impl Command<NoFlags> {
             webhooks: Vec::new(),
             cloud_initializer: None,
             registry: None,
+            version: None,
             flags: PhantomData,
         }
     }
@@ -217,6 +219,27 @@ where
         self
     }
 
+    /// The version `--version` prints: the vendor binary's (typically
+    /// `env!("CARGO_PKG_VERSION")`) instead of the SDK's.
+    ///
+    /// ```
+    /// use stratus_ccm::app::{Command, CommandError};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let (_stop, stopped) = tokio::sync::watch::channel(false);
+    /// let outcome = Command::new()
+    ///     .with_version("2.3.4")
+    ///     .run_with_args(["acme-cloud-controller-manager", "--version"], stopped)
+    ///     .await;
+    /// let Err(CommandError::Args(printed)) = outcome else { panic!() };
+    /// assert!(printed.to_string().ends_with(" 2.3.4\n"), "{printed}");
+    /// # });
+    /// ```
+    pub fn with_version(mut self, version: &'static str) -> Self {
+        self.version = Some(version);
+        self
+    }
+
     fn manager(self, cli: Cli<F>) -> CloudControllerManager {
         let flags = Arc::new(cli.flags);
         let mut manager = CloudControllerManager::new(cli.options)
@@ -247,7 +270,7 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli: Cli<F> = parse_args(args)?;
+        let cli: Cli<F> = parse_args_as(args, self.version)?;
         self.manager(cli).run(stop).await?;
         Ok(())
     }
@@ -257,7 +280,7 @@ where
     /// release the Lease), and exit 0, or 1 with the reason on standard
     /// error (2 for bad arguments, 0 after `--help` / `--version`).
     pub fn run_main(self) -> ExitCode {
-        let cli: Cli<F> = match parse_args(std::env::args_os()) {
+        let cli: Cli<F> = match parse_args_as(std::env::args_os(), self.version) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
         };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Parser};
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 pub use stratus_runtime::command::NoFlags;
-use stratus_runtime::command::{VendorFlags, parse_args};
+use stratus_runtime::command::{VendorFlags, parse_args_as};
 use stratus_runtime::tls::reloading_pem_files;
 use tokio::sync::watch;
 
@@ -119,6 +119,8 @@ pub struct Command<F = NoFlags> {
     /// The built-in provider: its name and how it is made from the typed
     /// flags.
     initializer: Option<(String, Initializer<F>)>,
+    /// The vendor binary's version, if set.
+    version: Option<&'static str>,
 }
 
 /// Makes a built-in provider from the node's context and the typed flags.
@@ -152,6 +154,7 @@ impl Command<NoFlags> {
         Command {
             default_provider: None,
             initializer: None,
+            version: None,
         }
     }
 }
@@ -168,6 +171,29 @@ where
     /// ```
     pub fn default_provider(mut self, name: impl Into<String>) -> Self {
         self.default_provider = Some(name.into());
+        self
+    }
+
+    /// The vendor binary's version (typically `env!("CARGO_PKG_VERSION")`):
+    /// `--version` prints it instead of the SDK's, and each Node reports
+    /// `v1.37.0-vk-<version>` as its kubelet version (Go's
+    /// `<k8s>-vk-<build>`).
+    ///
+    /// ```
+    /// use stratus_kubelet::app::{Command, CommandError};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let (_stop, stopped) = tokio::sync::watch::channel(false);
+    /// let outcome = Command::new()
+    ///     .with_version("2.3.4")
+    ///     .run_with_args(["acme-virtual-kubelet", "--version"], stopped)
+    ///     .await;
+    /// let Err(CommandError::Args(printed)) = outcome else { panic!() };
+    /// assert!(printed.to_string().ends_with(" 2.3.4\n"), "{printed}");
+    /// # });
+    /// ```
+    pub fn with_version(mut self, version: &'static str) -> Self {
+        self.version = Some(version);
         self
     }
 
@@ -231,8 +257,9 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli: Cli<F> = parse_args(args)?;
+        let cli: Cli<F> = parse_args_as(args, self.version)?;
         let mut options = cli.options;
+        options.binary_version = self.version.map(str::to_owned);
         if options.provider.is_empty()
             && let Some(name) = &self.default_provider
         {
@@ -497,6 +524,9 @@ async fn start_node(
         .await
         .map_err(CommandError::KubeletApi)?;
     let mut node = NodeConfig::new(name, &o.provider);
+    if let Some(version) = &o.binary_version {
+        node.kubelet_version = format!("{}-vk-{version}", crate::node::KUBERNETES_VERSION);
+    }
     node.taint = o.taint();
     node.ping_interval = o.node_ping_interval;
     node.ping_timeout = o.node_ping_timeout;

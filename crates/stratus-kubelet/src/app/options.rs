@@ -29,6 +29,10 @@ pub struct KubeletOptions {
     /// The operating system the node reports: Linux or Windows.
     #[arg(long = "os", default_value = "Linux", value_parser = ["Linux", "Windows", "linux", "windows"])]
     pub operating_system: String,
+    /// The vendor binary's version (`Command::with_version`; not a flag):
+    /// the Node reports `v1.37.0-vk-<it>` as its kubelet version.
+    #[arg(skip)]
+    pub binary_version: Option<String>,
     /// Pods synced with the provider at once.
     #[arg(long, default_value_t = 10)]
     pub pod_sync_workers: usize,
