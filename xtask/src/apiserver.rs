@@ -50,6 +50,12 @@ pub(crate) struct Args {
     /// `--offload-node`).
     #[arg(long, default_value = "target/stratus-remote.kubeconfig")]
     remote_kubeconfig: PathBuf,
+    /// Run the harness's scheduler: pods without a node are bound to a
+    /// Ready, schedulable node whose taints they tolerate (and whose labels
+    /// match their nodeSelector), as kube-scheduler would; `false` leaves
+    /// them Pending.
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, default_value_t = true, default_missing_value = "true")]
+    scheduler: bool,
 }
 
 /// kube-apiserver's `--authorization-mode` values the harness implements.
@@ -81,6 +87,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let scheduler = args
+        .scheduler
+        .then(|| tokio::spawn(stratus_testing::cluster::run_scheduler(server.client())));
     if let Some(parent) = args
         .kubeconfig
         .parent()
@@ -148,6 +157,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     crate::wait_for_signal().await;
     println!("shutting down");
     let _ = stop.send(true);
+    if let Some(scheduler) = scheduler {
+        scheduler.abort();
+    }
     server.shutdown().await;
     for root in process_roots {
         let _ = std::fs::remove_dir_all(root);

@@ -333,7 +333,7 @@ impl TestCluster {
             return;
         }
         let client = self.server.client();
-        self.scheduler = Some(tokio::spawn(schedule(client)));
+        self.scheduler = Some(tokio::spawn(run_scheduler(client)));
     }
 }
 
@@ -376,7 +376,12 @@ fn tolerates_all(pod: &Pod, node: &Node) -> bool {
         })
 }
 
-async fn schedule(client: kube::Client) {
+/// The harness's scheduler over `client`'s API server, for ever (spawn it
+/// and abort it; [`TestCluster::start_scheduler`] does): every 100 ms, each
+/// pod of the default scheduler without a node is bound to a Ready,
+/// schedulable node whose taints it tolerates and whose labels match its
+/// `nodeSelector`, round-robin.
+pub async fn run_scheduler(client: kube::Client) {
     let pods: Api<Pod> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let next = AtomicUsize::new(0);
