@@ -622,23 +622,8 @@ impl Shared {
         key: &str,
     ) -> Result<(), SyncError> {
         tracing::info!(service = %key, "the Service was deleted without its load balancer cleanup; deleting the load balancer");
-        self.event(
-            last,
-            EventType::Normal,
-            events::DELETING_LOAD_BALANCER,
-            "Deleting load balancer",
-        )
-        .await;
-        let deleted = self
-            .metrics
-            .cloud(
-                "ensure_load_balancer_deleted",
-                lb.ensure_load_balancer_deleted(&self.config.cluster_name, last),
-            )
-            .await;
-        match deleted {
+        match self.delete_in_cloud(lb, last).await {
             Ok(()) => {}
-            Err(e) if e.is_implemented_elsewhere() => {}
             Err(e) => {
                 self.event(
                     last,
@@ -799,6 +784,33 @@ impl Shared {
         }
     }
 
+    /// `DeletingLoadBalancer`, then `EnsureLoadBalancerDeleted` for `svc`;
+    /// `ImplementedElsewhere` counts as done.
+    async fn delete_in_cloud(
+        &self,
+        lb: &dyn LoadBalancer,
+        svc: &Service,
+    ) -> Result<(), CloudError> {
+        self.event(
+            svc,
+            EventType::Normal,
+            events::DELETING_LOAD_BALANCER,
+            "Deleting load balancer",
+        )
+        .await;
+        let deleted = self
+            .metrics
+            .cloud(
+                "ensure_load_balancer_deleted",
+                lb.ensure_load_balancer_deleted(&self.config.cluster_name, svc),
+            )
+            .await;
+        match deleted {
+            Err(e) if e.is_implemented_elsewhere() => Ok(()),
+            other => other,
+        }
+    }
+
     /// Go's delete path, for a Service being deleted (or no longer
     /// wanting a load balancer) that has the finalizer: the load balancer
     /// deleted if it exists, the finalizer removed, the status cleared.
@@ -817,25 +829,9 @@ impl Shared {
             .await
             .map_err(|e| e.context("failed to check if load balancer exists before cleanup"))?;
         if existing.is_some() {
-            self.event(
-                svc,
-                EventType::Normal,
-                events::DELETING_LOAD_BALANCER,
-                "Deleting load balancer",
-            )
-            .await;
-            let deleted = self
-                .metrics
-                .cloud(
-                    "ensure_load_balancer_deleted",
-                    lb.ensure_load_balancer_deleted(cluster, svc),
-                )
-                .await;
-            match deleted {
-                Ok(()) => {}
-                Err(e) if e.is_implemented_elsewhere() => {}
-                Err(e) => return Err(e.context("failed to delete load balancer").into()),
-            }
+            self.delete_in_cloud(lb, svc)
+                .await
+                .map_err(|e| e.context("failed to delete load balancer"))?;
         }
         self.forget(key);
         if has_load_balancer_finalizer(svc) {
