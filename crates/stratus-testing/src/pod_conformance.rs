@@ -101,6 +101,22 @@ where
         .map_err(|e| e.to_string())
 }
 
+/// Whether an event of `reason` about the object `name` is in `events`.
+pub(crate) async fn event_recorded(
+    events: &Api<Event>,
+    name: &str,
+    reason: &str,
+) -> Result<bool, String> {
+    let list = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .iter()
+        .any(|e| e.reason.as_deref() == Some(reason)))
+}
+
 struct Case {
     wait: Duration,
     watched: Arc<Watched>,
@@ -145,17 +161,7 @@ impl Case {
             self.wait,
             &self.watched,
             &format!("event {reason} on {name}"),
-            || async {
-                let list = self
-                    .events
-                    .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(list
-                    .items
-                    .iter()
-                    .any(|e| e.reason.as_deref() == Some(reason)))
-            },
+            || event_recorded(&self.events, name, reason),
         )
         .await
     }

@@ -75,23 +75,9 @@ async fn has_event(
 ) -> Result<(), String> {
     let events: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(client.clone(), &config.namespace);
-    until(
-        config,
-        &format!("a {reason} event about {name}"),
-        || async {
-            let list = events
-                .list(
-                    &kube::api::ListParams::default()
-                        .fields(&format!("involvedObject.name={name}")),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(list
-                .items
-                .iter()
-                .any(|e| e.reason.as_deref() == Some(reason)))
-        },
-    )
+    until(config, &format!("a {reason} event about {name}"), || {
+        crate::pod_conformance::event_recorded(&events, name, reason)
+    })
     .await
 }
 
