@@ -8,7 +8,7 @@
 //! vendor registers its own `CloudProvider` instead:
 //!
 //! ```text
-//! sample-cloud-controller-manager --cloud-provider=fake --kubeconfig=target/stratus-demo.kubeconfig
+//! sample-cloud-controller-manager --cloud-provider=fake --kubeconfig=target/stratus-demo.kubeconfig --cluster-cidr=10.244.0.0/16
 //! ```
 
 use std::process::ExitCode;

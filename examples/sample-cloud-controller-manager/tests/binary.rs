@@ -24,6 +24,8 @@ async fn initializes_nodes_and_stops_on_sigterm() {
             "--cloud-provider=fake",
             &format!("--kubeconfig={}", kubeconfig.display()),
             "--secure-port=0",
+            // FakeCloud has routes: as in Go, they need the pod CIDR.
+            "--cluster-cidr=10.244.0.0/16",
             "--leader-elect-lease-duration=4s",
             "--leader-elect-renew-deadline=2s",
             "--leader-elect-retry-period=500ms",
