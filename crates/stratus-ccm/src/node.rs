@@ -51,11 +51,13 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference, Taint};
 use kube::api::{Api, Patch, PatchParams};
 use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
-use stratus_cloud::helpers::{filter_additional_labels, node_addresses_from_node_ip};
+use stratus_cloud::helpers::{
+    filter_additional_labels, node_address_problem, node_addresses_from_node_ip,
+};
 use stratus_cloud::names::{annotations, controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
-use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use stratus_runtime::workqueue::{Retry, WorkQueue, default_controller_rate_limiter};
 use tokio::sync::{Semaphore, watch};
 
 /// The Warning event recorded on a Node when its initialization fails, once
@@ -133,13 +135,7 @@ enum SyncError {
     Api(#[from] kube::Error),
 }
 
-impl stratus_runtime::workqueue::Retry for SyncError {
-    fn retry_after(&self) -> Option<Duration> {
-        SyncError::retry_after(self)
-    }
-}
-
-impl SyncError {
+impl Retry for SyncError {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::Cloud(e) => e.retry_delay(),
@@ -155,18 +151,12 @@ fn is_uninitialized(node: &Node) -> bool {
         .is_some_and(|ts| ts.iter().any(|t| t.key == taints::UNINITIALIZED))
 }
 
-/// The cloud's addresses that are not written: an `InternalIP` or
-/// `ExternalIP` that is no IP address (`10.0.0.999`), or an address of a type
-/// Kubernetes does not know.
-fn invalid_addresses(meta: &InstanceMetadata) -> Vec<NodeAddress> {
+/// Why each of the cloud's addresses that cannot be written is refused
+/// ([`node_address_problem`]).
+fn invalid_addresses(meta: &InstanceMetadata) -> Vec<String> {
     meta.node_addresses
         .iter()
-        .filter(|a| match a.type_.as_str() {
-            "InternalIP" | "ExternalIP" => a.address.parse::<std::net::IpAddr>().is_err(),
-            "Hostname" | "InternalDNS" | "ExternalDNS" => a.address.is_empty(),
-            _ => true,
-        })
-        .cloned()
+        .filter_map(node_address_problem)
         .collect()
 }
 
@@ -665,12 +655,8 @@ impl NodeController {
             });
         }
         let addresses = self.addresses(node, &meta)?;
-        let invalid = invalid_addresses(&meta);
-        if !invalid.is_empty() {
-            let list: Vec<String> = invalid
-                .iter()
-                .map(|a| format!("{} {:?}", a.type_, a.address))
-                .collect();
+        let list = invalid_addresses(&meta);
+        if !list.is_empty() {
             tracing::warn!(node = %name, addresses = ?list, "the cloud reports invalid addresses; they are not written");
             self.recorder
                 .record(
@@ -679,7 +665,7 @@ impl NodeController {
                     INVALID_NODE_ADDRESS,
                     &format!(
                         "Invalid addresses from the cloud provider not written: {}",
-                        list.join(", ")
+                        list.join("; ")
                     ),
                 )
                 .await;
@@ -748,18 +734,17 @@ impl NodeController {
     }
 
     /// The addresses to write: the cloud's valid ones (see
-    /// [`invalid_addresses`]), filtered by the provided node IP; the
+    /// [`node_address_problem`]), filtered by the provided node IP; the
     /// kubelet's Hostname address is kept if the cloud has none.
     fn addresses(
         &self,
         node: &Node,
         meta: &InstanceMetadata,
     ) -> Result<Vec<NodeAddress>, SyncError> {
-        let invalid = invalid_addresses(meta);
         let valid: Vec<NodeAddress> = meta
             .node_addresses
             .iter()
-            .filter(|a| !invalid.contains(a))
+            .filter(|a| node_address_problem(a).is_none())
             .cloned()
             .collect();
         if valid.is_empty() {

@@ -149,38 +149,33 @@ fn status_patch(desired: &Node, last: &Applied, now: &Time) -> serde_json::Value
     for condition in status.conditions.iter_mut().flatten() {
         condition.last_heartbeat_time = Some(now.clone());
     }
-    let mut status = serde_json::to_value(&status).unwrap_or_else(|_| json!({}));
-    let object = status.as_object_mut().expect("a status is an object");
+    let mut object = match serde_json::to_value(&status) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
     for (field, was, is) in [
         ("capacity", &last.capacity, &current.capacity),
         ("allocatable", &last.allocatable, &current.allocatable),
     ] {
-        let gone: Vec<&String> = was.difference(is).collect();
-        if gone.is_empty() {
+        let mut gone = was.difference(is).peekable();
+        if gone.peek().is_none() {
             continue;
         }
-        let map = object
-            .entry(field)
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-            .expect("a resource list is an object");
-        for key in gone {
-            map.insert(key.clone(), Value::Null);
+        if let Value::Object(map) = object.entry(field).or_insert_with(|| json!({})) {
+            map.extend(gone.map(|key| (key.clone(), Value::Null)));
         }
     }
-    let withdrawn: Vec<Value> = last
+    let mut withdrawn = last
         .conditions
         .difference(&current.conditions)
         .map(|t| json!({"type": t, "$patch": "delete"}))
-        .collect();
-    if !withdrawn.is_empty() {
-        let list = object
-            .entry("conditions")
-            .or_insert_with(|| json!([]))
-            .as_array_mut()
-            .expect("conditions are a list");
+        .peekable();
+    if withdrawn.peek().is_some()
+        && let Value::Array(list) = object.entry("conditions").or_insert_with(|| json!([]))
+    {
         list.extend(withdrawn);
     }
+    let status = Value::Object(object);
     json!({
         "metadata": {"labels": labels, "annotations": annotations},
         "status": status,

@@ -306,19 +306,7 @@ async fn instances(cloud: &dyn CloudProvider, fx: &CloudFixtures, report: &mut R
             Ok(Some(m)) => m
                 .node_addresses
                 .iter()
-                .find_map(|a| match a.type_.as_str() {
-                    "InternalIP" | "ExternalIP" => a
-                        .address
-                        .parse::<std::net::IpAddr>()
-                        .err()
-                        .map(|_| format!("{} {:?} is not an IP address", a.type_, a.address)),
-                    "Hostname" | "InternalDNS" | "ExternalDNS" => {
-                        a.address.is_empty().then(|| format!("an empty {}", a.type_))
-                    }
-                    other => Some(format!(
-                        "address type {other:?} is none of Hostname, InternalIP, ExternalIP, InternalDNS, ExternalDNS"
-                    )),
-                })
+                .find_map(helpers::node_address_problem)
                 .map_or(Ok(()), |why| Err(why.into())),
             Ok(None) => Err("no metadata for an existing instance".into()),
             Err(e) => Err(Miss::from(e)),

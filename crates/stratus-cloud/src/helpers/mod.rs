@@ -15,8 +15,8 @@ pub use labels::{
 pub use load_balancer_name::{MAX_DEFAULT_LOAD_BALANCER_NAME, default_load_balancer_name};
 pub use net::{Cidr, CidrError, ip_equal, is_ipv6, parse_ip_sloppy};
 pub use node_address::{
-    NodeIpError, add_to_node_addresses, node_addresses_equal, node_addresses_from_node_ip,
-    parse_node_ip_annotation,
+    NodeIpError, add_to_node_addresses, node_address_problem, node_addresses_equal,
+    node_addresses_from_node_ip, parse_node_ip_annotation,
 };
 pub use provider_id::{ProviderId, ProviderIdError};
 pub use service::{

@@ -8,6 +8,41 @@ use k8s_openapi::api::core::v1::NodeAddress;
 use super::net::{ip_equal, is_ipv6, parse_ip_sloppy};
 use crate::{CloudError, CloudErrorKind};
 
+/// Why the cloud's `address` cannot be written to a Node, if it cannot: an
+/// `InternalIP` or `ExternalIP` that is no IP address, an empty name, or a
+/// type Kubernetes does not know. The node controller drops such addresses
+/// and the conformance suite fails a provider that reports them.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::NodeAddress;
+/// use stratus_cloud::helpers::node_address_problem;
+///
+/// let address = |t: &str, a: &str| NodeAddress { type_: t.into(), address: a.into() };
+/// assert_eq!(node_address_problem(&address("InternalIP", "10.0.0.1")), None);
+/// assert_eq!(
+///     node_address_problem(&address("InternalIP", "10.0.0.999")).as_deref(),
+///     Some("InternalIP \"10.0.0.999\" is not an IP address")
+/// );
+/// assert!(node_address_problem(&address("Private", "10.0.0.1")).is_some());
+/// ```
+pub fn node_address_problem(address: &NodeAddress) -> Option<String> {
+    match address.type_.as_str() {
+        "InternalIP" | "ExternalIP" => address.address.parse::<IpAddr>().err().map(|_| {
+            format!(
+                "{} {:?} is not an IP address",
+                address.type_, address.address
+            )
+        }),
+        "Hostname" | "InternalDNS" | "ExternalDNS" => address
+            .address
+            .is_empty()
+            .then(|| format!("an empty {}", address.type_)),
+        other => Some(format!(
+            "address type {other:?} is none of Hostname, InternalIP, ExternalIP, InternalDNS, ExternalDNS"
+        )),
+    }
+}
+
 /// Why the provided node IP could not be applied. The messages are Go's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
