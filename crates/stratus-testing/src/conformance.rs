@@ -166,6 +166,17 @@ impl Report {
             .collect()
     }
 
+    /// Each failed check as `name: why`, the contract and what broke it.
+    pub fn failure_messages(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .filter_map(|c| match &c.outcome {
+                Outcome::Failed(why) => Some(format!("{}: {why}", c.name)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The checks the provider could not take because a method it offers
     /// answers `NotImplemented`: what is left to write.
     pub fn not_implemented(&self) -> Vec<&Check> {

@@ -473,14 +473,7 @@ async fn conformance_names_each_vendor_mistake() {
         ),
     ] {
         let report = run_cloud_conformance(&Mistaken(cloud.clone(), mistake), &fixtures).await;
-        let failed: Vec<String> = report
-            .failures()
-            .iter()
-            .map(|c| match &c.outcome {
-                Outcome::Failed(why) => format!("{}: {why}", c.name),
-                other => format!("{}: {other:?}", c.name),
-            })
-            .collect();
+        let failed: Vec<String> = report.failure_messages();
         assert_eq!(failed.len(), 1, "{mistake:?}: {report}");
         assert!(
             failed[0].starts_with(contract) && failed[0].contains(value),

@@ -278,14 +278,7 @@ async fn a_provider_reporting_running_after_delete_fails() {
         std::time::Duration::from_secs(5),
     )
     .await;
-    let failed: Vec<String> = report
-        .failures()
-        .iter()
-        .map(|c| match &c.outcome {
-            Outcome::Failed(why) => format!("{}: {why}", c.name),
-            other => format!("{}: {other:?}", c.name),
-        })
-        .collect();
+    let failed: Vec<String> = report.failure_messages();
     assert!(
         failed.iter().any(
             |f| f.starts_with("after delete_pod the provider reports the pod ended")
