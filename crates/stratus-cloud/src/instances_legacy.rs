@@ -19,7 +19,9 @@ pub trait Instances: Send + Sync {
 
     /// The instance ID of node `name`, without the provider prefix. Must fail
     /// with [`crate::CloudErrorKind::NotFound`] when the instance does not
-    /// exist, and must not for stopped or sleeping instances.
+    /// exist, and must not for stopped or sleeping instances. A provider
+    /// that cannot name instances answers `NotImplemented`: its nodes are
+    /// then initialized by name, without a provider ID (Go's V1 path).
     async fn instance_id(&self, name: &str) -> Result<String>;
 
     /// The instance type of node `name`.
