@@ -239,6 +239,23 @@ async fn a_restarted_node_kills_what_its_killed_predecessor_left_running() {
     })
     .await;
     let probe_pid = probe_pid.unwrap();
+    // The probe writes its pid file as soon as it runs, the node records
+    // it a moment later: the node dies only once both groups are on record.
+    let probe_recorded = || {
+        std::fs::read_dir(&root)
+            .ok()
+            .and_then(|mut pods| pods.next())
+            .and_then(Result::ok)
+            .is_some_and(|pod| {
+                let record = pod.path().join("run").join(format!(".exec-{probe_pid}"));
+                std::fs::read_to_string(record).is_ok_and(|text| text.ends_with('\n'))
+            })
+    };
+    stratus_testing::eventually("the probe recorded", Duration::from_secs(20), || {
+        let found = probe_recorded();
+        async move { found }
+    })
+    .await;
 
     // The node dies without a chance to stop its pods: they outlive it.
     first.kill().unwrap();
