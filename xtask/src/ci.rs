@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
-//! formatting, clippy, the workspace tests, the docs, packaging every
+//! formatting, clippy, the workspace tests, the docs, the library crates
+//! against each supported Kubernetes minor, packaging every
 //! library crate as crates.io would build it, the generated provider
 //! crates of both kinds and the example kube-rs operator (built and tested
 //! outside the workspace), a short
@@ -59,6 +60,14 @@ const STEPS: &[Step] = &[
         program: "cargo",
         args: &["doc", "--workspace", "--no-deps", "--all-features"],
         env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+    Step {
+        // The library crates checked against each supported Kubernetes
+        // minor (1.34 to 1.37), as a vendor's binary picks one.
+        name: "kubernetes-versions",
+        program: "cargo",
+        args: &["xtask", "kubernetes-versions"],
+        env: &[],
     },
     Step {
         // Every library crate packed and built from its packed sources

@@ -14,6 +14,8 @@
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
 //! - `new-provider`: a provider crate generated from `templates/`.
+//! - `kubernetes-versions`: the library crates checked against each
+//!   supported Kubernetes minor.
 
 mod apiserver;
 mod bench;
@@ -36,6 +38,7 @@ mod fuzz_live;
 mod fuzz_targets;
 mod generated;
 mod heap_meter;
+mod kubernetes_versions;
 mod manifests;
 mod new_provider;
 mod protobuf_schema;
@@ -66,8 +69,10 @@ tasks:
   fuzz        every parser of network and user input fed mutated inputs ([--seconds N | --minutes N] [--target NAME] [--list])
   soak        the demo's components as processes under churn and API faults, memory and fds sampled ([--minutes N | --seconds N])
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
-  new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V]
-              write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)";
+  new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V] [--kubernetes 1.NN]
+              write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)
+  kubernetes-versions
+              check every library crate against each supported Kubernetes minor (1.34 to 1.37)";
 
 /// Wait for SIGINT or SIGTERM.
 pub(crate) async fn wait_for_signal() {
@@ -131,6 +136,7 @@ fn main() -> ExitCode {
         Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
         Some("new-provider") => new_provider::run(&args),
+        Some("kubernetes-versions") => kubernetes_versions::run(&args[1..]),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

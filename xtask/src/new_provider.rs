@@ -46,6 +46,11 @@ pub(crate) struct Args {
     /// this checkout's `crates/stratus` by path.
     #[arg(long)]
     stratus_version: Option<String>,
+    /// The oldest Kubernetes minor the binary serves (`1.34` … `1.37`):
+    /// the k8s-openapi feature it enables (`v1_34`, ...). Default: the
+    /// newest (`latest`).
+    #[arg(long)]
+    kubernetes: Option<String>,
 }
 
 /// The template files of each kind, relative to the new crate's root: its
@@ -226,8 +231,13 @@ pub(crate) fn files(
     kind: Kind,
     name: &str,
     stratus_version: Option<&str>,
+    kubernetes: Option<&str>,
 ) -> Result<Vec<(String, String)>, String> {
     check_name(name)?;
+    let k8s_feature = match kubernetes {
+        Some(version) => crate::kubernetes_versions::feature(version)?,
+        None => "latest".to_owned(),
+    };
     let krate = match kind {
         Kind::Ccm => format!("{name}-cloud-controller-manager"),
         Kind::VirtualKubelet => format!("{name}-virtual-kubelet"),
@@ -248,6 +258,7 @@ pub(crate) fn files(
         ("crate", krate.clone()),
         ("Type", type_name(name)),
         ("stratus", stratus),
+        ("k8s_feature", k8s_feature),
         (
             "config_flag",
             match kind {
@@ -315,7 +326,13 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let made = files(args.kind, &args.name, args.stratus_version.as_deref()).and_then(|files| {
+    let made = files(
+        args.kind,
+        &args.name,
+        args.stratus_version.as_deref(),
+        args.kubernetes.as_deref(),
+    )
+    .and_then(|files| {
         let krate = files
             .iter()
             .find(|(f, _)| f == "Cargo.toml")
@@ -398,7 +415,7 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled_for_both_kinds() {
         for kind in [Kind::Ccm, Kind::VirtualKubelet] {
-            let files = files(kind, "acme", Some("0.1.0")).unwrap();
+            let files = files(kind, "acme", Some("0.1.0"), None).unwrap();
             assert!(files.iter().any(|(f, _)| f == "src/main.rs"));
             assert!(files.iter().any(|(f, _)| f == "deploy/rbac.yaml"));
             let main = &files.iter().find(|(f, _)| f == "src/main.rs").unwrap().1;
@@ -410,6 +427,14 @@ mod tests {
             assert!(files.iter().all(|(_, t)| !t.contains("{{")));
         }
         assert!(render("{{nope}}", &[], "x").is_err());
-        assert!(files(Kind::Ccm, "Bad_Name", None).is_err());
+        assert!(files(Kind::Ccm, "Bad_Name", None, None).is_err());
+        // The Kubernetes minor picks the binary's k8s-openapi feature.
+        let oldest = files(Kind::VirtualKubelet, "acme", None, Some("1.34")).unwrap();
+        let manifest = &oldest.iter().find(|(f, _)| f == "Cargo.toml").unwrap().1;
+        assert!(
+            manifest.contains(r#"features = ["std", "v1_34"]"#),
+            "{manifest}"
+        );
+        assert!(files(Kind::Ccm, "acme", None, Some("1.20")).is_err());
     }
 }

@@ -367,11 +367,16 @@ impl DelegatedAuth {
         reviewed.ok_or_else(|| "invalid bearer token".to_owned())
     }
 
+    #[allow(
+        clippy::useless_conversion,
+        reason = "a conversion in one Kubernetes minor, the identity in another"
+    )]
     async fn review_token(&self, token: &str) -> Result<Option<UserInfo>, String> {
         let api: Api<TokenReview> = Api::all(self.authn_client.clone());
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: token.to_owned(),
+                // Optional from Kubernetes 1.37 on.
+                token: token.to_owned().into(),
                 ..Default::default()
             },
             ..Default::default()

@@ -212,9 +212,14 @@ pub fn rbac(config: &DeployConfig, controllers: &[ManagedController]) -> Vec<Val
 }
 
 /// A reference to the (Cluster)Role `name`.
+#[allow(
+    clippy::useless_conversion,
+    reason = "a conversion in one Kubernetes minor, the identity in another"
+)]
 fn role_ref(kind: &str, name: impl Into<String>) -> RoleRef {
     RoleRef {
-        api_group: Some("rbac.authorization.k8s.io".into()),
+        // Required before Kubernetes 1.37, optional from it on.
+        api_group: String::from("rbac.authorization.k8s.io").into(),
         kind: kind.into(),
         name: name.into(),
     }
@@ -356,6 +361,10 @@ fn pod_template(config: &DeployConfig, host_network: bool) -> PodTemplateSpec {
 }
 
 /// The manager as a Deployment: `replicas` pods, one leader at a time.
+#[allow(
+    clippy::useless_conversion,
+    reason = "a conversion in one Kubernetes minor, the identity in another"
+)]
 pub fn deployment(config: &DeployConfig) -> Deployment {
     Deployment {
         metadata: config.meta(&config.name, true),
@@ -367,13 +376,19 @@ pub fn deployment(config: &DeployConfig) -> Deployment {
             },
             template: pod_template(config, false),
             ..Default::default()
-        },
+        }
+        // Optional before Kubernetes 1.37, required from it on.
+        .into(),
         ..Default::default()
     }
 }
 
 /// The manager as a DaemonSet on control-plane nodes with host networking
 /// (upstream's `ccm-example.yaml` layout).
+#[allow(
+    clippy::useless_conversion,
+    reason = "a conversion in one Kubernetes minor, the identity in another"
+)]
 pub fn daemonset(config: &DeployConfig) -> DaemonSet {
     let mut template = pod_template(config, true);
     if let Some(spec) = template.spec.as_mut() {
@@ -394,7 +409,9 @@ pub fn daemonset(config: &DeployConfig) -> DaemonSet {
             },
             template,
             ..Default::default()
-        },
+        }
+        // Optional before Kubernetes 1.37, required from it on.
+        .into(),
         ..Default::default()
     }
 }

@@ -96,15 +96,22 @@ pub async fn service_account_client(
 }
 
 /// One token: its `Authorization` header and its lifetime.
+#[allow(
+    clippy::useless_conversion,
+    reason = "a conversion in one Kubernetes minor, the identity in another"
+)]
 async fn request_token(
     accounts: &Api<ServiceAccount>,
     name: &str,
 ) -> Result<(HeaderValue, Duration), kube::Error> {
+    // `.into()` and `Option::from` where a field is required in some
+    // Kubernetes minors' types and optional in others (1.37).
     let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
+        spec: TokenRequestSpec {
             expiration_seconds: Some(TOKEN_EXPIRATION.as_secs() as i64),
             ..Default::default()
-        }),
+        }
+        .into(),
         ..Default::default()
     };
     let answer: TokenRequest = accounts
@@ -112,14 +119,13 @@ async fn request_token(
         .await?;
     let token = answer
         .status
-        .and_then(|s| s.token)
+        .and_then(|s| Option::<String>::from(s.token))
         .filter(|t| !t.is_empty())
         .ok_or_else(|| kube::Error::Service("the TokenRequest answered no token".into()))?;
     let header = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
         kube::Error::Service("the TokenRequest answered a token that is not a header value".into())
     })?;
-    let lifetime = answer
-        .spec
+    let lifetime = Option::<TokenRequestSpec>::from(answer.spec)
         .and_then(|s| s.expiration_seconds)
         .and_then(|s| u64::try_from(s).ok())
         .map_or(TOKEN_EXPIRATION, Duration::from_secs);
