@@ -402,15 +402,19 @@ async fn the_admin_port_authenticates_and_authorizes_through_the_api_server() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use stratus_runtime::tls::CertificateAuthority;
     let cluster = TestCluster::start().await.unwrap();
-    // The cluster's client CA, where kube-apiserver publishes it.
+    // The cluster's client CA, where kube-apiserver publishes it (this
+    // test's CA in place of the harness's).
     let client_ca = CertificateAuthority::new("cluster-client-ca").unwrap();
     let maps: Api<ConfigMap> = Api::namespaced(cluster.client(), "kube-system");
-    let map: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "extension-apiserver-authentication"},
-        "data": {"client-ca-file": client_ca.ca_pem()},
-    }))
+    maps.patch(
+        "extension-apiserver-authentication",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({
+            "data": {"client-ca-file": client_ca.ca_pem()},
+        })),
+    )
+    .await
     .unwrap();
-    maps.create(&Default::default(), &map).await.unwrap();
     cluster.server().set_access_policy(|r| {
         (
             r.user == "metrics-reader" && r.path == "/metrics",

@@ -3,13 +3,15 @@
 //! the harness authorizes with RBAC, the node runs with its ServiceAccount's
 //! token, pods with ConfigMap and Secret references run and are deleted, the
 //! kubelet API authenticates a caller through TokenReview and authorizes it
-//! through SubjectAccessReview — and any refused request fails the test.
+//! through SubjectAccessReview, `kubectl logs` through the API server works
+//! with no `--client-ca-file` (the command reads the client CA the API
+//! server publishes) — and any refused request fails the test.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, LogParams, PostParams};
 use serde_json::json;
 use stratus_kubelet::app::{ProviderInit, register_pod_provider, run_with_args};
 use stratus_testing::{ApiServer, MockPodProvider, ReviewUser, eventually};
@@ -157,6 +159,13 @@ async fn the_virtual_node_needs_no_permission_beyond_its_documented_roles() {
     );
     let denied = kubelet_get(port, "/pods", "no-such-token").await;
     assert_eq!(denied.0, 401, "{denied:?}");
+
+    // `kubectl logs` through the API server, which presents its kubelet
+    // client certificate: the command was given no --client-ca-file and
+    // read the CA the API server publishes in
+    // kube-system/extension-apiserver-authentication.
+    let logs = pods.logs("web", &LogParams::default()).await.unwrap();
+    assert!(logs.contains("started container web"), "{logs:?}");
 
     pods.delete("web", &DeleteParams::default()).await.unwrap();
     eventually("the pod is gone", Duration::from_secs(20), || async {

@@ -209,6 +209,10 @@ impl ApiServerBuilder {
     }
 }
 
+/// The ConfigMap in `kube-system` holding the client CA (`client-ca-file`),
+/// as kube-apiserver publishes it.
+const EXTENSION_APISERVER_AUTHENTICATION: &str = "extension-apiserver-authentication";
+
 fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
     for object in crate::flowcontrol::bootstrap() {
         create_json(inner, object)?;
@@ -219,6 +223,19 @@ fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         )?;
     }
+    // What kube-apiserver publishes for the servers it delegates
+    // authentication to (aggregated API servers, kubelets, cloud
+    // controller managers): the CA of the client certificates it accepts,
+    // which also signed the one it presents to kubelets.
+    create_json(
+        inner,
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": EXTENSION_APISERVER_AUTHENTICATION, "namespace": "kube-system"},
+            "data": {"client-ca-file": inner.kubelet().ca.ca_pem()}
+        }),
+    )?;
     create_json(
         inner,
         json!({
@@ -435,7 +452,9 @@ impl ApiServer {
     /// kubelets when it proxies `pods/log`, `exec`, `attach`,
     /// `portforward` and `nodes/proxy` (user
     /// [`KUBELET_CLIENT_USER`](crate::KUBELET_CLIENT_USER), group `system:masters`). A kubelet API
-    /// trusts it as its client CA.
+    /// trusts it as its client CA. The server publishes it, as
+    /// kube-apiserver does, as `client-ca-file` of the ConfigMap
+    /// `kube-system/extension-apiserver-authentication`.
     pub fn kubelet_client_ca_pem(&self) -> &str {
         self.inner.kubelet().ca.ca_pem()
     }

@@ -356,6 +356,7 @@ fn auth_config(o: &KubeletOptions) -> DelegatedAuthConfig {
 async fn kubelet_server(
     o: &KubeletOptions,
     client: &kube::Client,
+    client_ca: Option<&str>,
     provider: Arc<dyn stratus_pod::PodLifecycleHandler>,
 ) -> Result<(KubeletServer, Option<ServingCertificateRotation>), String> {
     let config = auth_config(o);
@@ -384,13 +385,54 @@ async fn kubelet_server(
         builder = builder.certificate(certificate);
         rotation = Some(rotating);
     }
-    if let Some(path) = &o.client_ca_file {
-        let pem = std::fs::read_to_string(path)
-            .map_err(|e| format!("--client-ca-file {}: {e}", path.display()))?;
-        builder = builder.client_ca(pem);
+    if let Some(pem) = client_ca {
+        builder = builder.client_ca(pem.to_owned());
     }
     let server = builder.start().await.map_err(|e| e.to_string())?;
     Ok((server, rotation))
+}
+
+/// The ConfigMap in `kube-system` where the API server publishes the CA of
+/// the client certificates it accepts (`client-ca-file`).
+const AUTHENTICATION_CONFIG_MAP: &str = "extension-apiserver-authentication";
+
+/// The CA of the client certificates the kubelet API (and an exposed
+/// metrics server) accepts: `--client-ca-file`, else the `client-ca-file`
+/// the API server publishes in `kube-system/extension-apiserver-authentication`
+/// (as Go's delegated authentication looks it up), which also signed the
+/// certificate the API server presents for `kubectl logs`, `exec` and
+/// `port-forward`. `None` when neither is there: client certificates are
+/// then refused and callers need a token.
+async fn client_ca(
+    o: &KubeletOptions,
+    client: &kube::Client,
+) -> Result<Option<String>, CommandError> {
+    if let Some(path) = &o.client_ca_file {
+        return std::fs::read_to_string(path).map(Some).map_err(|e| {
+            CommandError::KubeletApi(format!("--client-ca-file {}: {e}", path.display()))
+        });
+    }
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), "kube-system");
+    let published = match maps.get_opt(AUTHENTICATION_CONFIG_MAP).await {
+        Ok(map) => map
+            .and_then(|m| m.data)
+            .and_then(|mut data| data.remove("client-ca-file"))
+            .filter(|pem| !pem.trim().is_empty()),
+        Err(e) => {
+            tracing::warn!(error = %e, "no --client-ca-file and kube-system/{AUTHENTICATION_CONFIG_MAP} cannot be read: the kubelet API refuses client certificates (kubectl logs, exec and port-forward through the API server fail with 401)");
+            return Ok(None);
+        }
+    };
+    match &published {
+        Some(_) => tracing::info!(
+            "the kubelet API accepts client certificates of the client CA in kube-system/{AUTHENTICATION_CONFIG_MAP}"
+        ),
+        None => tracing::warn!(
+            "no --client-ca-file and no client-ca-file in kube-system/{AUTHENTICATION_CONFIG_MAP}: the kubelet API refuses client certificates (kubectl logs, exec and port-forward through the API server fail with 401)"
+        ),
+    }
+    Ok(published)
 }
 
 /// How the `--metrics-addr` server is guarded.
@@ -432,6 +474,7 @@ async fn metrics_server(
     addr: std::net::SocketAddr,
     guard: MetricsGuard,
     o: &KubeletOptions,
+    client_ca: Option<&str>,
     rest_client: &stratus_runtime::metrics::RestClientMetrics,
 ) -> Result<(KubeletMetrics, HealthChecks, AdminServer), CommandError> {
     let mut registry = Registry::default();
@@ -452,11 +495,8 @@ async fn metrics_server(
                         .map_err(|e| CommandError::Metrics(e.to_string()))?,
                 );
             }
-            if let Some(path) = &o.client_ca_file {
-                let pem = std::fs::read_to_string(path).map_err(|e| {
-                    CommandError::Metrics(format!("--client-ca-file {}: {e}", path.display()))
-                })?;
-                builder = builder.client_ca(pem);
+            if let Some(pem) = client_ca {
+                builder = builder.client_ca(pem.to_owned());
             }
             builder
         }
@@ -471,6 +511,8 @@ async fn metrics_server(
 /// What every node of the process shares.
 struct Shared {
     client: kube::Client,
+    /// The kubelet API's client CA (see [`client_ca`]).
+    client_ca: Option<String>,
     resources: Arc<ApiResources>,
     flags: VendorFlags,
     metrics: Option<(KubeletMetrics, HealthChecks)>,
@@ -520,9 +562,14 @@ async fn start_node(
         message,
     })?;
     let provider = providers.pods;
-    let (server, rotation) = kubelet_server(&options, &shared.client, provider.clone())
-        .await
-        .map_err(CommandError::KubeletApi)?;
+    let (server, rotation) = kubelet_server(
+        &options,
+        &shared.client,
+        shared.client_ca.as_deref(),
+        provider.clone(),
+    )
+    .await
+    .map_err(CommandError::KubeletApi)?;
     let mut node = NodeConfig::new(name, &o.provider);
     if let Some(version) = &o.binary_version {
         node.kubelet_version = format!("{}-vk-{version}", crate::node::KUBERNETES_VERSION);
@@ -586,11 +633,13 @@ async fn run(
         client.clone(),
         std::time::Duration::from_secs(60),
     ));
+    let client_ca = client_ca(&o, &client).await?;
     let metrics = match o.metrics_addr {
         ListenAddr(Some(addr)) => {
             let guard = MetricsGuard::for_addr(addr, &o, &client);
             let exposed = matches!(guard, MetricsGuard::Exposed(_));
-            let (metrics, checks, server) = metrics_server(addr, guard, &o, &rest_client).await?;
+            let (metrics, checks, server) =
+                metrics_server(addr, guard, &o, client_ca.as_deref(), &rest_client).await?;
             tracing::info!(addr = %server.local_addr(), https_and_authentication = exposed, "serving /metrics, /healthz and /readyz");
             tokio::spawn(server.serve(stop.clone()));
             Some((metrics, checks))
@@ -599,6 +648,7 @@ async fn run(
     };
     let shared = Shared {
         client,
+        client_ca,
         resources,
         flags,
         metrics,
@@ -762,10 +812,16 @@ mod tests {
         let o = options(args);
         let guard = MetricsGuard::exposed(&o, &api.client());
         let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
-        let (_, _, server) =
-            metrics_server("127.0.0.1:0".parse().unwrap(), guard, &o, &rest_client)
-                .await
-                .unwrap();
+        let client_ca = client_ca(&o, &api.client()).await.unwrap();
+        let (_, _, server) = metrics_server(
+            "127.0.0.1:0".parse().unwrap(),
+            guard,
+            &o,
+            client_ca.as_deref(),
+            &rest_client,
+        )
+        .await
+        .unwrap();
         let addr = server.local_addr();
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(server.serve(stopped));

@@ -103,7 +103,10 @@ pub struct KubeletOptions {
     /// kubernetes.io/kubelet-serving CSR) and renew it before it expires.
     #[arg(long, conflicts_with = "tls_cert_file")]
     pub rotate_server_certificates: bool,
-    /// Accept client certificates signed by this CA (PEM).
+    /// Accept client certificates signed by this CA (PEM). Without it, the
+    /// `client-ca-file` the API server publishes in
+    /// `kube-system/extension-apiserver-authentication` (the CA of the
+    /// certificate it presents for `kubectl logs`, `exec`, `port-forward`).
     #[arg(long, env = "APISERVER_CA_CERT_LOCATION")]
     pub client_ca_file: Option<PathBuf>,
     /// `Webhook` (SubjectAccessReview) or `AlwaysAllow` (every

@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 /// | certificatesigningrequests (`certificates.k8s.io`) | create, get, list, watch | `--rotate-server-certificates`: the kubelet API's serving certificate |
 ///
 /// Delegated authentication of the kubelet API (TokenReview,
-/// SubjectAccessReview) comes from binding `system:auth-delegator`.
+/// SubjectAccessReview) comes from binding `system:auth-delegator`, and
+/// reading its client CA from `kube-system/extension-apiserver-authentication`
+/// from binding the Role `extension-apiserver-authentication-reader` there.
 ///
 /// ```
 /// let rules = stratus_kubelet::app::rbac::rules();
@@ -39,12 +41,18 @@ pub fn rules() -> Value {
 
 /// The objects to apply: the ServiceAccount `namespace/account` (whose token
 /// the node's kubeconfig holds), the ClusterRole `stratus:virtual-kubelet`
-/// with [`rules`], its binding, and the binding of `system:auth-delegator`.
+/// with [`rules`], its binding, the binding of `system:auth-delegator`, and
+/// in `kube-system` the binding of the Role
+/// `extension-apiserver-authentication-reader` (every cluster has it), to
+/// read the client CA.
 ///
 /// ```
 /// let objects = stratus_kubelet::app::rbac::rbac("kube-system", "virtual-kubelet");
 /// let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-/// assert_eq!(kinds, ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding"]);
+/// assert_eq!(
+///     kinds,
+///     ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "RoleBinding"]
+/// );
 /// ```
 pub fn rbac(namespace: &str, account: &str) -> Vec<Value> {
     let role = "stratus:virtual-kubelet";
@@ -65,5 +73,9 @@ pub fn rbac(namespace: &str, account: &str) -> Vec<Value> {
             "stratus:virtual-kubelet:auth-delegator",
             "system:auth-delegator",
         ),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "stratus:virtual-kubelet:authentication-reader", "namespace": "kube-system"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"},
+            "subjects": subject}),
     ]
 }
