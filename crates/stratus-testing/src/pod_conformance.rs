@@ -2,7 +2,10 @@
 //! [`PodLifecycleHandler`] as a virtual node on the in-memory API server
 //! through Go virtual-kubelet's end-to-end cases: the node becomes Ready; a
 //! pod runs (IP, Running); through the API server's node proxy, `/pods`
-//! lists it, `/runningpods/` has it, `/stats/summary` has the node, the pod
+//! lists it, `/runningpods/` has it, its container's log comes through the
+//! API server with `tailLines` honoured (skipped, as "not supported
+//! (declared)", for a provider whose `container_logs()` is `None`; a
+//! declared capability answering `NotImplemented` fails), `/stats/summary` has the node, the pod
 //! and each of its containers and `/metrics/resource` has the pod and one
 //! series per container (the last two are skipped for a provider without
 //! stats or metrics); labels reach the provider; graceful and forced
@@ -31,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use stratus_kubelet::node::NodeConfig;
 use stratus_pod::PodLifecycleHandler;
 use tokio::sync::watch;
@@ -211,6 +214,54 @@ fn settle(report: &mut Report, watched: &Watched, name: &'static str, result: Re
     }
 }
 
+/// The logs case on the running pod `basic`: its whole log, then
+/// `tailLines` 1 (at most the last line) and 0 (nothing), each through the
+/// API server as `kubectl logs` asks. A 501 there is a provider that declares
+/// logs but answers `NotImplemented`: a broken contract, not a capability
+/// left out.
+async fn logs_case(pods: &Api<Pod>) -> Outcome {
+    let get = |tail: Option<i64>| async move {
+        let params = LogParams {
+            container: Some("app".into()),
+            tail_lines: tail,
+            ..LogParams::default()
+        };
+        pods.logs("basic", &params).await.map_err(|e| {
+            let not_implemented = matches!(&e, kube::Error::Api(s) if s.code == 501);
+            match not_implemented {
+                true => format!("container_logs is declared (Some) but answers NotImplemented (kubectl logs gets 501: {e}); return None from container_logs() if the provider has no logs"),
+                false => format!("GET pods/basic/log (tailLines {tail:?}): {e}"),
+            }
+        })
+    };
+    let checked = async {
+        let all = get(None).await?;
+        let last = all.lines().last().unwrap_or_default().to_owned();
+        let tail = get(Some(1)).await?;
+        let lines: Vec<&str> = tail.lines().collect();
+        if lines.len() > 1 {
+            return Err(format!(
+                "tailLines 1 answered {} lines ({tail:?}): ContainerLogOptions::tail_lines is the provider's to apply",
+                lines.len()
+            ));
+        }
+        if !all.is_empty() && lines.first().copied() != Some(last.as_str()) {
+            return Err(format!(
+                "tailLines 1 answered {tail:?}, not the log's last line {last:?}"
+            ));
+        }
+        let none = get(Some(0)).await?;
+        if !none.is_empty() {
+            return Err(format!("tailLines 0 answered {none:?}, not nothing"));
+        }
+        Ok(())
+    };
+    match checked.await {
+        Ok(()) => Outcome::Passed,
+        Err(why) => Outcome::Failed(why),
+    }
+}
+
 /// Run the suite on a fresh API server with a virtual node over the
 /// provider `make` returns, each case waiting up to [`DEFAULT_WAIT`].
 pub async fn run_pod_conformance(make: impl FnOnce() -> Arc<dyn PodLifecycleHandler>) -> Report {
@@ -329,6 +380,20 @@ pub async fn run_pod_conformance_within(
         }
         .await,
     );
+
+    const LOGS: &str =
+        "container logs come through the API server, tailLines honoured (kubectl logs --tail)";
+    if provider.container_logs().is_none() {
+        report.push(
+            LOGS,
+            Outcome::Skipped(
+                "not supported (declared): container_logs() is None, so kubectl logs answers 501"
+                    .into(),
+            ),
+        );
+    } else {
+        report.push(LOGS, logs_case(&case.pods).await);
+    }
 
     let stats_pod = async {
         let mut three = pod("stats", serde_json::json!([]))?;

@@ -1,11 +1,15 @@
 //! The pod-provider conformance suite: MockPodProvider passes it; a provider
-//! that forgets pods it deleted fails it.
+//! that forgets pods it deleted, reports a deleted pod running, or declares
+//! logs it does not serve fails it.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
-use stratus_pod::{PodLifecycleHandler, PodNotifier, Result};
+use stratus_pod::{
+    ByteStream, ContainerLogOptions, ContainerLogs, ContainerRef, PodError, PodLifecycleHandler,
+    PodNotifier, Result,
+};
 use stratus_testing::MockPodProvider;
 use stratus_testing::conformance::Outcome;
 use stratus_testing::pod_conformance::{run_pod_conformance, run_pod_conformance_within};
@@ -284,6 +288,103 @@ async fn a_provider_reporting_running_after_delete_fails() {
             |f| f.starts_with("after delete_pod the provider reports the pod ended")
                 && f.contains("takes the whole grace period")
         ),
+        "{report}"
+    );
+}
+
+/// Declares logs (`container_logs()` is `Some`) but answers
+/// `NotImplemented`, or ignores `tailLines`: the rest is the mock's.
+struct BrokenLogs {
+    inner: MockPodProvider,
+    ignores_tail: bool,
+}
+
+#[async_trait]
+impl PodLifecycleHandler for BrokenLogs {
+    async fn create_pod(&self, pod: &Pod) -> Result<()> {
+        self.inner.create_pod(pod).await
+    }
+    async fn update_pod(&self, pod: &Pod) -> Result<()> {
+        self.inner.update_pod(pod).await
+    }
+    async fn delete_pod(&self, pod: &Pod) -> Result<()> {
+        self.inner.delete_pod(pod).await
+    }
+    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
+        self.inner.get_pod(namespace, name).await
+    }
+    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
+        self.inner.get_pod_status(namespace, name).await
+    }
+    async fn get_pods(&self) -> Result<Vec<Pod>> {
+        self.inner.get_pods().await
+    }
+    fn notifier(&self) -> Option<&dyn PodNotifier> {
+        self.inner.notifier()
+    }
+    fn container_logs(&self) -> Option<&dyn ContainerLogs> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ContainerLogs for BrokenLogs {
+    async fn container_logs(
+        &self,
+        _container: &ContainerRef,
+        _options: &ContainerLogOptions,
+    ) -> Result<ByteStream> {
+        if !self.ignores_tail {
+            return Err(PodError::not_implemented("container logs"));
+        }
+        // Two lines whatever the request asks.
+        Ok(Box::pin(futures_util::stream::iter([Ok(
+            b"one\ntwo\n".to_vec()
+        )])))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_declaring_logs_it_does_not_serve_fails_and_one_without_logs_is_skipped() {
+    let run = |ignores_tail| {
+        run_pod_conformance_within(
+            move || {
+                Arc::new(BrokenLogs {
+                    inner: MockPodProvider::new(),
+                    ignores_tail,
+                }) as _
+            },
+            std::time::Duration::from_secs(5),
+        )
+    };
+    let logs =
+        "container logs come through the API server, tailLines honoured (kubectl logs --tail)";
+    let failed = run(false).await.failure_messages();
+    assert!(
+        failed.iter().any(|f| f.starts_with(logs)
+            && f.contains("container_logs is declared (Some) but answers NotImplemented")),
+        "{failed:#?}"
+    );
+    let failed = run(true).await.failure_messages();
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with(logs) && f.contains("tailLines 1 answered 2 lines")),
+        "{failed:#?}"
+    );
+    // A provider without logs declares so: skipped, named as such.
+    let report = run_pod_conformance_within(
+        || Arc::new(NeverDeletes(MockPodProvider::new())) as _,
+        std::time::Duration::from_secs(2),
+    )
+    .await;
+    let skipped = report
+        .checks
+        .iter()
+        .find(|c| c.name == logs)
+        .map(|c| &c.outcome);
+    assert!(
+        matches!(skipped, Some(Outcome::Skipped(why)) if why.starts_with("not supported (declared)")),
         "{report}"
     );
 }

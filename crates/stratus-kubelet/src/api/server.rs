@@ -93,10 +93,19 @@ fn error_response(err: &PodError) -> Response<Body> {
     text(status, format!("{err}\n"))
 }
 
+/// The words of the 501 the kubelet API answers for a capability its
+/// provider does not declare (its accessor, e.g.
+/// `PodLifecycleHandler::container_logs`, returns `None`): `"<what> is
+/// not supported by the provider of node <node>"`. A provider that declares
+/// the capability and answers `NotImplemented` gets a 501 with its own
+/// message instead, which the e2e runner and the conformance suite report
+/// as a failure, not as a capability left out.
+pub const NOT_DECLARED: &str = "is not supported by the provider of node";
+
 fn not_implemented(node: &str, what: &str) -> Response<Body> {
     text(
         StatusCode::NOT_IMPLEMENTED,
-        format!("{what} is not supported by the provider of node {node}\n"),
+        format!("{what} {NOT_DECLARED} {node}\n"),
     )
 }
 

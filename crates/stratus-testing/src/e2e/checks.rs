@@ -2,6 +2,7 @@
 //! and a cloud controller manager's (Go's cloud-provider e2e tests).
 
 use k8s_openapi::api::coordination::v1::Lease;
+use stratus_kubelet::api::NOT_DECLARED;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Service};
 use kube::Api;
@@ -322,9 +323,15 @@ pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2e
             "the pod's logs come through the API server",
             Outcome::Passed,
         ),
+        Err(e) if code(&e) == Some(501) && e.to_string().contains(NOT_DECLARED) => report.push(
+            "the pod's logs come through the API server",
+            Outcome::Skipped("not supported (declared): the provider serves no logs".into()),
+        ),
         Err(e) if code(&e) == Some(501) => report.push(
             "the pod's logs come through the API server",
-            Outcome::Skipped("the provider serves no logs".into()),
+            Outcome::Failed(format!(
+                "GET pods/{name}/log: {e}: the provider declares logs (container_logs() is Some) but answers NotImplemented; return None from container_logs() if it has none"
+            )),
         ),
         Err(e) => report.push(
             "the pod's logs come through the API server",
@@ -338,7 +345,7 @@ pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2e
         ),
         Ok(None) => report.push(
             "a command runs in the pod through the API server (exec)",
-            Outcome::Skipped("the provider serves no exec".into()),
+            Outcome::Skipped("not supported (declared): the provider serves no exec".into()),
         ),
         Err(e) => report.push(
             "a command runs in the pod through the API server (exec)",
