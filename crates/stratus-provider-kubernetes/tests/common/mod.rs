@@ -75,6 +75,23 @@ impl Remote {
         .unwrap();
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(node.run(stopped));
+        // The remote node Ready, so its capacity counts from the start (a
+        // busy machine registers it later than an offload node connects).
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client());
+        eventually(
+            "the remote node Ready",
+            Duration::from_secs(30),
+            async || {
+                nodes
+                    .get_opt(REMOTE_NODE)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|n| n.status?.conditions)
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            },
+        )
+        .await;
         Self {
             cluster,
             mock,
