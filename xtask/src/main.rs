@@ -58,7 +58,9 @@ const USAGE: &str = "usage: cargo xtask <task> [options]
 tasks:
   ci          every CI check: fmt, clippy, tests, docs, packaging, generated providers, fuzz, soak, e2e,
               the real control plane (e2e-real, clients-real) and the client scripts (see xtask/src/ci.rs)
-  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls])
+  apiserver   run the in-memory API server until Ctrl-C (--addr 127.0.0.1:6443 --kubeconfig FILE [--tls]
+              [--authorization-mode AlwaysAllow|RBAC] [--scheduler=false] [--virtual-node NAME]
+              [--process-node NAME] [--offload-node NAME])
   cluster     a real control plane built from tools/kubernetes/go.mod: build | up [--kubeconfig FILE] | down | status
               | stop|start|restart COMPONENT
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover)

@@ -31,6 +31,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
+pub(crate) use checks::exec_echo;
 pub use checks::{run_ccm_e2e, run_virtual_node_e2e};
 pub use junit::junit_xml;
 

@@ -5,7 +5,9 @@
 //! lists it, `/runningpods/` has it, its container's log comes through the
 //! API server with `tailLines` honoured (skipped, as "not supported
 //! (declared)", for a provider whose `container_logs()` is `None`; a
-//! declared capability answering `NotImplemented` fails), `/stats/summary` has the node, the pod
+//! declared capability answering `NotImplemented` fails), `echo` runs in it
+//! through `kubectl exec`'s request (skipped and failed the same way),
+//! `/stats/summary` has the node, the pod
 //! and each of its containers and `/metrics/resource` has the pod and one
 //! series per container (the last two are skipped for a provider without
 //! stats or metrics); labels reach the provider; graceful and forced
@@ -393,6 +395,26 @@ pub async fn run_pod_conformance_within(
         );
     } else {
         report.push(LOGS, logs_case(&case.pods).await);
+    }
+    const EXEC: &str = "a command runs in the pod through the API server (kubectl exec)";
+    if provider.exec().is_none() {
+        report.push(
+            EXEC,
+            Outcome::Skipped(
+                "not supported (declared): exec() is None, so kubectl exec answers 501".into(),
+            ),
+        );
+    } else {
+        report.push(
+            EXEC,
+            match crate::e2e::exec_echo(&case.pods, "basic").await {
+                Ok(Some(())) => Outcome::Passed,
+                Ok(None) => Outcome::Failed(
+                    "exec() is declared (Some) but the kubelet API answered 501".into(),
+                ),
+                Err(why) => Outcome::Failed(why),
+            },
+        );
     }
 
     let stats_pod = async {

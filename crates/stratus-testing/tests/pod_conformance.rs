@@ -1,14 +1,14 @@
 //! The pod-provider conformance suite: MockPodProvider passes it; a provider
 //! that forgets pods it deleted, reports a deleted pod running, or declares
-//! logs it does not serve fails it.
+//! logs or exec it does not serve fails it.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use stratus_pod::{
-    ByteStream, ContainerLogOptions, ContainerLogs, ContainerRef, PodError, PodLifecycleHandler,
-    PodNotifier, Result,
+    AttachIo, ByteStream, ContainerExec, ContainerLogOptions, ContainerLogs, ContainerRef,
+    ExitCode, PodError, PodLifecycleHandler, PodNotifier, Result,
 };
 use stratus_testing::MockPodProvider;
 use stratus_testing::conformance::Outcome;
@@ -292,8 +292,9 @@ async fn a_provider_reporting_running_after_delete_fails() {
     );
 }
 
-/// Declares logs (`container_logs()` is `Some`) but answers
-/// `NotImplemented`, or ignores `tailLines`: the rest is the mock's.
+/// Declares logs and exec (their accessors are `Some`) but answers
+/// `NotImplemented` to both, or serves logs ignoring `tailLines`: the rest
+/// is the mock's.
 struct BrokenLogs {
     inner: MockPodProvider,
     ignores_tail: bool,
@@ -325,6 +326,21 @@ impl PodLifecycleHandler for BrokenLogs {
     fn container_logs(&self) -> Option<&dyn ContainerLogs> {
         Some(self)
     }
+    fn exec(&self) -> Option<&dyn ContainerExec> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ContainerExec for BrokenLogs {
+    async fn exec(
+        &self,
+        _container: &ContainerRef,
+        _command: &[String],
+        _io: AttachIo,
+    ) -> Result<ExitCode> {
+        Err(PodError::not_implemented("exec"))
+    }
 }
 
 #[async_trait]
@@ -345,7 +361,8 @@ impl ContainerLogs for BrokenLogs {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_declaring_logs_it_does_not_serve_fails_and_one_without_logs_is_skipped() {
+async fn a_provider_declaring_logs_or_exec_it_does_not_serve_fails_and_one_without_them_is_skipped()
+{
     let run = |ignores_tail| {
         run_pod_conformance_within(
             move || {
@@ -359,10 +376,17 @@ async fn a_provider_declaring_logs_it_does_not_serve_fails_and_one_without_logs_
     };
     let logs =
         "container logs come through the API server, tailLines honoured (kubectl logs --tail)";
+    let exec = "a command runs in the pod through the API server (kubectl exec)";
     let failed = run(false).await.failure_messages();
     assert!(
         failed.iter().any(|f| f.starts_with(logs)
             && f.contains("container_logs is declared (Some) but answers NotImplemented")),
+        "{failed:#?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|f| f.starts_with(exec) && f.contains("(ContainerExec::exec)")),
         "{failed:#?}"
     );
     let failed = run(true).await.failure_messages();
@@ -372,19 +396,21 @@ async fn a_provider_declaring_logs_it_does_not_serve_fails_and_one_without_logs_
             .any(|f| f.starts_with(logs) && f.contains("tailLines 1 answered 2 lines")),
         "{failed:#?}"
     );
-    // A provider without logs declares so: skipped, named as such.
+    // A provider without logs or exec declares so: skipped, named as such.
     let report = run_pod_conformance_within(
         || Arc::new(NeverDeletes(MockPodProvider::new())) as _,
         std::time::Duration::from_secs(2),
     )
     .await;
-    let skipped = report
-        .checks
-        .iter()
-        .find(|c| c.name == logs)
-        .map(|c| &c.outcome);
-    assert!(
-        matches!(skipped, Some(Outcome::Skipped(why)) if why.starts_with("not supported (declared)")),
-        "{report}"
-    );
+    for case in [logs, exec] {
+        let skipped = report
+            .checks
+            .iter()
+            .find(|c| c.name == case)
+            .map(|c| &c.outcome);
+        assert!(
+            matches!(skipped, Some(Outcome::Skipped(why)) if why.starts_with("not supported (declared)")),
+            "{case}: {report}"
+        );
+    }
 }

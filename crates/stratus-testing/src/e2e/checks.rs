@@ -133,9 +133,12 @@ fn condition_true(node: &Node, type_: &str) -> bool {
     condition(node, type_).is_some_and(|c| c.status == "True")
 }
 
-/// Run `echo stratus-e2e-exec` in the pod's container through the API
-/// server (`pods/exec`); `Ok(None)` when the node serves no exec (501).
-async fn exec_echo(pods: &Api<Pod>, name: &str) -> Result<Option<()>, String> {
+/// Run `echo stratus-e2e-exec` in the pod's container `app` through the API
+/// server (`pods/exec`); `Ok(None)` when the node serves no exec (501
+/// before the upgrade: the provider does not declare it); a declared exec
+/// answering `NotImplemented` fails the command, an error naming
+/// `ContainerExec::exec`.
+pub(crate) async fn exec_echo(pods: &Api<Pod>, name: &str) -> Result<Option<()>, String> {
     let params = AttachParams::default().container("app").stderr(false);
     let mut process = match pods.exec(name, ["echo", "stratus-e2e-exec"], &params).await {
         Ok(p) => p,
