@@ -14,6 +14,33 @@ use stratus_testing::MockPodProvider;
 use stratus_testing::conformance::Outcome;
 use stratus_testing::pod_conformance::{run_pod_conformance, run_pod_conformance_within};
 
+/// `PodLifecycleHandler` for a broken provider wrapping the mock in field
+/// `$mock`: the methods given, and the mock's updates and reads.
+macro_rules! wraps_mock {
+    ($provider:ty, $mock:tt, { $($own:tt)* }) => {
+        #[async_trait]
+        impl PodLifecycleHandler for $provider {
+            async fn update_pod(&self, pod: &Pod) -> Result<()> {
+                self.$mock.update_pod(pod).await
+            }
+            async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
+                self.$mock.get_pod(namespace, name).await
+            }
+            async fn get_pod_status(
+                &self,
+                namespace: &str,
+                name: &str,
+            ) -> Result<Option<PodStatus>> {
+                self.$mock.get_pod_status(namespace, name).await
+            }
+            async fn get_pods(&self) -> Result<Vec<Pod>> {
+                self.$mock.get_pods().await
+            }
+            $($own)*
+        }
+    };
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mock_provider_passes() {
     let report = run_pod_conformance(|| Arc::new(MockPodProvider::new()) as _).await;
@@ -24,30 +51,17 @@ async fn the_mock_provider_passes() {
 /// Ignores deletions: the pod stays in the "backend".
 struct NeverDeletes(MockPodProvider);
 
-#[async_trait]
-impl PodLifecycleHandler for NeverDeletes {
+wraps_mock!(NeverDeletes, 0, {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         self.0.create_pod(pod).await
-    }
-    async fn update_pod(&self, pod: &Pod) -> Result<()> {
-        self.0.update_pod(pod).await
     }
     async fn delete_pod(&self, _pod: &Pod) -> Result<()> {
         Ok(())
     }
-    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
-        self.0.get_pod(namespace, name).await
-    }
-    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
-        self.0.get_pod_status(namespace, name).await
-    }
-    async fn get_pods(&self) -> Result<Vec<Pod>> {
-        self.0.get_pods().await
-    }
     fn notifier(&self) -> Option<&dyn PodNotifier> {
         self.0.notifier()
     }
-}
+});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_that_never_deletes_fails() {
@@ -223,14 +237,10 @@ fn key(pod: &Pod) -> String {
     )
 }
 
-#[async_trait]
-impl PodLifecycleHandler for RunningAfterDelete {
+wraps_mock!(RunningAfterDelete, inner, {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         self.deleted.lock().unwrap().remove(&key(pod));
         self.inner.create_pod(pod).await
-    }
-    async fn update_pod(&self, pod: &Pod) -> Result<()> {
-        self.inner.update_pod(pod).await
     }
     async fn delete_pod(&self, pod: &Pod) -> Result<()> {
         self.deleted.lock().unwrap().insert(key(pod));
@@ -240,19 +250,10 @@ impl PodLifecycleHandler for RunningAfterDelete {
         }
         Ok(())
     }
-    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
-        self.inner.get_pod(namespace, name).await
-    }
-    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
-        self.inner.get_pod_status(namespace, name).await
-    }
-    async fn get_pods(&self) -> Result<Vec<Pod>> {
-        self.inner.get_pods().await
-    }
     fn notifier(&self) -> Option<&dyn PodNotifier> {
         Some(self)
     }
-}
+});
 
 impl PodNotifier for RunningAfterDelete {
     fn notify_pods(&self, callback: stratus_pod::PodStatusCallback) {
@@ -300,25 +301,12 @@ struct BrokenLogs {
     ignores_tail: bool,
 }
 
-#[async_trait]
-impl PodLifecycleHandler for BrokenLogs {
+wraps_mock!(BrokenLogs, inner, {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         self.inner.create_pod(pod).await
     }
-    async fn update_pod(&self, pod: &Pod) -> Result<()> {
-        self.inner.update_pod(pod).await
-    }
     async fn delete_pod(&self, pod: &Pod) -> Result<()> {
         self.inner.delete_pod(pod).await
-    }
-    async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
-        self.inner.get_pod(namespace, name).await
-    }
-    async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
-        self.inner.get_pod_status(namespace, name).await
-    }
-    async fn get_pods(&self) -> Result<Vec<Pod>> {
-        self.inner.get_pods().await
     }
     fn notifier(&self) -> Option<&dyn PodNotifier> {
         self.inner.notifier()
@@ -329,7 +317,7 @@ impl PodLifecycleHandler for BrokenLogs {
     fn exec(&self) -> Option<&dyn ContainerExec> {
         Some(self)
     }
-}
+});
 
 #[async_trait]
 impl ContainerExec for BrokenLogs {
