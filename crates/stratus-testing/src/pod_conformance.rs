@@ -5,8 +5,9 @@
 //! lists it, `/runningpods/` has it, its container's log comes through the
 //! API server with `tailLines` honoured (skipped, as "not supported
 //! (declared)", for a provider whose `container_logs()` is `None`; a
-//! declared capability answering `NotImplemented` fails), `echo` runs in it
-//! through `kubectl exec`'s request (skipped and failed the same way),
+//! declared capability answering `NotImplemented` fails), `kubectl attach`'s
+//! request is accepted and `echo` runs in it through `kubectl exec`'s
+//! (both skipped and failed the same way),
 //! `/stats/summary` has the node, the pod
 //! and each of its containers and `/metrics/resource` has the pod and one
 //! series per container (the last two are skipped for a provider without
@@ -36,7 +37,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams,
+};
 use stratus_kubelet::node::NodeConfig;
 use stratus_pod::PodLifecycleHandler;
 use tokio::sync::watch;
@@ -264,6 +267,39 @@ async fn logs_case(pods: &Api<Pod>) -> Outcome {
     }
 }
 
+/// The attach case on the running pod `basic`: `kubectl attach`'s request
+/// (stdout only). A working attach streams until the container ends or the
+/// client leaves, so the case only waits 2 s for a failure: a declared
+/// attach answering `NotImplemented`, or any other error, fails.
+async fn attach_case(pods: &Api<Pod>) -> Outcome {
+    let params = AttachParams::default()
+        .container("app")
+        .stdin(false)
+        .stdout(true)
+        .stderr(false);
+    let mut attached = match pods.attach("basic", &params).await {
+        Ok(a) => a,
+        Err(e) => return Outcome::Failed(format!("POST pods/basic/attach: {e}")),
+    };
+    let verdict = match attached.take_status() {
+        Some(status) => match tokio::time::timeout(Duration::from_secs(2), status).await {
+            Ok(Some(s)) if s.status.as_deref() == Some("Failure") => {
+                Outcome::Failed(match s.reason.as_deref() {
+                    Some("NotImplemented") => "attach() is declared (Some) but answers NotImplemented; return None from attach() if the provider cannot attach".into(),
+                    _ => format!(
+                        "the attach failed: {} (ContainerAttach::attach)",
+                        s.message.unwrap_or_default()
+                    ),
+                })
+            }
+            _ => Outcome::Passed,
+        },
+        None => Outcome::Passed,
+    };
+    attached.abort();
+    verdict
+}
+
 /// Run the suite on a fresh API server with a virtual node over the
 /// provider `make` returns, each case waiting up to [`DEFAULT_WAIT`].
 pub async fn run_pod_conformance(make: impl FnOnce() -> Arc<dyn PodLifecycleHandler>) -> Report {
@@ -395,6 +431,18 @@ pub async fn run_pod_conformance_within(
         );
     } else {
         report.push(LOGS, logs_case(&case.pods).await);
+    }
+    const ATTACH: &str =
+        "attaching to the pod's container through the API server works (kubectl attach)";
+    if provider.attach().is_none() {
+        report.push(
+            ATTACH,
+            Outcome::Skipped(
+                "not supported (declared): attach() is None, so kubectl attach answers 501".into(),
+            ),
+        );
+    } else {
+        report.push(ATTACH, attach_case(&case.pods).await);
     }
     const EXEC: &str = "a command runs in the pod through the API server (kubectl exec)";
     if provider.exec().is_none() {

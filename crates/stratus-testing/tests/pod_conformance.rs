@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use stratus_pod::{
-    AttachIo, ByteStream, ContainerExec, ContainerLogOptions, ContainerLogs, ContainerRef,
-    ExitCode, PodError, PodLifecycleHandler, PodNotifier, Result,
+    AttachIo, ByteStream, ContainerAttach, ContainerExec, ContainerLogOptions, ContainerLogs,
+    ContainerRef, ExitCode, PodError, PodLifecycleHandler, PodNotifier, Result,
 };
 use stratus_testing::MockPodProvider;
 use stratus_testing::conformance::Outcome;
@@ -293,8 +293,8 @@ async fn a_provider_reporting_running_after_delete_fails() {
     );
 }
 
-/// Declares logs and exec (their accessors are `Some`) but answers
-/// `NotImplemented` to both, or serves logs ignoring `tailLines`: the rest
+/// Declares logs, exec and attach (their accessors are `Some`) but answers
+/// `NotImplemented` to each, or serves logs ignoring `tailLines`: the rest
 /// is the mock's.
 struct BrokenLogs {
     inner: MockPodProvider,
@@ -317,7 +317,17 @@ wraps_mock!(BrokenLogs, inner, {
     fn exec(&self) -> Option<&dyn ContainerExec> {
         Some(self)
     }
+    fn attach(&self) -> Option<&dyn ContainerAttach> {
+        Some(self)
+    }
 });
+
+#[async_trait]
+impl ContainerAttach for BrokenLogs {
+    async fn attach(&self, _container: &ContainerRef, _io: AttachIo) -> Result<()> {
+        Err(PodError::not_implemented("attach"))
+    }
+}
 
 #[async_trait]
 impl ContainerExec for BrokenLogs {
@@ -349,7 +359,7 @@ impl ContainerLogs for BrokenLogs {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_declaring_logs_or_exec_it_does_not_serve_fails_and_one_without_them_is_skipped()
+async fn a_provider_declaring_capabilities_it_does_not_serve_fails_and_one_without_them_is_skipped()
 {
     let run = |ignores_tail| {
         run_pod_conformance_within(
@@ -365,6 +375,7 @@ async fn a_provider_declaring_logs_or_exec_it_does_not_serve_fails_and_one_witho
     let logs =
         "container logs come through the API server, tailLines honoured (kubectl logs --tail)";
     let exec = "a command runs in the pod through the API server (kubectl exec)";
+    let attach = "attaching to the pod's container through the API server works (kubectl attach)";
     let failed = run(false).await.failure_messages();
     assert!(
         failed.iter().any(|f| f.starts_with(logs)
@@ -375,6 +386,11 @@ async fn a_provider_declaring_logs_or_exec_it_does_not_serve_fails_and_one_witho
         failed
             .iter()
             .any(|f| f.starts_with(exec) && f.contains("(ContainerExec::exec)")),
+        "{failed:#?}"
+    );
+    assert!(
+        failed.iter().any(|f| f.starts_with(attach)
+            && f.contains("attach() is declared (Some) but answers NotImplemented")),
         "{failed:#?}"
     );
     let failed = run(true).await.failure_messages();
@@ -390,7 +406,7 @@ async fn a_provider_declaring_logs_or_exec_it_does_not_serve_fails_and_one_witho
         std::time::Duration::from_secs(2),
     )
     .await;
-    for case in [logs, exec] {
+    for case in [logs, exec, attach] {
         let skipped = report
             .checks
             .iter()
