@@ -9,6 +9,11 @@ repo="$(pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+# Run from `cargo xtask ci`, this script inherits the workspace's
+# `.cargo/config.toml` [env] (K8S_OPENAPI_ENABLED_VERSION=1.37); a crate
+# outside the workspace never sees it, and with a `v1_34` feature it would
+# enable two versions.
+unset K8S_OPENAPI_ENABLED_VERSION
 
 # The manager on the newest Kubernetes minor (`latest`), the virtual kubelet
 # on the oldest Stratus supports (xtask/src/kubernetes_versions.rs): its
