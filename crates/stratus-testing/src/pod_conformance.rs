@@ -219,6 +219,14 @@ fn settle(report: &mut Report, watched: &Watched, name: &'static str, result: Re
     }
 }
 
+/// A kubelet-API capability the provider does not declare (its accessor
+/// `accessor()` is `None`): skipped, as `kubectl command` answers 501.
+fn not_declared(accessor: &str, command: &str) -> Outcome {
+    Outcome::Skipped(format!(
+        "not supported (declared): {accessor}() is None, so kubectl {command} answers 501"
+    ))
+}
+
 /// The logs case on the running pod `basic`: its whole log, then
 /// `tailLines` 1 (at most the last line) and 0 (nothing), each through the
 /// API server as `kubectl logs` asks. A 501 there is a provider that declares
@@ -421,49 +429,30 @@ pub async fn run_pod_conformance_within(
 
     const LOGS: &str =
         "container logs come through the API server, tailLines honoured (kubectl logs --tail)";
-    if provider.container_logs().is_none() {
-        report.push(
-            LOGS,
-            Outcome::Skipped(
-                "not supported (declared): container_logs() is None, so kubectl logs answers 501"
-                    .into(),
-            ),
-        );
-    } else {
-        report.push(LOGS, logs_case(&case.pods).await);
-    }
     const ATTACH: &str =
         "attaching to the pod's container through the API server works (kubectl attach)";
-    if provider.attach().is_none() {
-        report.push(
-            ATTACH,
-            Outcome::Skipped(
-                "not supported (declared): attach() is None, so kubectl attach answers 501".into(),
-            ),
-        );
-    } else {
-        report.push(ATTACH, attach_case(&case.pods).await);
-    }
     const EXEC: &str = "a command runs in the pod through the API server (kubectl exec)";
-    if provider.exec().is_none() {
-        report.push(
-            EXEC,
-            Outcome::Skipped(
-                "not supported (declared): exec() is None, so kubectl exec answers 501".into(),
-            ),
-        );
-    } else {
-        report.push(
-            EXEC,
-            match crate::e2e::exec_echo(&case.pods, "basic").await {
-                Ok(Some(())) => Outcome::Passed,
-                Ok(None) => Outcome::Failed(
-                    "exec() is declared (Some) but the kubelet API answered 501".into(),
-                ),
-                Err(why) => Outcome::Failed(why),
-            },
-        );
-    }
+    let logs = match provider.container_logs() {
+        None => not_declared("container_logs", "logs"),
+        Some(_) => logs_case(&case.pods).await,
+    };
+    report.push(LOGS, logs);
+    let attach = match provider.attach() {
+        None => not_declared("attach", "attach"),
+        Some(_) => attach_case(&case.pods).await,
+    };
+    report.push(ATTACH, attach);
+    let exec = match provider.exec() {
+        None => not_declared("exec", "exec"),
+        Some(_) => match crate::e2e::exec_echo(&case.pods, "basic").await {
+            Ok(Some(())) => Outcome::Passed,
+            Ok(None) => {
+                Outcome::Failed("exec() is declared (Some) but the kubelet API answered 501".into())
+            }
+            Err(why) => Outcome::Failed(why),
+        },
+    };
+    report.push(EXEC, exec);
 
     let stats_pod = async {
         let mut three = pod("stats", serde_json::json!([]))?;
