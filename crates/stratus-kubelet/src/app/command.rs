@@ -442,7 +442,8 @@ enum MetricsGuard {
     Loopback,
     /// Any other address: HTTPS (`--tls-cert-file`, else self-signed) and
     /// the kubelet API's authentication and authorization (client
-    /// certificates from `--client-ca-file`, TokenReview, then
+    /// certificates of the client CA (`--client-ca-file`, else the one the API
+    /// server publishes), TokenReview, then
     /// SubjectAccessReview on `get` of the path unless `AlwaysAllow`;
     /// `--anonymous-auth`); `/healthz`, `/readyz` and `/livez` stay open
     /// for probes.
