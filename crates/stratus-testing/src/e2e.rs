@@ -24,6 +24,7 @@
 
 mod checks;
 mod junit;
+mod streams;
 
 use std::time::Duration;
 
@@ -31,9 +32,9 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
-pub(crate) use checks::exec_echo;
 pub use checks::{run_ccm_e2e, run_virtual_node_e2e};
 pub use junit::junit_xml;
+pub(crate) use streams::{attach_probe, exec_echo, port_forward_probe};
 
 /// The label every object the checks create carries; [`cleanup`] deletes
 /// by it.

@@ -6,8 +6,9 @@
 //! API server with `tailLines` honoured (skipped, as "not supported
 //! (declared)", for a provider whose `container_logs()` is `None`; a
 //! declared capability answering `NotImplemented` fails), `kubectl attach`'s
-//! request is accepted and `echo` runs in it through `kubectl exec`'s
-//! (both skipped and failed the same way),
+//! request is accepted, `echo` runs in it through `kubectl exec`'s and
+//! `kubectl port-forward`'s request for its port 80 is taken (all three
+//! skipped and failed the same way),
 //! `/stats/summary` has the node, the pod
 //! and each of its containers and `/metrics/resource` has the pod and one
 //! series per container (the last two are skipped for a provider without
@@ -37,9 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{
-    Api, AttachParams, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams};
 use stratus_kubelet::node::NodeConfig;
 use stratus_pod::PodLifecycleHandler;
 use tokio::sync::watch;
@@ -275,37 +274,17 @@ async fn logs_case(pods: &Api<Pod>) -> Outcome {
     }
 }
 
-/// The attach case on the running pod `basic`: `kubectl attach`'s request
-/// (stdout only). A working attach streams until the container ends or the
-/// client leaves, so the case only waits 2 s for a failure: a declared
-/// attach answering `NotImplemented`, or any other error, fails.
-async fn attach_case(pods: &Api<Pod>) -> Outcome {
-    let params = AttachParams::default()
-        .container("app")
-        .stdin(false)
-        .stdout(true)
-        .stderr(false);
-    let mut attached = match pods.attach("basic", &params).await {
-        Ok(a) => a,
-        Err(e) => return Outcome::Failed(format!("POST pods/basic/attach: {e}")),
-    };
-    let verdict = match attached.take_status() {
-        Some(status) => match tokio::time::timeout(Duration::from_secs(2), status).await {
-            Ok(Some(s)) if s.status.as_deref() == Some("Failure") => {
-                Outcome::Failed(match s.reason.as_deref() {
-                    Some("NotImplemented") => "attach() is declared (Some) but answers NotImplemented; return None from attach() if the provider cannot attach".into(),
-                    _ => format!(
-                        "the attach failed: {} (ContainerAttach::attach)",
-                        s.message.unwrap_or_default()
-                    ),
-                })
-            }
-            _ => Outcome::Passed,
-        },
-        None => Outcome::Passed,
-    };
-    attached.abort();
-    verdict
+/// A streaming case's outcome: `probe`'s answer once the provider declares
+/// the capability (`None` from the node is then a failure: the 501 of an
+/// undeclared capability from a provider that declares it).
+fn streamed(accessor: &str, probe: Result<Option<()>, String>) -> Outcome {
+    match probe {
+        Ok(Some(())) => Outcome::Passed,
+        Ok(None) => Outcome::Failed(format!(
+            "{accessor}() is declared (Some) but the kubelet API answered 501"
+        )),
+        Err(why) => Outcome::Failed(why),
+    }
 }
 
 /// Run the suite on a fresh API server with a virtual node over the
@@ -432,6 +411,8 @@ pub async fn run_pod_conformance_within(
     const ATTACH: &str =
         "attaching to the pod's container through the API server works (kubectl attach)";
     const EXEC: &str = "a command runs in the pod through the API server (kubectl exec)";
+    const PORT_FORWARD: &str =
+        "a port of the pod is forwarded through the API server (kubectl port-forward)";
     let logs = match provider.container_logs() {
         None => not_declared("container_logs", "logs"),
         Some(_) => logs_case(&case.pods).await,
@@ -439,20 +420,25 @@ pub async fn run_pod_conformance_within(
     report.push(LOGS, logs);
     let attach = match provider.attach() {
         None => not_declared("attach", "attach"),
-        Some(_) => attach_case(&case.pods).await,
+        Some(_) => streamed(
+            "attach",
+            crate::e2e::attach_probe(&case.pods, "basic").await,
+        ),
     };
     report.push(ATTACH, attach);
     let exec = match provider.exec() {
         None => not_declared("exec", "exec"),
-        Some(_) => match crate::e2e::exec_echo(&case.pods, "basic").await {
-            Ok(Some(())) => Outcome::Passed,
-            Ok(None) => {
-                Outcome::Failed("exec() is declared (Some) but the kubelet API answered 501".into())
-            }
-            Err(why) => Outcome::Failed(why),
-        },
+        Some(_) => streamed("exec", crate::e2e::exec_echo(&case.pods, "basic").await),
     };
     report.push(EXEC, exec);
+    let forward = match provider.port_forward() {
+        None => not_declared("port_forward", "port-forward"),
+        Some(_) => streamed(
+            "port_forward",
+            crate::e2e::port_forward_probe(&case.pods, "basic", 80).await,
+        ),
+    };
+    report.push(PORT_FORWARD, forward);
 
     let stats_pod = async {
         let mut three = pod("stats", serde_json::json!([]))?;

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use stratus_pod::{
     AttachIo, ByteStream, ContainerAttach, ContainerExec, ContainerLogOptions, ContainerLogs,
-    ContainerRef, ExitCode, PodError, PodLifecycleHandler, PodNotifier, Result,
+    ContainerRef, ExitCode, PodError, PodLifecycleHandler, PodNotifier, PortForward,
+    PortForwardStream, Result,
 };
 use stratus_testing::MockPodProvider;
 use stratus_testing::conformance::Outcome;
@@ -293,7 +294,8 @@ async fn a_provider_reporting_running_after_delete_fails() {
     );
 }
 
-/// Declares logs, exec and attach (their accessors are `Some`) but answers
+/// Declares logs, exec, attach and port-forward (their accessors are
+/// `Some`) but answers
 /// `NotImplemented` to each, or serves logs ignoring `tailLines`: the rest
 /// is the mock's.
 struct BrokenLogs {
@@ -320,7 +322,23 @@ wraps_mock!(BrokenLogs, inner, {
     fn attach(&self) -> Option<&dyn ContainerAttach> {
         Some(self)
     }
+    fn port_forward(&self) -> Option<&dyn PortForward> {
+        Some(self)
+    }
 });
+
+#[async_trait]
+impl PortForward for BrokenLogs {
+    async fn port_forward(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        _port: u16,
+        _stream: PortForwardStream,
+    ) -> Result<()> {
+        Err(PodError::not_implemented("port-forward"))
+    }
+}
 
 #[async_trait]
 impl ContainerAttach for BrokenLogs {
@@ -376,6 +394,7 @@ async fn a_provider_declaring_capabilities_it_does_not_serve_fails_and_one_witho
         "container logs come through the API server, tailLines honoured (kubectl logs --tail)";
     let exec = "a command runs in the pod through the API server (kubectl exec)";
     let attach = "attaching to the pod's container through the API server works (kubectl attach)";
+    let forward = "a port of the pod is forwarded through the API server (kubectl port-forward)";
     let failed = run(false).await.failure_messages();
     assert!(
         failed.iter().any(|f| f.starts_with(logs)
@@ -393,6 +412,11 @@ async fn a_provider_declaring_capabilities_it_does_not_serve_fails_and_one_witho
             && f.contains("attach() is declared (Some) but answers NotImplemented")),
         "{failed:#?}"
     );
+    assert!(
+        failed.iter().any(|f| f.starts_with(forward)
+            && f.contains("port_forward() is declared (Some) but answers NotImplemented")),
+        "{failed:#?}"
+    );
     let failed = run(true).await.failure_messages();
     assert!(
         failed
@@ -400,13 +424,13 @@ async fn a_provider_declaring_capabilities_it_does_not_serve_fails_and_one_witho
             .any(|f| f.starts_with(logs) && f.contains("tailLines 1 answered 2 lines")),
         "{failed:#?}"
     );
-    // A provider without logs or exec declares so: skipped, named as such.
+    // A provider without them declares so: skipped, named as such.
     let report = run_pod_conformance_within(
         || Arc::new(NeverDeletes(MockPodProvider::new())) as _,
         std::time::Duration::from_secs(2),
     )
     .await;
-    for case in [logs, exec, attach] {
+    for case in [logs, exec, attach, forward] {
         let skipped = report
             .checks
             .iter()

@@ -63,8 +63,8 @@ pub use params::{
 };
 pub use route::{Route, RouteError, kubelet_attributes, subresource_of};
 pub use server::{
-    ApiAuth, Body, KubeletApi, KubeletServer, KubeletServerBuilder, KubeletServerError,
-    NOT_DECLARED,
+    ApiAuth, Body, FORWARD_NOT_IMPLEMENTED, KubeletApi, KubeletServer, KubeletServerBuilder,
+    KubeletServerError, NOT_DECLARED,
 };
 pub use stratus_httpstream::wsstream::{
     ChannelProtocol, Frame, FrameError, PORT_FORWARD_PROTOCOLS, REMOTE_COMMAND_PROTOCOLS, channels,

@@ -53,8 +53,7 @@ pub(crate) async fn serve(
                         None => Err(PodError::not_implemented("port-forward")),
                     };
                     if let Err(e) = result {
-                        let message =
-                            format!("error forwarding port {port} to pod {namespace}/{pod}: {e}");
+                        let message = super::server::forward_error(port, &namespace, &pod, &e);
                         session.send(data_channel(i) + 1, message.as_bytes()).await;
                     }
                 }

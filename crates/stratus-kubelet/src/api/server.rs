@@ -102,6 +102,24 @@ fn error_response(err: &PodError) -> Response<Body> {
 /// as a failure, not as a capability left out.
 pub const NOT_DECLARED: &str = "is not supported by the provider of node";
 
+/// The words a port-forward's error stream carries when the provider
+/// declares port-forwarding (`PodLifecycleHandler::port_forward` is `Some`)
+/// but answers `NotImplemented`: the request was upgraded before the
+/// provider was called, so there is no 501 to tell it by.
+pub const FORWARD_NOT_IMPLEMENTED: &str = "the provider answered NotImplemented";
+
+/// The message a port-forward's error stream carries when forwarding
+/// `port` to `namespace/pod` failed with `error` (Go kubelet's words, with
+/// [`FORWARD_NOT_IMPLEMENTED`] in front of a `NotImplemented` error).
+pub(crate) fn forward_error(port: u16, namespace: &str, pod: &str, error: &PodError) -> String {
+    match error.is_not_implemented() {
+        true => format!(
+            "error forwarding port {port} to pod {namespace}/{pod}: {FORWARD_NOT_IMPLEMENTED}: {error}"
+        ),
+        false => format!("error forwarding port {port} to pod {namespace}/{pod}: {error}"),
+    }
+}
+
 fn not_implemented(node: &str, what: &str) -> Response<Body> {
     text(
         StatusCode::NOT_IMPLEMENTED,

@@ -6,9 +6,8 @@ use stratus_kubelet::api::NOT_DECLARED;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Service};
 use kube::Api;
-use kube::api::{AttachParams, DeleteParams, LogParams, PostParams};
+use kube::api::{DeleteParams, LogParams, PostParams};
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
 use super::{E2eConfig, MANAGED_BY, RUN_LABEL};
 use crate::conformance::{Outcome, Report};
@@ -22,6 +21,9 @@ const LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
 const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
 /// Its reason once the Node's routes exist.
 const ROUTE_CREATED: &str = "RouteCreated";
+/// The port of the test pod the port-forward check forwards (nothing need
+/// listen on it: the check is that the provider takes the forward).
+const FORWARDED_PORT: u16 = 80;
 /// The taint keeping workloads off the Node the lifecycle check registers.
 const GONE_TAINT: &str = "e2e.stratus.dev/instance-gone";
 
@@ -131,51 +133,6 @@ fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
 
 fn condition_true(node: &Node, type_: &str) -> bool {
     condition(node, type_).is_some_and(|c| c.status == "True")
-}
-
-/// Run `echo stratus-e2e-exec` in the pod's container `app` through the API
-/// server (`pods/exec`); `Ok(None)` when the node serves no exec (501
-/// before the upgrade: the provider does not declare it); a declared exec
-/// answering `NotImplemented` fails the command, an error naming
-/// `ContainerExec::exec`.
-pub(crate) async fn exec_echo(pods: &Api<Pod>, name: &str) -> Result<Option<()>, String> {
-    let params = AttachParams::default().container("app").stderr(false);
-    let mut process = match pods.exec(name, ["echo", "stratus-e2e-exec"], &params).await {
-        Ok(p) => p,
-        Err(kube::Error::UpgradeConnection(
-            kube::client::UpgradeConnectionError::ProtocolSwitch(status),
-        )) if status == http::StatusCode::NOT_IMPLEMENTED => return Ok(None),
-        Err(e) if code(&e) == Some(501) => return Ok(None),
-        Err(e) => return Err(format!("POST pods/{name}/exec: {e}")),
-    };
-    let mut out = String::new();
-    if let Some(mut stdout) = process.stdout() {
-        stdout
-            .read_to_string(&mut out)
-            .await
-            .map_err(|e| format!("reading the exec's stdout: {e}"))?;
-    }
-    let status = process.take_status();
-    process
-        .join()
-        .await
-        .map_err(|e| format!("the exec stream broke: {e}"))?;
-    if let Some(status) = status
-        && let Some(status) = status.await
-        && status.status.as_deref() == Some("Failure")
-    {
-        return Err(format!(
-            "the command failed: {} (ContainerExec::exec)",
-            status.message.unwrap_or_default()
-        ));
-    }
-    if out.trim() == "stratus-e2e-exec" {
-        Ok(Some(()))
-    } else {
-        Err(format!(
-            "`echo stratus-e2e-exec` printed {out:?} (ContainerExec::exec)"
-        ))
-    }
 }
 
 async fn renew_time(leases: &Api<Lease>, node: &str) -> Result<Option<String>, String> {
@@ -341,19 +298,34 @@ pub async fn run_virtual_node_e2e(client: kube::Client, node: &str, config: &E2e
             Outcome::Failed(format!("GET pods/{name}/log: {e}")),
         ),
     }
-    match exec_echo(&pods, &name).await {
-        Ok(Some(())) => report.push(
+    let streams = [
+        (
             "a command runs in the pod through the API server (exec)",
-            Outcome::Passed,
+            "exec",
+            super::exec_echo(&pods, &name).await,
         ),
-        Ok(None) => report.push(
-            "a command runs in the pod through the API server (exec)",
-            Outcome::Skipped("not supported (declared): the provider serves no exec".into()),
+        (
+            "attaching to the pod's container through the API server works (attach)",
+            "attach",
+            super::attach_probe(&pods, &name).await,
         ),
-        Err(e) => report.push(
-            "a command runs in the pod through the API server (exec)",
-            Outcome::Failed(e),
+        (
+            "a port of the pod is forwarded through the API server (port-forward)",
+            "port-forward",
+            super::port_forward_probe(&pods, &name, FORWARDED_PORT).await,
         ),
+    ];
+    for (check, what, result) in streams {
+        report.push(
+            check,
+            match result {
+                Ok(Some(())) => Outcome::Passed,
+                Ok(None) => Outcome::Skipped(format!(
+                    "not supported (declared): the provider serves no {what}"
+                )),
+                Err(e) => Outcome::Failed(e),
+            },
+        );
     }
     match proxy(&client, node, "stats/summary").await {
         Ok(None) => report.push(

@@ -248,7 +248,7 @@ pub(crate) async fn port_forward<T>(
                 None => Err(PodError::not_implemented("port-forward")),
             };
             if let Err(e) = result {
-                let message = format!("error forwarding port {port} to pod {namespace}/{pod}: {e}");
+                let message = crate::api::server::forward_error(port, &namespace, &pod, &e);
                 let _ = error.write(message.as_bytes());
             }
             error.close();
