@@ -986,45 +986,60 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
     Ok(count)
 }
 
-/// `cluster virtual-node NAME`: a MockPodProvider node registered with the
-/// running control plane, whose kubelet API kube-apiserver reaches on the
-/// node address with its kubelet client certificate, until SIGINT or
-/// SIGTERM; then its Node is deleted.
+/// `cluster virtual-node NAME`: the virtual-kubelet command
+/// (`stratus_kubelet::app`, as a vendor's binary runs it) over a
+/// MockPodProvider, registered with the running control plane with the
+/// administrator's kubeconfig, its kubelet API on the node address. It is
+/// given no `--client-ca-file`: it trusts the client CA kube-apiserver
+/// publishes in `kube-system/extension-apiserver-authentication`, so
+/// `kubectl logs`, `exec` and `port-forward` through kube-apiserver prove
+/// that path. Runs until SIGINT or SIGTERM; then its Node is deleted.
 async fn serve_virtual_node(name: &str) -> Result<(), crate::bench::BoxError> {
     use tokio::signal::unix::{SignalKind, signal};
     let state = State::load().ok_or("no control plane is up: run cargo xtask cluster up")?;
-    let client = state.client().await?;
-    let site = stratus_testing::kubelet_api::KubeletApiSite {
-        client: client.clone(),
-        kubelet_client_ca_pem: std::fs::read_to_string(&state.ca)?,
-        address: state
-            .node_address
-            .as_deref()
-            .ok_or("the control plane was started without a node address")?
-            .parse()?,
-    };
-    let provider = stratus_testing::MockPodProvider::new().with_node_name(name);
-    let config = stratus_kubelet::node::NodeConfig::new(name.to_owned(), "mock");
-    let node = stratus_testing::kubelet_api::virtual_node_builder_at(
-        &site,
-        config,
-        std::sync::Arc::new(provider),
-    )
-    .await?
-    .build()?;
+    let address = state
+        .node_address
+        .clone()
+        .ok_or("the control plane was started without a node address")?;
+    stratus_kubelet::app::register_pod_provider("mock", |init| {
+        Ok(std::sync::Arc::new(
+            stratus_testing::MockPodProvider::new().with_node_name(&init.node_name),
+        ) as _)
+    })?;
+    let args = vec![
+        "virtual-kubelet".to_owned(),
+        "--provider=mock".into(),
+        format!("--nodename={name}"),
+        format!("--kubeconfig={}", state.kubeconfig.display()),
+        format!("--node-ip={address}"),
+        format!("--listen-address={address}"),
+        "--kubelet-port=0".into(),
+        // Pods select the node without a toleration, as on the harness.
+        "--disable-taint".into(),
+        "--metrics-addr=".into(),
+    ];
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let running = tokio::spawn(node.run(stopped));
-    println!("virtual node {name} (MockPodProvider) serving until interrupted");
+    let mut running = tokio::spawn(stratus_kubelet::app::run_with_args(args, stopped));
+    println!(
+        "virtual node {name} (the virtual-kubelet command, MockPodProvider) serving until interrupted"
+    );
     let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    let _ = stop.send(true);
-    let _ = running.await;
-    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+    let ended = tokio::select! {
+        _ = tokio::signal::ctrl_c() => None,
+        _ = term.recv() => None,
+        ended = &mut running => Some(ended),
+    };
+    let result = match ended {
+        Some(ended) => ended.map_err(|e| e.to_string())?.map_err(|e| e.to_string()),
+        None => {
+            let _ = stop.send(true);
+            let _ = running.await;
+            Ok(())
+        }
+    };
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(state.client().await?);
     let _ = nodes.delete(name, &Default::default()).await;
-    Ok(())
+    Ok(result?)
 }
 
 /// `cargo xtask cluster`.
@@ -1059,9 +1074,10 @@ enum Sub {
     Start { component: String },
     /// Stop and start one component.
     Restart { component: String },
-    /// Run a virtual node of this name (MockPodProvider) on the running
-    /// control plane, its kubelet API on the node address, until
-    /// interrupted (Ctrl-C or SIGTERM); the Node is deleted then.
+    /// Run a virtual node of this name on the running control plane: the
+    /// virtual-kubelet command over a MockPodProvider, its kubelet API on
+    /// the node address trusting the client CA kube-apiserver publishes,
+    /// until interrupted (Ctrl-C or SIGTERM); the Node is deleted then.
     VirtualNode { name: String },
     /// Count the audit log's requests whose user agent starts with
     /// `--user-agent`; fails if any was forbidden (403).
