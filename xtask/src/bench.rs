@@ -90,7 +90,7 @@ pub(crate) fn build_binaries(release: bool, packages: &[&str]) -> Result<PathBuf
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
         eprintln!(
-            "usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-api|process|offload|failover>"
+            "usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-go|kubelet-api|process|offload|failover>"
         );
         return ExitCode::from(2);
     };
@@ -98,6 +98,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         "apiserver",
         "ccm",
         "kubelet",
+        "kubelet-go",
         "kubelet-api",
         "process",
         "offload",
@@ -105,9 +106,10 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
     ]
     .contains(&target.as_str())
         && target != MEMORY_CHILD
+        && target != crate::bench_kubelet_go::STRATUS_NODE_CHILD
     {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-api, process, offload, failover"
+            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-go, kubelet-api, process, offload, failover"
         );
         return ExitCode::from(2);
     }
@@ -149,6 +151,10 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_ccm::run())
     } else if target == "kubelet" {
         rt.block_on(crate::bench_kubelet::run())
+    } else if target == "kubelet-go" {
+        rt.block_on(crate::bench_kubelet_go::run(&args[1..]))
+    } else if target == crate::bench_kubelet_go::STRATUS_NODE_CHILD {
+        rt.block_on(crate::bench_kubelet_go::stratus_node(&args[1..]))
     } else if target == "kubelet-api" {
         rt.block_on(crate::bench_kubelet_api::run())
     } else if target == "process" {

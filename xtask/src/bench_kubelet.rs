@@ -176,34 +176,60 @@ impl Observer {
         let params = WatchParams::default()
             .fields(&format!("spec.nodeName={node}"))
             .timeout(290);
-        let stream = pods.watch(&params, &rv).await?;
+        // The first watch is opened here, so that nothing bound after
+        // `start` returns is missed; each one the server ends (after
+        // `timeout`) is resumed from the last resource version seen.
+        let first = pods.watch(&params, &rv).await?;
         let running_at: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let gone = Arc::new(AtomicUsize::new(0));
         let task = {
             let (running_at, gone) = (running_at.clone(), gone.clone());
             tokio::spawn(async move {
-                futures_util::pin_mut!(stream);
-                while let Some(event) = stream.next().await {
-                    let event = match event {
-                        Ok(event) => event,
+                let mut rv = rv;
+                let mut stream = first.boxed();
+                loop {
+                    while let Some(event) = stream.next().await {
+                        let event = match event {
+                            Ok(event) => event,
+                            Err(e) => {
+                                // The wait that follows would only time out.
+                                eprintln!("the benchmark's watch failed: {e}");
+                                return;
+                            }
+                        };
+                        let seen = match &event {
+                            WatchEvent::Added(p)
+                            | WatchEvent::Modified(p)
+                            | WatchEvent::Deleted(p) => p.metadata.resource_version.clone(),
+                            WatchEvent::Bookmark(b) => Some(b.metadata.resource_version.clone()),
+                            WatchEvent::Error(e) => {
+                                eprintln!("the benchmark's watch ended: {e:?}");
+                                return;
+                            }
+                        };
+                        if let Some(seen) = seen {
+                            rv = seen;
+                        }
+                        if let WatchEvent::Deleted(_) = event {
+                            gone.fetch_add(1, Ordering::Relaxed);
+                        } else if let WatchEvent::Modified(p) = event
+                            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                            && let Some(name) = p.metadata.name
+                        {
+                            running_at
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .entry(name)
+                                .or_insert_with(Instant::now);
+                        }
+                    }
+                    stream = match pods.watch(&params, &rv).await {
+                        Ok(s) => s.boxed(),
                         Err(e) => {
-                            // The wait that follows would only time out.
-                            eprintln!("the benchmark's watch failed: {e}");
+                            eprintln!("the benchmark's watch could not resume: {e}");
                             return;
                         }
                     };
-                    if let WatchEvent::Deleted(_) = event {
-                        gone.fetch_add(1, Ordering::Relaxed);
-                    } else if let WatchEvent::Modified(p) = event
-                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                        && let Some(name) = p.metadata.name
-                    {
-                        running_at
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .entry(name)
-                            .or_insert_with(Instant::now);
-                    }
                 }
             })
         };
@@ -216,7 +242,16 @@ impl Observer {
 
     /// Wait until `count` pods were seen Running.
     pub(crate) async fn running(&self, count: usize) -> Result<(), BoxError> {
-        wait_until("every pod Running", Duration::from_secs(600), || async {
+        self.running_within(count, Duration::from_secs(600)).await
+    }
+
+    /// Wait up to `limit` until `count` pods were seen Running.
+    pub(crate) async fn running_within(
+        &self,
+        count: usize,
+        limit: Duration,
+    ) -> Result<(), BoxError> {
+        wait_until("every pod Running", limit, || async {
             Ok(self
                 .running_at
                 .lock()
@@ -229,7 +264,12 @@ impl Observer {
 
     /// Wait until `count` pods were seen gone.
     pub(crate) async fn gone(&self, count: usize) -> Result<(), BoxError> {
-        wait_until("every pod gone", Duration::from_secs(600), || async {
+        self.gone_within(count, Duration::from_secs(600)).await
+    }
+
+    /// Wait up to `limit` until `count` pods were seen gone.
+    pub(crate) async fn gone_within(&self, count: usize, limit: Duration) -> Result<(), BoxError> {
+        wait_until("every pod gone", limit, || async {
             Ok(self.gone.load(Ordering::Relaxed) >= count)
         })
         .await

@@ -9,7 +9,8 @@
 //! end-to-end runner against the demo cluster, the real control plane
 //! (built from its Go modules; the demo, the e2e runner, kubectl and
 //! faults on it, and the kubectl, Python and JavaScript client scripts
-//! against it), the kubectl scripts (one
+//! against it), the benchmarks' Go peers built from their modules, the
+//! kubectl scripts (one
 //! with the newest kubectl against a process node, whose pods are real
 //! processes, one against an offload node, whose pods run in a second API
 //! server)
@@ -149,6 +150,15 @@ const STEPS: &[Step] = &[
         name: "cluster-build",
         program: "cargo",
         args: &["xtask", "cluster", "build"],
+        env: &[],
+    },
+    Step {
+        // The benchmarks' Go peers (tools/go-peers/go.mod: the Go virtual
+        // kubelet of `cargo xtask bench kubelet-go`), sharing Go's caches
+        // with the control plane's build.
+        name: "go-peers-build",
+        program: "cargo",
+        args: &["xtask", "go-peers"],
         env: &[],
     },
     Step {

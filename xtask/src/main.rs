@@ -23,6 +23,7 @@ mod bench_ccm;
 mod bench_failover;
 mod bench_kubelet;
 mod bench_kubelet_api;
+mod bench_kubelet_go;
 mod bench_offload;
 mod bench_process;
 mod ci;
@@ -37,6 +38,7 @@ mod fuzz;
 mod fuzz_live;
 mod fuzz_targets;
 mod generated;
+mod go_peers;
 mod heap_meter;
 mod kubernetes_versions;
 mod manifests;
@@ -63,7 +65,9 @@ tasks:
               [--process-node NAME] [--offload-node NAME])
   cluster     a real control plane built from tools/kubernetes/go.mod: build | up [--kubeconfig FILE] | down | status
               | stop|start|restart COMPONENT
-  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover)
+  bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover),
+              or to the Go peer in the same run (kubelet-go [--pods N] [--go-qps Q])
+  go-peers    build the benchmarks' Go peers from tools/go-peers/go.mod
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running
               --control-plane embedded|real)
   e2e         end-to-end checks against a cluster (--kubeconfig FILE [--ccm] [--virtual-node NAME] [--junit FILE] [--cleanup])
@@ -135,6 +139,7 @@ fn main() -> ExitCode {
         Some("e2e") => parse_and_run(&args, e2e::run),
         Some("fidelity") => parse_and_run(&args, fidelity::run),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("go-peers") => go_peers::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
         Some("new-provider") => new_provider::run(&args),

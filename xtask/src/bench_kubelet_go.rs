@@ -1,0 +1,368 @@
+//! `cargo xtask bench kubelet-go [--pods N] [--go-qps Q]`: Stratus's virtual kubelet and
+//! a Go one built on github.com/virtual-kubelet/virtual-kubelet side by
+//! side, in the same run, each as its own process against its own fresh
+//! harness API server (the same server, objects and workload), one after
+//! the other.
+//!
+//! - Stratus: the virtual-kubelet command (`stratus_kubelet::app`, as a
+//!   vendor's binary runs it) over MockPodProvider, run as a child of this
+//!   benchmark.
+//! - Go: `tools/go-peers/virtual-kubelet`, virtual-kubelet's `nodeutil` over
+//!   an in-memory provider answering at once as MockPodProvider does (and
+//!   as virtual-kubelet's own mock does; that mock is internal to its
+//!   command, which also needs a serving key pair and listens on every
+//!   interface), with the same node capacity and 10 pod sync workers (Go's
+//!   command default, and Stratus's). Its client-go has no client-side
+//!   request limit by default (`--go-qps -1`), as Stratus's clients have
+//!   none; `--go-qps 5` gives it client-go's default (5 per second, bursts
+//!   of 10), which virtual-kubelet's command keeps.
+//!
+//! Each side: N pods (10,000 by default) bound to its node at once; the
+//! time until the last is Running in the API and each pod's bind → Running
+//! latency (p50 / p99), seen by one watch; then every pod deleted
+//! (graceful, 16 clients) until the last is gone from the API; the
+//! process's CPU seconds over both phases (`/proc/<pid>/stat`) and its
+//! resident memory per pod (`VmRSS` with the pods Running less `VmRSS`
+//! before, over N). `target/bench/kubelet-go.json` has each figure as
+//! `<metric>_stratus`, `<metric>_go` and `<metric>_ratio_stratus_over_go`
+//! (below 1 = Stratus better).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams};
+use stratus_testing::{ApiServer, MockPodProvider};
+
+use crate::bench::BoxError;
+use crate::bench_ccm::{percentile, wait_until};
+use crate::bench_kubelet::{Observer, pod};
+
+/// The pods of each side unless `--pods` says otherwise.
+const DEFAULT_PODS: usize = 10_000;
+/// The benchmark's own child: the Stratus node (`bench
+/// kubelet-go-stratus-node KUBECONFIG NODE`).
+pub(crate) const STRATUS_NODE_CHILD: &str = "kubelet-go-stratus-node";
+
+/// How long a phase may take: Go virtual-kubelet's pod queues let 10 pods
+/// a second through once a burst of 100 is spent (client-go's default
+/// controller rate limiter), so its phases take about `pods / 10` seconds;
+/// twice that, and at least 10 minutes.
+fn phase_limit(pods: usize) -> Duration {
+    Duration::from_secs((pods as u64 / 5).max(600))
+}
+
+/// One side's figures.
+struct Figures {
+    admission_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    deletion_s: f64,
+    cpu_s: f64,
+    rss_per_pod: f64,
+    rss_idle: f64,
+}
+
+/// A process's resident memory now (`VmRSS`), in bytes.
+fn rss(pid: u32) -> Result<f64, BoxError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .ok_or("no VmRSS in /proc/<pid>/status")?;
+    Ok(kb * 1024.0)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`).
+fn clock_ticks() -> Result<f64, BoxError> {
+    let out = Command::new("getconf").arg("CLK_TCK").output()?;
+    Ok(String::from_utf8(out.stdout)?.trim().parse()?)
+}
+
+/// A process's CPU time so far (user + system), in seconds.
+fn cpu_seconds(pid: u32, ticks: f64) -> Result<f64, BoxError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').ok_or("malformed /proc/<pid>/stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after ')'.
+    let ticks_used: f64 = fields
+        .get(11..13)
+        .ok_or("short /proc/<pid>/stat")?
+        .iter()
+        .map(|f| f.parse::<f64>())
+        .sum::<Result<f64, _>>()?;
+    Ok(ticks_used / ticks)
+}
+
+/// Stop a node process: SIGTERM, then SIGKILL after 10 s.
+fn stop(mut child: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Run one side: a fresh API server, `command` started as node `node`
+/// against it, the workload, the figures.
+async fn side(
+    label: &str,
+    node: &str,
+    pods: usize,
+    command: impl FnOnce(&Path) -> Command,
+) -> Result<Figures, BoxError> {
+    let server = ApiServer::builder().history(2_000_000).start().await?;
+    let dir = std::env::temp_dir().join(format!("stratus-bench-kubelet-go-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let kubeconfig = dir.join(format!("{node}.kubeconfig"));
+    std::fs::write(&kubeconfig, server.kubeconfig())?;
+    let log = std::fs::File::create(dir.join(format!("{node}.log")))?;
+    let child = command(&kubeconfig)
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("starting the {label} node: {e}"))?;
+    let pid = child.id();
+    let result = workload(&server, label, node, pods, pid).await;
+    stop(child);
+    server.shutdown().await;
+    if result.is_err() {
+        eprintln!(
+            "the {label} node's log: {}",
+            dir.join(format!("{node}.log")).display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+async fn workload(
+    server: &ApiServer,
+    label: &str,
+    node: &str,
+    pods: usize,
+    pid: u32,
+) -> Result<Figures, BoxError> {
+    let client = server.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_until(
+        &format!("the {label} node Ready"),
+        Duration::from_secs(60),
+        || async {
+            Ok(nodes
+                .get_opt(node)
+                .await?
+                .and_then(|n| n.status?.conditions)
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
+        },
+    )
+    .await?;
+    // Let start-up work (the first lists, the Lease) finish.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ticks = clock_ticks()?;
+    let (cpu_before, rss_before) = (cpu_seconds(pid, ticks)?, rss(pid)?);
+
+    let observer = Observer::start(client.clone(), node).await?;
+    let mut bound_at = HashMap::with_capacity(pods);
+    let started = Instant::now();
+    for i in 0..pods {
+        let name = format!("pod-{i}");
+        server.seed(pod(&name, node))?;
+        bound_at.insert(name, Instant::now());
+    }
+    observer.running_within(pods, phase_limit(pods)).await?;
+    let admission_s = started.elapsed().as_secs_f64();
+    let latencies = observer.latencies(&bound_at);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_running = rss(pid)?;
+
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    let started = Instant::now();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (api, next) = (api.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= pods {
+                    return Ok::<_, kube::Error>(());
+                }
+                api.delete(&format!("pod-{i}"), &DeleteParams::default())
+                    .await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    observer.gone_within(pods, phase_limit(pods)).await?;
+    let deletion_s = started.elapsed().as_secs_f64();
+    let cpu_s = cpu_seconds(pid, ticks)? - cpu_before;
+    Ok(Figures {
+        admission_s,
+        p50_ms: percentile(&latencies, 0.5) * 1000.0,
+        p99_ms: percentile(&latencies, 0.99) * 1000.0,
+        deletion_s,
+        cpu_s,
+        rss_per_pod: (rss_running - rss_before).max(0.0) / pods as f64,
+        rss_idle: rss_before,
+    })
+}
+
+/// The suite's arguments.
+struct Options {
+    /// Pods per side.
+    pods: usize,
+    /// The Go node's client-side request limit (`--qps`; negative: none).
+    go_qps: f64,
+}
+
+/// `[--pods N] [--go-qps Q]` from the arguments after the suite's name.
+fn options(args: &[String]) -> Result<Options, BoxError> {
+    let mut o = Options {
+        pods: DEFAULT_PODS,
+        go_qps: -1.0,
+    };
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--pods" => o.pods = value.parse().map_err(|e| format!("--pods {value}: {e}"))?,
+            "--go-qps" => {
+                o.go_qps = value
+                    .parse()
+                    .map_err(|e| format!("--go-qps {value}: {e}"))?
+            }
+            _ => {
+                return Err(format!(
+                    "unknown option {flag}; usage: cargo xtask bench kubelet-go [--pods N] [--go-qps Q]"
+                )
+                .into());
+            }
+        }
+    }
+    if o.pods == 0 {
+        return Err("--pods must be at least 1".into());
+    }
+    Ok(o)
+}
+
+pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
+    let Options { pods, go_qps } = options(args)?;
+    let go_binary = crate::go_peers::virtual_kubelet()?;
+    let exe = std::env::current_exe()?;
+    let stratus = side("Stratus", "vk-stratus", pods, |kubeconfig| {
+        let mut c = Command::new(&exe);
+        c.args(["bench", STRATUS_NODE_CHILD])
+            .arg(kubeconfig)
+            .arg("vk-stratus");
+        c
+    })
+    .await?;
+    let go = side("Go", "vk-go", pods, |kubeconfig| {
+        let mut c = Command::new(&go_binary);
+        c.arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--nodename", "vk-go"])
+            .arg(format!("--qps={go_qps}"));
+        c
+    })
+    .await?;
+
+    let thousands = pods as f64 / 1000.0;
+    let rows: [(&str, &str, f64, f64); 7] = [
+        ("admission_s", "s", stratus.admission_s, go.admission_s),
+        ("bind_to_running_p50_ms", "ms", stratus.p50_ms, go.p50_ms),
+        ("bind_to_running_p99_ms", "ms", stratus.p99_ms, go.p99_ms),
+        ("deletion_s", "s", stratus.deletion_s, go.deletion_s),
+        (
+            "cpu_s_per_1000_pods",
+            "s",
+            stratus.cpu_s / thousands,
+            go.cpu_s / thousands,
+        ),
+        (
+            "rss_bytes_per_pod",
+            "B",
+            stratus.rss_per_pod,
+            go.rss_per_pod,
+        ),
+        ("rss_bytes_idle", "B", stratus.rss_idle, go.rss_idle),
+    ];
+    let mut json_out = BTreeMap::new();
+    json_out.insert("pods".to_owned(), pods as f64);
+    json_out.insert(
+        "pods_per_sec_stratus".to_owned(),
+        pods as f64 / stratus.admission_s,
+    );
+    json_out.insert("pods_per_sec_go".to_owned(), pods as f64 / go.admission_s);
+    println!(
+        "{:<28} {:>14} {:>14} {:>10}",
+        "metric", "stratus", "go", "stratus/go"
+    );
+    for (metric, unit, s, g) in rows {
+        let ratio = s / g;
+        json_out.insert(format!("{metric}_stratus"), s);
+        json_out.insert(format!("{metric}_go"), g);
+        json_out.insert(format!("{metric}_ratio_stratus_over_go"), ratio);
+        println!("{metric:<28} {s:>12.1}{unit:<2} {g:>12.1}{unit:<2} {ratio:>10.3}");
+    }
+    std::fs::create_dir_all("target/bench")?;
+    std::fs::write(
+        "target/bench/kubelet-go.json",
+        serde_json::to_vec_pretty(&json_out)?,
+    )?;
+    println!(
+        "\nwrote target/bench/kubelet-go.json ({pods} pods per side; ratio = Stratus over Go, below 1 = Stratus better)"
+    );
+    Ok(())
+}
+
+/// The benchmark's Stratus node: the virtual-kubelet command over
+/// MockPodProvider, registered with the API server of `kubeconfig` as
+/// `node`, its kubelet API on a free loopback port, until SIGTERM.
+pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let [kubeconfig, node] = args else {
+        return Err(format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG NODE").into());
+    };
+    stratus_kubelet::app::register_pod_provider("mock", |init| {
+        Ok(Arc::new(MockPodProvider::new().with_node_name(&init.node_name)) as _)
+    })?;
+    let args = vec![
+        "virtual-kubelet".to_owned(),
+        "--provider=mock".into(),
+        format!("--nodename={node}"),
+        format!("--kubeconfig={kubeconfig}"),
+        "--node-ip=127.0.0.1".into(),
+        "--listen-address=127.0.0.1".into(),
+        "--kubelet-port=0".into(),
+        "--disable-taint".into(),
+        "--metrics-addr=".into(),
+    ];
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut running = tokio::spawn(stratus_kubelet::app::run_with_args(args, stopped));
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {
+            let _ = stop.send(true);
+            let _ = running.await;
+            Ok(())
+        }
+        ended = &mut running => Ok(ended??),
+    }
+}
