@@ -183,6 +183,32 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// CPU time (user + system, all threads) of process `pid` (`"self"` or a
+/// number), in seconds, from `/proc/<pid>/stat` (in USER_HZ, 100 a second
+/// in Linux's /proc ABI); `None` if the process is gone.
+pub(crate) fn process_cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start after ')';
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 there.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Resident memory of process `pid` (`"self"` or a number) now (`VmRSS`),
+/// in bytes; `None` if the process is gone.
+pub(crate) fn process_rss_bytes(pid: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse::<f64>()
+        .ok()?;
+    Some(kib * 1024.0)
+}
+
 /// Resident memory of this process, in bytes (`/proc/self/statm`).
 pub(crate) fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")

@@ -27,7 +27,7 @@
 //! `<metric>_stratus`, `<metric>_go` and `<metric>_ratio_stratus_over_go`
 //! (below 1 = Stratus better).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -35,9 +35,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams};
-use stratus_testing::{ApiServer, MockPodProvider};
+use stratus_testing::ApiServer;
 
-use crate::bench::BoxError;
+use crate::bench::{BoxError, write_results};
 use crate::bench_ccm::{percentile, wait_until};
 use crate::bench_kubelet::{Observer, pod};
 
@@ -66,37 +66,16 @@ struct Figures {
     rss_idle: f64,
 }
 
-/// A process's resident memory now (`VmRSS`), in bytes.
+/// A node process's resident memory now, in bytes.
 fn rss(pid: u32) -> Result<f64, BoxError> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .ok_or("no VmRSS in /proc/<pid>/status")?;
-    Ok(kb * 1024.0)
+    crate::bench::process_rss_bytes(&pid.to_string())
+        .ok_or_else(|| format!("process {pid} is gone").into())
 }
 
-/// Clock ticks per second (`getconf CLK_TCK`).
-fn clock_ticks() -> Result<f64, BoxError> {
-    let out = Command::new("getconf").arg("CLK_TCK").output()?;
-    Ok(String::from_utf8(out.stdout)?.trim().parse()?)
-}
-
-/// A process's CPU time so far (user + system), in seconds.
-fn cpu_seconds(pid: u32, ticks: f64) -> Result<f64, BoxError> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The fields after the command name, which is in parentheses.
-    let rest = stat.rsplit_once(')').ok_or("malformed /proc/<pid>/stat")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat, 12 and 13 after ')'.
-    let ticks_used: f64 = fields
-        .get(11..13)
-        .ok_or("short /proc/<pid>/stat")?
-        .iter()
-        .map(|f| f.parse::<f64>())
-        .sum::<Result<f64, _>>()?;
-    Ok(ticks_used / ticks)
+/// A node process's CPU time so far (user + system), in seconds.
+fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
+    crate::bench::process_cpu_seconds(&pid.to_string())
+        .ok_or_else(|| format!("process {pid} is gone").into())
 }
 
 /// Stop a node process: SIGTERM, then SIGKILL after 10 s.
@@ -172,8 +151,7 @@ async fn workload(
     .await?;
     // Let start-up work (the first lists, the Lease) finish.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let ticks = clock_ticks()?;
-    let (cpu_before, rss_before) = (cpu_seconds(pid, ticks)?, rss(pid)?);
+    let (cpu_before, rss_before) = (cpu_seconds(pid)?, rss(pid)?);
 
     let observer = Observer::start(client.clone(), node).await?;
     let mut bound_at = HashMap::with_capacity(pods);
@@ -211,7 +189,7 @@ async fn workload(
     }
     observer.gone_within(pods, phase_limit(pods)).await?;
     let deletion_s = started.elapsed().as_secs_f64();
-    let cpu_s = cpu_seconds(pid, ticks)? - cpu_before;
+    let cpu_s = cpu_seconds(pid)? - cpu_before;
     Ok(Figures {
         admission_s,
         p50_ms: percentile(&latencies, 0.5) * 1000.0,
@@ -284,85 +262,47 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     .await?;
 
     let thousands = pods as f64 / 1000.0;
-    let rows: [(&str, &str, f64, f64); 7] = [
-        ("admission_s", "s", stratus.admission_s, go.admission_s),
-        ("bind_to_running_p50_ms", "ms", stratus.p50_ms, go.p50_ms),
-        ("bind_to_running_p99_ms", "ms", stratus.p99_ms, go.p99_ms),
-        ("deletion_s", "s", stratus.deletion_s, go.deletion_s),
+    let rows: [(&str, f64, f64); 7] = [
+        ("admission_s", stratus.admission_s, go.admission_s),
+        ("bind_to_running_p50_ms", stratus.p50_ms, go.p50_ms),
+        ("bind_to_running_p99_ms", stratus.p99_ms, go.p99_ms),
+        ("deletion_s", stratus.deletion_s, go.deletion_s),
         (
             "cpu_s_per_1000_pods",
-            "s",
             stratus.cpu_s / thousands,
             go.cpu_s / thousands,
         ),
-        (
-            "rss_bytes_per_pod",
-            "B",
-            stratus.rss_per_pod,
-            go.rss_per_pod,
-        ),
-        ("rss_bytes_idle", "B", stratus.rss_idle, go.rss_idle),
+        ("rss_bytes_per_pod", stratus.rss_per_pod, go.rss_per_pod),
+        ("rss_bytes_idle", stratus.rss_idle, go.rss_idle),
     ];
-    let mut json_out = BTreeMap::new();
-    json_out.insert("pods".to_owned(), pods as f64);
-    json_out.insert(
-        "pods_per_sec_stratus".to_owned(),
-        pods as f64 / stratus.admission_s,
-    );
-    json_out.insert("pods_per_sec_go".to_owned(), pods as f64 / go.admission_s);
-    println!(
-        "{:<28} {:>14} {:>14} {:>10}",
-        "metric", "stratus", "go", "stratus/go"
-    );
-    for (metric, unit, s, g) in rows {
-        let ratio = s / g;
-        json_out.insert(format!("{metric}_stratus"), s);
-        json_out.insert(format!("{metric}_go"), g);
-        json_out.insert(format!("{metric}_ratio_stratus_over_go"), ratio);
-        println!("{metric:<28} {s:>12.1}{unit:<2} {g:>12.1}{unit:<2} {ratio:>10.3}");
+    let mut metrics = vec![
+        ("pods".to_owned(), pods as f64),
+        (
+            "pods_per_sec_stratus".to_owned(),
+            pods as f64 / stratus.admission_s,
+        ),
+        ("pods_per_sec_go".to_owned(), pods as f64 / go.admission_s),
+    ];
+    for (metric, s, g) in rows {
+        metrics.push((format!("{metric}_stratus"), s));
+        metrics.push((format!("{metric}_go"), g));
+        metrics.push((format!("{metric}_ratio_stratus_over_go"), s / g));
     }
-    std::fs::create_dir_all("target/bench")?;
-    std::fs::write(
-        "target/bench/kubelet-go.json",
-        serde_json::to_vec_pretty(&json_out)?,
+    let metrics: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    write_results(
+        "kubelet-go",
+        &metrics,
+        &format!("{pods} pods per side; ratio = Stratus over Go, below 1 = Stratus better"),
     )?;
-    println!(
-        "\nwrote target/bench/kubelet-go.json ({pods} pods per side; ratio = Stratus over Go, below 1 = Stratus better)"
-    );
     Ok(())
 }
 
-/// The benchmark's Stratus node: the virtual-kubelet command over
-/// MockPodProvider, registered with the API server of `kubeconfig` as
-/// `node`, its kubelet API on a free loopback port, until SIGTERM.
+/// The benchmark's Stratus node ([`crate::cluster::mock_virtual_kubelet`])
+/// on the API server of `kubeconfig` as `node`, its kubelet API on a free
+/// loopback port, until SIGTERM.
 pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
-    use tokio::signal::unix::{SignalKind, signal};
     let [kubeconfig, node] = args else {
         return Err(format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG NODE").into());
     };
-    stratus_kubelet::app::register_pod_provider("mock", |init| {
-        Ok(Arc::new(MockPodProvider::new().with_node_name(&init.node_name)) as _)
-    })?;
-    let args = vec![
-        "virtual-kubelet".to_owned(),
-        "--provider=mock".into(),
-        format!("--nodename={node}"),
-        format!("--kubeconfig={kubeconfig}"),
-        "--node-ip=127.0.0.1".into(),
-        "--listen-address=127.0.0.1".into(),
-        "--kubelet-port=0".into(),
-        "--disable-taint".into(),
-        "--metrics-addr=".into(),
-    ];
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut running = tokio::spawn(stratus_kubelet::app::run_with_args(args, stopped));
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        _ = term.recv() => {
-            let _ = stop.send(true);
-            let _ = running.await;
-            Ok(())
-        }
-        ended = &mut running => Ok(ended??),
-    }
+    crate::cluster::mock_virtual_kubelet(Path::new(kubeconfig), node, "127.0.0.1").await
 }

@@ -25,20 +25,9 @@ fn rss_bytes() -> f64 {
 
 const PODS: usize = 500;
 
-/// CPU time of this process (all threads), from /proc (USER_HZ = 100).
+/// CPU time of this process (all threads).
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after ')'.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 here.
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    crate::bench::process_cpu_seconds("self").unwrap_or(0.0)
 }
 
 /// What one side measured.

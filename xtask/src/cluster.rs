@@ -986,21 +986,18 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
     Ok(count)
 }
 
-/// `cluster virtual-node NAME`: the virtual-kubelet command
-/// (`stratus_kubelet::app`, as a vendor's binary runs it) over a
-/// MockPodProvider, registered with the running control plane with the
-/// administrator's kubeconfig, its kubelet API on the node address. It is
-/// given no `--client-ca-file`: it trusts the client CA kube-apiserver
-/// publishes in `kube-system/extension-apiserver-authentication`, so
-/// `kubectl logs`, `exec` and `port-forward` through kube-apiserver prove
-/// that path. Runs until SIGINT or SIGTERM; then its Node is deleted.
-async fn serve_virtual_node(name: &str) -> Result<(), crate::bench::BoxError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let state = State::load().ok_or("no control plane is up: run cargo xtask cluster up")?;
-    let address = state
-        .node_address
-        .clone()
-        .ok_or("the control plane was started without a node address")?;
+/// The virtual-kubelet command (`stratus_kubelet::app`, as a vendor's
+/// binary runs it) over a MockPodProvider, registered as `node` with the
+/// API server of `kubeconfig`, its kubelet API on a free port of `address`,
+/// no taint (pods select it without a toleration, as on the harness) and
+/// no `--client-ca-file` (it trusts the client CA the API server publishes
+/// in `kube-system/extension-apiserver-authentication`), until SIGINT or
+/// SIGTERM or its own end.
+pub(crate) async fn mock_virtual_kubelet(
+    kubeconfig: &Path,
+    node: &str,
+    address: &str,
+) -> Result<(), BoxError> {
     stratus_kubelet::app::register_pod_provider("mock", |init| {
         Ok(std::sync::Arc::new(
             stratus_testing::MockPodProvider::new().with_node_name(&init.node_name),
@@ -1009,37 +1006,44 @@ async fn serve_virtual_node(name: &str) -> Result<(), crate::bench::BoxError> {
     let args = vec![
         "virtual-kubelet".to_owned(),
         "--provider=mock".into(),
-        format!("--nodename={name}"),
-        format!("--kubeconfig={}", state.kubeconfig.display()),
+        format!("--nodename={node}"),
+        format!("--kubeconfig={}", kubeconfig.display()),
         format!("--node-ip={address}"),
         format!("--listen-address={address}"),
         "--kubelet-port=0".into(),
-        // Pods select the node without a toleration, as on the harness.
         "--disable-taint".into(),
         "--metrics-addr=".into(),
     ];
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut running = tokio::spawn(stratus_kubelet::app::run_with_args(args, stopped));
-    println!(
-        "virtual node {name} (the virtual-kubelet command, MockPodProvider) serving until interrupted"
-    );
-    let mut term = signal(SignalKind::terminate())?;
-    let ended = tokio::select! {
-        _ = tokio::signal::ctrl_c() => None,
-        _ = term.recv() => None,
-        ended = &mut running => Some(ended),
-    };
-    let result = match ended {
-        Some(ended) => ended.map_err(|e| e.to_string())?.map_err(|e| e.to_string()),
-        None => {
+    tokio::select! {
+        () = crate::wait_for_signal() => {
             let _ = stop.send(true);
             let _ = running.await;
             Ok(())
         }
-    };
+        ended = &mut running => Ok(ended??),
+    }
+}
+
+/// `cluster virtual-node NAME`: [`mock_virtual_kubelet`] on the running
+/// control plane with the administrator's kubeconfig, its kubelet API on
+/// the node address, so that `kubectl logs`, `exec` and `port-forward`
+/// through kube-apiserver prove the published client CA; its Node is
+/// deleted when it ends.
+async fn serve_virtual_node(name: &str) -> Result<(), crate::bench::BoxError> {
+    let state = State::load().ok_or("no control plane is up: run cargo xtask cluster up")?;
+    let address = state
+        .node_address
+        .clone()
+        .ok_or("the control plane was started without a node address")?;
+    println!(
+        "virtual node {name} (the virtual-kubelet command, MockPodProvider) serving until interrupted"
+    );
+    let result = mock_virtual_kubelet(&state.kubeconfig, name, &address).await;
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(state.client().await?);
     let _ = nodes.delete(name, &Default::default()).await;
-    Ok(result?)
+    result
 }
 
 /// `cargo xtask cluster`.

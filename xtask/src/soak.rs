@@ -66,16 +66,9 @@ impl Component {
         let Some(pid) = self.pid() else {
             return;
         };
-        let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            })
-            .unwrap_or(0.0);
+        let rss = crate::bench::process_rss_bytes(&pid.to_string()).unwrap_or(0.0);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
-        self.samples.push((minutes, rss_kib * 1024.0, fds as f64));
+        self.samples.push((minutes, rss, fds as f64));
     }
 }
 
