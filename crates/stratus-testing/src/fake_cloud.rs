@@ -320,6 +320,17 @@ impl FakeCloud {
         self.lock().load_balancers.clone()
     }
 
+    /// How many load balancers have `host` (a node name) among their hosts,
+    /// counted without copying them (a benchmark polls it while the
+    /// controllers run).
+    pub fn load_balancers_with_host(&self, host: &str) -> usize {
+        self.lock()
+            .load_balancers
+            .values()
+            .filter(|lb| lb.hosts.iter().any(|h| h == host))
+            .count()
+    }
+
     /// The routes, by name.
     pub fn routes_list(&self) -> BTreeMap<String, Route> {
         self.lock().routes.clone()

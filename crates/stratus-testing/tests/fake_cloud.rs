@@ -235,11 +235,15 @@ async fn load_balancers_classes_and_elsewhere() {
     let name = lb.get_load_balancer_name("kubernetes", &svc);
     let stored = cloud.load_balancers()[&name].clone();
     assert_eq!(stored.hosts, ["a", "b"]);
+    assert_eq!(cloud.load_balancers_with_host("a"), 1);
+    assert_eq!(cloud.load_balancers_with_host("c"), 0);
     assert_eq!(stored.ports, [(80, "TCP".to_owned(), 30080)]);
     lb.update_load_balancer("kubernetes", &svc, &[node("c", None)])
         .await
         .unwrap();
     assert_eq!(cloud.load_balancers()[&name].hosts, ["c"]);
+    assert_eq!(cloud.load_balancers_with_host("a"), 0);
+    assert_eq!(cloud.load_balancers_with_host("c"), 1);
     let again = lb
         .ensure_load_balancer("kubernetes", &svc, &[])
         .await
