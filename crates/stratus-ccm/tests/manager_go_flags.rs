@@ -453,3 +453,18 @@ async fn a_front_proxy_names_the_user_in_headers() {
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `Command::run_main_with_args` runs the arguments it is given, not the
+/// process's (the test binary's would not parse): a provider that is not
+/// registered ends it with exit code 1 and the reason.
+#[test]
+fn run_main_with_args_runs_the_arguments_given() {
+    let code = Command::new().run_main_with_args([
+        "cloud-controller-manager",
+        "--cloud-provider=not-registered-anywhere",
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--kubeconfig=/nonexistent/kubeconfig",
+    ]);
+    assert_eq!(code, std::process::ExitCode::FAILURE);
+}

@@ -280,7 +280,19 @@ where
     /// release the Lease), and exit 0, or 1 with the reason on standard
     /// error (2 for bad arguments, 0 after `--help` / `--version`).
     pub fn run_main(self) -> ExitCode {
-        let cli: Cli<F> = match parse_args_as(std::env::args_os(), self.version) {
+        self.run_main_with_args(std::env::args_os())
+    }
+
+    /// [`Command::run_main`] with these arguments (the first is the program
+    /// name) instead of the process's: for a binary that runs the manager
+    /// as one of several commands. Call it outside any async runtime (it
+    /// starts its own).
+    pub fn run_main_with_args<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let cli: Cli<F> = match parse_args_as(args, self.version) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
         };
