@@ -20,10 +20,14 @@
 //! - Node changes (gathered for 100 ms) update only the load balancers whose
 //!   backend set
 //!   (`node name + providerID` of the nodes passing Go's predicates)
-//!   changed, with `UpdatedLoadBalancer`. A failed update is checked with
-//!   `GetLoadBalancer` as in Go: if the load balancer no longer exists, it
-//!   is left alone (not re-created); otherwise `UpdateLoadBalancerFailed`
-//!   and a full ensure is queued.
+//!   changed, `workers` at a time (as Go), with `UpdatedLoadBalancer`. An
+//!   update the cloud throttled (`Throttled` / `RetryAfter` with a delay up
+//!   to [`HOST_UPDATE_RETRY_WAIT`]) is tried again after that delay, in
+//!   place, up to [`HOST_UPDATE_RETRIES`] times (Go treats it as any
+//!   failure, below, which spends three calls against a spent budget). A
+//!   failed update is checked with `GetLoadBalancer` as in Go: if the load
+//!   balancer no longer exists, it is left alone (not re-created);
+//!   otherwise `UpdateLoadBalancerFailed` and a full ensure is queued.
 //! - `ImplementedElsewhere` stops quietly; `RetryAfter` / `Throttled` are
 //!   retried after exactly their delay, other errors with Go's per-Service
 //!   backoff (5 s doubling to 300 s: `min_retry_delay`, `max_retry_delay`),
@@ -60,6 +64,15 @@ use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
 use stratus_runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
 use tokio::sync::{Notify, watch};
+
+/// How many times a host update the cloud throttled is tried again in place
+/// (after the delay the cloud asked for) before it falls back to a full
+/// ensure through the queue.
+pub const HOST_UPDATE_RETRIES: u32 = 20;
+
+/// The longest delay a throttled host update waits for in place; a cloud
+/// asking for more gets a full ensure after its delay, through the queue.
+pub const HOST_UPDATE_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long node changes are gathered before load-balancer hosts are
 /// updated.
@@ -884,7 +897,9 @@ impl Shared {
             })
             .map(|(k, _)| k.clone())
             .collect();
-        let limit = self.config.workers.max(1) * 4;
+        // As many at once as Service workers (Go's `--concurrent-service-syncs`
+        // for host updates too): more only meet the cloud's budget sooner.
+        let limit = self.config.workers.max(1);
         futures_util::stream::iter(stale)
             .for_each_concurrent(limit, |key| {
                 self.update_hosts(lb, key, &nodes, &current, queue)
@@ -892,7 +907,9 @@ impl Shared {
             .await;
     }
 
-    /// Update one load balancer's hosts; a failure queues a full ensure.
+    /// Update one load balancer's hosts (a throttled call again after the
+    /// cloud's delay, up to [`HOST_UPDATE_RETRIES`] times); any other
+    /// failure queues a full ensure.
     async fn update_hosts(
         &self,
         lb: &dyn LoadBalancer,
@@ -912,13 +929,27 @@ impl Shared {
         self.update_state(&key, |s| s.backends = Some(current.clone()));
         self.metrics.loadbalancer_sync.inc();
         let started = std::time::Instant::now();
-        let updated = self
-            .metrics
-            .cloud(
-                "update_load_balancer",
-                lb.update_load_balancer(&self.config.cluster_name, &svc, nodes),
-            )
-            .await;
+        let mut retries = 0;
+        let updated = loop {
+            let updated = self
+                .metrics
+                .cloud(
+                    "update_load_balancer",
+                    lb.update_load_balancer(&self.config.cluster_name, &svc, nodes),
+                )
+                .await;
+            // A throttled (or retry-after) update is tried again after the
+            // cloud's delay, in place: the throttle says nothing about the
+            // load balancer, so neither an existence check nor a full
+            // ensure (each another call against a spent budget) helps.
+            match updated.as_ref().err().and_then(CloudError::retry_delay) {
+                Some(delay) if delay <= HOST_UPDATE_RETRY_WAIT && retries < HOST_UPDATE_RETRIES => {
+                    retries += 1;
+                    tokio::time::sleep(delay).await;
+                }
+                _ => break updated,
+            }
+        };
         self.metrics
             .update_host_latency
             .observe(started.elapsed().as_secs_f64());

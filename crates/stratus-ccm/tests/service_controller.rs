@@ -560,7 +560,7 @@ async fn load_balancers_survive_api_faults_without_leaks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
+async fn a_throttled_host_update_is_retried_in_place_and_a_failed_one_repaired_by_a_full_ensure() {
     let cluster = TestCluster::start().await.unwrap();
     let hb = Duration::from_secs(3600);
     let _a = cluster
@@ -571,8 +571,9 @@ async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
     let _stop = start(&cluster, &cloud);
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
     create_and_wait_for_ingress(&services, "web").await;
-    // The host update fails (throttled, then an error); the new node must
-    // still reach the load balancer.
+    let ensures = cloud.calls_to("ensure_load_balancer");
+    // Throttled: the same update again after the cloud's delay, nothing else
+    // (no existence check, no full ensure, no failure event).
     cloud.fail_next(
         "update_load_balancer",
         CloudErrorKind::Throttled {
@@ -584,6 +585,28 @@ async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
         .add_node(NodeSpec::new("b").with_heartbeat(hb))
         .await
         .unwrap();
+    eventually("the new backend after the throttle", WAIT, || async {
+        cloud
+            .load_balancers()
+            .values()
+            .all(|lb| lb.hosts == ["a", "b"])
+    })
+    .await;
+    assert_eq!(cloud.calls_to("update_load_balancer"), 2);
+    assert_eq!(cloud.calls_to("get_load_balancer"), 0);
+    assert_eq!(cloud.calls_to("ensure_load_balancer"), ensures);
+    assert!(
+        !reasons(&cluster, "web")
+            .await
+            .contains(&"UpdateLoadBalancerFailed".to_owned())
+    );
+    // Any other failure: the new node must still reach the load balancer,
+    // through a full ensure, and the failure is told.
+    cloud.fail_next("update_load_balancer", CloudErrorKind::Other, 1);
+    let _c = cluster
+        .add_node(NodeSpec::new("c").with_heartbeat(hb))
+        .await
+        .unwrap();
     eventually(
         "the new backend despite the failed update",
         WAIT,
@@ -591,12 +614,12 @@ async fn a_failed_host_update_is_repaired_by_a_full_ensure() {
             cloud
                 .load_balancers()
                 .values()
-                .all(|lb| lb.hosts == ["a", "b"])
+                .all(|lb| lb.hosts == ["a", "b", "c"])
         },
     )
     .await;
     assert!(
-        cloud.calls_to("ensure_load_balancer") >= 2,
+        cloud.calls_to("ensure_load_balancer") > ensures,
         "repaired by an ensure"
     );
     eventually("UpdateLoadBalancerFailed", WAIT, || async {
