@@ -90,7 +90,7 @@ pub(crate) fn build_binaries(release: bool, packages: &[&str]) -> Result<PathBuf
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
         eprintln!(
-            "usage: cargo xtask bench <apiserver|ccm|kubelet|kubelet-go|kubelet-api|process|offload|failover>"
+            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-api|process|offload|failover>"
         );
         return ExitCode::from(2);
     };
@@ -99,6 +99,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         "ccm",
         "kubelet",
         "kubelet-go",
+        "ccm-go",
         "kubelet-api",
         "process",
         "offload",
@@ -107,9 +108,10 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
     .contains(&target.as_str())
         && target != MEMORY_CHILD
         && target != crate::bench_kubelet_go::STRATUS_NODE_CHILD
+        && target != crate::bench_ccm_go::STRATUS_MANAGER_CHILD
     {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, kubelet, kubelet-go, kubelet-api, process, offload, failover"
+            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-api, process, offload, failover"
         );
         return ExitCode::from(2);
     }
@@ -137,6 +139,13 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             }
         };
     }
+    if target == crate::bench_ccm_go::STRATUS_MANAGER_CHILD {
+        // The manager command starts its own runtime, as a vendor's main.
+        return crate::bench_ccm_go::stratus_manager(&args[1..]).unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        });
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -153,6 +162,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_kubelet::run())
     } else if target == "kubelet-go" {
         rt.block_on(crate::bench_kubelet_go::run(&args[1..]))
+    } else if target == "ccm-go" {
+        rt.block_on(crate::bench_ccm_go::run(&args[1..]))
     } else if target == crate::bench_kubelet_go::STRATUS_NODE_CHILD {
         rt.block_on(crate::bench_kubelet_go::stratus_node(&args[1..]))
     } else if target == "kubelet-api" {
@@ -193,6 +204,22 @@ pub(crate) fn process_cpu_seconds(pid: &str) -> Option<f64> {
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
     Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// Stop a benchmark's child process: SIGTERM, then SIGKILL after 10 s.
+pub(crate) fn stop_child(mut child: std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Resident memory of process `pid` (`"self"` or a number) now (`VmRSS`),

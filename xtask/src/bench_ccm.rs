@@ -37,15 +37,19 @@ use crate::bench::BoxError;
 
 const NODES: usize = 5_000;
 const SERVICES: usize = 1_000;
-const CLOUD_LATENCY: Duration = Duration::from_millis(20);
+/// The time every cloud call takes.
+pub(crate) const CLOUD_LATENCY: Duration = Duration::from_millis(20);
 
 /// Node batches and Services synced at once (`--concurrent-node-syncs`,
 /// `--concurrent-service-syncs`; Go's default is 1): enough to reach the
 /// cloud's call budget, which is what the floors assume.
 const WORKERS: usize = 4;
-const CLOUD_QPS: f64 = 100.0;
+/// The cloud's call budget per second (bursts of 100).
+pub(crate) const CLOUD_QPS: f64 = 100.0;
 
-fn node(name: &str, label: &str, tainted: bool) -> serde_json::Value {
+/// A Node of the benchmark, labelled `bench=<label>`, Ready, with the
+/// uninitialized taint if `tainted`.
+pub(crate) fn node(name: &str, label: &str, tainted: bool) -> serde_json::Value {
     let taints = if tainted {
         json!([{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}])
     } else {
@@ -59,7 +63,8 @@ fn node(name: &str, label: &str, tainted: bool) -> serde_json::Value {
     })
 }
 
-fn tainted(n: &Node) -> bool {
+/// Whether the Node still has the uninitialized taint.
+pub(crate) fn tainted(n: &Node) -> bool {
     n.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())

@@ -23,13 +23,14 @@
 //! (graceful, 16 clients) until the last is gone from the API; the
 //! process's CPU seconds over both phases (`/proc/<pid>/stat`) and its
 //! resident memory per pod (`VmRSS` with the pods Running less `VmRSS`
-//! before, over N). `target/bench/kubelet-go.json` has each figure as
+//! before, over N); then N pods more bound at 500 a second, each pod's
+//! bind → Running latency (p50 / p99). `target/bench/kubelet-go.json` has each figure as
 //! `<metric>_stratus`, `<metric>_go` and `<metric>_ratio_stratus_over_go`
 //! (below 1 = Stratus better).
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,8 @@ use crate::bench::{BoxError, write_results};
 use crate::bench_ccm::{percentile, wait_until};
 use crate::bench_kubelet::{Observer, pod};
 
+/// Pods bound a second in the paced phase.
+const PACE: usize = 500;
 /// The pods of each side unless `--pods` says otherwise.
 const DEFAULT_PODS: usize = 10_000;
 /// The benchmark's own child: the Stratus node (`bench
@@ -60,6 +63,8 @@ struct Figures {
     admission_s: f64,
     p50_ms: f64,
     p99_ms: f64,
+    paced_p50_ms: f64,
+    paced_p99_ms: f64,
     deletion_s: f64,
     cpu_s: f64,
     rss_per_pod: f64,
@@ -76,22 +81,6 @@ fn rss(pid: u32) -> Result<f64, BoxError> {
 fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
     crate::bench::process_cpu_seconds(&pid.to_string())
         .ok_or_else(|| format!("process {pid} is gone").into())
-}
-
-/// Stop a node process: SIGTERM, then SIGKILL after 10 s.
-fn stop(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Run one side: a fresh API server, `command` started as node `node`
@@ -115,7 +104,7 @@ async fn side(
         .map_err(|e| format!("starting the {label} node: {e}"))?;
     let pid = child.id();
     let result = workload(&server, label, node, pods, pid).await;
-    stop(child);
+    crate::bench::stop_child(child);
     server.shutdown().await;
     if result.is_err() {
         eprintln!(
@@ -190,10 +179,28 @@ async fn workload(
     observer.gone_within(pods, phase_limit(pods)).await?;
     let deletion_s = started.elapsed().as_secs_f64();
     let cpu_s = cpu_seconds(pid)? - cpu_before;
+
+    // The same number of pods again, bound at PACE a second.
+    let mut paced_at = HashMap::with_capacity(pods);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let per_tick = (PACE / 100).max(1);
+    for chunk in (0..pods).collect::<Vec<_>>().chunks(per_tick) {
+        tick.tick().await;
+        for i in chunk {
+            let name = format!("paced-{i}");
+            server.seed(pod(&name, node))?;
+            paced_at.insert(name, Instant::now());
+        }
+    }
+    observer.running_within(2 * pods, phase_limit(pods)).await?;
+    let paced = observer.latencies(&paced_at);
     Ok(Figures {
         admission_s,
         p50_ms: percentile(&latencies, 0.5) * 1000.0,
         p99_ms: percentile(&latencies, 0.99) * 1000.0,
+        paced_p50_ms: percentile(&paced, 0.5) * 1000.0,
+        paced_p99_ms: percentile(&paced, 0.99) * 1000.0,
         deletion_s,
         cpu_s,
         rss_per_pod: (rss_running - rss_before).max(0.0) / pods as f64,
@@ -262,10 +269,20 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     .await?;
 
     let thousands = pods as f64 / 1000.0;
-    let rows: [(&str, f64, f64); 7] = [
+    let rows: [(&str, f64, f64); 9] = [
         ("admission_s", stratus.admission_s, go.admission_s),
         ("bind_to_running_p50_ms", stratus.p50_ms, go.p50_ms),
         ("bind_to_running_p99_ms", stratus.p99_ms, go.p99_ms),
+        (
+            "bind_to_running_paced_p50_ms",
+            stratus.paced_p50_ms,
+            go.paced_p50_ms,
+        ),
+        (
+            "bind_to_running_paced_p99_ms",
+            stratus.paced_p99_ms,
+            go.paced_p99_ms,
+        ),
         ("deletion_s", stratus.deletion_s, go.deletion_s),
         (
             "cpu_s_per_1000_pods",

@@ -154,8 +154,9 @@ const STEPS: &[Step] = &[
     },
     Step {
         // The benchmarks' Go peers (tools/go-peers/go.mod: the Go virtual
-        // kubelet of `cargo xtask bench kubelet-go`), sharing Go's caches
-        // with the control plane's build.
+        // kubelet of `cargo xtask bench kubelet-go`, the Go cloud controller
+        // manager of `cargo xtask bench ccm-go`), sharing Go's caches with
+        // the control plane's build.
         name: "go-peers-build",
         program: "cargo",
         args: &["xtask", "go-peers"],

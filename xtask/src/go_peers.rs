@@ -1,6 +1,7 @@
 //! The Go peers of the benchmarks, built from the modules that
 //! `tools/go-peers/go.mod` pins (github.com/virtual-kubelet/virtual-kubelet
-//! v1.14.1 and the k8s.io modules of the control plane's minor): no binary
+//! v1.14.1, and k8s.io/cloud-provider and the other k8s.io modules at the
+//! control plane's minor): no binary
 //! downloads, and Go's build cache shared with `cargo xtask cluster build`.
 //! Nothing built here ships.
 
@@ -24,13 +25,19 @@ fn bin_dir() -> PathBuf {
         .join("go-peers")
 }
 
+/// The peers: each a `main` package in a directory of the module, built
+/// to a binary of the same name.
+const PEERS: [&str; 2] = ["virtual-kubelet", "cloud-controller-manager"];
+
 /// The newest modification of the module's files (go.mod, go.sum, the
 /// peers' sources).
 fn newest_input() -> Option<SystemTime> {
     let module = module();
     let mut files = vec![module.join("go.mod"), module.join("go.sum")];
-    if let Ok(dir) = std::fs::read_dir(module.join("virtual-kubelet")) {
-        files.extend(dir.filter_map(|e| Some(e.ok()?.path())));
+    for peer in PEERS {
+        if let Ok(dir) = std::fs::read_dir(module.join(peer)) {
+            files.extend(dir.filter_map(|e| Some(e.ok()?.path())));
+        }
     }
     files
         .iter()
@@ -38,11 +45,10 @@ fn newest_input() -> Option<SystemTime> {
         .max()
 }
 
-/// The Go virtual kubelet (`tools/go-peers/virtual-kubelet`: nodeutil over
-/// an in-memory provider answering at once), built unless newer than its
-/// inputs.
-pub(crate) fn virtual_kubelet() -> Result<PathBuf, BoxError> {
-    let binary = bin_dir().join("virtual-kubelet");
+/// The peer `name` (a directory of `tools/go-peers`), built unless newer
+/// than the module's inputs.
+fn build(name: &str) -> Result<PathBuf, BoxError> {
+    let binary = bin_dir().join(name);
     let inputs = newest_input().ok_or("tools/go-peers/go.mod is missing")?;
     let fresh = std::fs::metadata(&binary)
         .and_then(|m| m.modified())
@@ -52,20 +58,36 @@ pub(crate) fn virtual_kubelet() -> Result<PathBuf, BoxError> {
     }
     std::fs::create_dir_all(bin_dir())?;
     let started = Instant::now();
-    eprintln!("go-peers: go build ./virtual-kubelet");
+    eprintln!("go-peers: go build ./{name}");
     let status = Command::new("go")
         .current_dir(module())
         .env("GOFLAGS", "-mod=mod")
         .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
         .arg(&binary)
-        .arg("./virtual-kubelet")
+        .arg(format!("./{name}"))
         .status()
         .map_err(|e| format!("could not run go (is Go installed?): {e}"))?;
     if !status.success() {
-        return Err("go build ./virtual-kubelet failed".into());
+        return Err(format!("go build ./{name} failed").into());
     }
-    eprintln!("go-peers: built in {:.0}s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "go-peers: {name} built in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(binary)
+}
+
+/// The Go virtual kubelet (`tools/go-peers/virtual-kubelet`: nodeutil over
+/// an in-memory provider answering at once).
+pub(crate) fn virtual_kubelet() -> Result<PathBuf, BoxError> {
+    build("virtual-kubelet")
+}
+
+/// The Go cloud controller manager (`tools/go-peers/cloud-controller-manager`:
+/// k8s.io/cloud-provider's command over an in-memory cloud with FakeCloud's
+/// latency and call budget).
+pub(crate) fn cloud_controller_manager() -> Result<PathBuf, BoxError> {
+    build("cloud-controller-manager")
 }
 
 /// `cargo xtask go-peers`: build the Go peers (a no-op while they are newer
@@ -75,14 +97,14 @@ pub(crate) fn run(args: &[String]) -> std::process::ExitCode {
         eprintln!("usage: cargo xtask go-peers (builds the benchmarks' Go peers)");
         return std::process::ExitCode::from(2);
     }
-    match virtual_kubelet() {
-        Ok(path) => {
-            println!("go-peers: {}", path.display());
-            std::process::ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("go-peers: {e}");
-            std::process::ExitCode::FAILURE
+    for peer in PEERS {
+        match build(peer) {
+            Ok(path) => println!("go-peers: {}", path.display()),
+            Err(e) => {
+                eprintln!("go-peers: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
         }
     }
+    std::process::ExitCode::SUCCESS
 }

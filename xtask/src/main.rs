@@ -20,6 +20,7 @@
 mod apiserver;
 mod bench;
 mod bench_ccm;
+mod bench_ccm_go;
 mod bench_failover;
 mod bench_kubelet;
 mod bench_kubelet_api;
@@ -66,7 +67,8 @@ tasks:
   cluster     a real control plane built from tools/kubernetes/go.mod: build | up [--kubeconfig FILE] | down | status
               | stop|start|restart COMPONENT
   bench       benchmarks as ratios to a floor measured in the same run (apiserver, ccm, kubelet, kubelet-api, process, offload, failover),
-              or to the Go peer in the same run (kubelet-go [--pods N] [--go-qps Q])
+              or to the Go peer in the same run (kubelet-go [--pods N] [--go-qps Q],
+              ccm-go [--nodes N] [--services S] [--kube-api-qps Q])
   go-peers    build the benchmarks' Go peers from tools/go-peers/go.mod
   demo        a demo cluster on the embedded API server (--nodes N --services M --kubeconfig FILE --keep-running
               --control-plane embedded|real)
