@@ -30,6 +30,31 @@ use serde_json::json;
 use stratus_apiserver::bench_support as direct;
 use stratus_testing::ApiServer;
 
+/// Write a suite that runs Stratus beside a Go peer: `leading` figures as
+/// they are, then each row `(metric, stratus, go)` as `<metric>_stratus`,
+/// `<metric>_go` and `<metric>_ratio_stratus_over_go` (below 1 = Stratus
+/// better); `size` says what each side ran.
+pub(crate) fn write_side_by_side(
+    name: &str,
+    leading: &[(&str, f64)],
+    rows: &[(&str, f64, f64)],
+    size: &str,
+) -> Result<(), BoxError> {
+    let mut metrics: Vec<(String, f64)> =
+        leading.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+    for (metric, s, g) in rows {
+        metrics.push((format!("{metric}_stratus"), *s));
+        metrics.push((format!("{metric}_go"), *g));
+        metrics.push((format!("{metric}_ratio_stratus_over_go"), s / g));
+    }
+    let metrics: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    write_results(
+        name,
+        &metrics,
+        &format!("{size}; ratio = Stratus over Go, below 1 = Stratus better"),
+    )
+}
+
 /// Print `metrics` as a table and write them to `target/bench/<name>.json`;
 /// `ratios` says how the ratios among them read.
 pub(crate) fn write_results(

@@ -54,7 +54,7 @@ use serde_json::json;
 use stratus_apiserver::Verb;
 use stratus_testing::{ApiServer, FakeCloud, FakeInstance};
 
-use crate::bench::{BoxError, write_results};
+use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::{CLOUD_LATENCY, CLOUD_QPS, node, tainted};
 
 /// Nodes per side unless `--nodes` says otherwise.
@@ -539,21 +539,12 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         ),
         ("cpu_s", stratus.cpu_s, go.cpu_s),
     ];
-    let mut metrics = vec![
-        ("nodes".to_owned(), o.nodes as f64),
-        ("services".to_owned(), o.services as f64),
-    ];
-    for (metric, s, g) in rows {
-        metrics.push((format!("{metric}_stratus"), s));
-        metrics.push((format!("{metric}_go"), g));
-        metrics.push((format!("{metric}_ratio_stratus_over_go"), s / g));
-    }
-    let metrics: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    write_results(
+    write_side_by_side(
         "ccm-go",
-        &metrics,
+        &[("nodes", o.nodes as f64), ("services", o.services as f64)],
+        &rows,
         &format!(
-            "{} nodes, {} LoadBalancer Services per side; ratio = Stratus over Go, below 1 = Stratus better",
+            "{} nodes, {} LoadBalancer Services per side",
             o.nodes, o.services
         ),
     )?;

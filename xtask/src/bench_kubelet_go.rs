@@ -38,7 +38,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams};
 use stratus_testing::ApiServer;
 
-use crate::bench::{BoxError, write_results};
+use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::{percentile, wait_until};
 use crate::bench_kubelet::{Observer, pod};
 
@@ -292,24 +292,15 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         ("rss_bytes_per_pod", stratus.rss_per_pod, go.rss_per_pod),
         ("rss_bytes_idle", stratus.rss_idle, go.rss_idle),
     ];
-    let mut metrics = vec![
-        ("pods".to_owned(), pods as f64),
-        (
-            "pods_per_sec_stratus".to_owned(),
-            pods as f64 / stratus.admission_s,
-        ),
-        ("pods_per_sec_go".to_owned(), pods as f64 / go.admission_s),
-    ];
-    for (metric, s, g) in rows {
-        metrics.push((format!("{metric}_stratus"), s));
-        metrics.push((format!("{metric}_go"), g));
-        metrics.push((format!("{metric}_ratio_stratus_over_go"), s / g));
-    }
-    let metrics: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    write_results(
+    write_side_by_side(
         "kubelet-go",
-        &metrics,
-        &format!("{pods} pods per side; ratio = Stratus over Go, below 1 = Stratus better"),
+        &[
+            ("pods", pods as f64),
+            ("pods_per_sec_stratus", pods as f64 / stratus.admission_s),
+            ("pods_per_sec_go", pods as f64 / go.admission_s),
+        ],
+        &rows,
+        &format!("{pods} pods per side"),
     )?;
     Ok(())
 }
