@@ -264,10 +264,46 @@ pub(crate) fn build() -> Result<String, BoxError> {
     Ok(format!("built in {:.0}s", started.elapsed().as_secs_f64()))
 }
 
+/// A free loopback port for a component that must be told its port.
+///
+/// Not one the kernel hands out for port 0: those come from the ephemeral
+/// range, which the components' own outgoing connections (kube-apiserver to
+/// etcd, the controllers to kube-apiserver) draw from too, so a port picked
+/// that way could be taken by a connection before the component that was
+/// to listen on it starts (kube-scheduler once failed so). A port below
+/// the range is only ever taken by a listener. Each port is handed out
+/// once per process.
 fn free_port() -> Result<u16, BoxError> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000u16, ephemeral_start.saturating_sub(1));
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    if high > low {
+        let span = u64::from(high - low);
+        let mut seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(32);
+        for _ in 0..500 {
+            // xorshift: spread over the range, differently per process.
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let port = low + (seed % span) as u16;
+            if !given.contains(&port) && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                given.push(port);
+                return Ok(port);
+            }
+        }
+    }
+    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
-        .port())
+        .port();
+    given.push(port);
+    Ok(port)
 }
 
 fn path_arg(flag: &str, path: &Path) -> String {
