@@ -160,12 +160,19 @@ impl Manager {
         let stdout = child.stdout.take().ok_or("the manager's stdout")?;
         let mut lines = BufReader::new(stdout);
         let mut first = String::new();
-        lines.read_line(&mut first)?;
-        let Some(state) = first.trim().strip_prefix("cloud-state ") else {
+        // A manager that cannot be read from is stopped too, not left behind.
+        let read = lines.read_line(&mut first);
+        let Some(state) = first
+            .trim()
+            .strip_prefix("cloud-state ")
+            .filter(|_| read.is_ok())
+        else {
             crate::bench::stop_child(child);
-            return Err(
-                format!("the manager printed {first:?} instead of its cloud's address").into(),
-            );
+            return Err(match read {
+                Err(e) => format!("reading the manager's first line: {e}"),
+                Ok(_) => format!("the manager printed {first:?} instead of its cloud's address"),
+            }
+            .into());
         };
         let state = state.to_owned();
         // Keep the pipe drained.

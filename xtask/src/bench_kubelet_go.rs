@@ -21,7 +21,7 @@
 //! time until the last is Running in the API and each pod's bind → Running
 //! latency (p50 / p99), seen by one watch; then every pod deleted
 //! (graceful, 16 clients) until the last is gone from the API; the
-//! process's CPU seconds over both phases (`/proc/<pid>/stat`) and its
+//! process's CPU seconds over those two phases (`/proc/<pid>/stat`) and its
 //! resident memory per pod (`VmRSS` with the pods Running less `VmRSS`
 //! before, over N); then N pods more bound at 500 a second, each pod's
 //! bind → Running latency (p50 / p99). `target/bench/kubelet-go.json` has each figure as
@@ -185,9 +185,9 @@ async fn workload(
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let per_tick = (PACE / 100).max(1);
-    for chunk in (0..pods).collect::<Vec<_>>().chunks(per_tick) {
+    for first in (0..pods).step_by(per_tick) {
         tick.tick().await;
-        for i in chunk {
+        for i in first..(first + per_tick).min(pods) {
             let name = format!("paced-{i}");
             server.seed(pod(&name, node))?;
             paced_at.insert(name, Instant::now());
