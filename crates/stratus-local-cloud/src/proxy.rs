@@ -1,0 +1,418 @@
+//! The data plane: one load balancer's listeners, forwarding TCP connections
+//! and UDP datagrams to its backends.
+//!
+//! Backends are picked round-robin among the healthy ones. A backend is
+//! healthy until a connection to it fails; an unhealthy one is checked
+//! (a TCP connect) every health interval and taken back when it answers.
+//! Changing the backends takes effect for the next connection; connections
+//! already made keep their backend (draining). A listener stopped (its port
+//! removed, its load balancer deleted) closes its socket at once and gives
+//! its open connections the drain timeout to finish.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use stratus_accept::{Acceptor, ConnectionLimits};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::watch;
+
+use crate::api::{Backend, Listener, Protocol};
+
+/// How the data plane behaves.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DataPlane {
+    /// How often unhealthy backends are checked.
+    pub(crate) health_interval: Duration,
+    /// How long a connection to a backend may take.
+    pub(crate) connect_timeout: Duration,
+    /// How long open connections of a stopped listener may go on.
+    pub(crate) drain_timeout: Duration,
+    /// How long a UDP client's session lives without a datagram.
+    pub(crate) udp_idle: Duration,
+}
+
+/// A backend and whether it is believed to answer.
+#[derive(Debug)]
+struct Target {
+    addr: SocketAddr,
+    healthy: AtomicBool,
+}
+
+/// A listener's backends, swapped whole on a change.
+#[derive(Debug, Default)]
+struct Targets {
+    list: RwLock<Arc<Vec<Arc<Target>>>>,
+    next: AtomicUsize,
+}
+
+impl Targets {
+    fn current(&self) -> Arc<Vec<Arc<Target>>> {
+        self.list
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replace the backends, keeping what is known of the ones that stay.
+    fn set(&self, backends: &[SocketAddr]) {
+        let old = self.current();
+        let list = backends
+            .iter()
+            .map(|addr| {
+                old.iter()
+                    .find(|t| t.addr == *addr)
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        Arc::new(Target {
+                            addr: *addr,
+                            healthy: AtomicBool::new(true),
+                        })
+                    })
+            })
+            .collect();
+        *self
+            .list
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(list);
+    }
+
+    /// The backends to try, in order: the healthy ones from the next in
+    /// turn, then the unhealthy ones (a stale verdict is better than no
+    /// answer).
+    fn order(&self) -> Vec<Arc<Target>> {
+        let list = self.current();
+        if list.is_empty() {
+            return Vec::new();
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % list.len();
+        let rotated = list.iter().cycle().skip(start).take(list.len());
+        let (mut healthy, unhealthy): (Vec<_>, Vec<_>) = rotated
+            .cloned()
+            .partition(|t| t.healthy.load(Ordering::Relaxed));
+        healthy.extend(unhealthy);
+        healthy
+    }
+}
+
+/// One bound port.
+#[derive(Debug)]
+struct Port {
+    targets: Arc<Targets>,
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Port {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Why a listener cannot be programmed.
+#[derive(Debug)]
+pub(crate) struct BindError {
+    pub(crate) addr: SocketAddr,
+    pub(crate) protocol: Protocol,
+    pub(crate) source: io::Error,
+}
+
+/// One load balancer's data plane.
+#[derive(Debug)]
+pub(crate) struct Balancer {
+    address: IpAddr,
+    ports: BTreeMap<(Protocol, u16), Port>,
+    plane: DataPlane,
+}
+
+impl Balancer {
+    /// A load balancer on `address` with no port yet.
+    pub(crate) fn new(address: IpAddr, plane: DataPlane) -> Self {
+        Self {
+            address,
+            ports: BTreeMap::new(),
+            plane,
+        }
+    }
+
+    /// Make the listeners these: ports bound (all new ones, or none of
+    /// them), ports removed stopped, backends swapped.
+    pub(crate) async fn apply(&mut self, listeners: &[Listener]) -> Result<(), BindError> {
+        let mut bound = Vec::new();
+        for l in listeners {
+            if self.ports.contains_key(&(l.protocol, l.port)) {
+                continue;
+            }
+            let addr = SocketAddr::new(self.address, l.port);
+            let socket = match l.protocol {
+                Protocol::Tcp => TcpListener::bind(addr).await.map(Socket::Tcp),
+                Protocol::Udp => UdpSocket::bind(addr).await.map(Socket::Udp),
+            };
+            match socket {
+                Ok(socket) => bound.push(((l.protocol, l.port), socket)),
+                Err(source) => {
+                    return Err(BindError {
+                        addr,
+                        protocol: l.protocol,
+                        source,
+                    });
+                }
+            }
+        }
+        for (key, socket) in bound {
+            let targets = Arc::new(Targets::default());
+            let (stop, stopped) = watch::channel(false);
+            match socket {
+                Socket::Tcp(listener) => {
+                    tokio::spawn(serve_tcp(listener, targets.clone(), stopped, self.plane));
+                }
+                Socket::Udp(socket) => {
+                    tokio::spawn(serve_udp(socket, targets.clone(), stopped, self.plane));
+                }
+            }
+            self.ports.insert(key, Port { targets, stop });
+        }
+        self.ports
+            .retain(|key, _| listeners.iter().any(|l| (l.protocol, l.port) == *key));
+        for l in listeners {
+            if let Some(port) = self.ports.get(&(l.protocol, l.port)) {
+                port.targets.set(&resolve(&l.backends));
+            }
+        }
+        Ok(())
+    }
+}
+
+enum Socket {
+    Tcp(TcpListener),
+    Udp(UdpSocket),
+}
+
+/// The backends' socket addresses; ones whose address does not parse were
+/// refused by the API before.
+fn resolve(backends: &[Backend]) -> Vec<SocketAddr> {
+    backends
+        .iter()
+        .filter_map(|b| {
+            b.address
+                .parse::<IpAddr>()
+                .ok()
+                .map(|ip| SocketAddr::new(ip, b.port))
+        })
+        .collect()
+}
+
+/// Completes once the listener is stopped.
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+async fn serve_tcp(
+    listener: TcpListener,
+    targets: Arc<Targets>,
+    mut stopped: watch::Receiver<bool>,
+    plane: DataPlane,
+) {
+    let acceptor = Acceptor::new(listener, ConnectionLimits::default());
+    tokio::spawn(check_health(targets.clone(), stopped.clone(), plane));
+    loop {
+        let connection = tokio::select! {
+            c = acceptor.accept() => c,
+            _ = until_stopped(&mut stopped) => return,
+        };
+        let (targets, stopped) = (targets.clone(), stopped.clone());
+        tokio::spawn(async move {
+            let _permit = connection.permit;
+            forward_tcp(connection.stream, &targets, stopped, plane).await;
+        });
+    }
+}
+
+async fn forward_tcp(
+    mut client: TcpStream,
+    targets: &Targets,
+    mut stopped: watch::Receiver<bool>,
+    plane: DataPlane,
+) {
+    let _ = client.set_nodelay(true);
+    let mut backend = None;
+    for target in targets.order() {
+        match tokio::time::timeout(plane.connect_timeout, TcpStream::connect(target.addr)).await {
+            Ok(Ok(stream)) => {
+                target.healthy.store(true, Ordering::Relaxed);
+                backend = Some(stream);
+                break;
+            }
+            _ => {
+                tracing::debug!(backend = %target.addr, "backend did not answer; marked unhealthy");
+                target.healthy.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+    let Some(mut backend) = backend else {
+        return;
+    };
+    let _ = backend.set_nodelay(true);
+    let copy = tokio::io::copy_bidirectional(&mut client, &mut backend);
+    tokio::select! {
+        _ = copy => {}
+        _ = async {
+            until_stopped(&mut stopped).await;
+            tokio::time::sleep(plane.drain_timeout).await;
+        } => {}
+    }
+}
+
+/// Check the unhealthy backends every health interval until stopped.
+async fn check_health(targets: Arc<Targets>, mut stopped: watch::Receiver<bool>, plane: DataPlane) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(plane.health_interval) => {}
+            _ = until_stopped(&mut stopped) => return,
+        }
+        for target in targets.current().iter() {
+            if target.healthy.load(Ordering::Relaxed) {
+                continue;
+            }
+            let answered =
+                tokio::time::timeout(plane.connect_timeout, TcpStream::connect(target.addr))
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+            if answered {
+                tracing::debug!(backend = %target.addr, "backend answers again");
+                target.healthy.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A UDP client's session: a socket connected to its backend.
+type Sessions = Arc<Mutex<HashMap<SocketAddr, Arc<UdpSocket>>>>;
+
+async fn serve_udp(
+    socket: UdpSocket,
+    targets: Arc<Targets>,
+    mut stopped: watch::Receiver<bool>,
+    plane: DataPlane,
+) {
+    let socket = Arc::new(socket);
+    let sessions: Sessions = Arc::default();
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let (len, client) = tokio::select! {
+            r = socket.recv_from(&mut buf) => match r {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(error = %e, "udp receive failed");
+                    continue;
+                }
+            },
+            _ = until_stopped(&mut stopped) => return,
+        };
+        let existing = sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&client)
+            .cloned();
+        let session = match existing {
+            Some(session) => session,
+            None => {
+                let Some(session) = open_udp_session(&targets).await else {
+                    continue;
+                };
+                let session = Arc::new(session);
+                sessions
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(client, session.clone());
+                tokio::spawn(answer_udp(
+                    socket.clone(),
+                    session.clone(),
+                    client,
+                    sessions.clone(),
+                    stopped.clone(),
+                    plane,
+                ));
+                session
+            }
+        };
+        let _ = session.send(&buf[..len]).await;
+    }
+}
+
+async fn open_udp_session(targets: &Targets) -> Option<UdpSocket> {
+    let target = targets.order().into_iter().next()?;
+    let local: SocketAddr = if target.addr.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let session = UdpSocket::bind(local).await.ok()?;
+    session.connect(target.addr).await.ok()?;
+    Some(session)
+}
+
+/// Send the backend's answers back to the client until the session idles
+/// out or the listener stops.
+async fn answer_udp(
+    listener: Arc<UdpSocket>,
+    session: Arc<UdpSocket>,
+    client: SocketAddr,
+    sessions: Sessions,
+    mut stopped: watch::Receiver<bool>,
+    plane: DataPlane,
+) {
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        tokio::select! {
+            r = tokio::time::timeout(plane.udp_idle, session.recv(&mut buf)) => match r {
+                Ok(Ok(len)) => {
+                    let _ = listener.send_to(&buf[..len], client).await;
+                }
+                // Idle, or the backend refused (ICMP): the next datagram
+                // opens a new session.
+                _ => break,
+            },
+            _ = until_stopped(&mut stopped) => break,
+        }
+    }
+    sessions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .remove(&client);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn healthy_backends_come_first_in_turn() {
+        let targets = Targets::default();
+        targets.set(&[addr(1), addr(2), addr(3)]);
+        let firsts: Vec<_> = (0..3).map(|_| targets.order()[0].addr).collect();
+        assert_eq!(firsts, [addr(1), addr(2), addr(3)]);
+        targets.current()[1].healthy.store(false, Ordering::Relaxed);
+        let order: Vec<_> = targets.order().iter().map(|t| t.addr).collect();
+        assert_eq!(order, [addr(1), addr(3), addr(2)]);
+    }
+
+    #[test]
+    fn a_change_keeps_what_is_known_of_the_backends_that_stay() {
+        let targets = Targets::default();
+        targets.set(&[addr(1), addr(2)]);
+        targets.current()[0].healthy.store(false, Ordering::Relaxed);
+        targets.set(&[addr(1), addr(4)]);
+        let list = targets.current();
+        assert!(!list[0].healthy.load(Ordering::Relaxed));
+        assert!(list[1].healthy.load(Ordering::Relaxed));
+        targets.set(&[]);
+        assert!(targets.order().is_empty());
+    }
+}

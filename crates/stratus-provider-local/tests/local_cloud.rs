@@ -1,0 +1,535 @@
+//! The `local` provider against a running local cloud: the conformance
+//! suite, traffic through its load balancers, bad input, faults and a
+//! restart of the cloud.
+//!
+//! Each test uses addresses of its own in 127.0.0.0/8 (this machine's
+//! loopback), so that the tests can run at once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use stratus_cloud::{CloudErrorKind, CloudProvider, InstanceState};
+use stratus_local_cloud::{Config, LocalCloud};
+use stratus_provider_local::LocalProvider;
+use stratus_testing::conformance::{CloudFixtures, run_cloud_conformance};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+async fn cloud(range: &str, state_file: Option<std::path::PathBuf>) -> LocalCloud {
+    LocalCloud::start(Config {
+        address_range: range.parse().unwrap(),
+        state_file,
+        health_interval: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(300),
+        ..Config::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn provider(cloud: &LocalCloud) -> LocalProvider {
+    let config = format!("endpoint: http://{}\nmaxWaitMs: 200\n", cloud.addr());
+    LocalProvider::from_config(Some(config.as_bytes())).unwrap()
+}
+
+/// A call to the cloud's API, as `curl` would make it.
+async fn api(cloud: &LocalCloud, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(cloud.addr()).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: cloud\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").unwrap().1.to_owned();
+    (status, body)
+}
+
+fn node(name: &str, ip: Option<&str>) -> Node {
+    let mut n: Node =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    if let Some(ip) = ip {
+        n.status = Some(
+            serde_json::from_value(
+                serde_json::json!({"addresses": [{"type": "InternalIP", "address": ip}]}),
+            )
+            .unwrap(),
+        );
+    }
+    n
+}
+
+fn service(name: &str, ports: serde_json::Value) -> Service {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("0000-{name}")},
+        "spec": {"type": "LoadBalancer", "ports": ports}
+    }))
+    .unwrap()
+}
+
+fn ingress(status: &k8s_openapi::api::core::v1::LoadBalancerStatus) -> String {
+    status.ingress.as_ref().unwrap()[0].ip.clone().unwrap()
+}
+
+/// A TCP server on `ip:port` that writes `name` to each connection and
+/// closes it; stops when the returned handle is aborted.
+async fn named_server(ip: &str, port: u16, name: &'static str) -> tokio::task::JoinHandle<()> {
+    let listener = TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s.write_all(name.as_bytes()).await;
+        }
+    })
+}
+
+/// A port free on every one of `ips` (tried from a kernel-picked one).
+async fn common_port(ips: &[&str]) -> u16 {
+    'next: loop {
+        let probe = TcpListener::bind((ips[0], 0)).await.unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        for ip in ips {
+            if TcpListener::bind((*ip, port)).await.is_err() {
+                continue 'next;
+            }
+        }
+        return port;
+    }
+}
+
+async fn fetch(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr).await?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await?;
+    Ok(answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provider_passes_the_cloud_provider_conformance_suite() {
+    let cloud = cloud("127.77.10.0/24", None).await;
+    let (status, body) = api(
+        &cloud,
+        "PUT",
+        "/v1/instances/i-live",
+        r#"{"nodeName":"live-node","zone":"local-a","region":"local","instanceType":"process",
+            "addresses":[{"type":"InternalIP","address":"127.0.10.1"},{"type":"Hostname","address":"live-node"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let provider = provider(&cloud);
+    let fixtures = CloudFixtures::new("live-node", "gone-node").with_provider_id("local://i-live");
+    let report = run_cloud_conformance(&provider, &fixtures).await;
+    println!("{report}");
+    report.assert_complete();
+    // Without a provider ID the node is found by name, in one batch too.
+    let by_name = node("live-node", None);
+    let meta = stratus_cloud::InstancesV2::instance_metadata(&provider, &by_name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(meta.provider_id, "local://i-live");
+    assert_eq!(
+        (meta.zone.as_str(), meta.instance_type.as_str()),
+        ("local-a", "process")
+    );
+    let batch = provider.instances_v2().unwrap().batch().unwrap();
+    let states = batch
+        .instance_state_batch(&[by_name, node("gone-node", None)])
+        .await
+        .unwrap();
+    assert!(matches!(
+        states[..],
+        [Ok(InstanceState::Running), Ok(InstanceState::Gone)]
+    ));
+    // A stopped instance is shut down, not gone.
+    api(
+        &cloud,
+        "PUT",
+        "/v1/instances/i-live",
+        r#"{"nodeName":"live-node","state":"stopped"}"#,
+    )
+    .await;
+    assert_eq!(
+        provider
+            .instances_v2()
+            .unwrap()
+            .instance_state(&fixtures.existing)
+            .await
+            .unwrap(),
+        InstanceState::ShutDown
+    );
+    // Another provider's ID is refused as invalid input.
+    let mut foreign = node("x", None);
+    foreign.spec =
+        Some(serde_json::from_value(serde_json::json!({"providerID": "aws://i-1"})).unwrap());
+    let err = provider
+        .instances_v2()
+        .unwrap()
+        .instance_exists(&foreign)
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_spread_connections_follow_backend_changes_and_skip_dead_backends() {
+    let cloud = cloud("127.77.11.0/24", None).await;
+    let provider = provider(&cloud);
+    let ips = ["127.0.11.1", "127.0.11.2", "127.0.11.3"];
+    let port = common_port(&ips).await;
+    let mut servers = vec![
+        named_server(ips[0], port, "a").await,
+        named_server(ips[1], port, "b").await,
+        named_server(ips[2], port, "c").await,
+    ];
+    let nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .zip(ips)
+        .map(|(n, ip)| node(n, Some(ip)))
+        .collect();
+    let svc = service("web", serde_json::json!([{"port": 80, "nodePort": port}]));
+    let lb = provider.load_balancer().unwrap();
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
+    assert!(
+        address.ip().to_string().starts_with("127.77.11."),
+        "{address}"
+    );
+
+    let mut seen = BTreeMap::new();
+    for _ in 0..30 {
+        *seen.entry(fetch(address).await.unwrap()).or_insert(0) += 1;
+    }
+    assert_eq!(
+        seen,
+        BTreeMap::from([("a".into(), 10), ("b".into(), 10), ("c".into(), 10)])
+    );
+
+    // Node c leaves: no new connection goes to it.
+    lb.update_load_balancer("kubernetes", &svc, &nodes[..2])
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        assert_ne!(fetch(address).await.unwrap(), "c");
+    }
+    assert!(
+        lb.load_balancer_up_to_date("kubernetes", &svc, &nodes[..2])
+            .await
+            .unwrap()
+    );
+    assert!(
+        !lb.load_balancer_up_to_date("kubernetes", &svc, &nodes)
+            .await
+            .unwrap()
+    );
+
+    // Node b's server dies: every connection still gets an answer (from a).
+    servers.remove(1).abort();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for _ in 0..20 {
+        assert_eq!(fetch(address).await.unwrap(), "a");
+    }
+    // It comes back: the health check takes it back.
+    servers.push(named_server(ips[1], port, "b").await);
+    let mut back = false;
+    for _ in 0..50 {
+        if fetch(address).await.unwrap() == "b" {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(back, "a healthy again backend gets connections");
+
+    // Deleted: the address is released and nothing listens on it.
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert!(TcpStream::connect(address).await.is_err());
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        None
+    );
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_datagrams_reach_the_backend_and_its_answers_come_back() {
+    let cloud = cloud("127.77.12.0/24", None).await;
+    let provider = provider(&cloud);
+    let backend = UdpSocket::bind("127.0.12.1:0").await.unwrap();
+    let node_port = backend.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 1500];
+        while let Ok((len, from)) = backend.recv_from(&mut buf).await {
+            let mut answer = b"echo:".to_vec();
+            answer.extend_from_slice(&buf[..len]);
+            let _ = backend.send_to(&answer, from).await;
+        }
+    });
+    let svc = service(
+        "dns",
+        serde_json::json!([{"port": 53, "protocol": "UDP", "nodePort": node_port}]),
+    );
+    let status = provider
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &[node("a", Some("127.0.12.1"))])
+        .await
+        .unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    client
+        .connect((ingress(&status).as_str(), 53))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        client.send(format!("q{i}").as_bytes()).await.unwrap();
+        let mut buf = [0u8; 64];
+        let len = tokio::time::timeout(Duration::from_secs(5), client.recv(&mut buf))
+            .await
+            .expect("an answer through the load balancer")
+            .unwrap();
+        assert_eq!(&buf[..len], format!("echo:q{i}").as_bytes());
+    }
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taken_ports_exhausted_ranges_and_bad_services_get_typed_errors() {
+    // Something else on the machine has the range's first address's port 80:
+    // the load balancer gets the next address.
+    let squatter = TcpListener::bind("127.77.13.1:80").await;
+    if squatter.is_err() {
+        eprintln!("cannot bind port 80 here (not root): skipping the taken-port half");
+    }
+    let cloud = cloud("127.77.13.0/30", None).await;
+    let provider = provider(&cloud);
+    let lb = provider.load_balancer().unwrap();
+    let nodes = [node("a", Some("127.0.13.1"))];
+    let web = service("web", serde_json::json!([{"port": 80, "nodePort": 30080}]));
+    if squatter.is_ok() {
+        let status = lb
+            .ensure_load_balancer("kubernetes", &web, &nodes)
+            .await
+            .unwrap();
+        assert_eq!(ingress(&status), "127.77.13.2");
+        // The range (two addresses) is now exhausted for a second one.
+        let other = service(
+            "other",
+            serde_json::json!([{"port": 80, "nodePort": 30081}]),
+        );
+        let err = lb
+            .ensure_load_balancer("kubernetes", &other, &nodes)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), CloudErrorKind::Other);
+        assert!(err.to_string().contains("AddressesExhausted"), "{err}");
+    } else {
+        let status = lb
+            .ensure_load_balancer("kubernetes", &web, &nodes)
+            .await
+            .unwrap();
+        assert_eq!(ingress(&status), "127.77.13.1");
+    }
+    // Adding a port something else holds on the load balancer's address.
+    let address = ingress(
+        &lb.get_load_balancer("kubernetes", &web)
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let held = TcpListener::bind((address.as_str(), 0)).await.unwrap();
+    let held_port = held.local_addr().unwrap().port();
+    let grown = service(
+        "web",
+        serde_json::json!([{"port": 80, "nodePort": 30080}, {"port": held_port, "nodePort": 30082}]),
+    );
+    let err = lb
+        .ensure_load_balancer("kubernetes", &grown, &nodes)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("PortInUse"), "{err}");
+    // The load balancer is as it was.
+    assert!(
+        lb.load_balancer_up_to_date("kubernetes", &web, &nodes)
+            .await
+            .unwrap()
+    );
+
+    for (ports, why) in [
+        (
+            serde_json::json!([{"port": 80, "protocol": "SCTP", "nodePort": 30083}]),
+            "SCTP",
+        ),
+        (serde_json::json!([{"port": 80}]), "nodePort"),
+        (serde_json::json!([]), "no ports"),
+    ] {
+        let err = lb
+            .ensure_load_balancer("kubernetes", &service("bad", ports), &nodes)
+            .await
+            .unwrap_err();
+        assert!(err.is_invalid_input(), "{err}");
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    // Garbage the API itself refuses, answered with a code and a reason.
+    let (status, body) = api(&cloud, "PUT", "/v1/load-balancers/x", "{not json").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("\"code\":\"Invalid\""), "{body}");
+    let (status, body) = api(
+        &cloud,
+        "PUT",
+        "/v1/routes/r",
+        r#"{"destinationCidr":"nope","targetNode":"a"}"#,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = api(&cloud, "GET", "/v1/nothing", "").await;
+    assert_eq!(status, 404);
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_calls_are_retried_after_the_cloud_s_delay_then_reported_typed() {
+    let cloud = cloud("127.77.14.0/24", None).await;
+    let provider = provider(&cloud);
+    let (status, _) = api(
+        &cloud,
+        "PUT",
+        "/v1/faults",
+        r#"{"callsPerSecond":5,"burst":1}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let routes = provider.routes().unwrap();
+    for i in 0..6 {
+        let route = stratus_cloud::Route {
+            target_node: format!("n{i}"),
+            destination_cidr: format!("10.244.{i}.0/24"),
+            ..Default::default()
+        };
+        routes
+            .create_route("kubernetes", &format!("uid-{i}"), &route)
+            .await
+            .unwrap();
+    }
+    let listed = routes.list_routes("kubernetes").await.unwrap();
+    assert_eq!(listed.len(), 6);
+    assert!(
+        routes
+            .list_routes("other-cluster")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // One attempt only: the throttle reaches the controllers as Throttled
+    // with the cloud's delay.
+    let impatient = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nattempts: 1\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    api(
+        &cloud,
+        "PUT",
+        "/v1/faults",
+        r#"{"callsPerSecond":1,"burst":1}"#,
+    )
+    .await;
+    let first = impatient.routes().unwrap().list_routes("kubernetes").await;
+    let second = impatient.routes().unwrap().list_routes("kubernetes").await;
+    let err = first.and(second).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            CloudErrorKind::Throttled {
+                retry_after: Some(_)
+            }
+        ),
+        "{err:?}"
+    );
+
+    // A failing cloud is retried too.
+    api(&cloud, "PUT", "/v1/faults", r#"{"failNext":2}"#).await;
+    assert_eq!(routes.list_routes("kubernetes").await.unwrap().len(), 6);
+    // Many pages are read in full.
+    api(&cloud, "PUT", "/v1/faults", "{}").await;
+    for i in 0..620 {
+        let body = format!(r#"{{"nodeName":"n{i}"}}"#);
+        api(&cloud, "PUT", &format!("/v1/instances/i-{i:04}"), &body).await;
+    }
+    let batch = provider.instances_v2().unwrap().batch().unwrap();
+    let states = batch
+        .instance_state_batch(&[node("n0", None), node("n619", None)])
+        .await
+        .unwrap();
+    assert!(
+        states
+            .iter()
+            .all(|s| matches!(s, Ok(InstanceState::Running))),
+        "{states:?}"
+    );
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_cloud_listens_again_from_its_state_file() {
+    let dir = std::env::temp_dir().join(format!("stratus-local-cloud-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let _ = std::fs::remove_file(&state);
+    let port = common_port(&["127.0.15.1"]).await;
+    let _server = named_server("127.0.15.1", port, "kept").await;
+    let nodes = [node("a", Some("127.0.15.1"))];
+    let svc = service("web", serde_json::json!([{"port": 8080, "nodePort": port}]));
+
+    let first = cloud("127.77.15.0/24", Some(state.clone())).await;
+    let status = provider(&first)
+        .load_balancer()
+        .unwrap()
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let address: SocketAddr = format!("{}:8080", ingress(&status)).parse().unwrap();
+    assert_eq!(fetch(address).await.unwrap(), "kept");
+    first.stop().await;
+    assert!(
+        TcpStream::connect(address).await.is_err(),
+        "a stopped cloud listens nowhere"
+    );
+
+    let second = cloud("127.77.15.0/24", Some(state.clone())).await;
+    assert_eq!(fetch(address).await.unwrap(), "kept");
+    let provider = provider(&second);
+    let lb = provider.load_balancer().unwrap();
+    assert_eq!(
+        lb.get_load_balancer("kubernetes", &svc).await.unwrap(),
+        Some(status)
+    );
+    assert!(
+        lb.load_balancer_up_to_date("kubernetes", &svc, &nodes)
+            .await
+            .unwrap()
+    );
+    second.stop().await;
+
+    std::fs::write(&state, "{garbage").unwrap();
+    let err = LocalCloud::start(Config {
+        state_file: Some(state.clone()),
+        ..Config::default()
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("state.json"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
