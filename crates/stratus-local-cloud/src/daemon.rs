@@ -28,6 +28,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The range load-balancer addresses come from.
     pub address_range: AddressRange,
+    /// The addresses backends may have: a load balancer with a backend
+    /// elsewhere is refused, so that the cloud sends traffic (and health
+    /// checks) only where its operator allows. IPv4 only.
+    pub allowed_backends: Vec<AddressRange>,
     /// Where the state is kept across restarts; `None` keeps it in memory.
     pub state_file: Option<PathBuf>,
     /// Faults injected from the start.
@@ -43,7 +47,8 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// `127.0.0.1:0`, addresses from `127.77.0.0/16`, no state file, no
+    /// `127.0.0.1:0`, addresses from `127.77.0.0/16`, backends in
+    /// `127.0.0.0/8` (this machine's loopback) only, no state file, no
     /// faults, health checks every second, 1 s to connect, 10 s of
     /// draining, UDP sessions idle out after 30 s.
     fn default() -> Self {
@@ -52,6 +57,11 @@ impl Default for Config {
             address_range: "127.77.0.0/16"
                 .parse()
                 .unwrap_or_else(|_| unreachable!("a valid range")),
+            allowed_backends: vec![
+                "127.0.0.0/8"
+                    .parse()
+                    .unwrap_or_else(|_| unreachable!("a valid range")),
+            ],
             state_file: None,
             faults: Faults::default(),
             health_interval: Duration::from_secs(1),
@@ -503,7 +513,7 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
             valid_name(name)?;
             let name = (*name).to_owned();
             let spec: LoadBalancerSpec = body(req).await?;
-            validate(&spec)?;
+            validate(&spec, &cloud.config.allowed_backends)?;
             let mut state = cloud.state.lock().await;
             let record = ensure(cloud, &mut state, name, spec).await?;
             save(cloud, &state).await?;
@@ -573,7 +583,7 @@ fn valid_cidr(cidr: &str) -> Result<(), Failure> {
     }
 }
 
-fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
+fn validate(spec: &LoadBalancerSpec, allowed: &[AddressRange]) -> Result<(), Failure> {
     let invalid = |why: String| Err(Failure::new(ErrorCode::Invalid, why));
     if spec.listeners.is_empty() {
         return invalid("a load balancer needs at least one listener".into());
@@ -587,10 +597,20 @@ fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
             return invalid(format!("listener {:?}/{} given twice", l.protocol, l.port));
         }
         for b in &l.backends {
-            if b.address.parse::<IpAddr>().is_err() || b.port == 0 {
+            let Ok(ip) = b.address.parse::<Ipv4Addr>() else {
                 return invalid(format!(
-                    "backend {}:{} is not an IP address and a port",
+                    "backend {}:{} is not an IPv4 address and a port",
                     b.address, b.port
+                ));
+            };
+            if b.port == 0 {
+                return invalid(format!("backend {}: port 0", b.address));
+            }
+            if !allowed.iter().any(|r| r.contains(ip)) {
+                let ranges: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+                return invalid(format!(
+                    "backend {ip} is outside the allowed backend ranges ({})",
+                    ranges.join(", ")
                 ));
             }
         }
@@ -786,19 +806,26 @@ mod tests {
         for (bad, why) in [
             (spec(vec![]), "at least one"),
             (spec(vec![listener(0, "127.0.0.1")]), "port 0"),
-            (spec(vec![listener(80, "x")]), "not an IP"),
+            (spec(vec![listener(80, "x")]), "not an IPv4"),
+            (spec(vec![listener(80, "10.0.0.1")]), "outside the allowed"),
             (
                 spec(vec![listener(80, "127.0.0.1"), listener(80, "127.0.0.2")]),
                 "twice",
             ),
         ] {
-            let Err(Failure(e)) = validate(&bad) else {
+            let Err(Failure(e)) = validate(&bad, &Config::default().allowed_backends) else {
                 panic!("{bad:?} accepted");
             };
             assert_eq!(e.code, ErrorCode::Invalid);
             assert!(e.message.contains(why), "{}", e.message);
         }
-        assert!(validate(&spec(vec![listener(80, "127.0.0.1")])).is_ok());
+        assert!(
+            validate(
+                &spec(vec![listener(80, "127.0.0.1")]),
+                &Config::default().allowed_backends
+            )
+            .is_ok()
+        );
         assert!(valid_cidr("10.244.0.0/24").is_ok() && valid_cidr("10.244.0.0").is_err());
         assert!(valid_name("a-1.b_c").is_ok() && valid_name("a/b").is_err());
     }

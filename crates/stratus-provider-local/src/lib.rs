@@ -50,6 +50,7 @@
 //! ```
 
 mod client;
+mod endpoints;
 mod instances;
 mod load_balancer;
 mod routes;
@@ -57,8 +58,9 @@ mod routes;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde::Deserialize;
-use stratus_cloud::{CloudError, CloudProvider, InstancesV2, LoadBalancer, Routes};
+use stratus_cloud::{CloudError, CloudProvider, InitContext, InstancesV2, LoadBalancer, Routes};
 
 pub use client::{CallError, Client, RetryPolicy};
 
@@ -69,6 +71,7 @@ pub const PROVIDER_NAME: &str = "local";
 ///
 /// ```yaml
 /// endpoint: http://127.0.0.1:7080   # the local cloud's API
+/// backends: nodePorts              # or endpoints (optional; see `Backends`)
 /// attempts: 4                       # tries of one call (optional)
 /// maxWaitMs: 2000                   # the longest wait between them (optional)
 /// ```
@@ -77,6 +80,9 @@ pub const PROVIDER_NAME: &str = "local";
 pub struct LocalConfig {
     /// The local cloud's API, `http://host:port`.
     pub endpoint: String,
+    /// Where load balancers send traffic; default `nodePorts`.
+    #[serde(default)]
+    pub backends: Backends,
     /// Tries of one call in all; default 4.
     #[serde(default)]
     pub attempts: Option<u32>,
@@ -85,16 +91,45 @@ pub struct LocalConfig {
     pub max_wait_ms: Option<u64>,
 }
 
+/// Where a load balancer sends traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Backends {
+    /// The nodes the service controller hands over, at the Service ports'
+    /// `nodePort`s (Go's model: kube-proxy, or whatever serves NodePorts on
+    /// the nodes, takes it from there).
+    #[default]
+    NodePorts,
+    /// The Service's ready endpoints, straight to the pods (from its
+    /// EndpointSlices, watched with the manager's client; a slice change
+    /// reprograms the load balancer at once). For clusters where nothing
+    /// serves NodePorts, such as process nodes.
+    Endpoints,
+}
+
 /// The `local` cloud provider.
 #[derive(Debug, Clone)]
 pub struct LocalProvider {
     client: Client,
+    backends: Backends,
+    endpoints: Arc<endpoints::Endpoints>,
 }
 
 impl LocalProvider {
-    /// A provider calling the cloud through `client`.
+    /// A provider calling the cloud through `client`, with the nodes'
+    /// NodePorts as backends.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            backends: Backends::NodePorts,
+            endpoints: Arc::default(),
+        }
+    }
+
+    /// Send traffic to `backends`.
+    pub fn with_backends(mut self, backends: Backends) -> Self {
+        self.backends = backends;
+        self
     }
 
     /// A provider from the `--cloud-config` file's bytes ([`LocalConfig`]);
@@ -104,6 +139,7 @@ impl LocalProvider {
         let config = match config {
             None => LocalConfig {
                 endpoint: "http://127.0.0.1:7080".into(),
+                backends: Backends::default(),
                 attempts: None,
                 max_wait_ms: None,
             },
@@ -124,7 +160,7 @@ impl LocalProvider {
                 .map_or(defaults.max_wait, Duration::from_millis),
             ..defaults
         };
-        Ok(Self::new(Client::new(&config.endpoint, retry)?))
+        Ok(Self::new(Client::new(&config.endpoint, retry)?).with_backends(config.backends))
     }
 
     /// The client it calls the cloud with.
@@ -138,9 +174,19 @@ impl LocalProvider {
     }
 }
 
+#[async_trait]
 impl CloudProvider for LocalProvider {
     fn provider_name(&self) -> &str {
         PROVIDER_NAME
+    }
+
+    /// With `backends: endpoints`, start the EndpointSlice watch (it needs
+    /// the manager's `kube::Client`, which the manager puts in the context).
+    async fn initialize(&self, ctx: &InitContext) -> stratus_cloud::Result<()> {
+        match self.backends {
+            Backends::NodePorts => Ok(()),
+            Backends::Endpoints => self.watch_endpoints(ctx),
+        }
     }
 
     fn instances_v2(&self) -> Option<&dyn InstancesV2> {
@@ -163,16 +209,18 @@ mod tests {
     #[test]
     fn the_config_file_is_read_and_bad_ones_are_named() {
         let p = LocalProvider::from_config(Some(
-            b"endpoint: http://127.0.0.1:9\nattempts: 2\nmaxWaitMs: 50\n",
+            b"endpoint: http://127.0.0.1:9\nbackends: endpoints\nattempts: 2\nmaxWaitMs: 50\n",
         ))
         .unwrap();
         assert_eq!(p.client().authority(), "127.0.0.1:9");
+        assert_eq!(p.backends, Backends::Endpoints);
         let default = LocalProvider::from_config(None).unwrap();
         assert_eq!(default.client().authority(), "127.0.0.1:7080");
         for (bad, why) in [
             (&b"endpoint: ftp://x"[..], "endpoint"),
             (b"endpoint: http://x:1\nextra: 1", "extra"),
             (b"attempts: 2", "endpoint"),
+            (b"endpoint: http://x:1\nbackends: pods", "pods"),
             (b"\xff", "UTF-8"),
         ] {
             let err = LocalProvider::from_config(Some(bad)).unwrap_err();

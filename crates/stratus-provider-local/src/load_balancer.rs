@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use stratus_cloud::{CloudError, LoadBalancer, Result};
 use stratus_local_cloud::api::{self, Backend, Listener, LoadBalancerSpec, Protocol};
 
-use crate::LocalProvider;
+use crate::{Backends, LocalProvider};
 
 /// The tag naming the cluster a load balancer or route belongs to.
 pub(crate) const CLUSTER_TAG: &str = "kubernetes.io/cluster";
@@ -73,14 +73,14 @@ impl LocalProvider {
         Ok(ips)
     }
 
-    /// What the Service asks of its load balancer with these nodes.
-    async fn spec(
+    /// What the Service asks of its load balancer with these nodes: its
+    /// ports' NodePorts on the nodes, or its ready endpoints.
+    pub(crate) async fn spec(
         &self,
         cluster: &str,
         service: &Service,
         nodes: &[Node],
     ) -> Result<LoadBalancerSpec> {
-        let ips = self.backend_ips(nodes).await?;
         let ports = service
             .spec
             .as_ref()
@@ -89,43 +89,46 @@ impl LocalProvider {
         if ports.is_empty() {
             return Err(CloudError::invalid_input("the Service has no ports"));
         }
+        let ips = match self.backends {
+            Backends::NodePorts => self.backend_ips(nodes).await?,
+            Backends::Endpoints => Vec::new(),
+        };
         let mut listeners = Vec::new();
         for p in ports {
             let port = u16::try_from(p.port)
                 .map_err(|_| CloudError::invalid_input(format!("port {}", p.port)))?;
-            let node_port = p
-                .node_port
-                .and_then(|n| u16::try_from(n).ok())
-                .filter(|n| *n != 0)
-                .ok_or_else(|| {
-                    CloudError::invalid_input(format!(
-                        "port {port} has no nodePort: the local cloud's backends are the nodes' NodePorts (allocateLoadBalancerNodePorts must not be false)"
-                    ))
-                })?;
-            let mut backends: Vec<Backend> = ips
-                .iter()
-                .map(|ip| Backend {
-                    address: ip.clone(),
-                    port: node_port,
-                })
-                .collect();
+            let protocol = protocol(service, p.protocol.as_deref())?;
+            let mut backends = match self.backends {
+                Backends::NodePorts => {
+                    let node_port = p
+                        .node_port
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|n| *n != 0)
+                        .ok_or_else(|| {
+                            CloudError::invalid_input(format!(
+                                "port {port} has no nodePort: with `backends: nodePorts` the local cloud's backends are the nodes' NodePorts (allocateLoadBalancerNodePorts must not be false)"
+                            ))
+                        })?;
+                    ips.iter()
+                        .map(|ip| Backend {
+                            address: ip.clone(),
+                            port: node_port,
+                        })
+                        .collect()
+                }
+                Backends::Endpoints => self.endpoints.backends(service, p).await?,
+            };
             backends.sort();
+            backends.dedup();
             listeners.push(Listener {
-                protocol: protocol(service, p.protocol.as_deref())?,
+                protocol,
                 port,
                 backends,
             });
         }
         let tags = BTreeMap::from([
             (CLUSTER_TAG.to_owned(), cluster.to_owned()),
-            (
-                SERVICE_TAG.to_owned(),
-                format!(
-                    "{}/{}",
-                    service.metadata.namespace.as_deref().unwrap_or("default"),
-                    service.metadata.name.as_deref().unwrap_or_default()
-                ),
-            ),
+            (SERVICE_TAG.to_owned(), service_key(service)),
         ]);
         Ok(LoadBalancerSpec { listeners, tags })
     }
@@ -146,7 +149,11 @@ impl LocalProvider {
         }
     }
 
-    async fn put(&self, name: &str, spec: &LoadBalancerSpec) -> Result<api::LoadBalancer> {
+    pub(crate) async fn put(
+        &self,
+        name: &str,
+        spec: &LoadBalancerSpec,
+    ) -> Result<api::LoadBalancer> {
         Ok(self
             .client
             .call(
@@ -156,6 +163,15 @@ impl LocalProvider {
             )
             .await?)
     }
+}
+
+/// `namespace/name`.
+pub(crate) fn service_key(service: &Service) -> String {
+    format!(
+        "{}/{}",
+        service.metadata.namespace.as_deref().unwrap_or("default"),
+        service.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 fn status(lb: &api::LoadBalancer) -> LoadBalancerStatus {
@@ -205,7 +221,9 @@ impl LoadBalancer for LocalProvider {
     ) -> Result<LoadBalancerStatus> {
         let name = self.get_load_balancer_name(cluster_name, service);
         let spec = self.spec(cluster_name, service, nodes).await?;
-        Ok(status(&self.put(&name, &spec).await?))
+        let lb = self.put(&name, &spec).await?;
+        self.endpoints.programmed(cluster_name, &name, service);
+        Ok(status(&lb))
     }
 
     /// A PUT of the same listeners with the new backends: the cloud keeps
@@ -218,7 +236,9 @@ impl LoadBalancer for LocalProvider {
     ) -> Result<()> {
         let name = self.get_load_balancer_name(cluster_name, service);
         let spec = self.spec(cluster_name, service, nodes).await?;
-        self.put(&name, &spec).await.map(drop)
+        self.put(&name, &spec).await?;
+        self.endpoints.programmed(cluster_name, &name, service);
+        Ok(())
     }
 
     async fn ensure_load_balancer_deleted(
@@ -227,6 +247,7 @@ impl LoadBalancer for LocalProvider {
         service: &Service,
     ) -> Result<()> {
         let name = self.get_load_balancer_name(cluster_name, service);
+        self.endpoints.forget(service);
         self.client
             .delete(&format!("/v1/load-balancers/{name}"))
             .await?;
@@ -244,6 +265,9 @@ impl LoadBalancer for LocalProvider {
         let Some(existing) = self.get(&name).await? else {
             return Ok(false);
         };
+        // Asked for every load balancer after a manager restart: from here
+        // on it follows its endpoints again.
+        self.endpoints.programmed(cluster_name, &name, service);
         let wanted = self.spec(cluster_name, service, nodes).await?;
         Ok(same(&existing.spec, &wanted))
     }

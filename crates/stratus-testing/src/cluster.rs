@@ -270,6 +270,7 @@ async fn heartbeat(client: kube::Client, spec: NodeSpec, ready: Arc<AtomicBool>)
 pub struct TestCluster {
     server: ApiServer,
     scheduler: Option<JoinHandle<()>>,
+    endpoint_slices: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for TestCluster {
@@ -286,6 +287,7 @@ impl TestCluster {
         Ok(Self {
             server: ApiServer::start().await?,
             scheduler: None,
+            endpoint_slices: None,
         })
     }
 
@@ -305,6 +307,7 @@ impl TestCluster {
         Self {
             server,
             scheduler: None,
+            endpoint_slices: None,
         }
     }
 
@@ -335,12 +338,29 @@ impl TestCluster {
         let client = self.server.client();
         self.scheduler = Some(tokio::spawn(run_scheduler(client)));
     }
+
+    /// Start the harness's EndpointSlice controller
+    /// ([`crate::endpoint_slices`]): every Service with a selector gets the
+    /// EndpointSlice kube-controller-manager would write, kept in step with
+    /// its pods' addresses and readiness.
+    pub fn start_endpoint_slices(&mut self) {
+        if self.endpoint_slices.is_some() {
+            return;
+        }
+        let client = self.server.client();
+        self.endpoint_slices = Some(tokio::spawn(crate::endpoint_slices::run_endpoint_slices(
+            client,
+        )));
+    }
 }
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
         if let Some(s) = self.scheduler.take() {
             s.abort();
+        }
+        if let Some(e) = self.endpoint_slices.take() {
+            e.abort();
         }
     }
 }

@@ -46,6 +46,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod csr_signer;
 pub mod e2e;
+pub mod endpoint_slices;
 pub mod fake_cloud;
 pub mod hostile;
 pub mod http_status;

@@ -28,6 +28,10 @@ struct Args {
     /// machine: any of 127.0.0.0/8 on Linux).
     #[arg(long, default_value = "127.77.0.0/16")]
     address_range: AddressRange,
+    /// The ranges backends may be in (comma-separated); load balancers
+    /// with a backend elsewhere are refused.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.0/8")]
+    allowed_backends: Vec<AddressRange>,
     /// Where the cloud keeps its state across restarts (load balancers are
     /// listening again after a restart).
     #[arg(long)]
@@ -56,6 +60,7 @@ async fn main() -> std::process::ExitCode {
     let config = Config {
         listen: args.listen,
         address_range: args.address_range,
+        allowed_backends: args.allowed_backends,
         state_file: args.state_file,
         faults: Faults {
             latency_ms: args.latency_ms,

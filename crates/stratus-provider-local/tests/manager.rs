@@ -1,0 +1,233 @@
+//! The whole manager with the `local` provider (`backends: endpoints`) on
+//! the harness API server: a LoadBalancer Service gets the local cloud's
+//! address, traffic through it reaches the pods' servers, and a pod that
+//! stops being ready, or is deleted, is out of the load balancer at once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
+use stratus_local_cloud::{Config, LocalCloud};
+use stratus_provider_local::{Backends, LocalProvider};
+use stratus_testing::{NodeSpec, TestCluster, eventually};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+#[derive(Parser)]
+struct Command {
+    #[command(flatten)]
+    options: ManagerOptions,
+}
+
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn named_server(ip: &str, port: u16, name: &'static str) -> tokio::task::JoinHandle<()> {
+    let listener = TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s.write_all(name.as_bytes()).await;
+        }
+    })
+}
+
+async fn fetch(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr).await?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await?;
+    Ok(answer)
+}
+
+fn ingress_ip(svc: &Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+/// Act as the pod's kubelet: its IP, Running, Ready or not.
+async fn report(pods: &Api<Pod>, name: &str, ip: &str, ready: bool) {
+    let status = json!({"status": {
+        "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}],
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud() {
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.16.0/24".parse().unwrap(),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    assert_eq!(
+        LocalProvider::from_config(Some(b"endpoint: http://x:1\nbackends: endpoints"))
+            .unwrap()
+            .client()
+            .authority(),
+        "x:1"
+    );
+    // The node's instance, and the node.
+    let mut api_call = TcpStream::connect(cloud.addr()).await.unwrap();
+    let body = r#"{"nodeName":"n1","zone":"local-a","region":"local","instanceType":"process","addresses":[{"type":"InternalIP","address":"127.0.16.1"}]}"#;
+    api_call
+        .write_all(
+            format!(
+                "PUT /v1/instances/i-n1 HTTP/1.1\r\nHost: c\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    api_call.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let _kubelet = cluster
+        .add_node(NodeSpec::new("n1").with_heartbeat(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "stratus-local-ccm-{}.kubeconfig",
+        std::process::id()
+    ));
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let options = Command::try_parse_from([
+        "ccm".to_owned(),
+        "--cloud-provider=local".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--controllers=*,-route".to_owned(),
+    ])
+    .unwrap()
+    .options;
+    let (stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(options)
+        .with_provider(Arc::new(
+            provider.clone().with_backends(Backends::Endpoints),
+        ))
+        .with_identity("local-ccm")
+        .start(stopped)
+        .await
+        .unwrap();
+
+    // The node is initialized from the local cloud's instance.
+    let nodes: Api<Node> = Api::all(cluster.client());
+    eventually("n1 initialized", WAIT, || async {
+        nodes
+            .get("n1")
+            .await
+            .unwrap()
+            .spec
+            .unwrap_or_default()
+            .provider_id
+            .as_deref()
+            == Some("local://i-n1")
+    })
+    .await;
+
+    // Three pods with servers on addresses of their own.
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let ips = ["127.0.16.10", "127.0.16.11", "127.0.16.12"];
+    let mut servers = Vec::new();
+    for (i, name) in ["web-0", "web-1", "web-2"].into_iter().enumerate() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "web", "ports": [{"name": "http", "containerPort": 8080}]}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        report(&pods, name, ips[i], true).await;
+        servers.push(named_server(ips[i], 8080, name).await);
+    }
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}
+    }))
+    .unwrap();
+    let created = Instant::now();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    println!("external IP after {:?}", created.elapsed());
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    assert!(ip.starts_with("127.77.16."), "{ip}");
+    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+
+    // Every ready pod answers, spread round-robin.
+    eventually("all three pods behind the load balancer", WAIT, || async {
+        let mut seen = BTreeMap::new();
+        for _ in 0..6 {
+            if let Ok(name) = fetch(address).await {
+                *seen.entry(name).or_insert(0) += 1;
+            }
+        }
+        seen.len() == 3
+    })
+    .await;
+
+    // web-1 stops being ready: it gets no new connection.
+    report(&pods, "web-1", ips[1], false).await;
+    eventually("web-1 out of the load balancer", WAIT, || async {
+        let mut answers = Vec::new();
+        for _ in 0..6 {
+            answers.push(fetch(address).await.unwrap_or_default());
+        }
+        !answers.iter().any(|a| a == "web-1") && answers.iter().all(|a| !a.is_empty())
+    })
+    .await;
+
+    // web-2 is deleted: only web-0 is left.
+    pods.delete("web-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("only web-0 left", WAIT, || async {
+        let mut answers = Vec::new();
+        for _ in 0..4 {
+            answers.push(fetch(address).await.unwrap_or_default());
+        }
+        answers.iter().all(|a| a == "web-0")
+    })
+    .await;
+
+    // The Service deleted: the address is released, nothing listens on it.
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the load balancer deleted", WAIT, || async {
+        TcpStream::connect(address).await.is_err()
+    })
+    .await;
+
+    let _ = stop.send(true);
+    manager.wait().await.unwrap();
+    cloud.stop().await;
+    let _ = std::fs::remove_file(&kubeconfig);
+    drop(servers);
+}
