@@ -30,9 +30,7 @@ use serde_json::json;
 use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
 use stratus_kubelet::node::NodeConfig;
 use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
-use stratus_testing::{
-    FakeCloud, FakeInstance, MockPodProvider, NodeSpec, SimulatedKubelet, TestCluster,
-};
+use stratus_testing::{MockPodProvider, NodeSpec, SimulatedKubelet, TestCluster};
 
 use crate::cluster;
 
@@ -106,6 +104,9 @@ impl Home {
             ControlPlane::Embedded => {
                 let mut cluster = TestCluster::start().await?;
                 cluster.start_scheduler();
+                // kube-controller-manager's EndpointSlices, which the local
+                // cloud's load balancers follow.
+                cluster.start_endpoint_slices();
                 cluster.server().write_kubeconfig(&args.kubeconfig)?;
                 Ok(Self::Embedded(cluster))
             }
@@ -160,6 +161,10 @@ impl Home {
         };
         let rbac = crate::generated::root().join("docs/deploy/rbac.yaml");
         cluster::apply_manifest(&state.client().await?, &rbac, "stratus-demo").await?;
+        // What the `local` provider needs beyond it: its load balancers
+        // follow EndpointSlices.
+        let local = crate::generated::root().join("docs/deploy/local-provider-rbac.yaml");
+        cluster::apply_manifest(&state.client().await?, &local, "stratus-demo").await?;
         let kubeconfig = cluster::cluster_dir().join("cloud-controller-manager.kubeconfig");
         cluster::service_account_kubeconfig(
             state,
@@ -200,6 +205,21 @@ impl Home {
         match self {
             Self::Embedded(_) => None,
             Self::Real { state, .. } => Some(cluster::audit_count(state, MANAGER_AGENT)),
+        }
+    }
+
+    /// The address the process node's pods get on the real control plane
+    /// (kube-apiserver refuses loopback endpoints); `None` on the harness
+    /// (they get 127.0.0.1).
+    fn node_address(&self) -> Option<String> {
+        match self {
+            Self::Embedded(_) => None,
+            Self::Real { state, .. } => Some(
+                state
+                    .node_address
+                    .clone()
+                    .unwrap_or_else(|| cluster::DEFAULT_NODE_ADDRESS.to_owned()),
+            ),
         }
     }
 
@@ -414,16 +434,27 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
             }
         }
     }
-    // The cloud: one instance per node, and the cloud-node controller, started
-    // once the kubelets have registered (as when a CCM starts on a new cluster).
-    let cloud = FakeCloud::new();
-    for i in 0..args.nodes {
-        cloud.add_instance(
-            FakeInstance::new(format!("demo-node-{i}"))
-                .with_internal_ip(format!("10.0.{}.{}", i / 250, i % 250 + 2))
-                .with_external_ip(format!("198.51.{}.{}", i / 250, i % 250 + 2)),
-        );
-    }
+    // The cloud (`stratus-local-cloud`, in this process): one instance per
+    // node, started once the kubelets have registered (as when a CCM starts
+    // on a new cluster). Its load balancers listen on 127.78.0.0/16 and go
+    // straight to the Services' ready endpoints.
+    let instances: Vec<(String, String)> = (0..args.nodes)
+        .map(|i| {
+            (
+                format!("demo-node-{i}"),
+                format!("10.0.{}.{}", i / 250, i % 250 + 2),
+            )
+        })
+        .collect();
+    let node_address = home.node_address();
+    let cloud = match crate::demo_local_cloud::start(&instances, node_address.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("local cloud: http://{}/v1/load-balancers", cloud.addr());
     // The whole manager, as a vendor's binary runs it: Go's flags, the
     // Lease, the admin server, every controller (routes and pod CIDRs too).
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
@@ -433,7 +464,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
     let flags = match ManagerFlags::try_parse_from(
         [
             "cloud-controller-manager",
-            "--cloud-provider=fake",
+            "--cloud-provider=local",
             "--cluster-cidr=10.244.0.0/16",
             "--allocate-node-cidrs",
             // No supervisor restarts the demo's in-process manager after a
@@ -456,7 +487,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         manager = manager.with_client(client.clone());
     }
     let manager = manager
-        .with_provider(std::sync::Arc::new(cloud.clone()))
+        .with_provider(cloud.provider())
         .with_admin_addr(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .with_identity("stratus-demo")
         .start(controllers_stopped)
@@ -502,14 +533,20 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         };
     let virtual_node = tokio::spawn(virtual_node.run(controllers_stopped_vk));
     // A second virtual node whose pods are real processes.
-    let process_demo =
-        match crate::demo_process::start(&site, "demo", controllers_stopped_process).await {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+    let process_demo = match crate::demo_process::start(
+        &site,
+        "demo",
+        node_address.as_deref(),
+        controllers_stopped_process,
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // A third, whose pods run in another cluster (a second API server).
     let offload_demo = match crate::demo_offload::start(
         &site,
@@ -628,22 +665,24 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         "  LoadBalancer services with cluster IP + node ports: {}/{}",
         progress.allocated, args.services
     );
+    let calls = cloud.calls().await;
+    let count = |key: &str| calls.get(key).copied().unwrap_or_default();
     println!(
-        "  nodes initialized by the cloud-node controller:   {}/{} ({} metadata calls)",
+        "  nodes initialized by the cloud-node controller:   {}/{} ({} instance calls to the local cloud)",
         progress.initialized,
         args.nodes,
-        cloud.calls_to("instance_metadata_batch") + cloud.calls_to("instance_metadata")
+        count("GET /v1/instances") + count("GET /v1/instances/{name}")
     );
     println!(
-        "  load balancers provisioned by the service controller: {}/{} ({} ensure, {} host-update calls)",
+        "  load balancers provisioned by the service controller: {}/{} ({} in the local cloud, {} PUT calls)",
         progress.provisioned,
         args.services,
-        cloud.calls_to("ensure_load_balancer"),
-        cloud.calls_to("update_load_balancer")
+        cloud.load_balancers().await.len(),
+        count("PUT /v1/load-balancers/{name}")
     );
     println!(
-        "  pod CIDRs (node-ipam) and cloud routes (node-route): {} routes in the cloud",
-        cloud.routes_list().len()
+        "  pod CIDRs (node-ipam) and cloud routes (node-route): {} routes in the local cloud",
+        cloud.routes().await.len()
     );
     println!(
         "  pods Running on the virtual node {VIRTUAL_NODE}:     {}/{} ({} provider creates)",
@@ -715,6 +754,28 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
             false
         }
     };
+    // A process pod behind a load balancer of the local cloud, the Service
+    // made by kubectl.
+    let exposed_ok = match cloud
+        .expose_and_fetch(
+            &client,
+            &args.kubeconfig,
+            "demo",
+            crate::demo_process::PROCESS_POD,
+            process_demo.port,
+            Duration::from_secs(30),
+        )
+        .await
+    {
+        Ok(line) => {
+            println!("  a LoadBalancer Service of the local cloud: {line}");
+            true
+        }
+        Err(e) => {
+            eprintln!("error: the local cloud's load balancer: {e}");
+            false
+        }
+    };
     let audit_ok = match home.manager_audit() {
         None => true,
         Some(Ok(count)) => {
@@ -734,7 +795,8 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         }
     };
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
-    if !converged || !kubelet_api_ok || !process_ok || !offload_ok || !audit_ok {
+    if !converged || !kubelet_api_ok || !process_ok || !offload_ok || !exposed_ok || !audit_ok {
+        cloud.unexpose(&client, "demo").await;
         process_demo.delete_pod(&pods).await;
         offload_demo.delete_pods(&pods).await;
         eprintln!(
@@ -750,12 +812,15 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
              kubectl --kubeconfig {0} -n demo exec -it app-0 -- size, \
              kubectl --kubeconfig {0} -n demo logs -f hello-process, \
              kubectl --kubeconfig {0} -n demo port-forward hello-process {1}, \
-             kubectl --kubeconfig {0} -n demo logs burst-0",
+             kubectl --kubeconfig {0} -n demo logs burst-0, \
+             kubectl --kubeconfig {0} -n demo get svc {2} (curl its EXTERNAL-IP)",
             args.kubeconfig.display(),
-            process_demo.port
+            process_demo.port,
+            crate::demo_local_cloud::EXPOSED
         );
         crate::wait_for_signal().await;
     }
+    cloud.unexpose(&client, "demo").await;
     process_demo.delete_pod(&pods).await;
     offload_demo.delete_pods(&pods).await;
     let _ = stop_controllers.send(true);
@@ -782,6 +847,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
+    cloud.stop().await;
     drop(kubelets);
     ExitCode::SUCCESS
 }

@@ -30,14 +30,27 @@ pub(crate) struct ProcessDemo {
     root: std::path::PathBuf,
 }
 
-/// Start `vk-process` at `site` and create its pod in `namespace`.
+/// Start `vk-process` at `site` and create its pod in `namespace`. With a
+/// `node_address` (the real control plane, whose EndpointSlices refuse
+/// loopback addresses) the node's pods have that address and the server
+/// listens on every address; without, they have 127.0.0.1 and it listens
+/// there.
 pub(crate) async fn start(
     site: &KubeletApiSite,
     namespace: &str,
+    node_address: Option<&str>,
     stopped: watch::Receiver<bool>,
 ) -> Result<ProcessDemo, String> {
     let root = std::env::temp_dir().join(format!("stratus-demo-process-{}", std::process::id()));
     let mut config = ProcessConfig::new(&root);
+    if let Some(address) = node_address {
+        config.pod_ip = address.to_owned();
+    }
+    let bind = if node_address.is_some() {
+        "0.0.0.0"
+    } else {
+        "127.0.0.1"
+    };
     config
         .images
         .insert("python".into(), vec!["python3".into()]);
@@ -81,7 +94,7 @@ pub(crate) async fn start(
             "terminationGracePeriodSeconds": 2,
             "containers": [{
                 "name": "server", "image": "python:3",
-                "args": ["-u", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1"],
+                "args": ["-u", "-m", "http.server", port.to_string(), "--bind", bind],
             }],
         },
     }))

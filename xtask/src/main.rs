@@ -31,6 +31,7 @@ mod ci;
 mod cluster;
 mod cluster_pki;
 mod demo;
+mod demo_local_cloud;
 mod demo_offload;
 mod demo_process;
 mod e2e;

@@ -15,6 +15,7 @@
 //! | `GET /v1/routes?limit=&continue=` | a [`List`] of routes |
 //! | `DELETE /v1/routes/{name}` | 204, or 404 |
 //! | `PUT /v1/faults` ([`Faults`]) | the faults now injected |
+//! | `GET /v1/calls` | the API calls answered so far, by `METHOD /v1/kind` or `METHOD /v1/kind/{name}` (a JSON object of counts) |
 //!
 //! A failed call answers an [`ApiError`] with the status of its
 //! [`ErrorCode`]; a throttled one (429) also carries `Retry-After` in

@@ -165,6 +165,8 @@ struct Cloud {
     config: Config,
     state: Mutex<State>,
     faults: std::sync::Mutex<FaultState>,
+    /// API calls answered (faults included), by `METHOD /v1/kind[/{name}]`.
+    calls: std::sync::Mutex<BTreeMap<String, u64>>,
 }
 
 /// A running local cloud.
@@ -206,6 +208,7 @@ impl LocalCloud {
             faults: std::sync::Mutex::new(FaultState::new(config.faults.clone())),
             config,
             state: Mutex::new(state),
+            calls: std::sync::Mutex::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(serve(listener, cloud, stopped));
@@ -447,8 +450,27 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
             *f = FaultState::new(faults.clone());
             return Ok(json(StatusCode::OK, &faults));
         }
+        (&Method::GET, ["v1", "calls"]) => {
+            let calls = cloud
+                .calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            return Ok(json(StatusCode::OK, &calls));
+        }
         _ => {}
     }
+    let kind = match segments.as_slice() {
+        ["v1", kind] => format!("{method} /v1/{kind}"),
+        ["v1", kind, _] => format!("{method} /v1/{kind}/{{name}}"),
+        _ => format!("{method} (unknown)"),
+    };
+    *cloud
+        .calls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(kind)
+        .or_default() += 1;
     fault(cloud).await?;
     match (&method, segments.as_slice()) {
         (&Method::GET, ["v1", "instances"]) => {

@@ -24,7 +24,7 @@ use kube_runtime::WatchStreamExt;
 use kube_runtime::reflector::{self, Store};
 use kube_runtime::watcher;
 use stratus_cloud::{CloudError, InitContext, Result};
-use stratus_local_cloud::api::Backend;
+use stratus_local_cloud::api::{Backend, LoadBalancerSpec};
 
 use crate::LocalProvider;
 use crate::load_balancer::service_key;
@@ -41,6 +41,8 @@ struct Programmed {
     cluster: String,
     lb_name: String,
     service: Service,
+    /// What was last written, when this provider wrote it.
+    written: Option<LoadBalancerSpec>,
 }
 
 /// The slice cache and the Services to keep in step with it.
@@ -52,22 +54,34 @@ pub(crate) struct Endpoints {
 
 impl Endpoints {
     /// Remember that `service`'s load balancer `lb_name` follows its
-    /// endpoints.
-    pub(crate) fn programmed(&self, cluster: &str, lb_name: &str, service: &Service) {
+    /// endpoints, and what it was given (`written`) if this call wrote it.
+    pub(crate) fn programmed(
+        &self,
+        cluster: &str,
+        lb_name: &str,
+        service: &Service,
+        written: Option<&LoadBalancerSpec>,
+    ) {
         if self.store.get().is_none() {
             return;
         }
-        self.programmed
+        let mut programmed = self
+            .programmed
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                service_key(service),
-                Programmed {
-                    cluster: cluster.to_owned(),
-                    lb_name: lb_name.to_owned(),
-                    service: service.clone(),
-                },
-            );
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = service_key(service);
+        let written = written
+            .cloned()
+            .or_else(|| programmed.get(&key).and_then(|p| p.written.clone()));
+        programmed.insert(
+            key,
+            Programmed {
+                cluster: cluster.to_owned(),
+                lb_name: lb_name.to_owned(),
+                service: service.clone(),
+                written,
+            },
+        );
     }
 
     /// Stop following `service`.
@@ -248,11 +262,18 @@ impl LocalProvider {
         };
         let result = async {
             let wanted = self.spec(&p.cluster, &p.service, &[]).await?;
-            self.put(&p.lb_name, &wanted).await
+            if p.written.as_ref() == Some(&wanted) {
+                return Ok(None);
+            }
+            let lb = self.put(&p.lb_name, &wanted).await?;
+            self.endpoints
+                .programmed(&p.cluster, &p.lb_name, &p.service, Some(&wanted));
+            Ok::<_, CloudError>(Some(lb))
         }
         .await;
         match result {
-            Ok(lb) => {
+            Ok(None) => {}
+            Ok(Some(lb)) => {
                 tracing::debug!(service = key, backends = ?lb.spec.listeners.iter().map(|l| l.backends.len()).collect::<Vec<_>>(),
                 "load balancer follows its endpoints")
             }

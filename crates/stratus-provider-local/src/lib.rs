@@ -202,6 +202,38 @@ impl CloudProvider for LocalProvider {
     }
 }
 
+/// What the manager's ServiceAccount needs beyond Go's cloud controller
+/// manager's (`docs/deploy/rbac.yaml`) for `backends: endpoints`: reading
+/// EndpointSlices. The ClusterRole `stratus:local-provider` and its binding
+/// to `namespace/service_account` (`docs/deploy/local-provider-rbac.yaml` is
+/// this for `kube-system/cloud-controller-manager`). `backends: nodePorts`
+/// needs nothing more.
+pub fn rbac(namespace: &str, service_account: &str) -> Vec<serde_json::Value> {
+    let labels = serde_json::json!({
+        "app.kubernetes.io/name": "cloud-controller-manager",
+        "app.kubernetes.io/part-of": "stratus",
+    });
+    vec![
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "stratus:local-provider", "labels": labels},
+            "rules": [{
+                "apiGroups": ["discovery.k8s.io"],
+                "resources": ["endpointslices"],
+                "verbs": ["get", "list", "watch"],
+            }],
+        }),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "stratus:local-provider", "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "stratus:local-provider"},
+            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+        }),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

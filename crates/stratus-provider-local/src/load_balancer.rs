@@ -222,22 +222,31 @@ impl LoadBalancer for LocalProvider {
         let name = self.get_load_balancer_name(cluster_name, service);
         let spec = self.spec(cluster_name, service, nodes).await?;
         let lb = self.put(&name, &spec).await?;
-        self.endpoints.programmed(cluster_name, &name, service);
+        self.endpoints
+            .programmed(cluster_name, &name, service, Some(&spec));
         Ok(status(&lb))
     }
 
     /// A PUT of the same listeners with the new backends: the cloud keeps
-    /// the ports open and swaps the backends in place.
+    /// the ports open and swaps the backends in place. With `backends:
+    /// endpoints` the nodes are not backends: nothing to do.
     async fn update_load_balancer(
         &self,
         cluster_name: &str,
         service: &Service,
         nodes: &[Node],
     ) -> Result<()> {
+        if self.backends == Backends::Endpoints {
+            let name = self.get_load_balancer_name(cluster_name, service);
+            self.endpoints
+                .programmed(cluster_name, &name, service, None);
+            return Ok(());
+        }
         let name = self.get_load_balancer_name(cluster_name, service);
         let spec = self.spec(cluster_name, service, nodes).await?;
         self.put(&name, &spec).await?;
-        self.endpoints.programmed(cluster_name, &name, service);
+        self.endpoints
+            .programmed(cluster_name, &name, service, Some(&spec));
         Ok(())
     }
 
@@ -267,7 +276,8 @@ impl LoadBalancer for LocalProvider {
         };
         // Asked for every load balancer after a manager restart: from here
         // on it follows its endpoints again.
-        self.endpoints.programmed(cluster_name, &name, service);
+        self.endpoints
+            .programmed(cluster_name, &name, service, Some(&existing.spec));
         let wanted = self.spec(cluster_name, service, nodes).await?;
         Ok(same(&existing.spec, &wanted))
     }

@@ -425,6 +425,10 @@ async fn throttled_calls_are_retried_after_the_cloud_s_delay_then_reported_typed
     }
     let listed = routes.list_routes("kubernetes").await.unwrap();
     assert_eq!(listed.len(), 6);
+    // The cloud counted the throttled attempts too.
+    let (_, calls) = api(&cloud, "GET", "/v1/calls", "").await;
+    let calls: BTreeMap<String, u64> = serde_json::from_str(&calls).unwrap();
+    assert!(calls["PUT /v1/routes/{name}"] > 6, "{calls:?}");
     assert!(
         routes
             .list_routes("other-cluster")
