@@ -28,9 +28,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The range load-balancer addresses come from.
     pub address_range: AddressRange,
-    /// The addresses backends may have: a load balancer with a backend
-    /// elsewhere is refused, so that the cloud sends traffic (and health
-    /// checks) only where its operator allows. IPv4 only.
+    /// The addresses the cloud connects to: a backend elsewhere stays in
+    /// its load balancer's record but gets no connection and no health
+    /// check, so that the cloud sends traffic only where its operator
+    /// allows. IPv4 only.
     pub allowed_backends: Vec<AddressRange>,
     /// Where the state is kept across restarts; `None` keeps it in memory.
     pub state_file: Option<PathBuf>,
@@ -229,13 +230,19 @@ impl LocalCloud {
     }
 }
 
-fn data_plane(config: &Config) -> DataPlane {
-    DataPlane {
+/// A load balancer's data plane on `address`, as `config` says.
+fn balancer(address: IpAddr, config: &Config) -> Balancer {
+    let plane = DataPlane {
         health_interval: config.health_interval,
         connect_timeout: config.connect_timeout,
         drain_timeout: config.drain_timeout,
         udp_idle: config.udp_idle,
-    }
+    };
+    Balancer::new(
+        address,
+        plane,
+        Arc::from(config.allowed_backends.as_slice()),
+    )
 }
 
 async fn restore(config: &Config) -> Result<State, StartError> {
@@ -275,7 +282,7 @@ async fn restore(config: &Config) -> Result<State, StartError> {
                 record.name, record.address
             ),
         })?;
-        let mut plane = Balancer::new(address, data_plane(config));
+        let mut plane = balancer(address, config);
         if let Err(e) = plane.apply(&record.spec.listeners).await {
             // Kept: the next PUT binds what is missing.
             tracing::error!(lb = %record.name, addr = %e.addr, error = %e.source,
@@ -535,7 +542,7 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
             valid_name(name)?;
             let name = (*name).to_owned();
             let spec: LoadBalancerSpec = body(req).await?;
-            validate(&spec, &cloud.config.allowed_backends)?;
+            validate(&spec)?;
             let mut state = cloud.state.lock().await;
             let record = ensure(cloud, &mut state, name, spec).await?;
             save(cloud, &state).await?;
@@ -605,7 +612,7 @@ fn valid_cidr(cidr: &str) -> Result<(), Failure> {
     }
 }
 
-fn validate(spec: &LoadBalancerSpec, allowed: &[AddressRange]) -> Result<(), Failure> {
+fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
     let invalid = |why: String| Err(Failure::new(ErrorCode::Invalid, why));
     if spec.listeners.is_empty() {
         return invalid("a load balancer needs at least one listener".into());
@@ -626,14 +633,7 @@ fn validate(spec: &LoadBalancerSpec, allowed: &[AddressRange]) -> Result<(), Fai
                 ));
             };
             if b.port == 0 {
-                return invalid(format!("backend {}: port 0", b.address));
-            }
-            if !allowed.iter().any(|r| r.contains(ip)) {
-                let ranges: Vec<String> = allowed.iter().map(ToString::to_string).collect();
-                return invalid(format!(
-                    "backend {ip} is outside the allowed backend ranges ({})",
-                    ranges.join(", ")
-                ));
+                return invalid(format!("backend {ip}: port 0"));
             }
         }
     }
@@ -677,7 +677,7 @@ async fn ensure(
                 ),
             ));
         };
-        let mut plane = Balancer::new(IpAddr::V4(address), data_plane(&cloud.config));
+        let mut plane = balancer(IpAddr::V4(address), &cloud.config);
         match plane.apply(&spec.listeners).await {
             Ok(()) => {
                 let record = LoadBalancer {
@@ -829,25 +829,18 @@ mod tests {
             (spec(vec![]), "at least one"),
             (spec(vec![listener(0, "127.0.0.1")]), "port 0"),
             (spec(vec![listener(80, "x")]), "not an IPv4"),
-            (spec(vec![listener(80, "10.0.0.1")]), "outside the allowed"),
             (
                 spec(vec![listener(80, "127.0.0.1"), listener(80, "127.0.0.2")]),
                 "twice",
             ),
         ] {
-            let Err(Failure(e)) = validate(&bad, &Config::default().allowed_backends) else {
+            let Err(Failure(e)) = validate(&bad) else {
                 panic!("{bad:?} accepted");
             };
             assert_eq!(e.code, ErrorCode::Invalid);
             assert!(e.message.contains(why), "{}", e.message);
         }
-        assert!(
-            validate(
-                &spec(vec![listener(80, "127.0.0.1")]),
-                &Config::default().allowed_backends
-            )
-            .is_ok()
-        );
+        assert!(validate(&spec(vec![listener(80, "127.0.0.1")])).is_ok());
         assert!(valid_cidr("10.244.0.0/24").is_ok() && valid_cidr("10.244.0.0").is_err());
         assert!(valid_name("a-1.b_c").is_ok() && valid_name("a/b").is_err());
     }

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -20,6 +20,7 @@ use stratus_accept::{Acceptor, ConnectionLimits};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
+use crate::AddressRange;
 use crate::api::{Backend, Listener, Protocol};
 
 /// How the data plane behaves.
@@ -125,15 +126,18 @@ pub(crate) struct Balancer {
     address: IpAddr,
     ports: BTreeMap<(Protocol, u16), Port>,
     plane: DataPlane,
+    allowed: Arc<[AddressRange]>,
 }
 
 impl Balancer {
-    /// A load balancer on `address` with no port yet.
-    pub(crate) fn new(address: IpAddr, plane: DataPlane) -> Self {
+    /// A load balancer on `address` with no port yet, connecting only to
+    /// backends in `allowed`.
+    pub(crate) fn new(address: IpAddr, plane: DataPlane, allowed: Arc<[AddressRange]>) -> Self {
         Self {
             address,
             ports: BTreeMap::new(),
             plane,
+            allowed,
         }
     }
 
@@ -178,7 +182,7 @@ impl Balancer {
             .retain(|key, _| listeners.iter().any(|l| (l.protocol, l.port) == *key));
         for l in listeners {
             if let Some(port) = self.ports.get(&(l.protocol, l.port)) {
-                port.targets.set(&resolve(&l.backends));
+                port.targets.set(&resolve(&l.backends, &self.allowed));
             }
         }
         Ok(())
@@ -190,16 +194,19 @@ enum Socket {
     Udp(UdpSocket),
 }
 
-/// The backends' socket addresses; ones whose address does not parse were
-/// refused by the API before.
-fn resolve(backends: &[Backend]) -> Vec<SocketAddr> {
+/// The backends' socket addresses, without the ones outside the allowed
+/// ranges (kept in the load balancer's record, never connected to); ones
+/// whose address does not parse were refused by the API before.
+fn resolve(backends: &[Backend], allowed: &[AddressRange]) -> Vec<SocketAddr> {
     backends
         .iter()
         .filter_map(|b| {
-            b.address
-                .parse::<IpAddr>()
-                .ok()
-                .map(|ip| SocketAddr::new(ip, b.port))
+            let ip: Ipv4Addr = b.address.parse().ok()?;
+            if !allowed.iter().any(|r| r.contains(ip)) {
+                tracing::debug!(backend = %b.address, "outside the allowed backend ranges: not connected to");
+                return None;
+            }
+            Some(SocketAddr::new(IpAddr::V4(ip), b.port))
         })
         .collect()
 }

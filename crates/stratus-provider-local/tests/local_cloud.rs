@@ -265,6 +265,40 @@ async fn load_balancers_spread_connections_follow_backend_changes_and_skip_dead_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_outside_the_allowed_ranges_are_kept_but_never_connected_to() {
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.17.0/24".parse().unwrap(),
+        allowed_backends: vec!["127.0.17.0/24".parse().unwrap()],
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = provider(&cloud);
+    // Both servers are this machine's; only the first is in the allowed range.
+    let port = common_port(&["127.0.17.1", "127.0.18.1"]).await;
+    let _inside = named_server("127.0.17.1", port, "inside").await;
+    let _outside = named_server("127.0.18.1", port, "outside").await;
+    let nodes = [node("a", Some("127.0.17.1")), node("b", Some("127.0.18.1"))];
+    let svc = service("web", serde_json::json!([{"port": 80, "nodePort": port}]));
+    let lb = provider.load_balancer().unwrap();
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
+    for _ in 0..10 {
+        assert_eq!(fetch(address).await.unwrap(), "inside");
+    }
+    // The load balancer keeps what it was asked.
+    assert!(
+        lb.load_balancer_up_to_date("kubernetes", &svc, &nodes)
+            .await
+            .unwrap()
+    );
+    cloud.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_datagrams_reach_the_backend_and_its_answers_come_back() {
     let cloud = cloud("127.77.12.0/24", None).await;
     let provider = provider(&cloud);

@@ -28,8 +28,8 @@ struct Args {
     /// machine: any of 127.0.0.0/8 on Linux).
     #[arg(long, default_value = "127.77.0.0/16")]
     address_range: AddressRange,
-    /// The ranges backends may be in (comma-separated); load balancers
-    /// with a backend elsewhere are refused.
+    /// The ranges the cloud connects to (comma-separated): a backend
+    /// elsewhere stays in its load balancer but gets no connection.
     #[arg(long, value_delimiter = ',', default_value = "127.0.0.0/8")]
     allowed_backends: Vec<AddressRange>,
     /// Where the cloud keeps its state across restarts (load balancers are
