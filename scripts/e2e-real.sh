@@ -207,15 +207,22 @@ cloud_writes() {
 check "a LoadBalancer Service" "exposed" \
   k -n apps expose deployment/mock --name=mock-lb --type=LoadBalancer --port=80
 eventually "its ingress" "." k -n apps get service mock-lb -o 'jsonpath={.status.loadBalancer.ingress[0].ip}'
+# Each method's count, for the log.
+cloud_calls() {
+  curl -sfk -H "Authorization: Bearer $metrics_token" "https://$manager_addr/metrics" |
+    grep '^stratus_cloud_provider_requests_total' | tr '\n' ' '
+}
 sleep 2
 before=$(cloud_writes)
 echo "before the restart: $before"
+echo "cloud calls before the restart: $(cloud_calls)"
 echo "kube-apiserver restarted at $(date -u +%H:%M:%S.%N)"
 check "kube-apiserver restarted" "healthy" "$xtask" cluster restart kube-apiserver
 check "after the restart, a scale-up runs on vk-demo" "successfully rolled out" \
   bash -c "'$newest' --kubeconfig '$kubeconfig' -n apps scale deployment/mock --replicas=4 >/dev/null && '$newest' --kubeconfig '$kubeconfig' -n apps rollout status deployment/mock --timeout=90s"
 # Time for every watch of the manager to have re-listed.
 sleep 5
+echo "cloud calls after the restart: $(cloud_calls)"
 check "no cloud write repeated after the restart" "$before" cloud_writes
 check "after the restart, a second LoadBalancer Service" "exposed" \
   k -n apps expose deployment/mock --name=mock-lb2 --type=LoadBalancer --port=81

@@ -13,6 +13,8 @@
 //!   (`bench_process.rs`).
 //! - `offload`: 2,000 pods offloaded to a second API server
 //!   (`bench_offload.rs`).
+//! - `local-cloud`: the local cloud's load balancers against a direct
+//!   connection (`bench_local_cloud.rs`).
 //! - `failover`: Lease takeover by replicas of the sample manager after a
 //!   crash, a graceful stop and a partition of the leader
 //!   (`bench_failover.rs`).
@@ -115,7 +117,7 @@ pub(crate) fn build_binaries(release: bool, packages: &[&str]) -> Result<PathBuf
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
         eprintln!(
-            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-api|process|offload|failover>"
+            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-api|process|offload|failover|local-cloud>"
         );
         return ExitCode::from(2);
     };
@@ -129,6 +131,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         "process",
         "offload",
         "failover",
+        "local-cloud",
     ]
     .contains(&target.as_str())
         && target != MEMORY_CHILD
@@ -136,7 +139,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         && target != crate::bench_ccm_go::STRATUS_MANAGER_CHILD
     {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-api, process, offload, failover"
+            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-api, process, offload, failover, local-cloud"
         );
         return ExitCode::from(2);
     }
@@ -197,6 +200,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_process::run())
     } else if target == "offload" {
         rt.block_on(crate::bench_offload::run())
+    } else if target == "local-cloud" {
+        rt.block_on(crate::bench_local_cloud::run(&args[1..]))
     } else if target == "failover" {
         rt.block_on(crate::bench_failover::run(&args[1..]))
     } else if target == MEMORY_CHILD {

@@ -263,7 +263,11 @@ impl LoadBalancer for LocalProvider {
         Ok(())
     }
 
-    /// One GET, compared with what an ensure would ask.
+    /// One GET, compared with what an ensure would ask. With `backends:
+    /// endpoints` the backends are this provider's upkeep, not the
+    /// controller's: when only they differ (the endpoints changed while the
+    /// manager was away, or a change raced this question), they are written
+    /// here and the answer is true, so the controller does not re-ensure.
     async fn load_balancer_up_to_date(
         &self,
         cluster_name: &str,
@@ -274,13 +278,33 @@ impl LoadBalancer for LocalProvider {
         let Some(existing) = self.get(&name).await? else {
             return Ok(false);
         };
+        let wanted = self.spec(cluster_name, service, nodes).await?;
+        if self.backends == Backends::Endpoints
+            && same_ports(&existing.spec, &wanted)
+            && !same(&existing.spec, &wanted)
+        {
+            self.put(&name, &wanted).await?;
+            self.endpoints
+                .programmed(cluster_name, &name, service, Some(&wanted));
+            return Ok(true);
+        }
         // Asked for every load balancer after a manager restart: from here
         // on it follows its endpoints again.
         self.endpoints
             .programmed(cluster_name, &name, service, Some(&existing.spec));
-        let wanted = self.spec(cluster_name, service, nodes).await?;
         Ok(same(&existing.spec, &wanted))
     }
+}
+
+/// The same listeners (protocols and ports) and tags, whatever the backends.
+fn same_ports(a: &LoadBalancerSpec, b: &LoadBalancerSpec) -> bool {
+    let ports = |s: &LoadBalancerSpec| {
+        let mut p: Vec<(Protocol, u16)> =
+            s.listeners.iter().map(|l| (l.protocol, l.port)).collect();
+        p.sort();
+        p
+    };
+    ports(a) == ports(b) && a.tags == b.tags
 }
 
 #[cfg(test)]
@@ -323,6 +347,12 @@ mod tests {
             tags: BTreeMap::new(),
         };
         assert!(!same(&a, &c));
+        assert!(same_ports(&a, &c));
+        let d = LoadBalancerSpec {
+            listeners: vec![listener(80, &[])],
+            tags: BTreeMap::new(),
+        };
+        assert!(!same_ports(&a, &d));
     }
 
     #[test]

@@ -231,3 +231,102 @@ async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud(
     let _ = std::fs::remove_file(&kubeconfig);
     drop(servers);
 }
+
+/// Tasks the provider starts, on the test's runtime.
+struct TokioSpawn;
+
+impl stratus_cloud::host::Spawn for TokioSpawn {
+    fn spawn(&self, _name: &str, task: stratus_cloud::host::BoxTask) {
+        tokio::spawn(task);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_that_drifted_are_rewritten_when_the_controller_asks_and_the_answer_is_up_to_date()
+{
+    use stratus_cloud::{CloudProvider, InitContext, ShutdownSignal};
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.19.0/24".parse().unwrap(),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    let (trigger, shutdown) = ShutdownSignal::new();
+    let ctx = InitContext::new("kubernetes", shutdown, Arc::new(TokioSpawn))
+        .with_extension(cluster.client());
+    provider.initialize(&ctx).await.unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "web"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    report(&pods, "web-0", "127.0.19.10", true).await;
+    let _server = named_server("127.0.19.10", 8080, "web-0").await;
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    let svc = services.create(&PostParams::default(), &svc).await.unwrap();
+    let lb = provider.load_balancer().unwrap();
+    let address: SocketAddr = eventually_address(lb, &svc).await;
+    eventually("web-0 answers", WAIT, || async {
+        fetch(address).await.is_ok_and(|a| a == "web-0")
+    })
+    .await;
+
+    // Someone rewrites the backends behind the provider's back.
+    let name = lb.get_load_balancer_name("kubernetes", &svc);
+    let drifted = json!({"listeners": [{"protocol": "TCP", "port": 80, "backends": []}],
+                         "tags": {"kubernetes.io/cluster": "kubernetes", "kubernetes.io/service": "default/web"}});
+    provider
+        .client()
+        .call::<serde_json::Value>(
+            http::Method::PUT,
+            &format!("/v1/load-balancers/{name}"),
+            Some(&drifted),
+        )
+        .await
+        .unwrap();
+    assert!(fetch(address).await.unwrap_or_default().is_empty());
+    // The controller asks: the provider mends the backends and says yes.
+    assert!(
+        lb.load_balancer_up_to_date("kubernetes", &svc, &[])
+            .await
+            .unwrap()
+    );
+    assert_eq!(fetch(address).await.unwrap(), "web-0");
+    trigger.trigger();
+    cloud.stop().await;
+}
+
+/// Ensure until the endpoint cache has the Service's slice: its address.
+async fn eventually_address(lb: &dyn stratus_cloud::LoadBalancer, svc: &Service) -> SocketAddr {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let status = lb
+            .ensure_load_balancer("kubernetes", svc, &[])
+            .await
+            .unwrap();
+        let ip = status.ingress.unwrap()[0].ip.clone().unwrap();
+        if Instant::now() > deadline
+            || fetch(format!("{ip}:80").parse().unwrap())
+                .await
+                .is_ok_and(|a| !a.is_empty())
+        {
+            return format!("{ip}:80").parse().unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
