@@ -128,6 +128,7 @@ async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud(
             provider.clone().with_backends(Backends::Endpoints),
         ))
         .with_identity("local-ccm")
+        .with_admin_addr("127.0.0.1:0".parse().unwrap())
         .start(stopped)
         .await
         .unwrap();
@@ -329,4 +330,107 @@ async fn eventually_address(lb: &dyn stratus_cloud::LoadBalancer, svc: &Service)
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_manager() {
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let dir =
+        std::env::temp_dir().join(format!("stratus-local-ccm-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let config = |listen: SocketAddr| Config {
+        listen,
+        address_range: "127.77.20.0/24".parse().unwrap(),
+        state_file: Some(state.clone()),
+        ..Config::default()
+    };
+    let cloud = LocalCloud::start(config("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let api_addr = cloud.addr();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{api_addr}\nbackends: endpoints\n").as_bytes(),
+    ))
+    .unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let options = Command::try_parse_from([
+        "ccm".to_owned(),
+        "--cloud-provider=local".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--controllers=service".to_owned(),
+    ])
+    .unwrap()
+    .options;
+    let (stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(options)
+        .with_provider(Arc::new(provider.clone()))
+        .with_identity("local-ccm")
+        .with_admin_addr("127.0.0.1:0".parse().unwrap())
+        .start(stopped)
+        .await
+        .unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "web"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    report(&pods, "web-0", "127.0.20.10", true).await;
+    let _server = named_server("127.0.20.10", 8080, "web-0").await;
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    eventually("web-0 behind the load balancer", WAIT, || async {
+        fetch(address).await.is_ok_and(|a| a == "web-0")
+    })
+    .await;
+
+    // The cloud is killed: nothing listens. It comes back on the same API
+    // address from its state file: the same address serves again, and the
+    // manager, which never noticed, recreates nothing.
+    cloud.stop().await;
+    assert!(TcpStream::connect(address).await.is_err());
+    let cloud = LocalCloud::start(config(api_addr)).await.unwrap();
+    assert_eq!(fetch(address).await.unwrap(), "web-0");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let calls: BTreeMap<String, u64> = provider
+        .client()
+        .call(http::Method::GET, "/v1/calls", None::<&()>)
+        .await
+        .unwrap();
+    assert!(
+        !calls
+            .keys()
+            .any(|k| k.starts_with("PUT /v1/load-balancers") || k.starts_with("DELETE")),
+        "the restarted cloud was written to: {calls:?}"
+    );
+    assert_eq!(
+        ingress_ip(&services.get("web").await.unwrap()).as_deref(),
+        Some(ip.as_str())
+    );
+
+    // The manager stops: traffic keeps flowing.
+    let _ = stop.send(true);
+    manager.wait().await.unwrap();
+    for _ in 0..10 {
+        assert_eq!(fetch(address).await.unwrap(), "web-0");
+    }
+    cloud.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
