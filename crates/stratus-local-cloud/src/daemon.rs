@@ -320,9 +320,12 @@ async fn serve(
         });
     }
     drop(acceptor);
-    // The data planes close their sockets as they are dropped; the state
-    // file keeps them for the next start.
-    cloud.state.lock().await.load_balancers.clear();
+    // Every load balancer stops listening (the state file keeps them for
+    // the next start).
+    let all = std::mem::take(&mut cloud.state.lock().await.load_balancers);
+    for (_, lb) in all {
+        lb.plane.close().await;
+    }
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -550,11 +553,12 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
         }
         (&Method::DELETE, ["v1", "load-balancers", name]) => {
             let mut state = cloud.state.lock().await;
-            // Dropping the data plane closes its sockets now.
-            state
+            let lb = state
                 .load_balancers
                 .remove(*name)
                 .ok_or_else(|| not_found("load balancer", name))?;
+            // Answered once nothing listens on its address any more.
+            lb.plane.close().await;
             save(cloud, &state).await?;
             Ok(no_content())
         }

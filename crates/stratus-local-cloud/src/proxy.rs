@@ -104,6 +104,19 @@ impl Targets {
 struct Port {
     targets: Arc<Targets>,
     stop: watch::Sender<bool>,
+    /// The listener's task: its socket is closed once the task is done.
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Port {
+    /// Stop listening; done once the socket is closed. Open connections
+    /// get the drain time.
+    async fn close(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
 }
 
 impl Drop for Port {
@@ -168,24 +181,50 @@ impl Balancer {
         for (key, socket) in bound {
             let targets = Arc::new(Targets::default());
             let (stop, stopped) = watch::channel(false);
-            match socket {
+            let task = match socket {
                 Socket::Tcp(listener) => {
-                    tokio::spawn(serve_tcp(listener, targets.clone(), stopped, self.plane));
+                    tokio::spawn(serve_tcp(listener, targets.clone(), stopped, self.plane))
                 }
                 Socket::Udp(socket) => {
-                    tokio::spawn(serve_udp(socket, targets.clone(), stopped, self.plane));
+                    tokio::spawn(serve_udp(socket, targets.clone(), stopped, self.plane))
                 }
-            }
-            self.ports.insert(key, Port { targets, stop });
+            };
+            self.ports.insert(
+                key,
+                Port {
+                    targets,
+                    stop,
+                    task: Some(task),
+                },
+            );
         }
-        self.ports
-            .retain(|key, _| listeners.iter().any(|l| (l.protocol, l.port) == *key));
+        let removed: Vec<(Protocol, u16)> = self
+            .ports
+            .keys()
+            .filter(|key| !listeners.iter().any(|l| (l.protocol, l.port) == **key))
+            .copied()
+            .collect();
+        for key in removed {
+            if let Some(port) = self.ports.remove(&key) {
+                port.close().await;
+            }
+        }
         for l in listeners {
             if let Some(port) = self.ports.get(&(l.protocol, l.port)) {
                 port.targets.set(&resolve(&l.backends, &self.allowed));
             }
         }
         Ok(())
+    }
+}
+
+impl Balancer {
+    /// Close every listener; done once no socket of this load balancer is
+    /// open.
+    pub(crate) async fn close(self) {
+        for (_, port) in self.ports {
+            port.close().await;
+        }
     }
 }
 
