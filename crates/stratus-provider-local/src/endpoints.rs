@@ -255,8 +255,11 @@ impl LocalProvider {
     }
 
     /// PUT the load balancer of the Service `key` with its current backends,
-    /// if this provider follows it and they changed.
-    async fn reprogram(&self, key: &str) {
+    /// if this provider follows it and they changed. Also called right after
+    /// a load balancer is written: a slice that reached the cache between
+    /// the write's reading of it and the Service's registration would
+    /// otherwise wait for its next change.
+    pub(crate) async fn reprogram(&self, key: &str) {
         let Some(p) = self.endpoints.get(key) else {
             return;
         };

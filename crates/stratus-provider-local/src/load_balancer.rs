@@ -224,6 +224,7 @@ impl LoadBalancer for LocalProvider {
         let lb = self.put(&name, &spec).await?;
         self.endpoints
             .programmed(cluster_name, &name, service, Some(&spec));
+        self.reprogram(&service_key(service)).await;
         Ok(status(&lb))
     }
 
@@ -240,6 +241,7 @@ impl LoadBalancer for LocalProvider {
             let name = self.get_load_balancer_name(cluster_name, service);
             self.endpoints
                 .programmed(cluster_name, &name, service, None);
+            self.reprogram(&service_key(service)).await;
             return Ok(());
         }
         let name = self.get_load_balancer_name(cluster_name, service);
@@ -286,13 +288,18 @@ impl LoadBalancer for LocalProvider {
             self.put(&name, &wanted).await?;
             self.endpoints
                 .programmed(cluster_name, &name, service, Some(&wanted));
+            self.reprogram(&service_key(service)).await;
             return Ok(true);
         }
         // Asked for every load balancer after a manager restart: from here
         // on it follows its endpoints again.
         self.endpoints
             .programmed(cluster_name, &name, service, Some(&existing.spec));
-        Ok(same(&existing.spec, &wanted))
+        let up_to_date = same(&existing.spec, &wanted);
+        if up_to_date {
+            self.reprogram(&service_key(service)).await;
+        }
+        Ok(up_to_date)
     }
 }
 
