@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The end-to-end runner against the demo cluster: `cargo xtask demo
-# --keep-running` in the background (a cloud controller manager with
-# FakeCloud; the virtual nodes vk-demo (MockPodProvider), vk-process (real
+# --keep-running` in the background (a cloud controller manager with the
+# local cloud's provider; the virtual nodes vk-demo (MockPodProvider), vk-process (real
 # processes) and vk-offload (pods offloaded to a second API server)), then
 # `cargo xtask e2e` with the cloud-controller-manager checks and the
 # virtual-node checks, as a vendor runs them against a real cluster.

@@ -4,11 +4,14 @@
 //! kube-scheduler built from their Go modules).
 //!
 //! Starts the harness API server (or uses the real one), simulated kubelets that register nodes
-//! with the external-cloud-provider taint and keep them Ready, the
-//! cloud-node controller with FakeCloud as the provider (it initializes the
-//! nodes: provider ID, instance-type / zone / region labels, addresses, taint
-//! removed), and LoadBalancer Services with the service controller
-//! provisioning their load balancers in FakeCloud, and a virtual node
+//! with the external-cloud-provider taint and keep them Ready, a local cloud
+//! (`stratus-local-cloud`, in this process, its instances the nodes), the
+//! manager with its provider `local` (the cloud-node controller initializes
+//! the nodes: provider ID, instance-type / zone / region labels, addresses,
+//! taint removed; the service controller provisions the LoadBalancer
+//! Services' load balancers, straight to their ready endpoints), a process
+//! pod exposed with `kubectl expose --type=LoadBalancer` and a page fetched
+//! through its external IP, and a virtual node
 //! (`vk-demo`, MockPodProvider) running pods the scheduler binds to it;
 //! shows progress and a summary. On the real control plane the manager runs
 //! as its ServiceAccount under `docs/deploy/rbac.yaml` (with

@@ -1,15 +1,13 @@
 //! Stratus's reference cloud provider, `local`: the cloud-controller-manager
 //! side of a cloud on one machine.
 //!
-//! It implements [`InstancesV2`](stratus_cloud::InstancesV2) (with the batch
-//! capability), [`LoadBalancer`](stratus_cloud::LoadBalancer) and
-//! [`Routes`](stratus_cloud::Routes) by calling the HTTP API of
-//! `stratus-local-cloud`, the way a vendor's provider calls its cloud's: every
-//! call retried on throttling (after the cloud's `Retry-After`) and on the
-//! cloud's own failures, with back-off; answers turned into typed
-//! [`CloudError`](stratus_cloud::CloudError)s the controllers act on; lists
-//! read page by page; many nodes answered from one list instead of a call
-//! each. **It is the model to copy**: a vendor replaces [`Client`] with their
+//! It implements [`InstancesV2`] (with the batch capability), [`LoadBalancer`]
+//! and [`Routes`] by calling the HTTP API of `stratus-local-cloud`, the way a
+//! vendor's provider calls its cloud's: every call retried on throttling
+//! (after the cloud's `Retry-After`) and on the cloud's own failures, with
+//! back-off; answers turned into typed [`CloudError`]s the controllers act on;
+//! lists read page by page; many nodes answered from one list instead of a
+//! call each. **It is the model to copy**: a vendor replaces [`Client`] with their
 //! cloud's SDK and keeps the shape.
 //!
 //! How Kubernetes objects map to the cloud:
