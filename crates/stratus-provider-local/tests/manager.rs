@@ -434,3 +434,151 @@ async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_man
     cloud.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_its_pods() {
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.21.0/24".parse().unwrap(),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    let cloud_client = provider.client().clone();
+    let dir =
+        std::env::temp_dir().join(format!("stratus-local-ccm-rolling-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let options = Command::try_parse_from([
+        "ccm".to_owned(),
+        "--cloud-provider=local".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--controllers=service".to_owned(),
+    ])
+    .unwrap()
+    .options;
+    let (stop, stopped) = watch::channel(false);
+    let manager = CloudControllerManager::new(options)
+        .with_provider(Arc::new(provider))
+        .with_identity("local-ccm")
+        .with_admin_addr("127.0.0.1:0".parse().unwrap())
+        .start(stopped)
+        .await
+        .unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let mut running = Vec::new();
+    for i in 0..3 {
+        let name = format!("web-old-{i}");
+        let server = start_pod(&pods, &name, &format!("127.0.21.{}", 10 + i)).await;
+        running.push((name, server));
+    }
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let address: SocketAddr = format!(
+        "{}:80",
+        ingress_ip(&services.get("web").await.unwrap()).unwrap()
+    )
+    .parse()
+    .unwrap();
+    eventually("the pods behind the load balancer", WAIT, || async {
+        fetch(address).await.is_ok_and(|a| a == "ok")
+    })
+    .await;
+
+    // Requests, one after the other, for the whole restart.
+    let (done_tx, done_rx) = watch::channel(false);
+    let client = tokio::spawn(async move {
+        let (mut ok, mut failed) = (0u64, Vec::new());
+        while !*done_rx.borrow() || ok + (failed.len() as u64) < 1_000 {
+            match fetch(address).await {
+                Ok(a) if a == "ok" => ok += 1,
+                other => failed.push(format!("{other:?}")),
+            }
+        }
+        (ok, failed)
+    });
+
+    // The rolling restart: a new pod Ready, then an old one terminating
+    // (out of the endpoints at once), serving 1 s more as a `preStop`
+    // sleep lets it, then gone.
+    for i in 0..3 {
+        let name = format!("web-new-{i}");
+        let server = start_pod(&pods, &name, &format!("127.0.21.{}", 20 + i)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (old, old_server) = running.remove(0);
+        pods.delete(&old, &DeleteParams::default()).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Out of the load balancer before its process stops.
+        let backends = lb_backends(&cloud_client).await;
+        assert!(
+            !backends.contains(&format!("127.0.21.{}", 10 + i)),
+            "{old} still a backend: {backends:?}"
+        );
+        old_server.abort();
+        running.push((name, server));
+    }
+    let _ = done_tx.send(true);
+    let (ok, failed) = client.await.unwrap();
+    let mut backends = lb_backends(&cloud_client).await;
+    backends.sort();
+    assert_eq!(backends, ["127.0.21.20", "127.0.21.21", "127.0.21.22"]);
+    println!(
+        "{ok} requests answered, {} failed during the rolling restart",
+        failed.len()
+    );
+    assert!(ok >= 1_000, "only {ok} requests");
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {:?}",
+        failed.len(),
+        ok + failed.len() as u64,
+        &failed[..failed.len().min(5)]
+    );
+
+    let _ = stop.send(true);
+    manager.wait().await.unwrap();
+    cloud.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The backend addresses of the cloud's only load balancer.
+async fn lb_backends(client: &stratus_provider_local::Client) -> Vec<String> {
+    let lbs: Vec<stratus_local_cloud::api::LoadBalancer> =
+        client.list_all("/v1/load-balancers").await.unwrap();
+    lbs[0].spec.listeners[0]
+        .backends
+        .iter()
+        .map(|b| b.address.clone())
+        .collect()
+}
+
+/// A pod of the Service `web`, as its kubelet would run it: a server on an
+/// address of its own, then Ready.
+async fn start_pod(pods: &Api<Pod>, name: &str, ip: &str) -> tokio::task::JoinHandle<()> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "web"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let server = named_server(ip, 8080, "ok").await;
+    report(pods, name, ip, true).await;
+    server
+}
