@@ -5,10 +5,13 @@
 //! Each test uses addresses of its own in 127.0.0.0/8 (this machine's
 //! loopback), so that the tests can run at once.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use common::{fetch, named_server};
 use k8s_openapi::api::core::v1::{Node, Service};
 use stratus_cloud::{CloudErrorKind, CloudProvider, InstanceState};
 use stratus_local_cloud::{Config, LocalCloud};
@@ -75,17 +78,6 @@ fn ingress(status: &k8s_openapi::api::core::v1::LoadBalancerStatus) -> String {
     status.ingress.as_ref().unwrap()[0].ip.clone().unwrap()
 }
 
-/// A TCP server on `ip:port` that writes `name` to each connection and
-/// closes it; stops when the returned handle is aborted.
-async fn named_server(ip: &str, port: u16, name: &'static str) -> tokio::task::JoinHandle<()> {
-    let listener = TcpListener::bind((ip, port)).await.unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let _ = s.write_all(name.as_bytes()).await;
-        }
-    })
-}
-
 /// A port free on every one of `ips` (tried from a kernel-picked one).
 async fn common_port(ips: &[&str]) -> u16 {
     'next: loop {
@@ -99,13 +91,6 @@ async fn common_port(ips: &[&str]) -> u16 {
         }
         return port;
     }
-}
-
-async fn fetch(addr: SocketAddr) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(addr).await?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await?;
-    Ok(answer)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

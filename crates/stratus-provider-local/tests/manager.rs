@@ -3,12 +3,15 @@
 //! address, traffic through it reaches the pods' servers, and a pod that
 //! stops being ready, or is deleted, is out of the load balancer at once.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use common::{fetch, named_server};
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -17,7 +20,7 @@ use stratus_local_cloud::{Config, LocalCloud};
 use stratus_provider_local::{Backends, LocalProvider};
 use stratus_testing::{NodeSpec, TestCluster, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 #[derive(Parser)]
@@ -27,22 +30,6 @@ struct Command {
 }
 
 const WAIT: Duration = Duration::from_secs(15);
-
-async fn named_server(ip: &str, port: u16, name: &'static str) -> tokio::task::JoinHandle<()> {
-    let listener = TcpListener::bind((ip, port)).await.unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let _ = s.write_all(name.as_bytes()).await;
-        }
-    })
-}
-
-async fn fetch(addr: SocketAddr) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(addr).await?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).await?;
-    Ok(answer)
-}
 
 fn ingress_ip(svc: &Service) -> Option<String> {
     svc.status
@@ -109,29 +96,12 @@ async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud(
         .await
         .unwrap();
 
-    let kubeconfig = std::env::temp_dir().join(format!(
-        "stratus-local-ccm-{}.kubeconfig",
-        std::process::id()
-    ));
-    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
-    let options = Command::try_parse_from([
-        "ccm".to_owned(),
-        "--cloud-provider=local".to_owned(),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        "--controllers=*,-route".to_owned(),
-    ])
-    .unwrap()
-    .options;
-    let (stop, stopped) = watch::channel(false);
-    let manager = CloudControllerManager::new(options)
-        .with_provider(Arc::new(
-            provider.clone().with_backends(Backends::Endpoints),
-        ))
-        .with_identity("local-ccm")
-        .with_admin_addr("127.0.0.1:0".parse().unwrap())
-        .start(stopped)
-        .await
-        .unwrap();
+    let manager = start_manager(
+        &cluster,
+        provider.clone().with_backends(Backends::Endpoints),
+        "*,-route",
+    )
+    .await;
 
     // The node is initialized from the local cloud's instance.
     let nodes: Api<Node> = Api::all(cluster.client());
@@ -226,10 +196,8 @@ async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud(
     })
     .await;
 
-    let _ = stop.send(true);
-    manager.wait().await.unwrap();
+    manager.stop().await;
     cloud.stop().await;
-    let _ = std::fs::remove_file(&kubeconfig);
     drop(servers);
 }
 
@@ -354,24 +322,7 @@ async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_man
         format!("endpoint: http://{api_addr}\nbackends: endpoints\n").as_bytes(),
     ))
     .unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
-    let options = Command::try_parse_from([
-        "ccm".to_owned(),
-        "--cloud-provider=local".to_owned(),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        "--controllers=service".to_owned(),
-    ])
-    .unwrap()
-    .options;
-    let (stop, stopped) = watch::channel(false);
-    let manager = CloudControllerManager::new(options)
-        .with_provider(Arc::new(provider.clone()))
-        .with_identity("local-ccm")
-        .with_admin_addr("127.0.0.1:0".parse().unwrap())
-        .start(stopped)
-        .await
-        .unwrap();
+    let manager = start_manager(&cluster, provider.clone(), "service").await;
 
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     let pod: Pod = serde_json::from_value(json!({
@@ -426,8 +377,7 @@ async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_man
     );
 
     // The manager stops: traffic keeps flowing.
-    let _ = stop.send(true);
-    manager.wait().await.unwrap();
+    manager.stop().await;
     for _ in 0..10 {
         assert_eq!(fetch(address).await.unwrap(), "web-0");
     }
@@ -450,27 +400,7 @@ async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_
     ))
     .unwrap();
     let cloud_client = provider.client().clone();
-    let dir =
-        std::env::temp_dir().join(format!("stratus-local-ccm-rolling-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
-    let options = Command::try_parse_from([
-        "ccm".to_owned(),
-        "--cloud-provider=local".to_owned(),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        "--controllers=service".to_owned(),
-    ])
-    .unwrap()
-    .options;
-    let (stop, stopped) = watch::channel(false);
-    let manager = CloudControllerManager::new(options)
-        .with_provider(Arc::new(provider))
-        .with_identity("local-ccm")
-        .with_admin_addr("127.0.0.1:0".parse().unwrap())
-        .start(stopped)
-        .await
-        .unwrap();
+    let manager = start_manager(&cluster, provider, "service").await;
 
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     let mut running = Vec::new();
@@ -552,10 +482,8 @@ async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_
         &failed[..failed.len().min(5)]
     );
 
-    let _ = stop.send(true);
-    manager.wait().await.unwrap();
+    manager.stop().await;
     cloud.stop().await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The backend addresses of the cloud's only load balancer.
@@ -581,4 +509,57 @@ async fn start_pod(pods: &Api<Pod>, name: &str, ip: &str) -> tokio::task::JoinHa
     let server = named_server(ip, 8080, "ok").await;
     report(pods, name, ip, true).await;
     server
+}
+
+/// The whole manager, with `provider` and `--controllers=<controllers>`,
+/// from a kubeconfig of `cluster`'s as a deployed one starts.
+struct Manager {
+    stop: watch::Sender<bool>,
+    running: stratus_ccm::app::RunningManager,
+    kubeconfig: std::path::PathBuf,
+}
+
+async fn start_manager(
+    cluster: &TestCluster,
+    provider: LocalProvider,
+    controllers: &str,
+) -> Manager {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "stratus-local-ccm-{}-{}.kubeconfig",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    cluster.server().write_kubeconfig(&kubeconfig).unwrap();
+    let options = Command::try_parse_from([
+        "ccm".to_owned(),
+        "--cloud-provider=local".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--controllers={controllers}"),
+    ])
+    .unwrap()
+    .options;
+    let (stop, stopped) = watch::channel(false);
+    let running = CloudControllerManager::new(options)
+        .with_provider(Arc::new(provider))
+        .with_identity("local-ccm")
+        .with_admin_addr("127.0.0.1:0".parse().unwrap())
+        .start(stopped)
+        .await
+        .unwrap();
+    Manager {
+        stop,
+        running,
+        kubeconfig,
+    }
+}
+
+impl Manager {
+    /// Stop it gracefully (it must end without an error).
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.running.wait().await.unwrap();
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
 }
