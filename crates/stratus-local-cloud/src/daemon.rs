@@ -380,12 +380,19 @@ async fn handle(cloud: &Cloud, req: Request<Incoming>) -> Reply {
     }
 }
 
+/// The largest request body the API reads.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
 async fn body<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Result<T, Failure> {
-    let bytes = req
-        .into_body()
+    let bytes = http_body_util::Limited::new(req.into_body(), MAX_BODY)
         .collect()
         .await
-        .map_err(|e| Failure::new(ErrorCode::Invalid, format!("reading the body: {e}")))?
+        .map_err(|e| {
+            Failure::new(
+                ErrorCode::Invalid,
+                format!("reading the body (at most {MAX_BODY} bytes): {e}"),
+            )
+        })?
         .to_bytes();
     serde_json::from_slice(&bytes)
         .map_err(|e| Failure::new(ErrorCode::Invalid, format!("the body does not parse: {e}")))

@@ -415,6 +415,21 @@ async fn taken_ports_exhausted_ranges_and_bad_services_get_typed_errors() {
     assert_eq!(status, 400, "{body}");
     let (status, _) = api(&cloud, "GET", "/v1/nothing", "").await;
     assert_eq!(status, 404);
+    // A body beyond the API's 4 MiB is refused, not read into memory.
+    let huge = format!(r#"{{"nodeName":"{}"}}"#, "x".repeat(5 * 1024 * 1024));
+    let mut s = TcpStream::connect(cloud.addr()).await.unwrap();
+    let head = format!(
+        "PUT /v1/instances/big HTTP/1.1\r\nHost: cloud\r\nContent-Length: {}\r\n\r\n",
+        huge.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    // The server may answer and close before it has all of it.
+    let _ = s.write_all(huge.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("at most"), "{answer}");
     cloud.stop().await;
 }
 
