@@ -141,6 +141,8 @@ impl LocalCloudDemo {
                 ));
             }
             Err(_) => {
+                // What `kubectl expose pod` makes: the pod's labels (the
+                // demo's pod is labelled `app=<its name>`) as the selector.
                 let svc: Service = serde_json::from_value(serde_json::json!({
                     "metadata": {"name": EXPOSED},
                     "spec": {"type": "LoadBalancer", "selector": {"app": pod},
