@@ -236,7 +236,8 @@ impl LocalProvider {
                     }
                     Some(Ok(_)) => continue,
                     Some(Err(e)) => {
-                        tracing::debug!(error = %e, "the EndpointSlice watch failed; it backs off and resumes");
+                        // A missing RBAC rule shows here (forbidden).
+                        tracing::warn!(error = %e, "the EndpointSlice watch failed; it backs off and resumes");
                         continue;
                     }
                 };
