@@ -135,6 +135,27 @@ impl Endpoints {
     }
 }
 
+/// A list field read the same whatever the Kubernetes version:
+/// `EndpointSlice::endpoints` is a `Vec` up to 1.35 and an `Option<Vec>`
+/// from 1.36 (the library builds against each, `cargo xtask
+/// kubernetes-versions`).
+trait Items<T> {
+    /// The items; none when the field is absent.
+    fn items(&self) -> &[T];
+}
+
+impl<T> Items<T> for Vec<T> {
+    fn items(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T> Items<T> for Option<Vec<T>> {
+    fn items(&self) -> &[T] {
+        self.as_deref().unwrap_or_default()
+    }
+}
+
 /// The ready endpoints of `slices` at `port` (the serving terminating ones
 /// if none is ready).
 fn backends_of(slices: &[Arc<EndpointSlice>], port: &ServicePort) -> Vec<Backend> {
@@ -162,7 +183,7 @@ fn backends_of(slices: &[Arc<EndpointSlice>], port: &ServicePort) -> Vec<Backend
         let Ok(number) = u16::try_from(number) else {
             continue;
         };
-        for endpoint in slice.endpoints.as_deref().unwrap_or_default() {
+        for endpoint in slice.endpoints.items() {
             let conditions = endpoint.conditions.clone().unwrap_or_default();
             let Some(address) = endpoint.addresses.first() else {
                 continue;
