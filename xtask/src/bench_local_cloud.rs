@@ -29,7 +29,6 @@ use http::Method;
 use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
-use stratus_cloud::host::{BoxTask, Spawn};
 use stratus_cloud::{CloudProvider, InitContext, LoadBalancer, ShutdownSignal};
 use stratus_local_cloud::api::{self, Backend, Listener, LoadBalancerSpec, Protocol};
 use stratus_local_cloud::{Config, LocalCloud};
@@ -329,15 +328,6 @@ fn service(i: u64, node_port: u16) -> Service {
     .unwrap_or_default()
 }
 
-/// Tasks the provider starts, on this runtime.
-struct TokioSpawn;
-
-impl Spawn for TokioSpawn {
-    fn spawn(&self, _name: &str, task: BoxTask) {
-        tokio::spawn(task);
-    }
-}
-
 /// With `backends: endpoints` on the harness API server: the median time
 /// from an EndpointSlice write (its one endpoint's port swapped between the
 /// two backends) to the first connection the new backend answers.
@@ -346,8 +336,12 @@ async fn endpoint_change(client: &Client, first: u16, other: u16) -> Result<f64,
     let kube = cluster.client();
     let provider = LocalProvider::new(client.clone()).with_backends(Backends::Endpoints);
     let (trigger, shutdown) = ShutdownSignal::new();
-    let ctx =
-        InitContext::new("kubernetes", shutdown, Arc::new(TokioSpawn)).with_extension(kube.clone());
+    let ctx = InitContext::new(
+        "kubernetes",
+        shutdown,
+        Arc::new(stratus_ccm::app::TokioSpawner),
+    )
+    .with_extension(kube.clone());
     provider.initialize(&ctx).await?;
     let svc: Service = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "web", "namespace": "default", "uid": "00000000-0000-0000-0000-00000000beef"},

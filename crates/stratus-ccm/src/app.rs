@@ -34,7 +34,9 @@ pub use command::{Command, CommandError, NoFlags, run_main, run_with_args};
 pub use controllers::{KnownController, UnknownController, canonicalize, enabled, is_enabled};
 pub use logging::vmodule_level;
 pub use managed::{ControllerContext, ControllerTask, ManagedController, StartError, Started};
-pub use manager::{CloudControllerManager, ManagerError, ProviderFactory, RunningManager};
+pub use manager::{
+    CloudControllerManager, ManagerError, ProviderFactory, RunningManager, TokioSpawner,
+};
 pub use options::{FEATURE_GATES, ManagerOptions, OptionsError, VmoduleRule, parse_cidr_list};
 pub use registry::{
     CloudFactory, EXTERNAL_PROVIDER, ProviderRegistry, RegistryError, global_registry,

@@ -123,32 +123,16 @@ async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud(
     let ips = ["127.0.16.10", "127.0.16.11", "127.0.16.12"];
     let mut servers = Vec::new();
     for (i, name) in ["web-0", "web-1", "web-2"].into_iter().enumerate() {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": "web"}},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "web", "ports": [{"name": "http", "containerPort": 8080}]}]}
-        }))
-        .unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        report(&pods, name, ips[i], true).await;
-        servers.push(named_server(ips[i], 8080, name).await);
+        servers.push(start_pod(&pods, name, ips[i], name).await);
     }
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
-                 "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}
-    }))
-    .unwrap();
     let created = Instant::now();
-    services.create(&PostParams::default(), &svc).await.unwrap();
-    eventually("an external IP", WAIT, || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
+    let address = expose_web(&services).await;
     println!("external IP after {:?}", created.elapsed());
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
-    assert!(ip.starts_with("127.77.16."), "{ip}");
-    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    assert!(
+        address.ip().to_string().starts_with("127.77.16."),
+        "{address}"
+    );
 
     // Every ready pod answers, spread round-robin.
     eventually("all three pods behind the load balancer", WAIT, || async {
@@ -201,15 +185,6 @@ async fn a_load_balancer_service_reaches_its_ready_pods_through_the_local_cloud(
     drop(servers);
 }
 
-/// Tasks the provider starts, on the test's runtime.
-struct TokioSpawn;
-
-impl stratus_cloud::host::Spawn for TokioSpawn {
-    fn spawn(&self, _name: &str, task: stratus_cloud::host::BoxTask) {
-        tokio::spawn(task);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backends_that_drifted_are_rewritten_when_the_controller_asks_and_the_answer_is_up_to_date()
 {
@@ -227,27 +202,21 @@ async fn backends_that_drifted_are_rewritten_when_the_controller_asks_and_the_an
     ))
     .unwrap();
     let (trigger, shutdown) = ShutdownSignal::new();
-    let ctx = InitContext::new("kubernetes", shutdown, Arc::new(TokioSpawn))
-        .with_extension(cluster.client());
+    let ctx = InitContext::new(
+        "kubernetes",
+        shutdown,
+        Arc::new(stratus_ccm::app::TokioSpawner),
+    )
+    .with_extension(cluster.client());
     provider.initialize(&ctx).await.unwrap();
 
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web-0", "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "c", "image": "web"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    report(&pods, "web-0", "127.0.19.10", true).await;
-    let _server = named_server("127.0.19.10", 8080, "web-0").await;
+    let _server = start_pod(&pods, "web-0", "127.0.19.10", "web-0").await;
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
-                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
-    }))
-    .unwrap();
-    let svc = services.create(&PostParams::default(), &svc).await.unwrap();
+    let svc = services
+        .create(&PostParams::default(), &web_service())
+        .await
+        .unwrap();
     let lb = provider.load_balancer().unwrap();
     let address: SocketAddr = eventually_address(lb, &svc).await;
     eventually("web-0 answers", WAIT, || async {
@@ -325,28 +294,10 @@ async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_man
     let manager = start_manager(&cluster, provider.clone(), "service").await;
 
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "web-0", "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "c", "image": "web"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    report(&pods, "web-0", "127.0.20.10", true).await;
-    let _server = named_server("127.0.20.10", 8080, "web-0").await;
+    let _server = start_pod(&pods, "web-0", "127.0.20.10", "web-0").await;
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
-                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
-    }))
-    .unwrap();
-    services.create(&PostParams::default(), &svc).await.unwrap();
-    eventually("an external IP", WAIT, || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
-    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    let address = expose_web(&services).await;
+    let ip = address.ip().to_string();
     eventually("web-0 behind the load balancer", WAIT, || async {
         fetch(address).await.is_ok_and(|a| a == "web-0")
     })
@@ -406,27 +357,11 @@ async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_
     let mut running = Vec::new();
     for i in 0..3 {
         let name = format!("web-old-{i}");
-        let server = start_pod(&pods, &name, &format!("127.0.21.{}", 10 + i)).await;
+        let server = start_pod(&pods, &name, &format!("127.0.21.{}", 10 + i), "ok").await;
         running.push((name, server));
     }
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
-                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}
-    }))
-    .unwrap();
-    services.create(&PostParams::default(), &svc).await.unwrap();
-    eventually("an external IP", WAIT, || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
-    let address: SocketAddr = format!(
-        "{}:80",
-        ingress_ip(&services.get("web").await.unwrap()).unwrap()
-    )
-    .parse()
-    .unwrap();
+    let address = expose_web(&services).await;
     eventually("the pods behind the load balancer", WAIT, || async {
         fetch(address).await.is_ok_and(|a| a == "ok")
     })
@@ -450,7 +385,7 @@ async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_
     // sleep lets it, then gone.
     for i in 0..3 {
         let name = format!("web-new-{i}");
-        let server = start_pod(&pods, &name, &format!("127.0.21.{}", 20 + i)).await;
+        let server = start_pod(&pods, &name, &format!("127.0.21.{}", 20 + i), "ok").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (old, old_server) = running.remove(0);
         pods.delete(&old, &DeleteParams::default()).await.unwrap();
@@ -497,18 +432,49 @@ async fn lb_backends(client: &stratus_provider_local::Client) -> Vec<String> {
         .collect()
 }
 
-/// A pod of the Service `web`, as its kubelet would run it: a server on an
-/// address of its own, then Ready.
-async fn start_pod(pods: &Api<Pod>, name: &str, ip: &str) -> tokio::task::JoinHandle<()> {
+/// A pod of the Service `web` (port `http`, 8080), as its kubelet would run
+/// it: a server on an address of its own answering `answer`, then Ready.
+async fn start_pod(
+    pods: &Api<Pod>,
+    name: &str,
+    ip: &str,
+    answer: &'static str,
+) -> tokio::task::JoinHandle<()> {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": "web"}},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "web"}]}
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "web",
+                 "ports": [{"name": "http", "containerPort": 8080}]}]}
     }))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
-    let server = named_server(ip, 8080, "ok").await;
+    let server = named_server(ip, 8080, answer).await;
     report(pods, name, ip, true).await;
     server
+}
+
+/// The LoadBalancer Service `web`: port 80 to the pods' port named `http`.
+fn web_service() -> Service {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                 "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}
+    }))
+    .unwrap()
+}
+
+/// Create `web_service` and wait for its external IP: the address of its
+/// port 80.
+async fn expose_web(services: &Api<Service>) -> SocketAddr {
+    services
+        .create(&PostParams::default(), &web_service())
+        .await
+        .unwrap();
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    format!("{ip}:80").parse().unwrap()
 }
 
 /// The whole manager, with `provider` and `--controllers=<controllers>`,

@@ -166,8 +166,11 @@ impl RunningManager {
     }
 }
 
-/// Runs provider tasks on the manager's runtime.
-struct TokioSpawner;
+/// Runs provider tasks on the current tokio runtime: what the manager puts
+/// in a provider's [`InitContext`](stratus_cloud::InitContext), and what a
+/// test or tool that initializes a provider itself can hand it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioSpawner;
 
 impl Spawn for TokioSpawner {
     fn spawn(&self, name: &str, task: BoxTask) {
