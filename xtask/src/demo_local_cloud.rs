@@ -93,24 +93,27 @@ impl LocalCloudDemo {
     }
 
     /// The API calls the cloud answered, by kind.
-    pub(crate) async fn calls(&self) -> BTreeMap<String, u64> {
+    pub(crate) async fn calls(&self) -> Result<BTreeMap<String, u64>, String> {
         self.client
             .call(Method::GET, "/v1/calls", None::<&()>)
             .await
-            .unwrap_or_default()
+            .map_err(|e| e.to_string())
     }
 
     /// Every load balancer.
-    pub(crate) async fn load_balancers(&self) -> Vec<LoadBalancer> {
+    pub(crate) async fn load_balancers(&self) -> Result<Vec<LoadBalancer>, String> {
         self.client
             .list_all("/v1/load-balancers")
             .await
-            .unwrap_or_default()
+            .map_err(|e| e.to_string())
     }
 
     /// Every route.
-    pub(crate) async fn routes(&self) -> Vec<Route> {
-        self.client.list_all("/v1/routes").await.unwrap_or_default()
+    pub(crate) async fn routes(&self) -> Result<Vec<Route>, String> {
+        self.client
+            .list_all("/v1/routes")
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// `kubectl expose pod POD --type=LoadBalancer` (through the API when
