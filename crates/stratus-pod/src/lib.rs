@@ -122,7 +122,7 @@ pub use changes::{ResourceChange, ResourceChanges, ResourceKind};
 pub use container::ContainerRef;
 pub use error::{PodError, PodErrorKind, Result, classify};
 pub use exec::{ContainerAttach, ContainerExec, ExitCode};
-pub use lifecycle::PodLifecycleHandler;
+pub use lifecycle::{PodAddresses, PodLifecycleHandler};
 pub use logs::{ContainerLogOptions, ContainerLogs};
 pub use metrics::{ResourceMetrics, render_resource_metrics};
 pub use node::{NaiveNodeProvider, NodeProvider, NodeStatusCallback};

@@ -93,4 +93,27 @@ pub trait PodLifecycleHandler: Send + Sync {
     fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
         None
     }
+
+    /// The addresses `pod` will have, when the backend knows them before
+    /// [`create_pod`](Self::create_pod) (a backend whose pods share their
+    /// node's address, as the process provider's do). The node resolves
+    /// environment references to `status.podIP(s)` and `status.hostIP(s)`
+    /// from them while the pod's status carries none. With `None` (the
+    /// default) such a reference fails with
+    /// [`EnvError::StatusNotKnown`](crate::env::EnvError::StatusNotKnown)
+    /// and the pod stays Pending, unless the node defers it
+    /// ([`ResolveOptions::defer_unknown_status`](crate::env::ResolveOptions::defer_unknown_status)).
+    fn addresses_before_create(&self, _pod: &Pod) -> Option<PodAddresses> {
+        None
+    }
+}
+
+/// The addresses of a pod known before it is created (see
+/// [`PodLifecycleHandler::addresses_before_create`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodAddresses {
+    /// The pod's IP (`status.podIP`).
+    pub pod_ip: String,
+    /// Its node's IP (`status.hostIP`).
+    pub host_ip: String,
 }

@@ -27,7 +27,12 @@ pub struct ProcessConfig {
     /// follow an image's entrypoint. An image without an entry needs a
     /// `command`.
     pub images: BTreeMap<String, Vec<String>>,
-    /// The IP reported for every pod: pods share the host's network.
+    /// The IP of every pod: pods share the host's network. It is known
+    /// before a pod starts (`status.podIP` in its environment), probes
+    /// without a host connect to it, and so does port-forward (then the
+    /// loopback). Nodes with addresses of their own (e.g. `127.0.31.1`,
+    /// `127.0.31.2` on one machine) give their pods addresses that can be
+    /// told apart, for servers that bind `$(POD_IP)`.
     pub pod_ip: String,
     /// The first restart delay of a crashed container (kubelet: 10 s),
     /// doubled on each crash.

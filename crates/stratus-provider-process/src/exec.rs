@@ -1,7 +1,7 @@
 //! `kubectl exec` and `kubectl port-forward` on a process node: a command
 //! started beside the container's process, with its environment and
-//! directory; a connection to the port on the host's loopback (pods share
-//! the host's network).
+//! directory; a connection to the port at the pod's IP, or on the host's
+//! loopback when nothing listens there (pods share the host's network).
 
 use std::process::Stdio;
 
@@ -139,14 +139,21 @@ impl PortForward for ProcessProvider {
         if !self.inner().has_pod(&key) {
             return Err(PodError::not_found(format!("pod {key} is not running")));
         }
-        let socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| {
-                PodError::unavailable(
-                    None,
-                    format!("cannot connect to port {port} of pod {key}: {e}"),
-                )
-            })?;
+        // The pod's IP first; a server listening on the loopback only
+        // (pods share the host's network) is reached there.
+        let pod_ip = self.inner().config().pod_ip.as_str();
+        let socket = match tokio::net::TcpStream::connect((pod_ip, port)).await {
+            Err(_) if pod_ip != "127.0.0.1" => {
+                tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+            }
+            connected => connected,
+        }
+        .map_err(|e| {
+            PodError::unavailable(
+                None,
+                format!("cannot connect to port {port} of pod {key}: {e}"),
+            )
+        })?;
         let (reader, writer) = socket.into_split();
         let PortForwardStream { incoming, outgoing } = stream;
         let mut back = tokio::spawn(copy_to_sink(reader, outgoing));

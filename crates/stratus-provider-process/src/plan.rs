@@ -36,6 +36,9 @@ pub(crate) struct Launch {
     pub(crate) mounts: Vec<(PathBuf, PathBuf)>,
     /// The container's ports (named ports of probes).
     pub(crate) ports: Vec<k8s_openapi::api::core::v1::ContainerPort>,
+    /// Where `httpGet` and `tcpSocket` probes without a host connect: the
+    /// pod's IP ([`ProcessConfig::pod_ip`]), as the kubelet's do.
+    pub(crate) probe_host: String,
     /// The startup, liveness and readiness probes.
     pub(crate) startup: Option<k8s_openapi::api::core::v1::Probe>,
     pub(crate) liveness: Option<k8s_openapi::api::core::v1::Probe>,
@@ -268,18 +271,6 @@ fn launch_of(
         )));
     }
     let image = c.image.clone().unwrap_or_default();
-    let mut argv: Vec<String> = match c.command.as_deref() {
-        Some(command) if !command.is_empty() => command.to_vec(),
-        _ => match config.entrypoint(&image) {
-            Some(entry) if !entry.is_empty() => entry.to_vec(),
-            _ => {
-                return Err(refuse(format!(
-                    "image {image:?} is not mapped to a program on this node and the container has no command"
-                )));
-            }
-        },
-    };
-    argv.extend(c.args.iter().flatten().cloned());
     let root = dir.join("containers").join(safe(&c.name));
     let mut env: Vec<(String, String)> = vec![
         (
@@ -294,6 +285,31 @@ fn launch_of(
         env.push((var.name.clone(), var.value.clone().unwrap_or_default()));
     }
     env.push((CONTAINER_ROOT_ENV.into(), root.display().to_string()));
+    // `$(VAR)` in the command and arguments, from the container's
+    // environment, as the kubelet expands them (the image's entrypoint is
+    // left as it is).
+    let expand = |arg: &String| {
+        stratus_pod::env::expand(arg, |name| {
+            c.env
+                .iter()
+                .flatten()
+                .rev()
+                .find(|v| v.name == name)
+                .map(|v| v.value.clone().unwrap_or_default())
+        })
+    };
+    let mut argv: Vec<String> = match c.command.as_deref() {
+        Some(command) if !command.is_empty() => command.iter().map(expand).collect(),
+        _ => match config.entrypoint(&image) {
+            Some(entry) if !entry.is_empty() => entry.to_vec(),
+            _ => {
+                return Err(refuse(format!(
+                    "image {image:?} is not mapped to a program on this node and the container has no command"
+                )));
+            }
+        },
+    };
+    argv.extend(c.args.iter().flatten().map(expand));
     let size: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
     if size > MAX_ENVIRONMENT_BYTES {
         return Err(refuse(format!(
@@ -343,6 +359,7 @@ fn launch_of(
         cwd,
         mounts,
         ports: c.ports.clone().unwrap_or_default(),
+        probe_host: config.pod_ip.clone(),
         startup: c.startup_probe.clone(),
         liveness: c.liveness_probe.clone(),
         readiness: c.readiness_probe.clone(),
@@ -448,6 +465,41 @@ mod tests {
             "spec": spec,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn command_and_args_expand_the_containers_variables_as_the_kubelet_does() {
+        let mut config = ProcessConfig::new("/srv/pods");
+        config.images.insert(
+            "busybox".into(),
+            vec!["sh".into(), "-c".into(), "$(A)".into()],
+        );
+        let planned = plan(
+            &config,
+            None,
+            &pod(serde_json::json!({
+                "containers": [
+                    {"name": "cmd", "image": "x", "command": ["echo", "$(POD_IP)"],
+                     "args": ["$(POD_IP):$(PORT)", "$$(POD_IP)", "$(UNSET)"],
+                     "env": [{"name": "POD_IP", "value": "127.0.31.7"}, {"name": "PORT", "value": "8080"}]},
+                    {"name": "image", "image": "busybox", "args": ["$(A)"],
+                     "env": [{"name": "A", "value": "1"}]},
+                ],
+            })),
+        )
+        .unwrap();
+        assert_eq!(
+            planned.app[0].argv,
+            [
+                "echo",
+                "127.0.31.7",
+                "127.0.31.7:8080",
+                "$(POD_IP)",
+                "$(UNSET)"
+            ]
+        );
+        // The image's program is not expanded; the arguments are.
+        assert_eq!(planned.app[1].argv, ["sh", "-c", "$(A)", "1"]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Container probes — `exec`, `httpGet` and `tcpSocket` — with the
 //! kubelet's timings: `initialDelaySeconds`, `periodSeconds` (10),
 //! `timeoutSeconds` (1), `successThreshold` (1) and `failureThreshold`
-//! (3). Pods share the host's network, so `httpGet` and `tcpSocket` go to
-//! the host's loopback unless the probe names a host.
+//! (3). `httpGet` and `tcpSocket` connect to the probe's host, or to the
+//! pod's IP (the node's [`pod_ip`](crate::ProcessConfig::pod_ip), the
+//! host's loopback by default) as the kubelet's do.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -58,12 +59,18 @@ pub(crate) async fn check(probe: &Probe, launch: &Launch, timeout: Duration) -> 
         }
         if let Some(http) = &probe.http_get {
             let port = port(&http.port, &launch.ports)?;
-            let host = http.host.clone().unwrap_or_else(|| "127.0.0.1".into());
+            let host = http
+                .host
+                .clone()
+                .unwrap_or_else(|| launch.probe_host.clone());
             return http_check(&host, port, http.path.as_deref().unwrap_or("/")).await;
         }
         if let Some(tcp) = &probe.tcp_socket {
             let port = port(&tcp.port, &launch.ports)?;
-            let host = tcp.host.clone().unwrap_or_else(|| "127.0.0.1".into());
+            let host = tcp
+                .host
+                .clone()
+                .unwrap_or_else(|| launch.probe_host.clone());
             return tokio::net::TcpStream::connect((host.as_str(), port))
                 .await
                 .map(drop)

@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use stratus_pod::{
-    ByteStream, ContainerLogOptions, ContainerLogs, ContainerRef, PodError, PodLifecycleHandler,
-    PodNotifier, PodResources, PodStatusCallback, ResourceChange, ResourceChanges, Result,
+    ByteStream, ContainerLogOptions, ContainerLogs, ContainerRef, PodAddresses, PodError,
+    PodLifecycleHandler, PodNotifier, PodResources, PodStatusCallback, ResourceChange,
+    ResourceChanges, Result,
 };
 use tokio::sync::watch;
 
@@ -419,6 +420,15 @@ fn waiting(name: &str, image: &str, reason: &str) -> ContainerStatus {
 
 #[async_trait]
 impl PodLifecycleHandler for ProcessProvider {
+    /// Every pod has the node's address ([`ProcessConfig::pod_ip`]), known
+    /// before it starts: `status.podIP` in its environment is that address.
+    fn addresses_before_create(&self, _pod: &Pod) -> Option<PodAddresses> {
+        Some(PodAddresses {
+            pod_ip: self.inner.config.pod_ip.clone(),
+            host_ip: self.inner.config.pod_ip.clone(),
+        })
+    }
+
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let key = key_of(pod);
         let plan = plan(&self.inner.config, self.inner.cgroups.as_ref(), pod)?;

@@ -248,12 +248,13 @@ async fn never_fails_the_pod_with_the_exit_code() {
 async fn a_process_ignoring_sigterm_is_killed_at_the_deadline_with_its_children() {
     let node = node(ProcessProvider::new(config("grace"))).await;
     // The shell ignores TERM and starts a child that does too; it writes
-    // both PIDs for the test to look for.
+    // both PIDs for the test to look for (`$$$$` is the shell's `$$` once
+    // the kubelet's `$(VAR)` expansion has unescaped it).
     let spec = serde_json::json!({
         "terminationGracePeriodSeconds": 1,
         "containers": [{
             "name": "stubborn", "image": "busybox",
-            "args": ["trap '' TERM; (trap '' TERM; sleep 600) & echo \"$$ $!\"; wait"],
+            "args": ["trap '' TERM; (trap '' TERM; sleep 600) & echo \"$$$$ $!\"; wait"],
         }],
     });
     node.create("stubborn", spec).await;
@@ -515,6 +516,81 @@ async fn exec_and_port_forward_reach_the_real_processes() {
     .await;
     node.delete("web").await;
     let _ = std::fs::remove_dir_all(root("exec"));
+}
+
+/// A node with an address of its own: its pods know it as `status.podIP`
+/// from their first start, a server binding `$(POD_IP)` is probed and
+/// port-forwarded there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_knows_its_nodes_address_from_the_start_and_is_probed_there() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const ADDRESS: &str = "127.0.33.7";
+    let mut config = config("address");
+    config.pod_ip = ADDRESS.into();
+    let node = node(ProcessProvider::new(config)).await;
+    let port = std::net::TcpListener::bind((ADDRESS, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    node.create(
+        "web",
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "web", "image": "python:3",
+                "command": ["python3", "-u", "-m", "http.server", "$(PORT)", "--bind", "$(POD_IP)"],
+                "env": [
+                    {"name": "PORT", "value": port.to_string()},
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                ],
+                "readinessProbe": {"httpGet": {"path": "/", "port": port}, "periodSeconds": 1},
+            }],
+        }),
+    )
+    .await;
+    eventually(
+        "web Ready: probed at the pod's IP",
+        Duration::from_secs(30),
+        async || {
+            let p = node.pods.get("web").await.unwrap();
+            condition(&p, "Ready").as_deref() == Some("True")
+        },
+    )
+    .await;
+    let pod = node.pods.get("web").await.unwrap();
+    assert_eq!(
+        pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
+        Some(ADDRESS)
+    );
+    // Listening at the node's address only, not on 127.0.0.1.
+    assert!(
+        tokio::net::TcpStream::connect((ADDRESS, port))
+            .await
+            .is_ok()
+    );
+    assert!(
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+    );
+    let mut forwarder = node.pods.portforward("web", &[port]).await.unwrap();
+    let mut stream = forwarder.take_stream(port).unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+    drop(stream);
+    drop(forwarder);
+    node.delete("web").await;
+    let _ = std::fs::remove_dir_all(root("address"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,10 +1,10 @@
 //! Bringing the provider in line with the API: create, update, and the
 //! deletion of pods gone from the API.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{HostIP, Pod, PodIP};
 use std::time::Instant;
-use stratus_pod::PodError;
 use stratus_pod::env::{apply_resolved_env, resolve_pod_env};
+use stratus_pod::{PodAddresses, PodError};
 use stratus_runtime::events::EventType;
 use stratus_runtime::workqueue::Action;
 
@@ -152,13 +152,24 @@ impl Shared {
     }
 
     /// The pod as the provider gets it: environments resolved (events
-    /// recorded), unless resolution is off. A failure is retried; the pod
-    /// stays Pending (Go's rule: no ProviderFailed status for it).
+    /// recorded), unless resolution is off. Status addresses the pod does
+    /// not carry yet are the provider's
+    /// [`addresses_before_create`](stratus_pod::PodLifecycleHandler::addresses_before_create)
+    /// when it knows them. A failure is retried; the pod stays Pending
+    /// (Go's rule: no ProviderFailed status for it).
     pub(super) async fn with_env(&self, pod: &Pod) -> Result<Pod, SyncError> {
         if !self.config.resolve_env {
             return Ok(pod.clone());
         }
-        match resolve_pod_env(pod, self.resources.as_ref(), &self.env_options).await {
+        let addressed;
+        let source = match self.provider.addresses_before_create(pod) {
+            Some(addresses) => {
+                addressed = with_addresses(pod, addresses);
+                &addressed
+            }
+            _ => pod,
+        };
+        match resolve_pod_env(source, self.resources.as_ref(), &self.env_options).await {
             Ok(resolved) => {
                 for event in &resolved.events {
                     self.record(pod, EventType::Warning, event.reason, &event.message)
@@ -177,6 +188,26 @@ impl Shared {
             }
         }
     }
+}
+
+/// `pod` with the `addresses` its status does not carry yet, for
+/// resolving references to them.
+fn with_addresses(pod: &Pod, addresses: PodAddresses) -> Pod {
+    let mut pod = pod.clone();
+    let status = pod.status.get_or_insert_with(Default::default);
+    if status.pod_ip.as_ref().is_none_or(|ip| ip.is_empty()) {
+        status.pod_ips = Some(vec![PodIP {
+            ip: addresses.pod_ip.clone(),
+        }]);
+        status.pod_ip = Some(addresses.pod_ip);
+    }
+    if status.host_ip.as_ref().is_none_or(|ip| ip.is_empty()) {
+        status.host_ips = Some(vec![HostIP {
+            ip: addresses.host_ip.clone(),
+        }]);
+        status.host_ip = Some(addresses.host_ip);
+    }
+    pod
 }
 
 /// The node a pod is bound to.

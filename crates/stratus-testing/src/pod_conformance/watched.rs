@@ -110,4 +110,8 @@ impl PodLifecycleHandler for Watched {
     fn resource_changes(&self) -> Option<&dyn ResourceChanges> {
         self.inner.resource_changes()
     }
+
+    fn addresses_before_create(&self, pod: &Pod) -> Option<stratus_pod::PodAddresses> {
+        self.inner.addresses_before_create(pod)
+    }
 }
