@@ -1,7 +1,9 @@
 //! The whole manager with the `local` provider (`backends: endpoints`) on
 //! the harness API server: a LoadBalancer Service gets the local cloud's
 //! address, traffic through it reaches the pods' servers, and a pod that
-//! stops being ready, or is deleted, is out of the load balancer at once.
+//! stops being ready, or is deleted, is out of the load balancer at once;
+//! process pods (real servers on their nodes' own addresses) behind a
+//! Service made by kubectl restart without a failed request.
 
 mod common;
 
@@ -528,4 +530,289 @@ impl Manager {
         self.running.wait().await.unwrap();
         let _ = std::fs::remove_file(&self.kubeconfig);
     }
+}
+
+/// A process pod's HTTP server: answers every GET with the pod's name, on
+/// `$(POD_IP)`:8080 (its node's own loopback address).
+const POD_SERVER: &str = r#"
+import http.server, sys
+ip, name = sys.argv[1], sys.argv[2].encode()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(name)))
+        self.end_headers()
+        self.wfile.write(name)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((ip, 8080), Handler).serve_forever()
+"#;
+
+/// Process node `i` of the test: its pods' address is `127.0.32.<i + 1>`.
+fn process_node_ip(i: usize) -> String {
+    format!("127.0.32.{}", i + 1)
+}
+
+/// Start process node `vk-web-<i>` on `cluster`: pods are real processes
+/// with the node's own loopback address.
+async fn start_process_node(
+    cluster: &TestCluster,
+    i: usize,
+    root: &std::path::Path,
+    stopped: watch::Receiver<bool>,
+) {
+    let mut config = stratus_provider_process::ProcessConfig::new(root.join(i.to_string()));
+    config.pod_ip = process_node_ip(i);
+    let provider = stratus_provider_process::ProcessProvider::new(config);
+    let node = stratus_testing::kubelet_api::virtual_node_with_api(
+        cluster.server(),
+        stratus_kubelet::node::NodeConfig::new(format!("vk-web-{i}"), "process"),
+        Arc::new(provider) as Arc<dyn stratus_pod::PodLifecycleHandler>,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(node.run(stopped));
+}
+
+/// Create pod `name` of the app `web` on process node `i`: `POD_SERVER`
+/// with a readiness probe, and a `preStop` sleep that keeps it serving
+/// while its endpoint is taken out, as a rolling update's pods do.
+async fn create_process_pod(pods: &Api<Pod>, name: &str, i: usize) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {
+            "nodeName": format!("vk-web-{i}"),
+            "terminationGracePeriodSeconds": 10,
+            "containers": [{
+                "name": "server", "image": "python:3",
+                "command": ["python3", "-c", POD_SERVER, "$(POD_IP)", "$(POD_NAME)"],
+                "env": [
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ],
+                "ports": [{"containerPort": 8080}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "2"]}}},
+            }],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+/// Whether pod `name` is Ready.
+async fn pod_ready(pods: &Api<Pod>, name: &str) -> bool {
+    pods.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.status?.conditions)
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// `GET /` over HTTP/1.0: the body of a 200 answer, or what went wrong.
+async fn get_body(addr: SocketAddr) -> Result<String, String> {
+    let exchange = async {
+        let mut s = TcpStream::connect(addr).await?;
+        s.write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n").await?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    match answer.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.0 200") => Ok(body.to_owned()),
+        _ => Err(format!("answer {answer:?}")),
+    }
+}
+
+/// `kubectl create service loadbalancer web --tcp=80:8080` (selector
+/// `app=web`), or the same Service through the API where kubectl is not
+/// installed.
+async fn kubectl_create_web_service(kubeconfig: &std::path::Path, services: &Api<Service>) {
+    let out = std::process::Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args([
+            "-n",
+            "default",
+            "create",
+            "service",
+            "loadbalancer",
+            "web",
+            "--tcp=80:8080",
+        ])
+        .output();
+    match out {
+        Ok(out) => assert!(
+            out.status.success(),
+            "kubectl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("kubectl is not installed: the Service is created through the API");
+            let svc: Service = serde_json::from_value(json!({
+                "metadata": {"name": "web"},
+                "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                         "ports": [{"name": "80-8080", "port": 80, "targetPort": 8080}]}
+            }))
+            .unwrap();
+            services.create(&PostParams::default(), &svc).await.unwrap();
+        }
+        Err(e) => panic!("kubectl: {e}"),
+    }
+}
+
+/// The issue's end-to-end case on one machine: three process pods (real
+/// Python servers, each on its node's own address) behind a LoadBalancer
+/// Service created with kubectl; requests through the external IP reach
+/// all three; a rolling restart (a new pod Ready, then an old one deleted,
+/// out of the load balancer while its process still serves) fails none of
+/// more than 1,000 requests; the Service deleted releases the address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_request() {
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.32.0/24".parse().unwrap(),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    let cloud_client = provider.client().clone();
+    let manager = start_manager(&cluster, provider, "service").await;
+    let root = std::env::temp_dir().join(format!("stratus-local-process-{}", std::process::id()));
+    let (stop_nodes, nodes_stopped) = watch::channel(false);
+    for i in 0..6 {
+        start_process_node(&cluster, i, &root, nodes_stopped.clone()).await;
+    }
+
+    // Three replicas on nodes 0-2, behind a Service made by kubectl.
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    for i in 0..3 {
+        create_process_pod(&pods, &format!("web-a-{i}"), i).await;
+    }
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    kubectl_create_web_service(&manager.kubeconfig, &services).await;
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    // Requests are spread over the three.
+    let mut seen = BTreeMap::<String, u32>::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 3 && Instant::now() < deadline {
+        match get_body(address).await {
+            Ok(name) => *seen.entry(name).or_default() += 1,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        ["web-a-0", "web-a-1", "web-a-2"]
+    );
+
+    // Requests, one after the other, for the whole restart.
+    let (done_tx, done_rx) = watch::channel(false);
+    let client = tokio::spawn(async move {
+        let (mut answers, mut failed) = (BTreeMap::<String, u64>::new(), Vec::new());
+        let mut total = 0u64;
+        while !*done_rx.borrow() || total < 1_000 {
+            match get_body(address).await {
+                Ok(name) => *answers.entry(name).or_default() += 1,
+                Err(e) => failed.push(e),
+            }
+            total += 1;
+        }
+        (answers, failed)
+    });
+
+    // The rolling restart, as a Deployment's (maxSurge 1, maxUnavailable
+    // 0): a new pod Ready, then an old one deleted.
+    for i in 0..3 {
+        let new = format!("web-b-{i}");
+        create_process_pod(&pods, &new, 3 + i).await;
+        eventually(&format!("{new} Ready"), Duration::from_secs(30), || {
+            pod_ready(&pods, &new)
+        })
+        .await;
+        let old = format!("web-a-{i}");
+        pods.delete(&old, &DeleteParams::default()).await.unwrap();
+        // Out of the load balancer while its process still serves (its
+        // preStop hook holds SIGTERM back for 2 s).
+        eventually(
+            &format!("{old} out of the load balancer"),
+            Duration::from_secs(2),
+            || async {
+                !lb_backends(&cloud_client)
+                    .await
+                    .contains(&process_node_ip(i))
+            },
+        )
+        .await;
+        let direct: SocketAddr = format!("{}:8080", process_node_ip(i)).parse().unwrap();
+        assert_eq!(get_body(direct).await.as_deref(), Ok(old.as_str()));
+        eventually(&format!("{old} gone"), Duration::from_secs(20), || async {
+            matches!(pods.get_opt(&old).await, Ok(None))
+        })
+        .await;
+    }
+    let _ = done_tx.send(true);
+    let (answers, failed) = client.await.unwrap();
+    let total = answers.values().sum::<u64>() + failed.len() as u64;
+    println!(
+        "{total} requests during the rolling restart: {answers:?}, {} failed",
+        failed.len()
+    );
+    assert!(total >= 1_000, "only {total} requests");
+    assert!(
+        failed.is_empty(),
+        "{} of {total} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    let mut backends = lb_backends(&cloud_client).await;
+    backends.sort();
+    assert_eq!(
+        backends,
+        [process_node_ip(3), process_node_ip(4), process_node_ip(5)]
+    );
+
+    // The Service deleted: the address is released, nothing listens on it.
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the load balancer deleted", WAIT, || async {
+        cloud_client
+            .list_all::<stratus_local_cloud::api::LoadBalancer>("/v1/load-balancers")
+            .await
+            .is_ok_and(|l| l.is_empty())
+    })
+    .await;
+    assert!(TcpStream::connect(address).await.is_err());
+
+    for i in 0..3 {
+        pods.delete(&format!("web-b-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    eventually("the pods gone", Duration::from_secs(30), || async {
+        pods.list(&Default::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    let _ = stop_nodes.send(true);
+    manager.stop().await;
+    cloud.stop().await;
+    let _ = std::fs::remove_dir_all(&root);
 }
