@@ -136,7 +136,10 @@ spec:
       containers:
       - name: server
         image: python:3
-        args: ["-u", "-m", "http.server", "$server_port", "--bind", "127.0.0.1"]
+        # The node's address, known before the pod starts; probes and
+        # port-forward go there, as the kubelet's do.
+        args: ["-u", "-m", "http.server", "$server_port", "--bind", "\$(POD_IP)"]
+        env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]
         readinessProbe: {tcpSocket: {port: $server_port}, periodSeconds: 1}
 YAML
 check "kubectl apply three Deployments" "deployment.apps/web created" k apply -f "$work/apps.yaml"

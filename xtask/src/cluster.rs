@@ -703,7 +703,8 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
+/// Run `ip ARGS`: its error output when it fails.
+pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
         .output()
@@ -719,7 +720,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-fn address_present(address: &str) -> bool {
+/// Whether `address` is on the loopback device.
+pub(crate) fn address_present(address: &str) -> bool {
     Command::new("ip")
         .args(["-o", "addr", "show", "dev", "lo"])
         .output()

@@ -9,9 +9,11 @@
 //! manager with its provider `local` (the cloud-node controller initializes
 //! the nodes: provider ID, instance-type / zone / region labels, addresses,
 //! taint removed; the service controller provisions the LoadBalancer
-//! Services' load balancers, straight to their ready endpoints), a process
-//! pod exposed with `kubectl expose --type=LoadBalancer` and a page fetched
-//! through its external IP, and a virtual node
+//! Services' load balancers, straight to their ready endpoints), three
+//! replicas of a web server on three process nodes with addresses of their
+//! own behind a LoadBalancer Service made by kubectl (requests spread over
+//! them, a UDP datagram, a rolling restart without a failed request, the
+//! Service deleted and its address released: `demo_web`), and a virtual node
 //! (`vk-demo`, MockPodProvider) running pods the scheduler binds to it;
 //! shows progress and a summary. On the real control plane the manager runs
 //! as its ServiceAccount under `docs/deploy/rbac.yaml` (with
@@ -450,7 +452,19 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         })
         .collect();
     let node_address = home.node_address();
-    let cloud = match crate::demo_local_cloud::start(&instances, node_address.as_deref()).await {
+    let real = args.control_plane == ControlPlane::Real;
+    // Backends outside 127/8 the cloud may connect to: the process nodes'
+    // pod addresses on the real control plane.
+    let extra_backends: Vec<String> = if real {
+        node_address
+            .iter()
+            .cloned()
+            .chain(crate::demo_web::addresses(true))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let cloud = match crate::demo_local_cloud::start(&instances, &extra_backends).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -463,6 +477,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);
     let controllers_stopped_vk = controllers_stopped.clone();
     let controllers_stopped_process = controllers_stopped.clone();
+    let controllers_stopped_web = controllers_stopped.clone();
     let controllers_stopped_offload = controllers_stopped.clone();
     let flags = match ManagerFlags::try_parse_from(
         [
@@ -547,6 +562,19 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Three more, one replica of a web server each, for the local cloud's
+    // load balancer.
+    let web_demo = match crate::demo_web::start(&site, "demo", real, controllers_stopped_web).await
+    {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            process_demo
+                .delete_pod(&Api::namespaced(client.clone(), "demo"))
+                .await;
             return ExitCode::FAILURE;
         }
     };
@@ -763,21 +791,17 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
             false
         }
     };
-    // A process pod behind a load balancer of the local cloud, the Service
+    // The web app behind a load balancer of the local cloud, the Service
     // made by kubectl.
-    let exposed_ok = match cloud
-        .expose_and_fetch(
-            &client,
-            &args.kubeconfig,
-            "demo",
-            crate::demo_process::PROCESS_POD,
-            process_demo.port,
-            Duration::from_secs(30),
-        )
+    let exposed_ok = match web_demo
+        .run(&client, &args.kubeconfig, "demo", &cloud)
         .await
     {
-        Ok(line) => {
-            println!("  a LoadBalancer Service of the local cloud: {line}");
+        Ok(lines) => {
+            println!("  the local cloud's load balancer:");
+            for line in lines {
+                println!("    {line}");
+            }
             true
         }
         Err(e) => {
@@ -805,7 +829,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
     };
     println!("  time taken: {:.1}s", started.elapsed().as_secs_f64());
     if !converged || !kubelet_api_ok || !process_ok || !offload_ok || !exposed_ok || !audit_ok {
-        cloud.unexpose(&client, "demo").await;
+        web_demo.delete(&client, "demo").await;
         process_demo.delete_pod(&pods).await;
         offload_demo.delete_pods(&pods).await;
         eprintln!(
@@ -822,14 +846,15 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
              kubectl --kubeconfig {0} -n demo logs -f hello-process, \
              kubectl --kubeconfig {0} -n demo port-forward hello-process {1}, \
              kubectl --kubeconfig {0} -n demo logs burst-0, \
-             kubectl --kubeconfig {0} -n demo get svc {2} (curl its EXTERNAL-IP)",
+             kubectl --kubeconfig {0} -n demo create service loadbalancer {2} --tcp=80:8080 \
+             (then kubectl get svc {2}, curl its EXTERNAL-IP)",
             args.kubeconfig.display(),
             process_demo.port,
-            crate::demo_local_cloud::EXPOSED
+            crate::demo_web::APP
         );
         crate::wait_for_signal().await;
     }
-    cloud.unexpose(&client, "demo").await;
+    web_demo.delete(&client, "demo").await;
     process_demo.delete_pod(&pods).await;
     offload_demo.delete_pods(&pods).await;
     let _ = stop_controllers.send(true);
@@ -850,6 +875,10 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
     }
     if let Ok(Err(e)) = process_demo.task.await {
         eprintln!("error: the process node stopped with an error: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Err(e) = web_demo.stop().await {
+        eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }
     if let Err(e) = offload_demo.stop().await {

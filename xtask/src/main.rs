@@ -35,6 +35,7 @@ mod demo;
 mod demo_local_cloud;
 mod demo_offload;
 mod demo_process;
+mod demo_web;
 mod e2e;
 mod fidelity;
 mod fuzz;

@@ -1,0 +1,589 @@
+//! The demo's web app on the local cloud: three process nodes, each with
+//! an address of its own that its pods get as `status.podIP`, one replica
+//! of a Python server on each (HTTP on 8080 and UDP on 8081, both answering
+//! with the pod's name), exposed with `kubectl create service loadbalancer`
+//! and a UDP port added with `kubectl patch`. The demo then spreads
+//! requests over the replicas, sends a datagram, restarts the replicas one
+//! by one under load (each deleted replica out of the load balancer before
+//! its process stops), and deletes the Service (its address released).
+//!
+//! The replicas are pods the demo creates itself, as a ReplicaSet does:
+//! the harness API server has no Deployment controller.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use stratus_kubelet::node::NodeConfig;
+use stratus_provider_process::{ProcessConfig, ProcessProvider};
+use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::demo_local_cloud::LocalCloudDemo;
+
+/// The app's name: its pods' `app` label and its Service.
+pub(crate) const APP: &str = "hello-web";
+/// Replicas, one per process node.
+const REPLICAS: usize = 3;
+/// Requests the rolling restart is measured over, at least.
+const RESTART_REQUESTS: u64 = 1_000;
+
+/// Each replica's server: HTTP on 8080 and UDP on 8081 of `$(POD_IP)`,
+/// both answering with the pod's name.
+const SERVER: &str = r#"
+import http.server, socket, sys, threading
+ip, name = sys.argv[1], sys.argv[2].encode()
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((ip, 8081))
+    while True:
+        _, peer = s.recvfrom(2048)
+        s.sendto(name, peer)
+threading.Thread(target=udp, daemon=True).start()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(name)))
+        self.end_headers()
+        self.wfile.write(name)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer((ip, 8080), Handler).serve_forever()
+"#;
+
+/// The web app's nodes and the loopback addresses the demo added for them.
+pub(crate) struct WebDemo {
+    tasks: Vec<tokio::task::JoinHandle<Result<(), stratus_kubelet::VirtualNodeError>>>,
+    addresses: Vec<String>,
+    added: Vec<String>,
+    root: PathBuf,
+}
+
+/// The pod addresses of the web nodes: loopback ones on the harness; on
+/// the real control plane (kube-controller-manager refuses loopback
+/// endpoints) addresses from 198.18.0.0/15 (RFC 2544, no host anywhere)
+/// that the demo puts on the loopback device while it runs.
+pub(crate) fn addresses(real: bool) -> Vec<String> {
+    (1..=REPLICAS)
+        .map(|i| {
+            if real {
+                format!("198.18.84.{i}")
+            } else {
+                format!("127.0.78.{i}")
+            }
+        })
+        .collect()
+}
+
+/// The name of web node `i`.
+fn node_name(i: usize) -> String {
+    format!("vk-web-{i}")
+}
+
+/// The name of replica `i`.
+fn pod_name(i: usize) -> String {
+    format!("{APP}-{i}")
+}
+
+/// Start the web nodes at `site` and create the replicas in `namespace`.
+pub(crate) async fn start(
+    site: &KubeletApiSite,
+    namespace: &str,
+    real: bool,
+    stopped: watch::Receiver<bool>,
+) -> Result<WebDemo, String> {
+    let root = std::env::temp_dir().join(format!("stratus-demo-web-{}", std::process::id()));
+    let mut demo = WebDemo {
+        tasks: Vec::new(),
+        addresses: addresses(real),
+        added: Vec::new(),
+        root,
+    };
+    if real {
+        for address in demo.addresses.clone() {
+            if !crate::cluster::address_present(&address) {
+                crate::cluster::ip(&["addr", "add", &format!("{address}/32"), "dev", "lo"])
+                    .map_err(|e| format!("the web nodes' addresses: {e}"))?;
+                demo.added.push(address);
+            }
+        }
+    }
+    for (i, address) in demo.addresses.iter().enumerate() {
+        let mut config = ProcessConfig::new(demo.root.join(node_name(i)));
+        config.pod_ip = address.clone();
+        config
+            .images
+            .insert("python".into(), vec!["python3".into()]);
+        let capacity = config.host_capacity();
+        let provider = Arc::new(ProcessProvider::new(config).with_node_name(node_name(i)));
+        let mut node_config =
+            NodeConfig::new(node_name(i), stratus_provider_process::PROVIDER_NAME);
+        node_config.capacity = capacity;
+        node_config.labels.insert(
+            "node.kubernetes.io/exclude-from-external-load-balancers".into(),
+            "true".into(),
+        );
+        let node = virtual_node_builder_at(site, node_config, provider)
+            .await
+            .and_then(|b| Ok(b.build()?))
+            .map_err(|e| format!("the web node {}: {e}", node_name(i)))?;
+        demo.tasks.push(tokio::spawn(node.run(stopped.clone())));
+    }
+    let pods: Api<Pod> = Api::namespaced(site.client.clone(), namespace);
+    for i in 0..REPLICAS {
+        create_replica(&pods, i).await?;
+    }
+    Ok(demo)
+}
+
+/// Create replica `i` on web node `i`: the server with a readiness probe,
+/// and a `preStop` sleep that keeps it serving while its endpoint is taken
+/// out of the load balancer.
+async fn create_replica(pods: &Api<Pod>, i: usize) -> Result<(), String> {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": pod_name(i), "labels": {"app": APP}},
+        "spec": {
+            "nodeName": node_name(i),
+            "terminationGracePeriodSeconds": 10,
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{
+                "name": "server", "image": "python:3",
+                "args": ["-c", SERVER, "$(POD_IP)", "$(POD_NAME)"],
+                "env": [
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ],
+                "ports": [{"name": "http", "containerPort": 8080},
+                          {"name": "udp", "containerPort": 8081, "protocol": "UDP"}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "2"]}}},
+            }],
+        },
+    }))
+    .map_err(|e| e.to_string())?;
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .map_err(|e| format!("creating {}: {e}", pod_name(i)))?;
+    Ok(())
+}
+
+/// Whether pod `name` is Ready.
+async fn ready(pods: &Api<Pod>, name: &str) -> bool {
+    pods.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.status?.conditions)
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Wait until `done` holds, checking every 50 ms, or fail saying `what`.
+async fn wait_for<F, Fut>(what: &str, within: Duration, mut done: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !done().await {
+        if Instant::now() > deadline {
+            return Err(format!("{what}: not within {within:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// Wait until `found` gives a value, trying every 50 ms, or fail saying
+/// `what`.
+async fn wait_value<T, F, Fut>(what: &str, within: Duration, mut found: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = found().await {
+            return Ok(value);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}: not within {within:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Run `kubectl ARGS` with `kubeconfig` in `namespace`: `Ok(None)` when
+/// kubectl is not installed.
+fn kubectl(kubeconfig: &Path, namespace: &str, args: &[&str]) -> Result<Option<()>, String> {
+    match std::process::Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(["-n", namespace])
+        .args(args)
+        .output()
+    {
+        Ok(out) if out.status.success() => Ok(Some(())),
+        Ok(out) => Err(format!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("kubectl: {e}")),
+    }
+}
+
+/// `GET /` over HTTP/1.0: the body of a 200 answer, or what went wrong.
+async fn get_body(addr: SocketAddr) -> Result<String, String> {
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(b"GET / HTTP/1.0\r\nHost: demo\r\n\r\n").await?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| "no answer within 5 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    match answer.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.0 200") => Ok(body.to_owned()),
+        _ => Err(format!("answer {answer:?}")),
+    }
+}
+
+/// One datagram to `addr`: the answer, or why none came.
+async fn udp_exchange(addr: SocketAddr) -> Result<String, String> {
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    socket
+        .send_to(b"ping", addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 2048];
+    let (n, _) = tokio::time::timeout(Duration::from_secs(1), socket.recv_from(&mut buf))
+        .await
+        .map_err(|_| "no answer within 1 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// The Service's external IP.
+fn ingress_ip(svc: &Service) -> Option<String> {
+    svc.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+/// The backend addresses of the load balancer at `ip`.
+async fn backends(cloud: &LocalCloudDemo, ip: &str) -> Result<Vec<String>, String> {
+    Ok(cloud
+        .load_balancers()
+        .await?
+        .into_iter()
+        .filter(|lb| lb.address == ip)
+        .flat_map(|lb| lb.spec.listeners)
+        .flat_map(|l| l.backends)
+        .map(|b| b.address)
+        .collect())
+}
+
+impl WebDemo {
+    /// The app's whole story (see the module docs): the summary lines, or
+    /// what failed.
+    pub(crate) async fn run(
+        &self,
+        client: &kube::Client,
+        kubeconfig: &Path,
+        namespace: &str,
+        cloud: &LocalCloudDemo,
+    ) -> Result<Vec<String>, String> {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+        let mut lines = Vec::new();
+        for i in 0..REPLICAS {
+            let name = pod_name(i);
+            wait_for(&format!("{name} Ready"), Duration::from_secs(60), || {
+                ready(&pods, &name)
+            })
+            .await?;
+        }
+
+        // The Service, by kubectl (through the API where it is missing).
+        let created = Instant::now();
+        let how = match kubectl(
+            kubeconfig,
+            namespace,
+            &["create", "service", "loadbalancer", APP, "--tcp=80:8080"],
+        )? {
+            Some(()) => "kubectl create service loadbalancer",
+            None => {
+                let svc: Service = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": APP},
+                    "spec": {"type": "LoadBalancer", "selector": {"app": APP},
+                             "ports": [{"name": "80-8080", "port": 80, "targetPort": 8080}]}
+                }))
+                .map_err(|e| e.to_string())?;
+                services
+                    .create(&PostParams::default(), &svc)
+                    .await
+                    .map_err(|e| format!("creating {APP}: {e}"))?;
+                "the API (kubectl is not installed)"
+            }
+        };
+        let ip = wait_value("an external IP", Duration::from_secs(30), || async {
+            services
+                .get_opt(APP)
+                .await
+                .ok()
+                .flatten()
+                .as_ref()
+                .and_then(ingress_ip)
+        })
+        .await?;
+        let external_ip_after = created.elapsed();
+        let address: SocketAddr = format!("{ip}:80")
+            .parse()
+            .map_err(|e| format!("{ip}: {e}"))?;
+
+        // Spread: one request after the other, counted per replica.
+        let mut answers = BTreeMap::<String, u32>::new();
+        wait_for(
+            "a page through the external IP",
+            Duration::from_secs(30),
+            || async { get_body(address).await.is_ok() },
+        )
+        .await?;
+        for _ in 0..30 {
+            *answers.entry(get_body(address).await?).or_default() += 1;
+        }
+        lines.push(format!(
+            "{APP} ({REPLICAS} replicas on vk-web-0..2, pod IPs {}) exposed with {how}: external IP {ip} after {:.0} ms; 30 GETs answered by {answers:?}",
+            self.addresses.join(", "),
+            external_ip_after.as_secs_f64() * 1000.0
+        ));
+
+        // UDP: a port added with kubectl patch, one datagram through it.
+        let udp_port = serde_json::json!([{"op": "add", "path": "/spec/ports/-",
+            "value": {"name": "udp", "port": 53, "protocol": "UDP", "targetPort": 8081}}]);
+        let udp_how = match kubectl(
+            kubeconfig,
+            namespace,
+            &[
+                "patch",
+                "service",
+                APP,
+                "--type=json",
+                "-p",
+                &udp_port.to_string(),
+            ],
+        )? {
+            Some(()) => "kubectl patch",
+            None => {
+                // A merge patch replaces the list: both ports.
+                let ports = serde_json::json!({"spec": {"ports": [
+                    {"name": "80-8080", "port": 80, "targetPort": 8080},
+                    {"name": "udp", "port": 53, "protocol": "UDP", "targetPort": 8081},
+                ]}});
+                services
+                    .patch(APP, &PatchParams::default(), &Patch::Merge(&ports))
+                    .await
+                    .map_err(|e| format!("patching {APP}: {e}"))?;
+                "the API"
+            }
+        };
+        let udp_address: SocketAddr = format!("{ip}:53")
+            .parse()
+            .map_err(|e| format!("{ip}: {e}"))?;
+        let datagram = wait_value(
+            "a UDP answer through port 53",
+            Duration::from_secs(30),
+            || async { udp_exchange(udp_address).await.ok() },
+        )
+        .await?;
+        lines.push(format!(
+            "UDP port 53 added with {udp_how}: a datagram to {udp_address} answered by {}",
+            datagram
+        ));
+
+        // A rolling restart under requests one after the other.
+        let (done_tx, done_rx) = watch::channel(false);
+        let load = tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u64, Vec::new());
+            while !*done_rx.borrow() || ok + (failed.len() as u64) < RESTART_REQUESTS {
+                match get_body(address).await {
+                    Ok(_) => ok += 1,
+                    Err(e) => failed.push(e),
+                }
+            }
+            (ok, failed)
+        });
+        let restart = self.rolling_restart(&pods, cloud, &ip).await;
+        let _ = done_tx.send(true);
+        let (ok, failed) = load.await.map_err(|e| e.to_string())?;
+        let out_before_stop = restart?;
+        let total = ok + failed.len() as u64;
+        lines.push(format!(
+            "rolling restart of {APP} (each replica deleted, out of the load balancer after {}, its process still serving, then recreated): {total} requests, {} failed",
+            out_before_stop.join(" / "),
+            failed.len()
+        ));
+        if !failed.is_empty() {
+            return Err(format!(
+                "{} of {total} requests failed during the rolling restart: {:?}",
+                failed.len(),
+                &failed[..failed.len().min(3)]
+            ));
+        }
+
+        // The Service deleted: the address released, nothing listening.
+        match kubectl(kubeconfig, namespace, &["delete", "service", APP])? {
+            Some(()) => {}
+            None => {
+                services
+                    .delete(APP, &DeleteParams::default())
+                    .await
+                    .map_err(|e| format!("deleting {APP}: {e}"))?;
+            }
+        }
+        wait_for(
+            "the load balancer deleted",
+            Duration::from_secs(30),
+            || async {
+                backends(cloud, &ip).await.is_ok_and(|b| b.is_empty())
+                    && cloud
+                        .load_balancers()
+                        .await
+                        .is_ok_and(|l| l.iter().all(|lb| lb.address != ip))
+            },
+        )
+        .await?;
+        if tokio::net::TcpStream::connect(address).await.is_ok() {
+            return Err(format!(
+                "{address} still accepts connections after the Service was deleted"
+            ));
+        }
+        lines.push(format!(
+            "{APP} deleted: its load balancer is gone and {address} refuses connections"
+        ));
+        Ok(lines)
+    }
+
+    /// Delete each replica in turn; wait until it is out of the load
+    /// balancer (checking its process still answers directly), gone, and
+    /// its successor Ready. The times each took to leave the load balancer.
+    async fn rolling_restart(
+        &self,
+        pods: &Api<Pod>,
+        cloud: &LocalCloudDemo,
+        ip: &str,
+    ) -> Result<Vec<String>, String> {
+        let mut out = Vec::new();
+        for (i, address) in self.addresses.iter().enumerate() {
+            let name = pod_name(i);
+            let deleted = Instant::now();
+            pods.delete(&name, &DeleteParams::default())
+                .await
+                .map_err(|e| format!("deleting {name}: {e}"))?;
+            wait_for(
+                &format!("{name} out of the load balancer"),
+                Duration::from_secs(2),
+                || async {
+                    backends(cloud, ip)
+                        .await
+                        .is_ok_and(|b| !b.contains(address))
+                },
+            )
+            .await?;
+            let took = deleted.elapsed();
+            let direct: SocketAddr = format!("{address}:8080")
+                .parse()
+                .map_err(|e| format!("{e}"))?;
+            match get_body(direct).await {
+                Ok(answer) if answer == name => {}
+                other => {
+                    return Err(format!(
+                        "{name} stopped before it left the load balancer: {other:?}"
+                    ));
+                }
+            }
+            out.push(format!("{:.0} ms", took.as_secs_f64() * 1000.0));
+            wait_for(&format!("{name} gone"), Duration::from_secs(30), || async {
+                matches!(pods.get_opt(&name).await, Ok(None))
+            })
+            .await?;
+            create_replica(pods, i).await?;
+            wait_for(
+                &format!("the new {name} Ready"),
+                Duration::from_secs(60),
+                || ready(pods, &name),
+            )
+            .await?;
+            wait_for(
+                &format!("the new {name} in the load balancer"),
+                Duration::from_secs(10),
+                || async { backends(cloud, ip).await.is_ok_and(|b| b.contains(address)) },
+            )
+            .await?;
+        }
+        Ok(out)
+    }
+
+    /// Delete the replicas and the Service (after a failure), and wait
+    /// until the pods' processes are gone.
+    pub(crate) async fn delete(&self, client: &kube::Client, namespace: &str) {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+        let _ = services.delete(APP, &DeleteParams::default()).await;
+        for i in 0..REPLICAS {
+            let _ = pods.delete(&pod_name(i), &DeleteParams::default()).await;
+        }
+        for i in 0..REPLICAS {
+            let name = pod_name(i);
+            if wait_for(&name, Duration::from_secs(30), || async {
+                matches!(pods.get_opt(&name).await, Ok(None))
+            })
+            .await
+            .is_err()
+            {
+                eprintln!("warning: {name} was not deleted within 30s");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+
+    /// Wait for the nodes to stop (the demo's stop signal) and remove the
+    /// loopback addresses the demo added.
+    pub(crate) async fn stop(mut self) -> Result<(), String> {
+        let mut result = Ok(());
+        for task in std::mem::take(&mut self.tasks) {
+            if let Ok(Err(e)) = task.await {
+                result = Err(format!("a web node stopped with an error: {e}"));
+            }
+        }
+        result
+    }
+}
+
+impl Drop for WebDemo {
+    fn drop(&mut self) {
+        for address in &self.added {
+            if let Err(e) =
+                crate::cluster::ip(&["addr", "del", &format!("{address}/32"), "dev", "lo"])
+            {
+                eprintln!("warning: {e}");
+            }
+        }
+    }
+}
