@@ -7,8 +7,12 @@
 //! by one under load (each deleted replica out of the load balancer before
 //! its process stops), and deletes the Service (its address released).
 //!
-//! The replicas are pods the demo creates itself, as a ReplicaSet does:
-//! the harness API server has no Deployment controller.
+//! On the real control plane the replicas are a Deployment's (one per node:
+//! they select the web nodes and hold host port 8080), exposed with
+//! `kubectl expose deployment` and restarted with `kubectl rollout
+//! restart`; on the harness, which has no Deployment controller, they are
+//! pods the demo creates itself, as a ReplicaSet does, exposed with
+//! `kubectl create service loadbalancer` and replaced one by one.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,9 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use stratus_kubelet::node::NodeConfig;
+use stratus_kubelet::resources::ApiResources;
 use stratus_provider_process::{ProcessConfig, ProcessProvider};
 use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -58,6 +64,8 @@ http.server.ThreadingHTTPServer((ip, 8080), Handler).serve_forever()
 
 /// The web app's nodes and the loopback addresses the demo added for them.
 pub(crate) struct WebDemo {
+    /// The replicas are a Deployment's (the real control plane).
+    deployment: bool,
     tasks: Vec<tokio::task::JoinHandle<Result<(), stratus_kubelet::VirtualNodeError>>>,
     addresses: Vec<String>,
     added: Vec<String>,
@@ -99,6 +107,7 @@ pub(crate) async fn start(
 ) -> Result<WebDemo, String> {
     let root = std::env::temp_dir().join(format!("stratus-demo-web-{}", std::process::id()));
     let mut demo = WebDemo {
+        deployment: real,
         tasks: Vec::new(),
         addresses: addresses(real),
         added: Vec::new(),
@@ -120,7 +129,17 @@ pub(crate) async fn start(
             .images
             .insert("python".into(), vec!["python3".into()]);
         let capacity = config.host_capacity();
-        let provider = Arc::new(ProcessProvider::new(config).with_node_name(node_name(i)));
+        // ConfigMaps and Secrets (on a real control plane every pod mounts
+        // `kube-root-ca.crt` through its ServiceAccount's projected volume).
+        let resources: Arc<dyn stratus_pod::PodResources> = Arc::new(ApiResources::new(
+            site.client.clone(),
+            Duration::from_secs(60),
+        ));
+        let provider = Arc::new(
+            ProcessProvider::new(config)
+                .with_node_name(node_name(i))
+                .with_resources(resources.clone()),
+        );
         let mut node_config =
             NodeConfig::new(node_name(i), stratus_provider_process::PROVIDER_NAME);
         node_config.capacity = capacity;
@@ -128,48 +147,114 @@ pub(crate) async fn start(
             "node.kubernetes.io/exclude-from-external-load-balancers".into(),
             "true".into(),
         );
+        node_config
+            .labels
+            .insert(WEB_NODE_LABEL.into(), "true".into());
         let node = virtual_node_builder_at(site, node_config, provider)
             .await
-            .and_then(|b| Ok(b.build()?))
+            .and_then(|b| Ok(b.resources(resources).build()?))
             .map_err(|e| format!("the web node {}: {e}", node_name(i)))?;
         demo.tasks.push(tokio::spawn(node.run(stopped.clone())));
     }
-    let pods: Api<Pod> = Api::namespaced(site.client.clone(), namespace);
-    for i in 0..REPLICAS {
-        create_replica(&pods, i).await?;
+    if real {
+        let deployment: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": APP},
+            "spec": {
+                "replicas": REPLICAS,
+                "selector": {"matchLabels": {"app": APP}},
+                // One node's replica down at a time: a new one can only
+                // take the node (its host port) once the old one is gone.
+                "strategy": {"type": "RollingUpdate",
+                             "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+                "template": {
+                    "metadata": {"labels": {"app": APP}},
+                    "spec": replica_spec(None),
+                },
+            },
+        }))
+        .map_err(|e| e.to_string())?;
+        Api::<Deployment>::namespaced(site.client.clone(), namespace)
+            .create(&PostParams::default(), &deployment)
+            .await
+            .map_err(|e| format!("creating the Deployment {APP}: {e}"))?;
+    } else {
+        let pods: Api<Pod> = Api::namespaced(site.client.clone(), namespace);
+        for i in 0..REPLICAS {
+            create_replica(&pods, i).await?;
+        }
     }
     Ok(demo)
 }
 
-/// Create replica `i` on web node `i`: the server with a readiness probe,
-/// and a `preStop` sleep that keeps it serving while its endpoint is taken
-/// out of the load balancer.
+/// The label of the web nodes, which the Deployment's pods select.
+const WEB_NODE_LABEL: &str = "stratus.dev/demo-web";
+
+/// A replica's pod spec, on web node `node` or (a Deployment's) on any web
+/// node with host port 8080 free: the server with a readiness probe, and a
+/// `preStop` sleep that keeps it serving while its endpoint is taken out
+/// of the load balancer.
+fn replica_spec(node: Option<usize>) -> serde_json::Value {
+    let mut http = serde_json::json!({"name": "http", "containerPort": 8080});
+    let mut spec = serde_json::json!({
+        "terminationGracePeriodSeconds": 10,
+        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{
+            "name": "server", "image": "python:3",
+            "args": ["-c", SERVER, "$(POD_IP)", "$(POD_NAME)"],
+            "env": [
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            ],
+            "ports": [],
+            "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "2"]}}},
+        }],
+    });
+    match node {
+        Some(i) => spec["nodeName"] = node_name(i).into(),
+        None => {
+            spec["nodeSelector"] = serde_json::json!({WEB_NODE_LABEL: "true"});
+            // The scheduler puts one replica on each node.
+            http["hostPort"] = 8080.into();
+        }
+    }
+    spec["containers"][0]["ports"] = serde_json::json!([
+        http,
+        {"name": "udp", "containerPort": 8081, "protocol": "UDP"},
+    ]);
+    spec
+}
+
+/// Create replica `i` on web node `i` (the harness).
 async fn create_replica(pods: &Api<Pod>, i: usize) -> Result<(), String> {
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": pod_name(i), "labels": {"app": APP}},
-        "spec": {
-            "nodeName": node_name(i),
-            "terminationGracePeriodSeconds": 10,
-            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{
-                "name": "server", "image": "python:3",
-                "args": ["-c", SERVER, "$(POD_IP)", "$(POD_NAME)"],
-                "env": [
-                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                ],
-                "ports": [{"name": "http", "containerPort": 8080},
-                          {"name": "udp", "containerPort": 8081, "protocol": "UDP"}],
-                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
-                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "2"]}}},
-            }],
-        },
+        "spec": replica_spec(Some(i)),
     }))
     .map_err(|e| e.to_string())?;
     pods.create(&PostParams::default(), &pod)
         .await
         .map_err(|e| format!("creating {}: {e}", pod_name(i)))?;
     Ok(())
+}
+
+/// The app's pods that are Ready and not terminating.
+async fn ready_replicas(pods: &Api<Pod>) -> Vec<Pod> {
+    let listed = pods
+        .list(&ListParams::default().labels(&format!("app={APP}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    listed
+        .into_iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .collect()
 }
 
 /// Whether pod `name` is Ready.
@@ -312,22 +397,47 @@ impl WebDemo {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let services: Api<Service> = Api::namespaced(client.clone(), namespace);
         let mut lines = Vec::new();
-        for i in 0..REPLICAS {
-            let name = pod_name(i);
-            wait_for(&format!("{name} Ready"), Duration::from_secs(60), || {
-                ready(&pods, &name)
-            })
-            .await?;
+        if let Err(e) = wait_for(
+            &format!("{REPLICAS} replicas Ready"),
+            Duration::from_secs(60),
+            || async { ready_replicas(&pods).await.len() == REPLICAS },
+        )
+        .await
+        {
+            let listed = pods
+                .list(&ListParams::default().labels(&format!("app={APP}")))
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .map(|p| (p.metadata.name, p.status))
+                        .collect::<Vec<_>>()
+                });
+            return Err(format!("{e}; the pods: {listed:?}"));
         }
 
         // The Service, by kubectl (through the API where it is missing).
         let created = Instant::now();
-        let how = match kubectl(
-            kubeconfig,
-            namespace,
-            &["create", "service", "loadbalancer", APP, "--tcp=80:8080"],
-        )? {
-            Some(()) => "kubectl create service loadbalancer",
+        let (command, args): (&str, &[&str]) = if self.deployment {
+            (
+                "kubectl expose deployment",
+                &[
+                    "expose",
+                    "deployment",
+                    APP,
+                    "--type=LoadBalancer",
+                    "--port=80",
+                    "--target-port=8080",
+                ],
+            )
+        } else {
+            (
+                "kubectl create service loadbalancer",
+                &["create", "service", "loadbalancer", APP, "--tcp=80:8080"],
+            )
+        };
+        let how = match kubectl(kubeconfig, namespace, args)? {
+            Some(()) => command,
             None => {
                 let svc: Service = serde_json::from_value(serde_json::json!({
                     "metadata": {"name": APP},
@@ -374,9 +484,13 @@ impl WebDemo {
             external_ip_after.as_secs_f64() * 1000.0
         ));
 
-        // UDP: a port added with kubectl patch, one datagram through it.
-        let udp_port = serde_json::json!([{"op": "add", "path": "/spec/ports/-",
-            "value": {"name": "udp", "port": 53, "protocol": "UDP", "targetPort": 8081}}]);
+        // UDP: a port added with kubectl patch (with two ports, each needs
+        // a name), one datagram through it.
+        let udp_port = serde_json::json!([
+            {"op": "add", "path": "/spec/ports/0/name", "value": "http"},
+            {"op": "add", "path": "/spec/ports/-",
+             "value": {"name": "udp", "port": 53, "protocol": "UDP", "targetPort": 8081}},
+        ]);
         let udp_how = match kubectl(
             kubeconfig,
             namespace,
@@ -393,7 +507,7 @@ impl WebDemo {
             None => {
                 // A merge patch replaces the list: both ports.
                 let ports = serde_json::json!({"spec": {"ports": [
-                    {"name": "80-8080", "port": 80, "targetPort": 8080},
+                    {"name": "http", "port": 80, "targetPort": 8080},
                     {"name": "udp", "port": 53, "protocol": "UDP", "targetPort": 8081},
                 ]}});
                 services
@@ -429,14 +543,17 @@ impl WebDemo {
             }
             (ok, failed)
         });
-        let restart = self.rolling_restart(&pods, cloud, &ip).await;
+        let restart = if self.deployment {
+            rollout_restart(client, kubeconfig, namespace, cloud, &ip).await
+        } else {
+            self.rolling_restart(&pods, cloud, &ip).await
+        };
         let _ = done_tx.send(true);
         let (ok, failed) = load.await.map_err(|e| e.to_string())?;
-        let out_before_stop = restart?;
+        let restarted = restart?;
         let total = ok + failed.len() as u64;
         lines.push(format!(
-            "rolling restart of {APP} (each replica deleted, out of the load balancer after {}, its process still serving, then recreated): {total} requests, {} failed",
-            out_before_stop.join(" / "),
+            "{restarted}: {total} requests, {} failed",
             failed.len()
         ));
         if !failed.is_empty() {
@@ -482,13 +599,13 @@ impl WebDemo {
 
     /// Delete each replica in turn; wait until it is out of the load
     /// balancer (checking its process still answers directly), gone, and
-    /// its successor Ready. The times each took to leave the load balancer.
+    /// its successor Ready: what happened.
     async fn rolling_restart(
         &self,
         pods: &Api<Pod>,
         cloud: &LocalCloudDemo,
         ip: &str,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<String, String> {
         let mut out = Vec::new();
         for (i, address) in self.addresses.iter().enumerate() {
             let name = pod_name(i);
@@ -537,7 +654,10 @@ impl WebDemo {
             )
             .await?;
         }
-        Ok(out)
+        Ok(format!(
+            "rolling restart of {APP} (each replica deleted, out of the load balancer after {} while its process still served, then recreated)",
+            out.join(" / ")
+        ))
     }
 
     /// Delete the replicas and the Service (after a failure), and wait
@@ -546,19 +666,25 @@ impl WebDemo {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let services: Api<Service> = Api::namespaced(client.clone(), namespace);
         let _ = services.delete(APP, &DeleteParams::default()).await;
-        for i in 0..REPLICAS {
-            let _ = pods.delete(&pod_name(i), &DeleteParams::default()).await;
-        }
-        for i in 0..REPLICAS {
-            let name = pod_name(i);
-            if wait_for(&name, Duration::from_secs(30), || async {
-                matches!(pods.get_opt(&name).await, Ok(None))
-            })
-            .await
-            .is_err()
-            {
-                eprintln!("warning: {name} was not deleted within 30s");
+        if self.deployment {
+            let _ = Api::<Deployment>::namespaced(client.clone(), namespace)
+                .delete(APP, &DeleteParams::foreground())
+                .await;
+        } else {
+            for i in 0..REPLICAS {
+                let _ = pods.delete(&pod_name(i), &DeleteParams::default()).await;
             }
+        }
+        let labelled = ListParams::default().labels(&format!("app={APP}"));
+        if wait_for(
+            &format!("{APP}'s pods deleted"),
+            Duration::from_secs(60),
+            || async { pods.list(&labelled).await.is_ok_and(|l| l.items.is_empty()) },
+        )
+        .await
+        .is_err()
+        {
+            eprintln!("warning: {APP}'s pods were not deleted within 60s");
         }
         let _ = std::fs::remove_dir_all(&self.root);
     }
@@ -574,6 +700,114 @@ impl WebDemo {
         }
         result
     }
+}
+
+/// `kubectl rollout restart deployment/hello-web` (a template annotation
+/// through the API where kubectl is missing), then watch it: each old pod,
+/// once terminating, must be out of the load balancer while its process
+/// still answers directly; done when the Deployment has its replicas
+/// updated and available and the old pods are gone. What happened.
+async fn rollout_restart(
+    client: &kube::Client,
+    kubeconfig: &Path,
+    namespace: &str,
+    cloud: &LocalCloudDemo,
+    ip: &str,
+) -> Result<String, String> {
+    use std::collections::BTreeSet;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let old: BTreeSet<String> = ready_replicas(&pods)
+        .await
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let started = Instant::now();
+    let how = match kubectl(
+        kubeconfig,
+        namespace,
+        &["rollout", "restart", &format!("deployment/{APP}")],
+    )? {
+        Some(()) => "kubectl rollout restart",
+        None => {
+            let patch = serde_json::json!({"spec": {"template": {"metadata": {"annotations": {
+                "kubectl.kubernetes.io/restartedAt": format!("{:?}", std::time::SystemTime::now()),
+            }}}}});
+            deployments
+                .patch(APP, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| format!("restarting {APP}: {e}"))?;
+            "a template annotation"
+        }
+    };
+    let labelled = ListParams::default().labels(&format!("app={APP}"));
+    let mut out_while_serving = BTreeSet::new();
+    let deadline = started + Duration::from_secs(120);
+    loop {
+        let listed = pods
+            .list(&labelled)
+            .await
+            .map_err(|e| format!("listing {APP}'s pods: {e}"))?
+            .items;
+        for pod in &listed {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+            if pod.metadata.deletion_timestamp.is_none()
+                || !old.contains(&name)
+                || out_while_serving.contains(&name)
+            {
+                continue;
+            }
+            let Some(pod_ip) = pod_ip else { continue };
+            if backends(cloud, ip).await?.contains(&pod_ip) {
+                continue;
+            }
+            let direct: SocketAddr = format!("{pod_ip}:8080")
+                .parse()
+                .map_err(|e| format!("{pod_ip}: {e}"))?;
+            if get_body(direct).await.is_ok_and(|answer| answer == name) {
+                out_while_serving.insert(name);
+            }
+        }
+        let rolled_out = deployments.get(APP).await.ok().is_some_and(|d| {
+            let generation = d.metadata.generation.unwrap_or_default();
+            d.status.is_some_and(|s| {
+                s.observed_generation.unwrap_or_default() >= generation
+                    && s.updated_replicas == Some(REPLICAS as i32)
+                    && s.available_replicas == Some(REPLICAS as i32)
+                    && s.replicas == Some(REPLICAS as i32)
+            })
+        });
+        let old_gone = listed
+            .iter()
+            .all(|p| p.metadata.name.as_ref().is_none_or(|n| !old.contains(n)));
+        if rolled_out && old_gone {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{how} of {APP}: not rolled out within 120 s ({} of {} old pods gone)",
+                old.len()
+                    - listed
+                        .iter()
+                        .filter(|p| p.metadata.name.as_ref().is_some_and(|n| old.contains(n)))
+                        .count(),
+                old.len()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if out_while_serving.len() != old.len() {
+        return Err(format!(
+            "{how}: only {} of {} old replicas were seen out of the load balancer while their process still served",
+            out_while_serving.len(),
+            old.len()
+        ));
+    }
+    Ok(format!(
+        "{how} of the Deployment {APP} (maxUnavailable 1; each old replica out of the load balancer while its process still served, its successor on the node it freed) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ))
 }
 
 impl Drop for WebDemo {
