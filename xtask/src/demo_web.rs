@@ -207,7 +207,7 @@ fn replica_spec(node: Option<usize>) -> serde_json::Value {
             ],
             "ports": [],
             "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
-            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "2"]}}},
+            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "3"]}}},
         }],
     });
     match node {

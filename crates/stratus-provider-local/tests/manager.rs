@@ -592,7 +592,7 @@ async fn create_process_pod(pods: &Api<Pod>, name: &str, i: usize) {
                 ],
                 "ports": [{"containerPort": 8080}],
                 "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
-                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "2"]}}},
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "3"]}}},
             }],
         },
     }))
@@ -747,7 +747,7 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
         let old = format!("web-a-{i}");
         pods.delete(&old, &DeleteParams::default()).await.unwrap();
         // Out of the load balancer while its process still serves (its
-        // preStop hook holds SIGTERM back for 2 s).
+        // preStop hook holds SIGTERM back for 3 s; it must be out within 2 s).
         eventually(
             &format!("{old} out of the load balancer"),
             Duration::from_secs(2),
