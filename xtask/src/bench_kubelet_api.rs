@@ -9,6 +9,13 @@
 //!   bytes copied over a raw loopback TCP socket.
 //!
 //! Ratios are measured / floor (1.0 = as fast as a bare socket).
+//!
+//! The Go peer: the Go virtual-kubelet (`tools/go-peers/virtual-kubelet`,
+//! nodeutil's kubelet API behind its webhook authentication and
+//! authorization, a provider whose exec is `cat` and whose log is the same
+//! 256 MiB of text) as its own process, reached through the same API
+//! server: `<metric>_go` and `<metric>_ratio_stratus_over_go` (below 1 =
+//! Stratus better).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,37 +223,12 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         .and_then(|d| d.kubelet_endpoint)
         .map(|e| e.port)
         .ok_or("the node has no kubelet endpoint")?;
-    let direct = {
-        use base64::Engine;
-        let (cert, key) = server.issue_client_certificate("bench", &["system:masters"])?;
-        let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
-        let mut config = kube::Config::new(format!("https://127.0.0.1:{kubelet_port}").parse()?);
-        config.accept_invalid_certs = true;
-        config.auth_info.client_certificate_data = Some(b64(cert));
-        config.auth_info.client_key_data = Some(b64(key).into());
-        kube::Client::try_from(config)?
-    };
+    let direct = kubelet_client(&server, u16::try_from(kubelet_port)?)?;
 
     let (floor_echo, floor_copy) = tcp_floor().await?;
 
-    // Exec, directly: the channel protocol by hand over kube's WebSocket.
-    let request = http::Request::get("/exec/default/bench/app?command=cat&stdin=1&stdout=1")
-        .body(Vec::new())?;
-    let mut socket = direct.connect(request).await?.into_stream();
-    let message: Vec<u8> = std::iter::once(0u8).chain([7u8; MESSAGE]).collect();
-    let direct_echo = round_trips!({
-        socket.send(Message::Binary(message.clone().into())).await?;
-        let mut got = 0;
-        while got < MESSAGE {
-            match socket.next().await {
-                Some(Ok(Message::Binary(b))) if b.first() == Some(&1) => got += b.len() - 1,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e.into()),
-                None => return Err("the exec stream ended".into()),
-            }
-        }
-    });
-    let _ = socket.close(None).await;
+    // Exec, directly.
+    let direct_echo = direct_exec(&direct, "bench").await?;
 
     // Exec through the API server, as kubectl.
     let mut attached = pods
@@ -267,10 +249,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let _ = stdin.shutdown().await;
 
     // Logs, directly and through the API server.
-    let started = Instant::now();
-    let request = http::Request::get("/containerLogs/default/bench/app").body(Vec::new())?;
-    let direct_bytes = read_all(direct.request_stream(request).await?).await?;
-    let direct_copy = started.elapsed().as_secs_f64();
+    let (direct_bytes, direct_copy) = direct_logs(&direct, "bench").await?;
     let started = Instant::now();
     let proxied_bytes = read_all(pods.log_stream("bench", &LogParams::default()).await?).await?;
     let proxied_copy = started.elapsed().as_secs_f64();
@@ -281,7 +260,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     }
 
     let mib = LOG_BYTES as f64 / (1024.0 * 1024.0);
-    let metrics: Vec<(&str, f64)> = vec![
+    let mut metrics: Vec<(&str, f64)> = vec![
         ("exec_rtt_floor_p50_us", percentile(&floor_echo, 0.5)),
         ("exec_rtt_floor_p99_us", percentile(&floor_echo, 0.99)),
         ("exec_rtt_direct_p50_us", percentile(&direct_echo, 0.5)),
@@ -308,14 +287,234 @@ pub(crate) async fn run() -> Result<(), BoxError> {
             proxied_copy / floor_copy,
         ),
     ];
+    // The Go peer, through the same API server.
+    let go = go_side(&server, &pods).await?;
+    let go_echo_p50 = percentile(&go.echo, 0.5);
+    metrics.extend([
+        (
+            "exec_rtt_apiserver_p50_us_stratus",
+            percentile(&proxied_echo, 0.5),
+        ),
+        ("exec_rtt_apiserver_p50_us_go", go_echo_p50),
+        (
+            "exec_rtt_apiserver_p50_ratio_stratus_over_go",
+            percentile(&proxied_echo, 0.5) / go_echo_p50,
+        ),
+        (
+            "exec_rtt_apiserver_p99_us_stratus",
+            percentile(&proxied_echo, 0.99),
+        ),
+        ("exec_rtt_apiserver_p99_us_go", percentile(&go.echo, 0.99)),
+        (
+            "exec_rtt_apiserver_p99_ratio_stratus_over_go",
+            percentile(&proxied_echo, 0.99) / percentile(&go.echo, 0.99),
+        ),
+        (
+            "exec_rtt_direct_p50_us_stratus",
+            percentile(&direct_echo, 0.5),
+        ),
+        (
+            "exec_rtt_direct_p50_us_go",
+            percentile(&go.direct_echo, 0.5),
+        ),
+        (
+            "exec_rtt_direct_p50_ratio_stratus_over_go",
+            percentile(&direct_echo, 0.5) / percentile(&go.direct_echo, 0.5),
+        ),
+        ("logs_direct_mib_per_second_stratus", mib / direct_copy),
+        ("logs_direct_mib_per_second_go", mib / go.direct_copy_s),
+        (
+            "logs_direct_time_ratio_stratus_over_go",
+            direct_copy / go.direct_copy_s,
+        ),
+        (
+            "exec_round_trips_per_second_stratus",
+            1e6 / percentile(&proxied_echo, 0.5),
+        ),
+        ("exec_round_trips_per_second_go", 1e6 / go_echo_p50),
+        ("logs_apiserver_mib_per_second_stratus", mib / proxied_copy),
+        ("logs_apiserver_mib_per_second_go", mib / go.copy_s),
+        (
+            "logs_apiserver_time_ratio_stratus_over_go",
+            proxied_copy / go.copy_s,
+        ),
+    ]);
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), node_task).await;
 
     crate::bench::write_results(
         "kubelet-api",
         &metrics,
-        "ratios are measured / floor: 1.0 = as fast as a raw loopback socket",
+        "ratios are measured / floor (1.0 = as fast as a raw loopback socket) and Stratus / Go (below 1 = Stratus better)",
     )?;
     server.shutdown().await;
     Ok(())
+}
+
+/// The Go peer's figures: exec round trips (µs, sorted) and the seconds
+/// 256 MiB of log took, both through the API server.
+struct GoFigures {
+    echo: Vec<f64>,
+    copy_s: f64,
+    direct_echo: Vec<f64>,
+    direct_copy_s: f64,
+}
+
+/// A client of a kubelet API at 127.0.0.1:`port` with a client
+/// certificate of `server`'s (user `bench`, group `system:masters`).
+fn kubelet_client(server: &ApiServer, port: u16) -> Result<kube::Client, BoxError> {
+    use base64::Engine;
+    let (cert, key) = server.issue_client_certificate("bench", &["system:masters"])?;
+    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse()?);
+    config.accept_invalid_certs = true;
+    config.auth_info.client_certificate_data = Some(b64(cert));
+    config.auth_info.client_key_data = Some(b64(key).into());
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Exec round trips of `cat` in `pod`, straight to a kubelet API with the
+/// parameters kube-apiserver sends kubelets (`input`, `output`): the
+/// channel protocol by hand over kube's WebSocket.
+async fn direct_exec(direct: &kube::Client, pod: &str) -> Result<Vec<f64>, BoxError> {
+    let request = http::Request::get(format!(
+        "/exec/default/{pod}/app?command=cat&input=1&output=1"
+    ))
+    .body(Vec::new())?;
+    let mut socket = direct.connect(request).await?.into_stream();
+    let message: Vec<u8> = std::iter::once(0u8).chain([7u8; MESSAGE]).collect();
+    let echo = round_trips!({
+        socket.send(Message::Binary(message.clone().into())).await?;
+        let mut got = 0;
+        while got < MESSAGE {
+            match socket.next().await {
+                Some(Ok(Message::Binary(b))) if b.first() == Some(&1) => got += b.len() - 1,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => return Err("the exec stream ended".into()),
+            }
+        }
+    });
+    let _ = socket.close(None).await;
+    Ok(echo)
+}
+
+/// `pod`'s log read in one request straight to a kubelet API: the bytes
+/// and the seconds.
+async fn direct_logs(direct: &kube::Client, pod: &str) -> Result<(usize, f64), BoxError> {
+    let started = Instant::now();
+    let request =
+        http::Request::get(format!("/containerLogs/default/{pod}/app")).body(Vec::new())?;
+    let bytes = read_all(direct.request_stream(request).await?).await?;
+    Ok((bytes, started.elapsed().as_secs_f64()))
+}
+
+/// The Go peer's node, its pod and its process.
+const GO_NODE: &str = "vk-go-api";
+
+/// Run the Go virtual-kubelet with its kubelet API (a serving key pair of
+/// a CA made here, the API server's kubelet client CA) on a free port of
+/// 127.0.0.1, bind a pod to it and measure exec and logs as kubectl does.
+async fn go_side(server: &ApiServer, pods: &Api<Pod>) -> Result<GoFigures, BoxError> {
+    use crate::cluster_pki::{Authority, Usage};
+    let binary = crate::go_peers::virtual_kubelet()?;
+    let dir =
+        std::env::temp_dir().join(format!("stratus-bench-kubelet-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let ca = Authority::create(&dir, "serving-ca", "bench-go-kubelet-ca")?;
+    let serving = ca.issue(
+        &dir,
+        "kubelet",
+        GO_NODE,
+        Usage::Serving {
+            dns: &["localhost"],
+            ips: &[std::net::IpAddr::from([127, 0, 0, 1])],
+        },
+    )?;
+    let client_ca = dir.join("kubelet-client-ca.crt");
+    std::fs::write(&client_ca, server.kubelet_client_ca_pem())?;
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig)?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut child = tokio::process::Command::new(&binary)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--nodename={GO_NODE}"))
+        .arg("--qps=-1")
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--tls-cert={}", serving.cert.display()))
+        .arg(format!("--tls-key={}", serving.key.display()))
+        .arg(format!("--client-ca={}", client_ca.display()))
+        .arg(format!("--log-bytes={LOG_BYTES}"))
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", binary.display()))?;
+    let measured = async {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "bench-go", "namespace": "default"},
+            "spec": {"nodeName": GO_NODE, "containers": [{"name": "app", "image": "bench"}]},
+        }))?;
+        let started = Instant::now();
+        // The pod is created once the node exists (its informer lists
+        // pods bound to it).
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(pods.clone().into_client());
+        while nodes.get_opt(GO_NODE).await?.is_none() {
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err::<GoFigures, BoxError>("the Go node did not register".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        pods.create(&PostParams::default(), &pod).await?;
+        loop {
+            let phase = pods.get("bench-go").await?.status.and_then(|s| s.phase);
+            if phase.as_deref() == Some("Running") {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err("the Go node's pod did not start".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut attached = pods
+            .exec(
+                "bench-go",
+                ["cat"],
+                &AttachParams::default().stdin(true).stderr(false),
+            )
+            .await?;
+        let mut stdin = attached.stdin().ok_or("no stdin")?;
+        let mut stdout = attached.stdout().ok_or("no stdout")?;
+        let payload = [7u8; MESSAGE];
+        let mut back = [0u8; MESSAGE];
+        let echo = round_trips!({
+            stdin.write_all(&payload).await?;
+            stdout.read_exact(&mut back).await?;
+        });
+        let _ = stdin.shutdown().await;
+        let started = Instant::now();
+        let bytes = read_all(pods.log_stream("bench-go", &LogParams::default()).await?).await?;
+        let copy_s = started.elapsed().as_secs_f64();
+        if bytes != LOG_BYTES {
+            return Err(format!("the Go node's log: read {bytes} bytes of {LOG_BYTES}").into());
+        }
+        let direct = kubelet_client(server, port)?;
+        let direct_echo = direct_exec(&direct, "bench-go").await?;
+        let (bytes, direct_copy_s) = direct_logs(&direct, "bench-go").await?;
+        if bytes != LOG_BYTES {
+            return Err(
+                format!("the Go node's log, directly: read {bytes} bytes of {LOG_BYTES}").into(),
+            );
+        }
+        Ok(GoFigures {
+            echo,
+            copy_s,
+            direct_echo,
+            direct_copy_s,
+        })
+    }
+    .await;
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    measured
 }

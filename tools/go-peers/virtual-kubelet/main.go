@@ -4,10 +4,13 @@
 // Stratus's MockPodProvider (and virtual-kubelet's own mock) does: a created
 // pod is Running, a deleted one Succeeded, each change notified.
 //
-// It serves no kubelet API (nodeutil starts none without a TLS config), so
-// it listens on nothing; `cargo xtask bench kubelet-go` runs it beside a
-// Stratus node against the same API server. Benchmark tooling only: nothing
-// here ships.
+// `cargo xtask bench kubelet-go` runs it beside a Stratus node against the
+// same API server. With --listen (and a serving key pair and the API
+// server's kubelet client CA) it serves the kubelet API as nodeutil serves
+// it, behind nodeutil's webhook authentication and authorization: `cat` as
+// exec (stdin echoed to stdout) and --log-bytes of log text, for `cargo
+// xtask bench kubelet-api`. Without --listen it listens on nothing.
+// Benchmark tooling only: nothing here ships.
 package main
 
 import (
@@ -15,8 +18,11 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -32,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -42,6 +49,8 @@ type provider struct {
 	mu       sync.Mutex
 	pods     map[string]*corev1.Pod
 	notifier func(*corev1.Pod)
+	// logBytes is the length of every container's log.
+	logBytes int64
 }
 
 func key(namespace, name string) string { return namespace + "/" + name }
@@ -149,15 +158,49 @@ func (p *provider) NotifyPods(_ context.Context, notify func(*corev1.Pod)) {
 	p.mu.Unlock()
 }
 
-// The kubelet API's calls: the benchmark makes none (no API is served).
-var errNoAPI = errdefs.NotFound("this peer serves no kubelet API")
+// The kubelet API's calls the benchmark makes: logs and exec.
 
-func (p *provider) GetContainerLogs(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
-	return nil, errNoAPI
+// logLine is the log's text, as Stratus's benchmark provider writes it.
+const logLine = "2026-11-22T10:00:00.000000000Z the quick brown fox jumps over the lazy dog\n"
+
+// repeated reads its text over and over.
+type repeated struct {
+	text []byte
+	at   int
 }
-func (p *provider) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
-	return errNoAPI
+
+func (r *repeated) Read(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		c := copy(b[n:], r.text[r.at:])
+		n += c
+		r.at = (r.at + c) % len(r.text)
+	}
+	return n, nil
 }
+
+func (p *provider) GetContainerLogs(_ context.Context, namespace, name, _ string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
+	if _, err := p.GetPod(context.Background(), namespace, name); err != nil {
+		return nil, err
+	}
+	return io.NopCloser(io.LimitReader(&repeated{text: []byte(logLine)}, p.logBytes)), nil
+}
+
+// RunInContainer runs every command as `cat`: stdin back on stdout.
+func (p *provider) RunInContainer(_ context.Context, namespace, name, _ string, _ []string, attach api.AttachIO) error {
+	if _, err := p.GetPod(context.Background(), namespace, name); err != nil {
+		return err
+	}
+	if attach.Stdin() == nil || attach.Stdout() == nil {
+		return nil
+	}
+	_, err := io.Copy(attach.Stdout(), attach.Stdin())
+	return err
+}
+
+// The calls the benchmark does not make.
+var errNoAPI = errdefs.NotFound("this peer serves only logs and exec")
+
 func (p *provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
 	return errNoAPI
 }
@@ -179,6 +222,12 @@ func main() {
 	qps := flag.Float64("qps", 5, "client-go's client-side limit in requests per second (5 and a burst of 10 are client-go's defaults, which virtual-kubelet's command keeps; a negative value turns the limit off, as Stratus's clients have none)")
 	burst := flag.Int("burst", 10, "client-go's burst over --qps")
 	level := flag.String("log-level", "warning", "the log level (debug, info, warning, error)")
+	var api apiFlags
+	flag.StringVar(&api.listen, "listen", "", "serve the kubelet API on this address (host:port); the Node advertises the host and the port")
+	flag.StringVar(&api.cert, "tls-cert", "", "the kubelet API's serving certificate (PEM file)")
+	flag.StringVar(&api.key, "tls-key", "", "its key (PEM file)")
+	flag.StringVar(&api.clientCA, "client-ca", "", "the CA of the API server's kubelet client certificates (PEM file)")
+	flag.Int64Var(&api.logBytes, "log-bytes", 256<<20, "the length of every container's log")
 	flag.Parse()
 	lvl, err := logrus.ParseLevel(*level)
 	if err != nil {
@@ -187,13 +236,19 @@ func main() {
 	}
 	logrus.SetLevel(lvl)
 	log.L = logruslogger.FromLogrus(logrus.NewEntry(logrus.StandardLogger()))
-	if err := run(*kubeconfig, *name, float32(*qps), *burst); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(*kubeconfig, *name, float32(*qps), *burst, api); err != nil && !errors.Is(err, context.Canceled) {
 		os.Stderr.WriteString("virtual-kubelet peer: " + err.Error() + "\n")
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, name string, qps float32, burst int) error {
+// apiFlags configure the kubelet API.
+type apiFlags struct {
+	listen, cert, key, clientCA string
+	logBytes                    int64
+}
+
+func run(kubeconfig, name string, qps float32, burst int, apiFlags apiFlags) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -213,12 +268,33 @@ func run(kubeconfig, name string, qps float32, burst int) error {
 			corev1.ResourcePods:   resource.MustParse("110"),
 		}
 		cfg.Node.Status.Allocatable = cfg.Node.Status.Capacity
-		return &provider{pods: map[string]*corev1.Pod{}}, nil, nil
+		if apiFlags.listen != "" {
+			// Where the API server reaches the kubelet API.
+			host, port, err := net.SplitHostPort(apiFlags.listen)
+			if err != nil {
+				return nil, nil, err
+			}
+			number, err := strconv.ParseInt(port, 10, 32)
+			if err != nil {
+				return nil, nil, err
+			}
+			cfg.Node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(number)
+			cfg.Node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: host}}
+		}
+		return &provider{pods: map[string]*corev1.Pod{}, logBytes: apiFlags.logBytes}, nil, nil
 	}
 	// Ten pod sync workers: the default of virtual-kubelet's command, and
 	// of Stratus's.
 	workers := func(cfg *nodeutil.NodeConfig) error { cfg.NumWorkers = 10; return nil }
-	n, err := nodeutil.NewNode(name, newProvider, nodeutil.WithClient(client), workers)
+	opts := []nodeutil.NodeOpt{nodeutil.WithClient(client), workers}
+	if apiFlags.listen != "" {
+		serving, err := kubeletAPI(client, name, apiFlags)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, serving...)
+	}
+	n, err := nodeutil.NewNode(name, newProvider, opts...)
 	if err != nil {
 		return err
 	}
@@ -228,4 +304,37 @@ func run(kubeconfig, name string, qps float32, burst int) error {
 	}
 	<-n.Done()
 	return n.Err()
+}
+
+// kubeletAPI: the options that serve the kubelet API as a vendor's main
+// does with nodeutil: TLS with the API server's kubelet client CA, the
+// provider's routes behind webhook authentication (x509 and TokenReview)
+// and authorization (SubjectAccessReview), as Stratus's node serves it.
+func kubeletAPI(client kubernetes.Interface, name string, f apiFlags) ([]nodeutil.NodeOpt, error) {
+	caPEM, err := os.ReadFile(f.clientCA)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := dynamiccertificates.NewStaticCAContent("kubelet-client-ca", caPEM)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := nodeutil.WebhookAuth(client, name, func(c *nodeutil.WebhookAuthConfig) error {
+		c.AuthnConfig.ClientCertificateCAContentProvider = ca
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	listen := func(cfg *nodeutil.NodeConfig) error {
+		cfg.HTTPListenAddr = f.listen
+		cfg.Handler = nodeutil.WithAuth(auth, mux)
+		return nil
+	}
+	return []nodeutil.NodeOpt{
+		nodeutil.AttachProviderRoutes(mux),
+		nodeutil.WithTLSConfig(nodeutil.WithKeyPairFromPath(f.cert, f.key), nodeutil.WithCACert(caPEM)),
+		listen,
+	}, nil
 }
