@@ -231,28 +231,11 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let direct_echo = direct_exec(&direct, "bench").await?;
 
     // Exec through the API server, as kubectl.
-    let mut attached = pods
-        .exec(
-            "bench",
-            ["cat"],
-            &AttachParams::default().stdin(true).stderr(false),
-        )
-        .await?;
-    let mut stdin = attached.stdin().ok_or("no stdin")?;
-    let mut stdout = attached.stdout().ok_or("no stdout")?;
-    let payload = [7u8; MESSAGE];
-    let mut back = [0u8; MESSAGE];
-    let proxied_echo = round_trips!({
-        stdin.write_all(&payload).await?;
-        stdout.read_exact(&mut back).await?;
-    });
-    let _ = stdin.shutdown().await;
+    let proxied_echo = proxied_exec(&pods, "bench").await?;
 
     // Logs, directly and through the API server.
     let (direct_bytes, direct_copy) = direct_logs(&direct, "bench").await?;
-    let started = Instant::now();
-    let proxied_bytes = read_all(pods.log_stream("bench", &LogParams::default()).await?).await?;
-    let proxied_copy = started.elapsed().as_secs_f64();
+    let (proxied_bytes, proxied_copy) = proxied_logs(&pods, "bench").await?;
     if direct_bytes != LOG_BYTES || proxied_bytes != LOG_BYTES {
         return Err(
             format!("logs: read {direct_bytes} and {proxied_bytes} bytes of {LOG_BYTES}").into(),
@@ -399,6 +382,36 @@ async fn direct_exec(direct: &kube::Client, pod: &str) -> Result<Vec<f64>, BoxEr
     Ok(echo)
 }
 
+/// Exec round trips of `cat` in `pod` through the API server, as kubectl
+/// makes them.
+async fn proxied_exec(pods: &Api<Pod>, pod: &str) -> Result<Vec<f64>, BoxError> {
+    let mut attached = pods
+        .exec(
+            pod,
+            ["cat"],
+            &AttachParams::default().stdin(true).stderr(false),
+        )
+        .await?;
+    let mut stdin = attached.stdin().ok_or("no stdin")?;
+    let mut stdout = attached.stdout().ok_or("no stdout")?;
+    let payload = [7u8; MESSAGE];
+    let mut back = [0u8; MESSAGE];
+    let echo = round_trips!({
+        stdin.write_all(&payload).await?;
+        stdout.read_exact(&mut back).await?;
+    });
+    let _ = stdin.shutdown().await;
+    Ok(echo)
+}
+
+/// `pod`'s log read in one request through the API server: the bytes and
+/// the seconds.
+async fn proxied_logs(pods: &Api<Pod>, pod: &str) -> Result<(usize, f64), BoxError> {
+    let started = Instant::now();
+    let bytes = read_all(pods.log_stream(pod, &LogParams::default()).await?).await?;
+    Ok((bytes, started.elapsed().as_secs_f64()))
+}
+
 /// `pod`'s log read in one request straight to a kubelet API: the bytes
 /// and the seconds.
 async fn direct_logs(direct: &kube::Client, pod: &str) -> Result<(usize, f64), BoxError> {
@@ -476,25 +489,8 @@ async fn go_side(server: &ApiServer, pods: &Api<Pod>) -> Result<GoFigures, BoxEr
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let mut attached = pods
-            .exec(
-                "bench-go",
-                ["cat"],
-                &AttachParams::default().stdin(true).stderr(false),
-            )
-            .await?;
-        let mut stdin = attached.stdin().ok_or("no stdin")?;
-        let mut stdout = attached.stdout().ok_or("no stdout")?;
-        let payload = [7u8; MESSAGE];
-        let mut back = [0u8; MESSAGE];
-        let echo = round_trips!({
-            stdin.write_all(&payload).await?;
-            stdout.read_exact(&mut back).await?;
-        });
-        let _ = stdin.shutdown().await;
-        let started = Instant::now();
-        let bytes = read_all(pods.log_stream("bench-go", &LogParams::default()).await?).await?;
-        let copy_s = started.elapsed().as_secs_f64();
+        let echo = proxied_exec(pods, "bench-go").await?;
+        let (bytes, copy_s) = proxied_logs(pods, "bench-go").await?;
         if bytes != LOG_BYTES {
             return Err(format!("the Go node's log: read {bytes} bytes of {LOG_BYTES}").into());
         }

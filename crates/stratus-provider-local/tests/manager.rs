@@ -340,20 +340,8 @@ async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_man
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_its_pods() {
-    let mut cluster = TestCluster::start().await.unwrap();
-    cluster.start_endpoint_slices();
-    let cloud = LocalCloud::start(Config {
-        address_range: "127.77.21.0/24".parse().unwrap(),
-        ..Config::default()
-    })
-    .await
-    .unwrap();
-    let provider = LocalProvider::from_config(Some(
-        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
-    ))
-    .unwrap();
-    let cloud_client = provider.client().clone();
-    let manager = start_manager(&cluster, provider, "service").await;
+    let (cluster, cloud, cloud_client, manager) =
+        service_manager_on_a_cloud("127.77.21.0/24").await;
 
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     let mut running = Vec::new();
@@ -477,6 +465,34 @@ async fn expose_web(services: &Api<Service>) -> SocketAddr {
     .await;
     let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
     format!("{ip}:80").parse().unwrap()
+}
+
+/// A harness with its EndpointSlice controller, a local cloud whose load
+/// balancers take addresses from `range`, and the manager's service
+/// controller with the `local` provider in `backends: endpoints` mode.
+async fn service_manager_on_a_cloud(
+    range: &str,
+) -> (
+    TestCluster,
+    LocalCloud,
+    stratus_provider_local::Client,
+    Manager,
+) {
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(Config {
+        address_range: range.parse().unwrap(),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    let cloud_client = provider.client().clone();
+    let manager = start_manager(&cluster, provider, "service").await;
+    (cluster, cloud, cloud_client, manager)
 }
 
 /// The whole manager, with `provider` and `--controllers=<controllers>`,
@@ -673,20 +689,8 @@ async fn kubectl_create_web_service(kubeconfig: &std::path::Path, services: &Api
 /// more than 1,000 requests; the Service deleted releases the address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_request() {
-    let mut cluster = TestCluster::start().await.unwrap();
-    cluster.start_endpoint_slices();
-    let cloud = LocalCloud::start(Config {
-        address_range: "127.77.32.0/24".parse().unwrap(),
-        ..Config::default()
-    })
-    .await
-    .unwrap();
-    let provider = LocalProvider::from_config(Some(
-        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
-    ))
-    .unwrap();
-    let cloud_client = provider.client().clone();
-    let manager = start_manager(&cluster, provider, "service").await;
+    let (cluster, cloud, cloud_client, manager) =
+        service_manager_on_a_cloud("127.77.32.0/24").await;
     let root = std::env::temp_dir().join(format!("stratus-local-process-{}", std::process::id()));
     let (stop_nodes, nodes_stopped) = watch::channel(false);
     for i in 0..6 {
