@@ -478,6 +478,12 @@ impl WebDemo {
         for _ in 0..30 {
             *answers.entry(get_body(address).await?).or_default() += 1;
         }
+        if answers.len() != REPLICAS {
+            return Err(format!(
+                "30 GETs through {address} reached {} of {REPLICAS} replicas: {answers:?}",
+                answers.len()
+            ));
+        }
         lines.push(format!(
             "{APP} ({REPLICAS} replicas on vk-web-0..2, pod IPs {}) exposed with {how}: external IP {ip} after {:.0} ms; 30 GETs answered by {answers:?}",
             self.addresses.join(", "),
