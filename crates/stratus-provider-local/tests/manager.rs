@@ -358,16 +358,11 @@ async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_
     .await;
 
     // Requests, one after the other, for the whole restart.
-    let (done_tx, done_rx) = watch::channel(false);
-    let client = tokio::spawn(async move {
-        let (mut ok, mut failed) = (0u64, Vec::new());
-        while !*done_rx.borrow() || ok + (failed.len() as u64) < 1_000 {
-            match fetch(address).await {
-                Ok(a) if a == "ok" => ok += 1,
-                other => failed.push(format!("{other:?}")),
-            }
+    let (done_tx, client) = requests_until_done(move || async move {
+        match fetch(address).await {
+            Ok(a) if a == "ok" => Ok(a),
+            other => Err(format!("{other:?}")),
         }
-        (ok, failed)
     });
 
     // The rolling restart: a new pod Ready, then an old one terminating
@@ -390,25 +385,57 @@ async fn no_request_fails_through_the_load_balancer_during_a_rolling_restart_of_
         running.push((name, server));
     }
     let _ = done_tx.send(true);
-    let (ok, failed) = client.await.unwrap();
+    let (answers, failed) = client.await.unwrap();
+    assert_none_failed(&answers, &failed);
     let mut backends = lb_backends(&cloud_client).await;
     backends.sort();
     assert_eq!(backends, ["127.0.21.20", "127.0.21.21", "127.0.21.22"]);
-    println!(
-        "{ok} requests answered, {} failed during the rolling restart",
-        failed.len()
-    );
-    assert!(ok >= 1_000, "only {ok} requests");
-    assert!(
-        failed.is_empty(),
-        "{} of {} failed: {:?}",
-        failed.len(),
-        ok + failed.len() as u64,
-        &failed[..failed.len().min(5)]
-    );
 
     manager.stop().await;
     cloud.stop().await;
+}
+
+/// The answers of many requests counted by body, and the failures.
+type Tally = (BTreeMap<String, u64>, Vec<String>);
+
+/// Requests made one after the other by `request` until the returned
+/// sender says stop and at least 1,000 were made: the answers counted by
+/// body, and the failures.
+fn requests_until_done<F, Fut>(request: F) -> (watch::Sender<bool>, tokio::task::JoinHandle<Tally>)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send,
+{
+    let (done_tx, done_rx) = watch::channel(false);
+    let client = tokio::spawn(async move {
+        let (mut answers, mut failed) = (BTreeMap::<String, u64>::new(), Vec::new());
+        let mut total = 0u64;
+        while !*done_rx.borrow() || total < 1_000 {
+            match request().await {
+                Ok(body) => *answers.entry(body).or_default() += 1,
+                Err(e) => failed.push(e),
+            }
+            total += 1;
+        }
+        (answers, failed)
+    });
+    (done_tx, client)
+}
+
+/// At least 1,000 requests made during the rolling restart, none failed.
+fn assert_none_failed(answers: &BTreeMap<String, u64>, failed: &[String]) {
+    let total = answers.values().sum::<u64>() + failed.len() as u64;
+    println!(
+        "{total} requests during the rolling restart: {answers:?}, {} failed",
+        failed.len()
+    );
+    assert!(total >= 1_000, "only {total} requests");
+    assert!(
+        failed.is_empty(),
+        "{} of {total} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(5)]
+    );
 }
 
 /// The backend addresses of the cloud's only load balancer.
@@ -725,19 +752,7 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
     );
 
     // Requests, one after the other, for the whole restart.
-    let (done_tx, done_rx) = watch::channel(false);
-    let client = tokio::spawn(async move {
-        let (mut answers, mut failed) = (BTreeMap::<String, u64>::new(), Vec::new());
-        let mut total = 0u64;
-        while !*done_rx.borrow() || total < 1_000 {
-            match get_body(address).await {
-                Ok(name) => *answers.entry(name).or_default() += 1,
-                Err(e) => failed.push(e),
-            }
-            total += 1;
-        }
-        (answers, failed)
-    });
+    let (done_tx, client) = requests_until_done(move || get_body(address));
 
     // The rolling restart, as a Deployment's (maxSurge 1, maxUnavailable
     // 0): a new pod Ready, then an old one deleted.
@@ -771,18 +786,7 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
     }
     let _ = done_tx.send(true);
     let (answers, failed) = client.await.unwrap();
-    let total = answers.values().sum::<u64>() + failed.len() as u64;
-    println!(
-        "{total} requests during the rolling restart: {answers:?}, {} failed",
-        failed.len()
-    );
-    assert!(total >= 1_000, "only {total} requests");
-    assert!(
-        failed.is_empty(),
-        "{} of {total} failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(5)]
-    );
+    assert_none_failed(&answers, &failed);
     let mut backends = lb_backends(&cloud_client).await;
     backends.sort();
     assert_eq!(
