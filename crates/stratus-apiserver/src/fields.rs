@@ -1,6 +1,6 @@
 //! The fields each resource supports in field selectors, read from objects.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use serde_json::Value;
 
@@ -10,18 +10,18 @@ fn at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(obj, |v, k| v.get(*k))
 }
 
-fn text(obj: &Value, path: &[&str]) -> String {
+fn text<'a>(obj: &'a Value, path: &[&str]) -> Cow<'a, str> {
     match at(obj, path) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Bool(b)) => b.to_string(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
+        Some(Value::String(s)) => Cow::Borrowed(s),
+        Some(Value::Bool(b)) => Cow::Owned(b.to_string()),
+        Some(Value::Number(n)) => Cow::Owned(n.to_string()),
+        _ => Cow::Borrowed(""),
     }
 }
 
 /// The value at `path` as a field selector compares it (strings as they
 /// are, booleans and numbers printed, anything else empty).
-pub(crate) fn text_at(obj: &Value, path: &[String]) -> String {
+pub(crate) fn text_at<'a>(obj: &'a Value, path: &[String]) -> Cow<'a, str> {
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
     text(obj, &path)
 }
@@ -96,21 +96,20 @@ pub(crate) fn supported(def: &ResourceDef, field: &str) -> bool {
         || selectable(def).iter().any(|(f, _)| *f == field)
 }
 
-/// The selectable field values of `obj`.
-pub(crate) fn values(def: &ResourceDef, obj: &Value) -> BTreeMap<&'static str, String> {
-    let mut out = BTreeMap::new();
-    out.insert("metadata.name", text(obj, &["metadata", "name"]));
-    if def.namespaced {
-        out.insert("metadata.namespace", text(obj, &["metadata", "namespace"]));
+/// The value of the selectable `field` of `obj` as a field selector
+/// compares it, or `None` if `def` has no such field. Only that field is
+/// read (a watch with a field selector asks this of every event).
+pub(crate) fn value<'a>(def: &ResourceDef, obj: &'a Value, field: &str) -> Option<Cow<'a, str>> {
+    let path: &[&str] = match field {
+        "metadata.name" => &["metadata", "name"],
+        "metadata.namespace" if def.namespaced => &["metadata", "namespace"],
+        _ => selectable(def).iter().find(|(f, _)| *f == field)?.1,
+    };
+    let v = text(obj, path);
+    if v.is_empty() && matches!(field, "spec.unschedulable" | "spec.hostNetwork") {
+        return Some(Cow::Borrowed("false"));
     }
-    for (field, path) in selectable(def) {
-        let mut v = text(obj, path);
-        if v.is_empty() && matches!(*field, "spec.unschedulable" | "spec.hostNetwork") {
-            v = "false".to_owned();
-        }
-        out.insert(field, v);
-    }
-    out
+    Some(v)
 }
 
 #[cfg(test)]
@@ -123,16 +122,18 @@ mod tests {
     fn pod_and_node_fields() {
         let defs = builtin();
         let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
-        let v = values(&defs[idx::PODS], &pod);
-        assert_eq!(v["spec.nodeName"], "n1");
-        assert_eq!(v["status.phase"], "Running");
-        assert_eq!(v["spec.schedulerName"], "");
-        assert_eq!(v["spec.hostNetwork"], "false");
+        let v = |field| value(&defs[idx::PODS], &pod, field).map(Cow::into_owned);
+        assert_eq!(v("spec.nodeName").as_deref(), Some("n1"));
+        assert_eq!(v("status.phase").as_deref(), Some("Running"));
+        assert_eq!(v("metadata.namespace").as_deref(), Some("ns"));
+        assert_eq!(v("spec.schedulerName").as_deref(), Some(""));
+        assert_eq!(v("spec.hostNetwork").as_deref(), Some("false"));
+        assert_eq!(v("spec.containers"), None);
         let node = json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}});
-        assert_eq!(
-            values(&defs[idx::NODES], &node)["spec.unschedulable"],
-            "true"
-        );
+        let n = |field| value(&defs[idx::NODES], &node, field).map(Cow::into_owned);
+        assert_eq!(n("spec.unschedulable").as_deref(), Some("true"));
+        assert_eq!(n("metadata.name").as_deref(), Some("n"));
+        assert_eq!(n("metadata.namespace"), None);
         assert!(supported(&defs[idx::PODS], "status.podIP"));
         assert!(!supported(&defs[idx::PODS], "spec.containers"));
         assert!(!supported(&defs[idx::NODES], "metadata.namespace"));

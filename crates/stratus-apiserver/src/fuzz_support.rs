@@ -30,13 +30,15 @@ pub fn label_selector(input: &str, labels: &Value) -> Result<bool, String> {
 }
 
 /// Parse field selector `input` and match it against `fields` (field path
-/// → value, as the server indexes `metadata.name`, `spec.nodeName`, ...).
+/// → value, as the server reads `metadata.name`, `spec.nodeName`, ...; a
+/// field absent from it is empty).
 pub fn field_selector(
     input: &str,
     fields: &BTreeMap<&'static str, String>,
 ) -> Result<bool, String> {
     let selector = FieldSelector::parse(input)?;
-    Ok(selector.matches(fields))
+    Ok(selector
+        .matches(|field| std::borrow::Cow::Borrowed(fields.get(field).map_or("", String::as_str))))
 }
 
 /// Apply RFC 6902 JSON patch `patch` to `target`.

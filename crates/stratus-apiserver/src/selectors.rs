@@ -1,6 +1,6 @@
 //! Label and field selectors, parsed as the API server parses them.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use serde_json::Value;
 
@@ -509,12 +509,12 @@ impl FieldSelector {
         self.terms.iter().map(|(f, _, _)| f.as_str())
     }
 
-    /// True if every term holds for the object's field values.
-    pub(crate) fn matches(&self, fields: &BTreeMap<&'static str, String>) -> bool {
-        self.terms.iter().all(|(field, negate, value)| {
-            let actual = fields.get(field.as_str()).map(String::as_str).unwrap_or("");
-            (actual == value) != *negate
-        })
+    /// True if every term holds for the object whose field values `value`
+    /// gives (empty for a field the object has not).
+    pub(crate) fn matches<'a>(&self, value: impl Fn(&str) -> Cow<'a, str>) -> bool {
+        self.terms
+            .iter()
+            .all(|(field, negate, expected)| (value(field) == expected.as_str()) != *negate)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -565,6 +565,7 @@ pub(crate) fn object_selector_matches(
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn labels(v: Value) -> serde_json::Map<String, Value> {
         v.as_object().cloned().unwrap()
@@ -652,13 +653,16 @@ mod tests {
             ("spec.nodeName", "n1".to_owned()),
             ("status.phase", "Running".to_owned()),
         ]);
-        let m = |s: &str| FieldSelector::parse(s).unwrap().matches(&fields);
+        let value = |f: &str| Cow::Owned(fields.get(f).cloned().unwrap_or_default());
+        let m = |s: &str| FieldSelector::parse(s).unwrap().matches(value);
         assert!(m("spec.nodeName=n1"));
         assert!(m("spec.nodeName==n1,status.phase!=Pending"));
         assert!(!m("spec.nodeName=n2"));
         assert!(m("spec.schedulerName="), "absent fields are empty");
         let escaped = FieldSelector::parse("metadata.name=a\\,b").unwrap();
-        assert!(escaped.matches(&BTreeMap::from([("metadata.name", "a,b".to_owned())])));
+        assert!(
+            escaped.matches(|f: &str| Cow::Borrowed(if f == "metadata.name" { "a,b" } else { "" }))
+        );
         assert!(FieldSelector::parse("nonsense").is_err());
         assert!(FieldSelector::parse("=x").is_err());
         assert!(FieldSelector::parse("a=\\q").is_err());

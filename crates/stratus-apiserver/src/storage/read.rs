@@ -165,11 +165,12 @@ impl Filter {
         if self.fields.is_empty() {
             return true;
         }
-        let mut values = fields::values(def, obj);
-        for (field, path) in &self.extra {
-            values.insert(field, fields::text_at(obj, path));
-        }
-        self.fields.matches(&values)
+        self.fields.matches(
+            |field| match self.extra.iter().find(|(extra, _)| *extra == field) {
+                Some((_, path)) => fields::text_at(obj, path),
+                None => fields::value(def, obj, field).unwrap_or_default(),
+            },
+        )
     }
 }
 
