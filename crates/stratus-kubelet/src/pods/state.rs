@@ -24,8 +24,9 @@ fn stamped(stamp: &Option<Stamp>, uid: &Option<String>, print: u64) -> bool {
 #[derive(Debug, Default)]
 pub(super) struct PodState {
     /// The provider's latest report (status, or its deletion) and when it
-    /// came, until it is written.
-    notified: Option<(Pod, Instant)>,
+    /// came, until it is written. Boxed: a `Pod` inline is about 2 KB, which
+    /// every pod's state would carry for its whole life, empty.
+    notified: Option<Box<(Pod, Instant)>>,
     /// The UID of the pod last handed to the provider (marked before the
     /// call, since the provider may report on it before the call returns).
     handed: Option<String>,
@@ -105,7 +106,7 @@ impl PodStates {
             let earlier =
                 s.handed.is_some() && pod.metadata.uid.is_some() && pod.metadata.uid != s.handed;
             if !earlier {
-                s.notified = Some((pod, at));
+                s.notified = Some(Box::new((pod, at)));
             }
             !earlier
         })
@@ -115,13 +116,13 @@ impl PodStates {
     /// write keeps what came meanwhile).
     pub(super) fn notify_unless_newer(&self, key: &str, pod: Pod, at: Instant) {
         self.update(key, |s| {
-            s.notified.get_or_insert((pod, at));
+            s.notified.get_or_insert_with(|| Box::new((pod, at)));
         });
     }
 
     /// Take the waiting provider report of `key`.
     pub(super) fn take_notified(&self, key: &str) -> Option<(Pod, Instant)> {
-        self.update(key, |s| s.notified.take())
+        self.update(key, |s| s.notified.take().map(|n| *n))
     }
 
     /// Whether this pod (UID) was handed to the provider as `print`.
@@ -168,7 +169,7 @@ impl PodStates {
         self.read(key, |s| {
             s.notified
                 .as_ref()
-                .is_some_and(|(pod, _)| pod.metadata.uid.is_none() || &pod.metadata.uid == uid)
+                .is_some_and(|n| n.0.metadata.uid.is_none() || &n.0.metadata.uid == uid)
         })
         .unwrap_or(false)
     }
@@ -242,6 +243,17 @@ mod tests {
         assert!(states.provider_deleted("ns/a", "1"));
         states.forget("ns/a");
         assert_eq!(states.len(), 0);
+    }
+
+    #[test]
+    fn a_pods_state_is_small_when_no_report_waits() {
+        // Every Running pod keeps a state for its life; a report waiting
+        // inline would make each about 2 KB.
+        assert!(
+            std::mem::size_of::<PodState>() <= 192,
+            "{} bytes",
+            std::mem::size_of::<PodState>()
+        );
     }
 
     #[test]
