@@ -6,7 +6,13 @@
 //!   the same operation on the in-memory store without HTTP.
 //! - `ccm`: the cloud controllers at 5,000 nodes and 1,000 Services
 //!   (`bench_ccm.rs`).
+//! - `ccm-go`: Stratus's cloud controller manager beside a Go one on
+//!   k8s.io/cloud-provider (`bench_ccm_go.rs`).
 //! - `kubelet`: one virtual node with 10,000 pods (`bench_kubelet.rs`).
+//! - `kubelet-go`: Stratus's virtual kubelet beside the Go one
+//!   (`bench_kubelet_go.rs`).
+//! - `kubelet-scale`: 100 virtual nodes with 100,000 pods in one process,
+//!   beside the Go one's per-node figures (`bench_kubelet_scale.rs`).
 //! - `kubelet-api`: exec round trips and log streaming through the kubelet
 //!   API (`bench_kubelet_api.rs`).
 //! - `process`: 500 pods of `sleep` on a process node
@@ -117,7 +123,7 @@ pub(crate) fn build_binaries(release: bool, packages: &[&str]) -> Result<PathBuf
 pub(crate) fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
         eprintln!(
-            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-api|process|offload|failover|local-cloud>"
+            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-scale|kubelet-api|process|offload|failover|local-cloud>"
         );
         return ExitCode::from(2);
     };
@@ -126,6 +132,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         "ccm",
         "kubelet",
         "kubelet-go",
+        "kubelet-scale",
         "ccm-go",
         "kubelet-api",
         "process",
@@ -139,7 +146,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         && target != crate::bench_ccm_go::STRATUS_MANAGER_CHILD
     {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-api, process, offload, failover, local-cloud"
+            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-scale, kubelet-api, process, offload, failover, local-cloud"
         );
         return ExitCode::from(2);
     }
@@ -190,6 +197,8 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_kubelet::run())
     } else if target == "kubelet-go" {
         rt.block_on(crate::bench_kubelet_go::run(&args[1..]))
+    } else if target == "kubelet-scale" {
+        rt.block_on(crate::bench_kubelet_scale::run(&args[1..]))
     } else if target == "ccm-go" {
         rt.block_on(crate::bench_ccm_go::run(&args[1..]))
     } else if target == crate::bench_kubelet_go::STRATUS_NODE_CHILD {

@@ -165,7 +165,17 @@ pub(crate) struct Observer {
 }
 
 impl Observer {
+    /// Watch the pods bound to `node`.
     pub(crate) async fn start(client: kube::Client, node: &str) -> Result<Self, BoxError> {
+        Self::watching(client, Some(&format!("spec.nodeName={node}"))).await
+    }
+
+    /// Watch every pod of the namespace, whatever its node.
+    pub(crate) async fn start_all(client: kube::Client) -> Result<Self, BoxError> {
+        Self::watching(client, None).await
+    }
+
+    async fn watching(client: kube::Client, fields: Option<&str>) -> Result<Self, BoxError> {
         let pods: Api<Pod> = Api::namespaced(client, "default");
         let rv = pods
             .list(&ListParams::default().limit(1))
@@ -173,9 +183,10 @@ impl Observer {
             .metadata
             .resource_version
             .unwrap_or_default();
-        let params = WatchParams::default()
-            .fields(&format!("spec.nodeName={node}"))
-            .timeout(290);
+        let mut params = WatchParams::default().timeout(290);
+        if let Some(fields) = fields {
+            params = params.fields(fields);
+        }
         // The first watch is opened here, so that nothing bound after
         // `start` returns is missed; each one the server ends (after
         // `timeout`) is resumed from the last resource version seen.
@@ -442,7 +453,15 @@ async fn provider_events(client: &kube::Client) -> Result<usize, BoxError> {
 /// runtime over the node's pods, measured once it has listed them all: the
 /// bytes allocated, and the memory malloc takes for them (chunk headers and
 /// rounding included).
-async fn informer_heap(server: &ApiServer) -> Result<(i64, i64), BoxError> {
+/// The heap and malloc chunks taken by pod caches like the pod
+/// controller's, one per node of `nodes` (its selector, `managedFields`
+/// dropped), started on a measured runtime over the server's pods; an
+/// error unless they hold `expected` pods in all.
+pub(crate) async fn pod_cache_heap(
+    server: &ApiServer,
+    nodes: &[String],
+    expected: usize,
+) -> Result<(i64, i64), BoxError> {
     let runtime = ControllerRuntime::new()?;
     let handle = runtime.handle()?;
     let config = server.config()?;
@@ -450,29 +469,38 @@ async fn informer_heap(server: &ApiServer) -> Result<(i64, i64), BoxError> {
     let before = crate::heap_meter::live();
     let chunks_before = crate::heap_meter::live_chunks();
     let (stop, mut stopped) = watch::channel(false);
+    let nodes = nodes.to_vec();
     let task = spawn_controller(&handle, config, move |client| async move {
-        let (listed_tx, mut listed) = watch::channel(false);
-        let informer = Informer::<Pod>::start_with(
-            Api::all(client),
-            watcher::Config::default().fields(&format!("spec.nodeName={NODE}")),
-            &ControllerHealth::new(),
-            |_| {},
-            move || {
-                listed_tx.send_replace(true);
-            },
-        );
-        let _ = listed.wait_for(|l| *l).await;
-        let _ = done_tx.send(informer.store().state().len());
+        let mut informers = Vec::with_capacity(nodes.len());
+        for node in &nodes {
+            let (listed_tx, listed) = watch::channel(false);
+            let informer = Informer::<Pod>::start_with(
+                Api::all(client.clone()),
+                watcher::Config::default().fields(&format!("spec.nodeName={node}")),
+                &ControllerHealth::new(),
+                |_| {},
+                move || {
+                    listed_tx.send_replace(true);
+                },
+            );
+            informers.push((informer, listed));
+        }
+        let mut cached = 0;
+        for (informer, listed) in &mut informers {
+            let _ = listed.wait_for(|l| *l).await;
+            cached += informer.store().state().len();
+        }
+        let _ = done_tx.send(cached);
         let _ = stopped.wait_for(|s| *s).await;
-        drop(informer);
+        drop(informers);
     });
-    let cached = tokio::time::timeout(Duration::from_secs(120), done).await??;
+    let cached = tokio::time::timeout(Duration::from_secs(300), done).await??;
     let heap = crate::heap_meter::live() - before;
     let chunks = crate::heap_meter::live_chunks() - chunks_before;
     let _ = stop.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    if cached != PODS {
-        return Err(format!("the pod cache listed {cached} pods, not {PODS}").into());
+    if cached != expected {
+        return Err(format!("the pod caches listed {cached} pods, not {expected}").into());
     }
     Ok((heap, chunks))
 }
@@ -541,7 +569,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let heap_running = crate::heap_meter::live() - heap_before;
     let burst_latencies = observer.latencies(&bound_at);
     let burst_written = written_latencies(&server, &bound_at);
-    let (cache_heap, cache_memory) = informer_heap(&server).await?;
+    let (cache_heap, cache_memory) = pod_cache_heap(&server, &[NODE.to_owned()], PODS).await?;
     let events = provider_events(&client).await?;
 
     metrics.push(("pods", PODS as f64));

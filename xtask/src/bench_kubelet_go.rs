@@ -72,15 +72,104 @@ struct Figures {
 }
 
 /// A node process's resident memory now, in bytes.
-fn rss(pid: u32) -> Result<f64, BoxError> {
+pub(crate) fn rss(pid: u32) -> Result<f64, BoxError> {
     crate::bench::process_rss_bytes(&pid.to_string())
         .ok_or_else(|| format!("process {pid} is gone").into())
 }
 
 /// A node process's CPU time so far (user + system), in seconds.
-fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
+pub(crate) fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
     crate::bench::process_cpu_seconds(&pid.to_string())
         .ok_or_else(|| format!("process {pid} is gone").into())
+}
+
+/// A node process on a fresh harness API server of its own: started by
+/// [`NodeProcess::start`], stopped (and its server shut down) by
+/// [`NodeProcess::stop`].
+pub(crate) struct NodeProcess {
+    /// The process's API server.
+    pub(crate) server: ApiServer,
+    /// The process's id.
+    pub(crate) pid: u32,
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl NodeProcess {
+    /// A fresh API server, and `command` (given its kubeconfig) started as
+    /// the `label` node(s) against it; its output goes to a log file kept
+    /// if the run fails.
+    pub(crate) async fn start(
+        label: &str,
+        file: &str,
+        command: impl FnOnce(&Path) -> Command,
+    ) -> Result<Self, BoxError> {
+        // History enough that no watch falls off it behind a 100,000-pod
+        // burst (at 256 MiB, the default, a watcher starved of CPU does).
+        let server = ApiServer::builder()
+            .history(2_000_000)
+            .history_bytes(8 << 30)
+            .start()
+            .await?;
+        let dir =
+            std::env::temp_dir().join(format!("stratus-bench-kubelet-go-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let kubeconfig = dir.join(format!("{file}.kubeconfig"));
+        std::fs::write(&kubeconfig, server.kubeconfig())?;
+        let log_path = dir.join(format!("{file}.log"));
+        let log = std::fs::File::create(&log_path)?;
+        let child = command(&kubeconfig)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting the {label} node: {e}"))?;
+        Ok(Self {
+            server,
+            pid: child.id(),
+            child,
+            dir,
+            log: log_path,
+        })
+    }
+
+    /// Wait until every node of `nodes` is Ready, then 2 s more for the
+    /// start-up work (the first lists, the Leases) to finish.
+    pub(crate) async fn ready(&self, label: &str, nodes: &[String]) -> Result<(), BoxError> {
+        let api: Api<Node> = Api::all(self.server.client());
+        wait_until(
+            &format!("the {label} node(s) Ready"),
+            Duration::from_secs(60 + nodes.len() as u64),
+            || async {
+                let mut ready = 0;
+                for node in api.list(&Default::default()).await? {
+                    let is_ready = node.status.and_then(|s| s.conditions).is_some_and(|c| {
+                        c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                    if is_ready && node.metadata.name.is_some_and(|n| nodes.contains(&n)) {
+                        ready += 1;
+                    }
+                }
+                Ok(ready == nodes.len())
+            },
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Ok(())
+    }
+
+    /// Stop the process and the server; keep the log (and say where) if
+    /// `failed`.
+    pub(crate) async fn stop(self, label: &str, failed: bool) {
+        crate::bench::stop_child(self.child);
+        self.server.shutdown().await;
+        if failed {
+            eprintln!("the {label} node's log: {}", self.log.display());
+        } else {
+            let _ = std::fs::remove_file(&self.log);
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
 }
 
 /// Run one side: a fresh API server, `command` started as node `node`
@@ -91,55 +180,21 @@ async fn side(
     pods: usize,
     command: impl FnOnce(&Path) -> Command,
 ) -> Result<Figures, BoxError> {
-    let server = ApiServer::builder().history(2_000_000).start().await?;
-    let dir = std::env::temp_dir().join(format!("stratus-bench-kubelet-go-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let kubeconfig = dir.join(format!("{node}.kubeconfig"));
-    std::fs::write(&kubeconfig, server.kubeconfig())?;
-    let log = std::fs::File::create(dir.join(format!("{node}.log")))?;
-    let child = command(&kubeconfig)
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("starting the {label} node: {e}"))?;
-    let pid = child.id();
-    let result = workload(&server, label, node, pods, pid).await;
-    crate::bench::stop_child(child);
-    server.shutdown().await;
-    if result.is_err() {
-        eprintln!(
-            "the {label} node's log: {}",
-            dir.join(format!("{node}.log")).display()
-        );
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let process = NodeProcess::start(label, node, command).await?;
+    let result = workload(&process, label, node, pods).await;
+    process.stop(label, result.is_err()).await;
     result
 }
 
 async fn workload(
-    server: &ApiServer,
+    process: &NodeProcess,
     label: &str,
     node: &str,
     pods: usize,
-    pid: u32,
 ) -> Result<Figures, BoxError> {
+    let (server, pid) = (&process.server, process.pid);
     let client = server.client();
-    let nodes: Api<Node> = Api::all(client.clone());
-    wait_until(
-        &format!("the {label} node Ready"),
-        Duration::from_secs(60),
-        || async {
-            Ok(nodes
-                .get_opt(node)
-                .await?
-                .and_then(|n| n.status?.conditions)
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
-        },
-    )
-    .await?;
-    // Let start-up work (the first lists, the Lease) finish.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    process.ready(label, &[node.to_owned()]).await?;
     let (cpu_before, rss_before) = (cpu_seconds(pid)?, rss(pid)?);
 
     let observer = Observer::start(client.clone(), node).await?;

@@ -25,6 +25,7 @@ mod bench_failover;
 mod bench_kubelet;
 mod bench_kubelet_api;
 mod bench_kubelet_go;
+mod bench_kubelet_scale;
 mod bench_local_cloud;
 mod bench_offload;
 mod bench_process;
