@@ -306,20 +306,11 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let go_binary = crate::go_peers::virtual_kubelet()?;
     let exe = std::env::current_exe()?;
     let stratus = side("Stratus", "vk-stratus", pods, |kubeconfig| {
-        let mut c = Command::new(&exe);
-        c.args(["bench", STRATUS_NODE_CHILD])
-            .arg(kubeconfig)
-            .arg("vk-stratus");
-        c
+        stratus_node_command(&exe, kubeconfig, "vk-stratus")
     })
     .await?;
     let go = side("Go", "vk-go", pods, |kubeconfig| {
-        let mut c = Command::new(&go_binary);
-        c.arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["--nodename", "vk-go"])
-            .arg(format!("--qps={go_qps}"));
-        c
+        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps)
     })
     .await?;
 
@@ -358,6 +349,28 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         &format!("{pods} pods per side"),
     )?;
     Ok(())
+}
+
+/// The command of the benchmark's Stratus node(s) (`exe`, this benchmark's
+/// binary, as [`STRATUS_NODE_CHILD`]) on the server of `kubeconfig`;
+/// `nodes` is one name or several, comma-separated.
+pub(crate) fn stratus_node_command(exe: &Path, kubeconfig: &Path, nodes: &str) -> Command {
+    let mut c = Command::new(exe);
+    c.args(["bench", STRATUS_NODE_CHILD])
+        .arg(kubeconfig)
+        .arg(nodes);
+    c
+}
+
+/// The command of the Go peer `binary` as node `node` on the server of
+/// `kubeconfig`, with client-go's request limit `qps` (negative: none).
+pub(crate) fn go_node_command(binary: &Path, kubeconfig: &Path, node: &str, qps: f64) -> Command {
+    let mut c = Command::new(binary);
+    c.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--nodename", node])
+        .arg(format!("--qps={qps}"));
+    c
 }
 
 /// The benchmark's Stratus node ([`crate::cluster::mock_virtual_kubelet`])

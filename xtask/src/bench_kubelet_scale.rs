@@ -25,7 +25,6 @@
 //! cache per pod and the count of pods Running.
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -34,7 +33,9 @@ use kube::api::{Api, ListParams};
 use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::percentile;
 use crate::bench_kubelet::{Observer, pod, pod_cache_heap};
-use crate::bench_kubelet_go::{NodeProcess, STRATUS_NODE_CHILD, cpu_seconds, rss};
+use crate::bench_kubelet_go::{
+    NodeProcess, cpu_seconds, go_node_command, rss, stratus_node_command,
+};
 
 /// Virtual nodes in the Stratus process unless `--nodes` says otherwise.
 const DEFAULT_NODES: usize = 100;
@@ -160,11 +161,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let total = nodes * per_node;
 
     let process = NodeProcess::start("Stratus", "vk-scale", |kubeconfig| {
-        let mut c = Command::new(&exe);
-        c.args(["bench", STRATUS_NODE_CHILD])
-            .arg(kubeconfig)
-            .arg(names.join(","));
-        c
+        stratus_node_command(&exe, kubeconfig, &names.join(","))
     })
     .await?;
     let result = async {
@@ -178,12 +175,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
 
     let go_node = vec!["vk-go".to_owned()];
     let process = NodeProcess::start("Go", "vk-go", |kubeconfig| {
-        let mut c = Command::new(&go_binary);
-        c.arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["--nodename", "vk-go"])
-            .arg(format!("--qps={go_qps}"));
-        c
+        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps)
     })
     .await?;
     let result = admit(&process, "Go", &go_node, per_node).await;
