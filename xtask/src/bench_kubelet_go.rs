@@ -46,8 +46,9 @@ use crate::bench_kubelet::{Observer, pod};
 const PACE: usize = 500;
 /// The pods of each side unless `--pods` says otherwise.
 const DEFAULT_PODS: usize = 10_000;
-/// The benchmark's own child: the Stratus node (`bench
-/// kubelet-go-stratus-node KUBECONFIG NODE`).
+/// The benchmark's own child: the Stratus node or nodes (`bench
+/// kubelet-go-stratus-node KUBECONFIG NODES`, NODES one name or several,
+/// comma-separated, all in that one process).
 pub(crate) const STRATUS_NODE_CHILD: &str = "kubelet-go-stratus-node";
 
 /// How long a phase may take: Go virtual-kubelet's pod queues let 10 pods
@@ -374,11 +375,12 @@ pub(crate) fn go_node_command(binary: &Path, kubeconfig: &Path, node: &str, qps:
 }
 
 /// The benchmark's Stratus node ([`crate::cluster::mock_virtual_kubelet`])
-/// on the API server of `kubeconfig` as `node`, its kubelet API on a free
+/// on the API server of `kubeconfig` as `node` (one name or several,
+/// comma-separated: that many nodes), each one's kubelet API on a free
 /// loopback port, until SIGTERM.
 pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
     let [kubeconfig, node] = args else {
-        return Err(format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG NODE").into());
+        return Err(format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG NODES").into());
     };
     crate::cluster::mock_virtual_kubelet(Path::new(kubeconfig), node, "127.0.0.1").await
 }

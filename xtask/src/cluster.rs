@@ -1025,8 +1025,9 @@ pub(crate) fn audit_count(state: &State, user_agent: &str) -> Result<AuditCount,
 }
 
 /// The virtual-kubelet command (`stratus_kubelet::app`, as a vendor's
-/// binary runs it) over a MockPodProvider, registered as `node` with the
-/// API server of `kubeconfig`, its kubelet API on a free port of `address`,
+/// binary runs it) over a MockPodProvider, registered as `node` (several
+/// comma-separated names: that many nodes, one provider each) with the API
+/// server of `kubeconfig`, each kubelet API on a free port of `address`,
 /// no taint (pods select it without a toleration, as on the harness) and
 /// no `--client-ca-file` (it trusts the client CA the API server publishes
 /// in `kube-system/extension-apiserver-authentication`), until SIGINT or
