@@ -448,15 +448,12 @@ async fn provider_events(client: &kube::Client) -> Result<usize, BoxError> {
     }
 }
 
-/// The heap of the node's pod cache alone: an informer like the pod
-/// controller's (same selector, managedFields dropped) started on a tagged
-/// runtime over the node's pods, measured once it has listed them all: the
-/// bytes allocated, and the memory malloc takes for them (chunk headers and
-/// rounding included).
-/// The heap and malloc chunks taken by pod caches like the pod
-/// controller's, one per node of `nodes` (its selector, `managedFields`
-/// dropped), started on a measured runtime over the server's pods; an
-/// error unless they hold `expected` pods in all.
+/// The heap of pod caches alone: one informer per node of `nodes` like the
+/// pod controller's (its selector, `managedFields` dropped), started on a
+/// tagged runtime over the server's pods and measured once all have listed
+/// them: the bytes allocated, and the memory malloc takes for them (chunk
+/// headers and rounding included). An error unless they hold `expected`
+/// pods in all.
 pub(crate) async fn pod_cache_heap(
     server: &ApiServer,
     nodes: &[String],

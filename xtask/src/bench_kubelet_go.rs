@@ -55,7 +55,7 @@ pub(crate) const STRATUS_NODE_CHILD: &str = "kubelet-go-stratus-node";
 /// a second through once a burst of 100 is spent (client-go's default
 /// controller rate limiter), so its phases take about `pods / 10` seconds;
 /// twice that, and at least 10 minutes.
-fn phase_limit(pods: usize) -> Duration {
+pub(crate) fn phase_limit(pods: usize) -> Duration {
     Duration::from_secs((pods as u64 / 5).max(600))
 }
 
@@ -94,6 +94,7 @@ pub(crate) struct NodeProcess {
     pub(crate) pid: u32,
     child: std::process::Child,
     dir: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
     log: std::path::PathBuf,
 }
 
@@ -130,6 +131,7 @@ impl NodeProcess {
             pid: child.id(),
             child,
             dir,
+            kubeconfig,
             log: log_path,
         })
     }
@@ -167,7 +169,10 @@ impl NodeProcess {
         if failed {
             eprintln!("the {label} node's log: {}", self.log.display());
         } else {
+            // The other side's files may share the directory: it goes
+            // with the last of them.
             let _ = std::fs::remove_file(&self.log);
+            let _ = std::fs::remove_file(&self.kubeconfig);
             let _ = std::fs::remove_dir(&self.dir);
         }
     }

@@ -34,7 +34,7 @@ use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::percentile;
 use crate::bench_kubelet::{Observer, pod, pod_cache_heap};
 use crate::bench_kubelet_go::{
-    NodeProcess, cpu_seconds, go_node_command, rss, stratus_node_command,
+    NodeProcess, cpu_seconds, go_node_command, phase_limit, rss, stratus_node_command,
 };
 
 /// Virtual nodes in the Stratus process unless `--nodes` says otherwise.
@@ -44,6 +44,8 @@ const DEFAULT_PODS_PER_NODE: usize = 1_000;
 
 /// One side's figures.
 struct Figures {
+    /// From the first bind to the last (the binds themselves).
+    bind_s: f64,
     admission_s: f64,
     p50_ms: f64,
     p99_ms: f64,
@@ -75,10 +77,10 @@ async fn admit(
             bound_at.insert(name, Instant::now());
         }
     }
-    // Go's queues let 10 pods a second through after a burst of 100: twice
-    // that for one node, and at least 10 minutes.
-    let limit = Duration::from_secs((per_node as u64 / 5).max(600));
-    observer.running_within(total, limit).await?;
+    let bind_s = started.elapsed().as_secs_f64();
+    observer
+        .running_within(total, phase_limit(per_node))
+        .await?;
     let admission_s = started.elapsed().as_secs_f64();
     let cpu_s = cpu_seconds(pid)? - cpu_before;
     let latencies = observer.latencies(&bound_at);
@@ -86,6 +88,7 @@ async fn admit(
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_running = rss(pid)?;
     Ok(Figures {
+        bind_s,
         admission_s,
         p50_ms: percentile(&latencies, 0.5) * 1000.0,
         p99_ms: percentile(&latencies, 0.99) * 1000.0,
@@ -206,6 +209,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
             ("pods", total as f64),
             ("pods_running_stratus", stratus.running as f64),
             ("pods_running_go_one_node", go.running as f64),
+            ("bind_s_stratus", stratus.bind_s),
             ("pods_per_sec_stratus", total as f64 / stratus.admission_s),
             ("pods_per_sec_go", total as f64 / go.admission_s),
             (
