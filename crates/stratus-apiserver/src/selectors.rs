@@ -509,6 +509,14 @@ impl FieldSelector {
         self.terms.iter().map(|(f, _, _)| f.as_str())
     }
 
+    /// The value an equality term requires of `field`, if one does.
+    pub(crate) fn required(&self, field: &str) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|(f, negate, _)| f == field && !negate)
+            .map(|(_, _, v)| v.as_str())
+    }
+
     /// True if every term holds for the object whose field values `value`
     /// gives (empty for a field the object has not).
     pub(crate) fn matches<'a>(&self, value: impl Fn(&str) -> Cow<'a, str>) -> bool {

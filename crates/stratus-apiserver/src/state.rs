@@ -67,6 +67,11 @@ impl Inner {
     pub(crate) fn new(settings: Settings) -> Result<Arc<Self>, String> {
         let defs = crate::resources::builtin();
         let store = Store::new(defs.len(), settings.history, settings.history_bytes);
+        for (index, def) in defs.iter().enumerate() {
+            if let Some((_, path)) = crate::storage::dispatch::trigger_field(def) {
+                store.set_trigger(index, path);
+            }
+        }
         let defs = Registry::new(defs);
         let kubelet = crate::serving::kubelet::KubeletClient::new()?;
         let token_signer = crate::auth::service_account_jwt::Signer::new()?;

@@ -423,3 +423,169 @@ async fn a_read_at_a_future_resource_version_waits_then_gets_504() {
         .collect();
     assert_eq!(names, ["a", "b"]);
 }
+
+fn pod_event(e: kube::Result<WatchEvent<Pod>>) -> (String, String) {
+    match e.expect("a decodable event") {
+        WatchEvent::Added(o) => ("ADDED".into(), o.metadata.name.unwrap_or_default()),
+        WatchEvent::Modified(o) => ("MODIFIED".into(), o.metadata.name.unwrap_or_default()),
+        WatchEvent::Deleted(o) => ("DELETED".into(), o.metadata.name.unwrap_or_default()),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// The next event of a pod watch, or `None` after half a second of quiet.
+async fn next_pod_event(
+    stream: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<Pod>>> + Unpin),
+) -> Option<(String, String)> {
+    tokio::time::timeout(Duration::from_millis(500), stream.next())
+        .await
+        .ok()
+        .map(|e| pod_event(e.expect("stream open")))
+}
+
+#[tokio::test]
+async fn pod_watches_of_one_node_see_that_nodes_pods_from_a_version_and_from_now() {
+    let server = ApiServer::start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let pod = |name: &str, node: Option<&str>| -> Pod {
+        let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
+        if let Some(node) = node {
+            spec["nodeName"] = json!(node);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let early = pods
+        .create(&PostParams::default(), &pod("early", Some("a")))
+        .await
+        .unwrap();
+    let before = early.metadata.resource_version.unwrap();
+    pods.create(&PostParams::default(), &pod("early-b", Some("b")))
+        .await
+        .unwrap();
+    // One watch resumes from before "early" was written (the history, then
+    // its node's events), one starts from now, one watches unbound pods.
+    let from_version = |node: &str| WatchParams::default().fields(&format!("spec.nodeName={node}"));
+    let mut a_resumed = pods
+        .watch(
+            &from_version("a"),
+            &(before.parse::<u64>().unwrap() - 1).to_string(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let current = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut a = pods
+        .watch(&from_version("a"), &current)
+        .await
+        .unwrap()
+        .boxed();
+    let mut unbound = pods
+        .watch(&from_version(""), &current)
+        .await
+        .unwrap()
+        .boxed();
+
+    pods.create(&PostParams::default(), &pod("p", None))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod("q", Some("b")))
+        .await
+        .unwrap();
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        "p",
+        &PostParams::default(),
+        &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "a"}}),
+    )
+    .await
+    .unwrap();
+    pods.delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    pods.delete("q", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+
+    let mut seen = Vec::new();
+    while let Some(e) = next_pod_event(&mut a_resumed).await {
+        seen.push(e);
+    }
+    let ev = |kind: &str, name: &str| (kind.to_owned(), name.to_owned());
+    assert_eq!(
+        seen,
+        [ev("ADDED", "early"), ev("ADDED", "p"), ev("DELETED", "p")]
+    );
+    let mut seen = Vec::new();
+    while let Some(e) = next_pod_event(&mut a).await {
+        seen.push(e);
+    }
+    assert_eq!(seen, [ev("ADDED", "p"), ev("DELETED", "p")]);
+    let mut seen = Vec::new();
+    while let Some(e) = next_pod_event(&mut unbound).await {
+        seen.push(e);
+    }
+    // Bound, "p" leaves the unbound pods' watch.
+    assert_eq!(seen, [ev("ADDED", "p"), ev("DELETED", "p")]);
+}
+
+#[tokio::test]
+async fn a_watch_that_is_not_read_for_thousands_of_events_misses_none() {
+    let server = ApiServer::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let current = cms
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms
+        .watch(&WatchParams::default(), &current)
+        .await
+        .unwrap()
+        .boxed();
+    // Far more than the watch's queue holds, and (8 KB each) more than the
+    // connection buffers: the watch falls behind and catches up from the
+    // history.
+    let big = "x".repeat(8 * 1024);
+    let total = 3_000;
+    futures_util::stream::iter(0..total)
+        .map(|i| {
+            let cms = cms.clone();
+            let data = big.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(
+                    json!({"metadata": {"name": format!("cm-{i:05}")}, "data": {"k": data}}),
+                )
+                .unwrap();
+                cms.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    let mut versions = Vec::new();
+    while versions.len() < total {
+        match next_event(&mut stream).await {
+            WatchEvent::Added(cm) => versions.push(
+                cm.metadata
+                    .resource_version
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap(),
+            ),
+            other => panic!("expected ADDED, got {other:?}"),
+        }
+    }
+    // Each once, in the order written.
+    assert!(
+        versions.windows(2).all(|w| w[0] < w[1]),
+        "out of order or repeated"
+    );
+}

@@ -5,6 +5,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod conversion;
+pub(crate) mod dispatch;
 pub(crate) mod disruption;
 pub(crate) mod patch;
 pub(crate) mod read;

@@ -152,6 +152,11 @@ impl Filter {
         })
     }
 
+    /// The value the field selector requires of `field`, if it does.
+    pub(crate) fn required_field(&self, field: &str) -> Option<&str> {
+        self.fields.required(field)
+    }
+
     /// True if the filter selects every object (no label or field
     /// selector).
     pub(crate) fn is_everything(&self) -> bool {

@@ -12,6 +12,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::storage::dispatch::{Interest, Queue, Watches};
+
 /// The kind of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EventType {
@@ -209,6 +211,10 @@ struct State {
     /// Owner UID → the objects that list it in `ownerReferences` (garbage
     /// collection looks dependents up here instead of scanning the store).
     dependents: HashMap<String, BTreeSet<(usize, Key)>>,
+    /// The open watches that commits hand their events to.
+    watches: Watches,
+    /// Resource index → the JSON path of its trigger field.
+    triggers: HashMap<usize, &'static [&'static str]>,
 }
 
 /// The owner UIDs an object lists.
@@ -224,6 +230,30 @@ pub(crate) fn owner_uids(object: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// An open watch's queue, registered with the store until dropped.
+pub(crate) struct Subscription<'a> {
+    store: &'a Store,
+    interest: Interest,
+    id: u64,
+    /// The queue commits push to.
+    pub(crate) queue: Arc<Queue>,
+}
+
+impl Subscription<'_> {
+    /// After an overflow: take events again from the store's current
+    /// revision on; the watch reads those before it from the history.
+    pub(crate) fn restart(&self) {
+        let state = self.store.lock();
+        self.queue.restart(state.revision);
+    }
+}
+
+impl Drop for Subscription<'_> {
+    fn drop(&mut self) {
+        self.store.lock().watches.remove(&self.interest, self.id);
+    }
 }
 
 /// The store.
@@ -276,6 +306,8 @@ impl Store {
                 history_bytes_limit,
                 compacted: 1,
                 dependents: HashMap::new(),
+                watches: Watches::default(),
+                triggers: HashMap::new(),
             }),
             notify,
         }
@@ -295,6 +327,35 @@ impl Store {
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.notify.subscribe()
+    }
+
+    /// Index the watches of `resource` by the field at `path` (see
+    /// [`crate::storage::dispatch`]).
+    pub(crate) fn set_trigger(&self, resource: usize, path: &'static [&'static str]) {
+        self.lock().triggers.insert(resource, path);
+    }
+
+    /// Open a queue that every later commit matching `interest` is handed
+    /// to; it is closed when the subscription drops.
+    pub(crate) fn watch_queue(&self, interest: Interest) -> Subscription<'_> {
+        let queue = Arc::new(Queue::default());
+        let mut state = self.lock();
+        queue.restart(state.revision);
+        let id = state.watches.add(&interest, queue.clone());
+        drop(state);
+        Subscription {
+            store: self,
+            interest,
+            id,
+            queue,
+        }
+    }
+
+    /// The store's revision, and whether `queue` holds nothing at it (then
+    /// every event up to it that the queue's watch wants has been taken).
+    pub(crate) fn quiet_revision(&self, queue: &Queue) -> (u64, bool) {
+        let state = self.lock();
+        (state.revision, queue.is_idle())
     }
 
     pub(crate) fn get(&self, resource: usize, namespace: &str, name: &str) -> Option<Stored> {
@@ -371,6 +432,9 @@ impl Store {
             object,
             previous,
         });
+        state
+            .watches
+            .dispatch(&event, state.triggers.get(&resource).copied());
         state.history_bytes += event.memory();
         state.history.push_back(event);
         // The newest event stays even alone over the budget.

@@ -14,6 +14,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::error::ApiError;
 use crate::state::{Inner, ResourceRequest};
+use crate::storage::dispatch::{self, Interest};
 use crate::storage::read::{Filter, Representation, partial};
 use crate::storage::store::{Event, EventType};
 
@@ -245,8 +246,21 @@ fn zero_fields(group: &str, kind: &str) -> Vec<(&'static str, Value)> {
 
 /// Stream the watch into `tx` until the client goes away, the timeout
 /// passes, the watch is dropped by a test control, or the server stops.
+///
+/// The watch reads the store's history up to the revision its queue starts
+/// from (its resourceVersion, or the end of the initial state), then the
+/// events commits hand to its queue ([`crate::storage::dispatch`]), and the
+/// history again from where its queue overflowed, if it does.
 pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Bytes>) {
-    let mut changes = inner.store().subscribe();
+    let def = &inner.defs().get(plan.req.def);
+    let trigger = dispatch::trigger_field(def)
+        .and_then(|(field, _)| plan.filter.required_field(field))
+        .map(str::to_owned);
+    let subscription = inner.store().watch_queue(Interest {
+        resource: plan.req.def,
+        trigger,
+    });
+    let queue = &subscription.queue;
     let mut epoch = inner.watch_epoch().subscribe();
     epoch.borrow_and_update();
     let mut closing = inner.closing().subscribe();
@@ -256,11 +270,9 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
     let mut cursor = match plan.start {
         Start::After(rv) => rv,
         Start::FromState { end_bookmark } => {
-            changes.borrow_and_update();
             let (items, rv) = inner
                 .store()
                 .list(plan.req.def, plan.req.namespace.as_deref());
-            let def = &inner.defs().get(plan.req.def);
             for item in items.iter().filter(|s| plan.filter.matches(def, &s.object)) {
                 if tx
                     .send(object_line(
@@ -286,29 +298,57 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await;
     loop {
-        changes.borrow_and_update();
-        match inner.store().events_after(cursor, 512) {
-            Err(expired) => {
-                let status = ApiError::gone(format!(
-                    "too old resource version: {cursor} ({})",
-                    expired.oldest
-                ))
-                .to_status();
-                let _ = tx.send(encode_event(&plan, "ERROR", None, &status)).await;
-                return;
-            }
-            Ok(events) if !events.is_empty() => {
-                for event in &events {
-                    cursor = event.rv;
-                    if let Some(l) = render(&inner, &plan, event)
-                        && tx.send(l).await.is_err()
-                    {
-                        return;
-                    }
+        let from = queue.from();
+        if cursor < from {
+            // Behind the queue: read the history.
+            match inner.store().events_after(cursor, 512) {
+                Err(expired) => {
+                    let status = ApiError::gone(format!(
+                        "too old resource version: {cursor} ({})",
+                        expired.oldest
+                    ))
+                    .to_status();
+                    let _ = tx.send(encode_event(&plan, "ERROR", None, &status)).await;
+                    return;
                 }
+                Ok(events) if events.is_empty() => {
+                    // No event is newer than `cursor`: none is missed.
+                    cursor = from;
+                }
+                Ok(events) => {
+                    for event in events.iter().take_while(|e| e.rv <= from) {
+                        cursor = event.rv;
+                        if let Some(l) = render(&inner, &plan, event)
+                            && tx.send(l).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    cursor = cursor.max(events.last().map_or(cursor, |e| e.rv).min(from));
+                }
+            }
+            continue;
+        }
+        let taken = queue.take();
+        for event in &taken.events {
+            if event.rv <= cursor {
                 continue;
             }
-            Ok(_) => {}
+            cursor = event.rv;
+            if let Some(l) = render(&inner, &plan, event)
+                && tx.send(l).await.is_err()
+            {
+                return;
+            }
+        }
+        if let Some(dropped) = taken.dropped_from {
+            // Every wanted event before `dropped` was queued and is sent.
+            cursor = cursor.max(dropped - 1);
+            subscription.restart();
+            continue;
+        }
+        if !taken.events.is_empty() {
+            continue;
         }
         let sleep = async {
             match deadline {
@@ -317,18 +357,28 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
             }
         };
         tokio::select! {
-            r = changes.changed() => if r.is_err() { return },
+            _ = queue.pushed() => {}
             _ = epoch.changed() => return,
             _ = closing.changed() => return,
             _ = sleep => return,
             _ = tx.closed() => return,
-            // No bookmark for a revision the store has not reached (a watch
-            // from a future resourceVersion): kube-apiserver's watchers send
-            // none older than where they started.
-            _ = ticker.tick(), if plan.bookmarks && cursor <= inner.store().revision() => {
-                // Every event up to `cursor` has been seen (none are pending).
-                if tx.send(bookmark(&inner, &plan, cursor, false)).await.is_err() {
-                    return;
+            _ = ticker.tick(), if plan.bookmarks => {
+                // With nothing queued, every wanted event up to the store's
+                // revision has been sent. No bookmark for a revision the
+                // store has not reached (a watch from a future
+                // resourceVersion): kube-apiserver's watchers send none
+                // older than where they started.
+                let (revision, idle) = inner.store().quiet_revision(queue);
+                let at = match (cursor <= revision, idle) {
+                    (false, _) => None,
+                    (true, true) => Some(revision),
+                    (true, false) => Some(cursor),
+                };
+                if let Some(at) = at {
+                    cursor = at;
+                    if tx.send(bookmark(&inner, &plan, at, false)).await.is_err() {
+                        return;
+                    }
                 }
             }
         }
