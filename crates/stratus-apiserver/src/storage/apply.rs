@@ -472,6 +472,21 @@ struct Entry {
     time: String,
     subresource: String,
     fields: FieldSet,
+    /// The stored `fieldsV1` that `fields` was read from, while `fields`
+    /// is unchanged: written back as it is instead of rendered again (the
+    /// server wrote it, so it is already `fields` rendered).
+    rendered: Option<Value>,
+}
+
+impl Entry {
+    /// Keep only the fields `keep` accepts.
+    fn retain_fields(&mut self, keep: impl FnMut(&Path) -> bool) {
+        let before = self.fields.len();
+        self.fields.retain(keep);
+        if self.fields.len() != before {
+            self.rendered = None;
+        }
+    }
 }
 
 fn read_entries(obj: &Value) -> Vec<Entry> {
@@ -507,6 +522,7 @@ fn read_entries(obj: &Value) -> Vec<Entry> {
                         .unwrap_or_default()
                         .to_owned(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
+                    rendered: e.get("fieldsV1").cloned(),
                 })
                 .collect()
         })
@@ -542,14 +558,14 @@ fn write_entries(obj: &mut Value, entries: &[Entry]) {
                 "apiVersion": e.api_version,
                 "time": e.time,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": to_fields_v1(
+                "fieldsV1": e.rendered.clone().unwrap_or_else(|| to_fields_v1(
                     &e.fields,
                     match (e.operation.as_str(), e.subresource.as_str()) {
                         ("Apply", _) => Written::Apply,
                         (_, "status") => Written::StatusUpdate,
                         _ => Written::Update,
                     },
-                ),
+                )),
             });
             if !e.subresource.is_empty() {
                 v["subresource"] = json!(e.subresource);
@@ -620,17 +636,18 @@ pub(crate) fn record_update(
     let mut entries = old.map(read_entries).unwrap_or_default();
     // Removed leaves are owned by nobody.
     for e in &mut entries {
-        e.fields.retain(|p| new_fields.contains(p));
+        e.retain_fields(|p| new_fields.contains(p));
     }
     if !changed.is_empty() {
         for e in &mut entries {
             if !same(e) {
-                e.fields.retain(|p| !changed.contains(p));
+                e.retain_fields(|p| !changed.contains(p));
             }
         }
         match entries.iter_mut().find(|e| same(e)) {
             Some(e) => {
                 e.fields.extend(changed);
+                e.rendered = None;
                 e.time = meta::now();
             }
             None => entries.push(Entry {
@@ -640,6 +657,7 @@ pub(crate) fn record_update(
                 time: meta::now(),
                 subresource: subresource.to_owned(),
                 fields: changed,
+                rendered: None,
             }),
         }
     }
@@ -877,8 +895,7 @@ fn applied(
     // Forced conflicts change hands; equal values are shared.
     for e in &mut entries {
         if !(e.manager == manager && e.operation == "Apply") {
-            e.fields
-                .retain(|p| !conflicting.contains(p) && lookup(&out, p).is_some());
+            e.retain_fields(|p| !conflicting.contains(p) && lookup(&out, p).is_some());
         }
     }
     entries.retain(|e| !(e.manager == manager && e.operation == "Apply"));
@@ -889,6 +906,7 @@ fn applied(
         time: meta::now(),
         subresource: String::new(),
         fields: config_fields,
+        rendered: None,
     });
     write_entries(&mut out, &entries);
     Ok(out)
@@ -1056,6 +1074,76 @@ mod tests {
         assert!(rendered.contains(&".metadata.finalizers[=\"f\"]".to_owned()));
         assert!(rendered.contains(&".spec.tolerations".to_owned()));
         assert!(!rendered.iter().any(|r| r == ".metadata.name"));
+    }
+
+    /// The `fieldsV1` of each manager, by manager and subresource.
+    fn fields_v1(obj: &Value) -> Vec<(String, Value)> {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    format!("{}/{}", e["manager"], e["subresource"]),
+                    e["fieldsV1"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_update_renders_only_the_entries_it_changed_and_keeps_the_others_as_rendered() {
+        let writer = |manager, subresource| Writer {
+            manager,
+            operation: "Update",
+            api_version: "v1",
+            subresource,
+        };
+        let mut created = json!({"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}]}});
+        record_update(&mut created, None, &writer("creator", ""), None);
+        let mut running = created.clone();
+        running["status"] = json!({"phase": "Running"});
+        record_update(
+            &mut running,
+            Some(&created),
+            &writer("kubelet", "status"),
+            None,
+        );
+        let mut relabelled = running.clone();
+        relabelled["metadata"]["labels"]["a"] = json!("2");
+        relabelled["status"]["phase"] = json!("Succeeded");
+        record_update(&mut relabelled, Some(&running), &writer("other", ""), None);
+        // Each step's entries are what rendering every set afresh gives.
+        for obj in [&running, &relabelled] {
+            let fresh: Vec<(String, Value)> = read_entries(obj)
+                .into_iter()
+                .map(|e| {
+                    let written = if e.subresource == "status" {
+                        Written::StatusUpdate
+                    } else {
+                        Written::Update
+                    };
+                    (
+                        format!(
+                            "\"{}\"/{}",
+                            e.manager,
+                            if e.subresource.is_empty() {
+                                "null".to_owned()
+                            } else {
+                                format!("\"{}\"", e.subresource)
+                            }
+                        ),
+                        to_fields_v1(&e.fields, written),
+                    )
+                })
+                .collect();
+            assert_eq!(fields_v1(obj), fresh);
+        }
+        let owners = owners(&relabelled);
+        assert_eq!(owners[".metadata.labels.a"], ["other"]);
+        assert_eq!(owners[".status.phase"], ["other"]);
+        assert_eq!(owners[".spec.containers[name=\"app\"].image"], ["creator"]);
     }
 
     #[test]

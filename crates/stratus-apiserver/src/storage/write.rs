@@ -570,18 +570,45 @@ fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation
             return Ok(Mutation::Delete(desired));
         }
     }
-    let strip_rv = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = meta::meta_mut(&mut v) {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        v
-    };
-    if strip_rv(&desired) == strip_rv(current) {
+    if same_but_bookkeeping(&desired, current) {
         return Ok(Mutation::Unchanged);
     }
     Ok(Mutation::Replace(desired))
+}
+
+/// True if `a` and `b` differ at most in `metadata.resourceVersion` and
+/// `metadata.managedFields` (compared in place: no copies).
+fn same_but_bookkeeping(a: &Value, b: &Value) -> bool {
+    const BOOKKEEPING: [&str; 2] = ["resourceVersion", "managedFields"];
+    let (Value::Object(a), Value::Object(b)) = (a, b) else {
+        return a == b;
+    };
+    let fields =
+        |m: &'_ serde_json::Map<String, Value>| m.keys().filter(|k| *k != "metadata").count();
+    if fields(a) != fields(b) {
+        return false;
+    }
+    let a_meta = a.get("metadata").and_then(Value::as_object);
+    let b_meta = b.get("metadata").and_then(Value::as_object);
+    let same_meta = match (a_meta, b_meta) {
+        (Some(am), Some(bm)) => {
+            let kept = |m: &'_ serde_json::Map<String, Value>| {
+                m.keys()
+                    .filter(|k| !BOOKKEEPING.contains(&k.as_str()))
+                    .count()
+            };
+            kept(am) == kept(bm)
+                && am
+                    .iter()
+                    .filter(|(k, _)| !BOOKKEEPING.contains(&k.as_str()))
+                    .all(|(k, v)| bm.get(k) == Some(v))
+        }
+        _ => a.get("metadata") == b.get("metadata"),
+    };
+    same_meta
+        && a.iter()
+            .filter(|(k, _)| *k != "metadata")
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 /// The answer to a write that may have removed the object (the last
@@ -1245,4 +1272,26 @@ pub(crate) fn bump_generation(current: &Value, next: &mut Value) {
         .and_then(Value::as_i64)
         .unwrap_or(1);
     set_at(next, &["metadata", "generation"], json!(generation + 1));
+}
+
+#[cfg(test)]
+mod bookkeeping_tests {
+    use super::same_but_bookkeeping;
+    use serde_json::json;
+
+    #[test]
+    fn objects_that_differ_only_in_version_or_managers_are_the_same() {
+        let a = json!({"metadata": {"name": "a", "resourceVersion": "1", "managedFields": [1]}, "data": {"k": "v"}});
+        let b = json!({"metadata": {"name": "a", "resourceVersion": "2"}, "data": {"k": "v"}});
+        assert!(same_but_bookkeeping(&a, &b));
+        for other in [
+            json!({"metadata": {"name": "a"}, "data": {"k": "w"}}),
+            json!({"metadata": {"name": "a", "labels": {}}, "data": {"k": "v"}}),
+            json!({"metadata": {"name": "a"}, "data": {"k": "v"}, "binaryData": {}}),
+            json!({"data": {"k": "v"}}),
+        ] {
+            assert!(!same_but_bookkeeping(&a, &other), "{other}");
+            assert!(!same_but_bookkeeping(&other, &a), "{other}");
+        }
+    }
 }
