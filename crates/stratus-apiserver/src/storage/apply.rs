@@ -306,29 +306,39 @@ enum Written {
 
 /// The `fieldsV1` form of a manager's field set.
 fn to_fields_v1(set: &FieldSet, written: Written) -> Value {
-    let mut root = Map::new();
-    for path in set {
-        let mut cur = &mut root;
-        for elem in path {
-            let key = match elem {
-                Elem::Field(f) => format!("f:{f}"),
-                Elem::Key(k) => format!("k:{k}"),
-                Elem::Value(v) => format!("v:{v}"),
-            };
-            let entry = cur.entry(key).or_insert_with(|| Value::Object(Map::new()));
-            if !entry.is_object() {
-                *entry = Value::Object(Map::new());
-            }
-            cur = match entry {
-                Value::Object(m) => m,
-                _ => return Value::Object(root),
-            };
-        }
-        cur.entry(".").or_insert_with(|| json!({}));
-    }
+    let paths: Vec<&[Elem]> = set.iter().map(Vec::as_slice).collect();
+    let mut root = fields_tree(&paths, 0);
     strip_leaf_dots(&mut root);
     mark_granular_nodes(&mut root, written);
     Value::Object(root)
+}
+
+/// The `fieldsV1` tree below `depth` of `paths`, which share their first
+/// `depth` elements and are sorted (so the paths through each child are
+/// side by side): each node's key is written once, and a node where a path
+/// ends gets `"."`.
+fn fields_tree(paths: &[&[Elem]], depth: usize) -> Map<String, Value> {
+    let mut map = Map::new();
+    let mut i = 0;
+    while i < paths.len() {
+        let Some(elem) = paths[i].get(depth) else {
+            map.insert(".".into(), json!({}));
+            i += 1;
+            continue;
+        };
+        let end = i + paths[i..]
+            .iter()
+            .take_while(|p| p.get(depth) == Some(elem))
+            .count();
+        let key = match elem {
+            Elem::Field(f) => format!("f:{f}"),
+            Elem::Key(k) => format!("k:{k}"),
+            Elem::Value(v) => format!("v:{v}"),
+        };
+        map.insert(key, Value::Object(fields_tree(&paths[i..end], depth + 1)));
+        i = end;
+    }
+    map
 }
 
 /// Maps of built-in kinds that structured-merge-diff treats as granular
@@ -465,7 +475,7 @@ fn from_fields_v1(value: &Value) -> FieldSet {
 
 /// A manager's entry in `managedFields`.
 #[derive(Debug, Clone)]
-struct Entry {
+struct Entry<'a> {
     manager: String,
     operation: String,
     api_version: String,
@@ -475,10 +485,10 @@ struct Entry {
     /// The stored `fieldsV1` that `fields` was read from, while `fields`
     /// is unchanged: written back as it is instead of rendered again (the
     /// server wrote it, so it is already `fields` rendered).
-    rendered: Option<Value>,
+    rendered: Option<&'a Value>,
 }
 
-impl Entry {
+impl Entry<'_> {
     /// Keep only the fields `keep` accepts.
     fn retain_fields(&mut self, keep: impl FnMut(&Path) -> bool) {
         let before = self.fields.len();
@@ -489,7 +499,7 @@ impl Entry {
     }
 }
 
-fn read_entries(obj: &Value) -> Vec<Entry> {
+fn read_entries(obj: &Value) -> Vec<Entry<'_>> {
     meta::meta(obj)
         .and_then(|m| m.get("managedFields"))
         .and_then(Value::as_array)
@@ -522,7 +532,7 @@ fn read_entries(obj: &Value) -> Vec<Entry> {
                         .unwrap_or_default()
                         .to_owned(),
                     fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
-                    rendered: e.get("fieldsV1").cloned(),
+                    rendered: e.get("fieldsV1"),
                 })
                 .collect()
         })
@@ -532,7 +542,7 @@ fn read_entries(obj: &Value) -> Vec<Entry> {
 fn write_entries(obj: &mut Value, entries: &[Entry]) {
     // In kube-apiserver's order: by operation (Apply before Update), time,
     // manager, version and subresource.
-    let mut sorted: Vec<&Entry> = entries.iter().filter(|e| !e.fields.is_empty()).collect();
+    let mut sorted: Vec<&Entry<'_>> = entries.iter().filter(|e| !e.fields.is_empty()).collect();
     sorted.sort_by(|a, b| {
         (
             &a.operation,
@@ -558,7 +568,7 @@ fn write_entries(obj: &mut Value, entries: &[Entry]) {
                 "apiVersion": e.api_version,
                 "time": e.time,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": e.rendered.clone().unwrap_or_else(|| to_fields_v1(
+                "fieldsV1": e.rendered.cloned().unwrap_or_else(|| to_fields_v1(
                     &e.fields,
                     match (e.operation.as_str(), e.subresource.as_str()) {
                         ("Apply", _) => Written::Apply,
@@ -613,7 +623,7 @@ pub(crate) fn record_update(
         api_version,
         subresource,
     } = *writer;
-    let same = |e: &Entry| {
+    let same = |e: &Entry<'_>| {
         e.manager == manager && e.operation == operation && e.subresource == subresource
     };
     let kind = kind_of(new);
@@ -862,7 +872,7 @@ fn applied(
         .find(|e| e.manager == manager && e.operation == "Apply")
         .map(|e| e.fields.clone())
         .unwrap_or_default();
-    let others = |e: &&Entry| !(e.manager == manager && e.operation == "Apply");
+    let others = |e: &&Entry<'_>| !(e.manager == manager && e.operation == "Apply");
     let leaves: Vec<&Path> = previous
         .difference(&config_fields)
         .filter(|p| !entries.iter().filter(others).any(|e| e.fields.contains(*p)))
