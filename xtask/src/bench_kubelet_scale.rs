@@ -7,7 +7,8 @@
 //!   names (one process, one MockPodProvider per node, one pod informer
 //!   per node), as `bench kubelet-go`'s child, on a fresh harness API
 //!   server. Every pod (P per node, bound round-robin over the nodes) is
-//!   bound at once; the time until the last is Running, each pod's bind →
+//!   created bound at once, through the API by 16 clients as a scheduler's
+//!   binds come; the time until the last is Running, each pod's bind →
 //!   Running latency (seen by one watch on every pod), the process's CPU
 //!   seconds and resident memory, then a paged list confirming every pod
 //!   Running; then the pod cache alone: one informer per node like the pod
@@ -28,7 +29,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 
 use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::percentile;
@@ -55,8 +56,8 @@ struct Figures {
     running: usize,
 }
 
-/// Bind `per_node` pods to each of `nodes` at once (round-robin, so every
-/// node has work from the start) and measure until all are Running.
+/// Bind `per_node` pods to each of `nodes` at once ([`bind_all`]) and
+/// measure until all are Running.
 async fn admit(
     process: &NodeProcess,
     label: &str,
@@ -68,15 +69,8 @@ async fn admit(
     let (cpu_before, rss_before) = (cpu_seconds(pid)?, rss(pid)?);
     let total = nodes.len() * per_node;
     let observer = Observer::start_all(server.client()).await?;
-    let mut bound_at = HashMap::with_capacity(total);
     let started = Instant::now();
-    for i in 0..per_node {
-        for node in nodes {
-            let name = format!("{node}-{i}");
-            server.seed(pod(&name, node))?;
-            bound_at.insert(name, Instant::now());
-        }
-    }
+    let bound_at = bind_all(server.client(), nodes, per_node).await?;
     let bind_s = started.elapsed().as_secs_f64();
     observer
         .running_within(total, phase_limit(per_node))
@@ -97,6 +91,40 @@ async fn admit(
         rss_running,
         running: running_pods(server.client()).await?,
     })
+}
+
+/// Create `per_node` pods bound to each of `nodes` through the API, as a
+/// scheduler binds them: 16 clients at once, round-robin over the nodes (so
+/// every node has work from the start). Returns each pod's bind instant
+/// (when its create was answered).
+async fn bind_all(
+    client: kube::Client,
+    nodes: &[String],
+    per_node: usize,
+) -> Result<HashMap<String, Instant>, BoxError> {
+    const CLIENTS: usize = 16;
+    let total = nodes.len() * per_node;
+    let mut tasks = Vec::with_capacity(CLIENTS);
+    for first in 0..CLIENTS {
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let nodes = nodes.to_vec();
+        tasks.push(tokio::spawn(async move {
+            let mut bound = Vec::with_capacity(total / CLIENTS + 1);
+            for j in (first..total).step_by(CLIENTS) {
+                let node = &nodes[j % nodes.len()];
+                let name = format!("{node}-{}", j / nodes.len());
+                let object: Pod = serde_json::from_value(pod(&name, node))?;
+                api.create(&PostParams::default(), &object).await?;
+                bound.push((name, Instant::now()));
+            }
+            Ok::<_, BoxError>(bound)
+        }));
+    }
+    let mut bound_at = HashMap::with_capacity(total);
+    for task in tasks {
+        bound_at.extend(task.await??);
+    }
+    Ok(bound_at)
 }
 
 /// The pods whose phase is Running, by a list in pages of 5,000.
