@@ -433,14 +433,28 @@ fn pod_event(e: kube::Result<WatchEvent<Pod>>) -> (String, String) {
     }
 }
 
-/// The next event of a pod watch, or `None` after half a second of quiet.
-async fn next_pod_event(
+/// The events of a pod watch until it is quiet for half a second.
+async fn events_until_quiet(
     stream: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<Pod>>> + Unpin),
-) -> Option<(String, String)> {
-    tokio::time::timeout(Duration::from_millis(500), stream.next())
+) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(500), stream.next()).await {
+        seen.push(pod_event(e));
+    }
+    seen
+}
+
+/// The resourceVersion of a list of `api` now.
+async fn current_version<K>(api: &Api<K>) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&Default::default())
         .await
-        .ok()
-        .map(|e| pod_event(e.expect("stream open")))
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
 }
 
 #[tokio::test]
@@ -464,32 +478,18 @@ async fn pod_watches_of_one_node_see_that_nodes_pods_from_a_version_and_from_now
         .unwrap();
     // One watch resumes from before "early" was written (the history, then
     // its node's events), one starts from now, one watches unbound pods.
-    let from_version = |node: &str| WatchParams::default().fields(&format!("spec.nodeName={node}"));
+    let on_node = |node: &str| WatchParams::default().fields(&format!("spec.nodeName={node}"));
     let mut a_resumed = pods
         .watch(
-            &from_version("a"),
+            &on_node("a"),
             &(before.parse::<u64>().unwrap() - 1).to_string(),
         )
         .await
         .unwrap()
         .boxed();
-    let current = pods
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    let mut a = pods
-        .watch(&from_version("a"), &current)
-        .await
-        .unwrap()
-        .boxed();
-    let mut unbound = pods
-        .watch(&from_version(""), &current)
-        .await
-        .unwrap()
-        .boxed();
+    let current = current_version(&pods).await;
+    let mut a = pods.watch(&on_node("a"), &current).await.unwrap().boxed();
+    let mut unbound = pods.watch(&on_node(""), &current).await.unwrap().boxed();
 
     pods.create(&PostParams::default(), &pod("p", None))
         .await
@@ -512,39 +512,27 @@ async fn pod_watches_of_one_node_see_that_nodes_pods_from_a_version_and_from_now
         .await
         .unwrap();
 
-    let mut seen = Vec::new();
-    while let Some(e) = next_pod_event(&mut a_resumed).await {
-        seen.push(e);
-    }
     let ev = |kind: &str, name: &str| (kind.to_owned(), name.to_owned());
     assert_eq!(
-        seen,
+        events_until_quiet(&mut a_resumed).await,
         [ev("ADDED", "early"), ev("ADDED", "p"), ev("DELETED", "p")]
     );
-    let mut seen = Vec::new();
-    while let Some(e) = next_pod_event(&mut a).await {
-        seen.push(e);
-    }
-    assert_eq!(seen, [ev("ADDED", "p"), ev("DELETED", "p")]);
-    let mut seen = Vec::new();
-    while let Some(e) = next_pod_event(&mut unbound).await {
-        seen.push(e);
-    }
+    assert_eq!(
+        events_until_quiet(&mut a).await,
+        [ev("ADDED", "p"), ev("DELETED", "p")]
+    );
     // Bound, "p" leaves the unbound pods' watch.
-    assert_eq!(seen, [ev("ADDED", "p"), ev("DELETED", "p")]);
+    assert_eq!(
+        events_until_quiet(&mut unbound).await,
+        [ev("ADDED", "p"), ev("DELETED", "p")]
+    );
 }
 
 #[tokio::test]
 async fn a_watch_that_is_not_read_for_thousands_of_events_misses_none() {
     let server = ApiServer::start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let current = cms
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let current = current_version(&cms).await;
     let mut stream = cms
         .watch(&WatchParams::default(), &current)
         .await
