@@ -121,7 +121,8 @@ impl Queue {
 
 /// The field a resource's watches are indexed by, with its JSON path:
 /// kube-apiserver indexes pods by `spec.nodeName` (each kubelet watches
-/// its own node's pods) and no other built-in resource.
+/// its own node's pods), as it does ResourceSlices, which the harness does
+/// not serve.
 pub(crate) fn trigger_field(def: &ResourceDef) -> Option<(&'static str, &'static [&'static str])> {
     match (def.group, def.plural) {
         ("", "pods") => Some(("spec.nodeName", &["spec", "nodeName"])),
