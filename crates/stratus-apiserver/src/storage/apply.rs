@@ -489,6 +489,16 @@ struct Entry<'a> {
 }
 
 impl Entry<'_> {
+    /// How the entry's fields were written, which decides the nodes its
+    /// `fieldsV1` marks as owned.
+    fn written(&self) -> Written {
+        match (self.operation.as_str(), self.subresource.as_str()) {
+            ("Apply", _) => Written::Apply,
+            (_, "status") => Written::StatusUpdate,
+            _ => Written::Update,
+        }
+    }
+
     /// Keep only the fields `keep` accepts.
     fn retain_fields(&mut self, keep: impl FnMut(&Path) -> bool) {
         let before = self.fields.len();
@@ -568,14 +578,10 @@ fn write_entries(obj: &mut Value, entries: &[Entry]) {
                 "apiVersion": e.api_version,
                 "time": e.time,
                 "fieldsType": "FieldsV1",
-                "fieldsV1": e.rendered.cloned().unwrap_or_else(|| to_fields_v1(
-                    &e.fields,
-                    match (e.operation.as_str(), e.subresource.as_str()) {
-                        ("Apply", _) => Written::Apply,
-                        (_, "status") => Written::StatusUpdate,
-                        _ => Written::Update,
-                    },
-                )),
+                "fieldsV1": e
+                    .rendered
+                    .cloned()
+                    .unwrap_or_else(|| to_fields_v1(&e.fields, e.written())),
             });
             if !e.subresource.is_empty() {
                 v["subresource"] = json!(e.subresource);
@@ -1086,23 +1092,8 @@ mod tests {
         assert!(!rendered.iter().any(|r| r == ".metadata.name"));
     }
 
-    /// The `fieldsV1` of each manager, by manager and subresource.
-    fn fields_v1(obj: &Value) -> Vec<(String, Value)> {
-        obj["metadata"]["managedFields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                (
-                    format!("{}/{}", e["manager"], e["subresource"]),
-                    e["fieldsV1"].clone(),
-                )
-            })
-            .collect()
-    }
-
     #[test]
-    fn an_update_renders_only_the_entries_it_changed_and_keeps_the_others_as_rendered() {
+    fn entries_an_update_keeps_or_changes_are_what_a_fresh_render_gives() {
         let writer = |manager, subresource| Writer {
             manager,
             operation: "Update",
@@ -1124,31 +1115,20 @@ mod tests {
         relabelled["metadata"]["labels"]["a"] = json!("2");
         relabelled["status"]["phase"] = json!("Succeeded");
         record_update(&mut relabelled, Some(&running), &writer("other", ""), None);
-        // Each step's entries are what rendering every set afresh gives.
+        // Each step's entries, kept as they were or rendered again, are
+        // what rendering their field sets afresh gives.
         for obj in [&running, &relabelled] {
-            let fresh: Vec<(String, Value)> = read_entries(obj)
-                .into_iter()
-                .map(|e| {
-                    let written = if e.subresource == "status" {
-                        Written::StatusUpdate
-                    } else {
-                        Written::Update
-                    };
-                    (
-                        format!(
-                            "\"{}\"/{}",
-                            e.manager,
-                            if e.subresource.is_empty() {
-                                "null".to_owned()
-                            } else {
-                                format!("\"{}\"", e.subresource)
-                            }
-                        ),
-                        to_fields_v1(&e.fields, written),
-                    )
-                })
-                .collect();
-            assert_eq!(fields_v1(obj), fresh);
+            let stored = obj["metadata"]["managedFields"].as_array().unwrap();
+            let entries = read_entries(obj);
+            assert_eq!(stored.len(), entries.len());
+            for (entry, stored) in entries.iter().zip(stored) {
+                assert_eq!(
+                    stored["fieldsV1"],
+                    to_fields_v1(&entry.fields, entry.written()),
+                    "{}",
+                    entry.manager
+                );
+            }
         }
         let owners = owners(&relabelled);
         assert_eq!(owners[".metadata.labels.a"], ["other"]);

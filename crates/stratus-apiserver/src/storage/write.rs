@@ -579,35 +579,30 @@ fn finish(def: &ResourceDef, current: &Value, desired: Value) -> Result<Mutation
 /// True if `a` and `b` differ at most in `metadata.resourceVersion` and
 /// `metadata.managedFields` (compared in place: no copies).
 fn same_but_bookkeeping(a: &Value, b: &Value) -> bool {
-    const BOOKKEEPING: [&str; 2] = ["resourceVersion", "managedFields"];
-    let (Value::Object(a), Value::Object(b)) = (a, b) else {
-        return a == b;
-    };
-    let fields =
-        |m: &'_ serde_json::Map<String, Value>| m.keys().filter(|k| *k != "metadata").count();
-    if fields(a) != fields(b) {
-        return false;
-    }
-    let a_meta = a.get("metadata").and_then(Value::as_object);
-    let b_meta = b.get("metadata").and_then(Value::as_object);
-    let same_meta = match (a_meta, b_meta) {
-        (Some(am), Some(bm)) => {
-            let kept = |m: &'_ serde_json::Map<String, Value>| {
-                m.keys()
-                    .filter(|k| !BOOKKEEPING.contains(&k.as_str()))
-                    .count()
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            let same_meta = match (a.get("metadata"), b.get("metadata")) {
+                (Some(Value::Object(am)), Some(Value::Object(bm))) => {
+                    same_except(am, bm, &["resourceVersion", "managedFields"])
+                }
+                (am, bm) => am == bm,
             };
-            kept(am) == kept(bm)
-                && am
-                    .iter()
-                    .filter(|(k, _)| !BOOKKEEPING.contains(&k.as_str()))
-                    .all(|(k, v)| bm.get(k) == Some(v))
+            same_meta && same_except(a, b, &["metadata"])
         }
-        _ => a.get("metadata") == b.get("metadata"),
-    };
-    same_meta
+        _ => a == b,
+    }
+}
+
+/// True if the maps hold the same entries, leaving out the keys `skip`.
+fn same_except(
+    a: &serde_json::Map<String, Value>,
+    b: &serde_json::Map<String, Value>,
+    skip: &[&str],
+) -> bool {
+    let kept = |k: &&String| !skip.contains(&k.as_str());
+    a.keys().filter(kept).count() == b.keys().filter(kept).count()
         && a.iter()
-            .filter(|(k, _)| *k != "metadata")
+            .filter(|(k, _)| kept(k))
             .all(|(k, v)| b.get(k) == Some(v))
 }
 
