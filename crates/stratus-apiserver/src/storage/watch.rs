@@ -316,15 +316,16 @@ pub(crate) async fn run(inner: Arc<Inner>, plan: WatchPlan, tx: mpsc::Sender<Byt
                     cursor = from;
                 }
                 Ok(events) => {
+                    // Up to `from`; the queue has the rest.
                     for event in events.iter().take_while(|e| e.rv <= from) {
-                        cursor = event.rv;
                         if let Some(l) = render(&inner, &plan, event)
                             && tx.send(l).await.is_err()
                         {
                             return;
                         }
                     }
-                    cursor = cursor.max(events.last().map_or(cursor, |e| e.rv).min(from));
+                    let last = events.last().map_or(cursor, |e| e.rv);
+                    cursor = last.min(from);
                 }
             }
             continue;
