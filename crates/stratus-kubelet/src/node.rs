@@ -28,6 +28,10 @@
 //!   latest one failed, neither the status nor the Lease is renewed, so the
 //!   control plane marks the node unreachable (Go's behaviour). A slow ping
 //!   delays neither (as Go's separate ping controller).
+//! - **Following**: a provider whose `follows_node` is true gets every
+//!   version of the Node from one watch of it (the kubelet's own-node
+//!   watch), e.g. to learn the `spec.podCIDR` the node-IPAM controller
+//!   assigned.
 //! - **Deletion**: a Node deleted by someone else is registered again at
 //!   the next heartbeat, with a new Lease (Go needs an opt-in handler).
 
@@ -42,6 +46,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use stratus_pod::{NodeProvider, NodeStatusCallback};
+use stratus_runtime::health::ControllerHealth;
+use stratus_runtime::informer::Informer;
 use tokio::sync::watch;
 
 pub use lease::NODE_LEASE_NAMESPACE;
@@ -432,6 +438,19 @@ impl NodeController {
                 }
             }
         };
+        // The provider that follows its Node gets every version of it from
+        // one watch of its own, kept until the node stops.
+        let _following = self.provider.follows_node().then(|| {
+            let provider = self.provider.clone();
+            Informer::start_with(
+                Api::<Node>::all(self.client.clone()),
+                kube_runtime::watcher::Config::default()
+                    .fields(&format!("metadata.name={}", self.config.name)),
+                &ControllerHealth::new(),
+                move |node: &Node| provider.node_changed(node),
+                || {},
+            )
+        });
         let mut lease = NodeLease::new(self.client.clone(), &self.config, uid);
         if let Err(e) = lease.renew().await {
             tracing::warn!(node = %self.config.name, error = %e, "cannot write the node lease yet");

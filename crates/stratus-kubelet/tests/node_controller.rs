@@ -561,3 +561,65 @@ fn a_provider_without_node_notifications_leaves_the_controller_idle() {
     );
     server.block_on(api.shutdown());
 }
+
+/// A provider that follows its Node (or not) and keeps the pod CIDRs it
+/// was told of.
+struct Following {
+    follows: bool,
+    seen: std::sync::Mutex<Vec<Option<String>>>,
+}
+
+impl NodeProvider for Following {
+    fn follows_node(&self) -> bool {
+        self.follows
+    }
+
+    fn node_changed(&self, node: &Node) {
+        let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
+        self.seen.lock().unwrap().push(cidr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_follows_its_node_learns_its_pod_cidr_at_once() {
+    let api = ApiServer::start().await.unwrap();
+    let nodes: Api<Node> = Api::all(api.client());
+    let (stop, stopped) = watch::channel(false);
+    let mut providers = Vec::new();
+    for (name, follows) in [("follows", true), ("ignores", false)] {
+        let provider = Arc::new(Following {
+            follows,
+            seen: Default::default(),
+        });
+        let mut c = config(name);
+        // Heartbeats out of the picture: what the provider learns comes
+        // from the watch.
+        c.status_interval = Duration::from_secs(600);
+        let controller = NodeController::new(api.client(), provider.clone(), c);
+        tokio::spawn(controller.run(stopped.clone()));
+        providers.push(provider);
+    }
+    let (follows, ignores) = (&providers[0], &providers[1]);
+    eventually(
+        "the registered node told",
+        Duration::from_secs(10),
+        || async { follows.seen.lock().unwrap().first() == Some(&None) },
+    )
+    .await;
+    for name in ["follows", "ignores"] {
+        let patch = serde_json::json!({"spec": {"podCIDR": "198.19.7.0/24", "podCIDRs": ["198.19.7.0/24"]}});
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+    eventually("the pod CIDR told", Duration::from_secs(10), || async {
+        follows.seen.lock().unwrap().last() == Some(&Some("198.19.7.0/24".into()))
+    })
+    .await;
+    assert!(
+        ignores.seen.lock().unwrap().is_empty(),
+        "a provider that does not follow its node is never told of it"
+    );
+    stop.send_replace(true);
+}

@@ -60,6 +60,8 @@ mockall::mock! {
         async fn ping(&self) -> Result<()>;
         fn notify_node_status(&self, callback: NodeStatusCallback);
         fn configure_node(&self, node: &mut k8s_openapi::api::core::v1::Node);
+        fn follows_node(&self) -> bool;
+        fn node_changed(&self, node: &k8s_openapi::api::core::v1::Node);
     }
 }
 

@@ -54,6 +54,23 @@ pub trait NodeProvider: Send + Sync {
     fn configure_node(&self, node: &mut Node) {
         let _ = node;
     }
+
+    /// Whether the node should follow its own Node object, as the kubelet
+    /// does: one watch (field selector `metadata.name`) whose every version
+    /// of the Node goes to [`NodeProvider::node_changed`]. Defaults to
+    /// `false` (no watch).
+    fn follows_node(&self) -> bool {
+        false
+    }
+
+    /// The Node as the API server has it, once it is registered and after
+    /// each change by anyone (e.g. the `spec.podCIDR` the node-IPAM
+    /// controller assigns, which the kubelet hands to its network plugin),
+    /// when [`NodeProvider::follows_node`] is `true`. Must not block.
+    /// Defaults to ignoring it.
+    fn node_changed(&self, node: &Node) {
+        let _ = node;
+    }
 }
 
 /// A node provider that always pings fine and never reports updates (Go:
