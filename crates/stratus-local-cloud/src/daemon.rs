@@ -33,6 +33,15 @@ pub struct Config {
     /// check, so that the cloud sends traffic only where its operator
     /// allows. IPv4 only.
     pub allowed_backends: Vec<AddressRange>,
+    /// The range pod CIDRs are routed in. When set, every route (whose
+    /// CIDR must lie in it) is programmed into this machine's kernel as a
+    /// local route on the loopback interface, so its addresses are this
+    /// machine's own and pods may bind them; the route is removed when it
+    /// is deleted or the daemon stops, and written again from the state
+    /// file when it starts. Backends in it are allowed. Needs
+    /// `CAP_NET_ADMIN` and iproute2's `ip`. `None` (the default): routes
+    /// are only recorded.
+    pub pod_network: Option<AddressRange>,
     /// Where the state is kept across restarts; `None` keeps it in memory.
     pub state_file: Option<PathBuf>,
     /// Faults injected from the start.
@@ -49,8 +58,8 @@ pub struct Config {
 
 impl Default for Config {
     /// `127.0.0.1:0`, addresses from `127.77.0.0/16`, backends in
-    /// `127.0.0.0/8` (this machine's loopback) only, no state file, no
-    /// faults, health checks every second, 1 s to connect, 10 s of
+    /// `127.0.0.0/8` (this machine's loopback) only, routes recorded but
+    /// not programmed, no state file, no faults, health checks every second, 1 s to connect, 10 s of
     /// draining, UDP sessions idle out after 30 s.
     fn default() -> Self {
         Self {
@@ -63,6 +72,7 @@ impl Default for Config {
                     .parse()
                     .unwrap_or_else(|_| unreachable!("a valid range")),
             ],
+            pod_network: None,
             state_file: None,
             faults: Faults::default(),
             health_interval: Duration::from_secs(1),
@@ -116,6 +126,21 @@ struct State {
     instances: BTreeMap<String, Instance>,
     load_balancers: BTreeMap<String, Lb>,
     routes: BTreeMap<String, Route>,
+}
+
+impl State {
+    /// The CIDRs of the routes, each once: what the kernel has with a pod
+    /// network.
+    fn programmed(&self) -> Vec<AddressRange> {
+        let mut cidrs: Vec<AddressRange> = self
+            .routes
+            .values()
+            .filter_map(|r| r.destination_cidr.parse().ok())
+            .collect();
+        cidrs.sort_by_key(|c| c.to_string());
+        cidrs.dedup();
+        cidrs
+    }
 }
 
 /// The fault state: the configuration and the token bucket.
@@ -191,9 +216,12 @@ pub struct LocalCloud {
 }
 
 impl LocalCloud {
-    /// Load the state file (if any), bind every load balancer it has, and
-    /// serve the API.
-    pub async fn start(config: Config) -> Result<Self, StartError> {
+    /// Load the state file (if any), bind every load balancer it has,
+    /// program its routes (with a pod network), and serve the API.
+    pub async fn start(mut config: Config) -> Result<Self, StartError> {
+        if let Some(pods) = config.pod_network {
+            config.allowed_backends.push(pods);
+        }
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartError::Listen {
@@ -222,8 +250,8 @@ impl LocalCloud {
         self.addr
     }
 
-    /// Stop serving and close every load balancer's listeners (their state
-    /// stays in the state file).
+    /// Stop serving, close every load balancer's listeners and remove the
+    /// kernel routes (their state stays in the state file).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
@@ -274,6 +302,14 @@ async fn restore(config: &Config) -> Result<State, StartError> {
         .into_iter()
         .map(|r| (r.name.clone(), r))
         .collect();
+    if config.pod_network.is_some() {
+        for cidr in state.programmed() {
+            if let Err(e) = crate::kernel::add(cidr).await {
+                // Kept: the next PUT of the route writes it again.
+                tracing::error!(error = %e, "a restored route cannot be programmed");
+            }
+        }
+    }
     for record in saved.load_balancers {
         let address: IpAddr = record.address.parse().map_err(|_| StartError::StateFile {
             path: path.clone(),
@@ -322,9 +358,17 @@ async fn serve(
     drop(acceptor);
     // Every load balancer stops listening (the state file keeps them for
     // the next start).
-    let all = std::mem::take(&mut cloud.state.lock().await.load_balancers);
-    for (_, lb) in all {
+    let mut state = cloud.state.lock().await;
+    for (_, lb) in std::mem::take(&mut state.load_balancers) {
         lb.plane.close().await;
+    }
+    // And the machine's networking forgets the routes.
+    if cloud.config.pod_network.is_some() {
+        for cidr in state.programmed() {
+            if let Err(e) = crate::kernel::remove(cidr).await {
+                tracing::error!(error = %e, "a route cannot be removed from the kernel");
+            }
+        }
     }
 }
 
@@ -581,16 +625,33 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
             route.name = name.clone();
             valid_cidr(&route.destination_cidr)?;
             let mut state = cloud.state.lock().await;
-            state.routes.insert(name, route.clone());
+            if let Some(pods) = cloud.config.pod_network {
+                let cidr = routable(&route.destination_cidr, pods)?;
+                crate::kernel::add(cidr)
+                    .await
+                    .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+                let old = state.routes.insert(name, route.clone());
+                if let Err(failure) = unprogram(&state, old.as_ref()).await {
+                    tracing::error!(error = %failure.0.message, "a replaced route's old CIDR stays in the kernel");
+                }
+            } else {
+                state.routes.insert(name, route.clone());
+            }
             save(cloud, &state).await?;
             Ok(json(StatusCode::OK, &route))
         }
         (&Method::DELETE, ["v1", "routes", name]) => {
             let mut state = cloud.state.lock().await;
-            state
+            let old = state
                 .routes
                 .remove(*name)
                 .ok_or_else(|| not_found("route", name))?;
+            if cloud.config.pod_network.is_some()
+                && let Err(failure) = unprogram(&state, Some(&old)).await
+            {
+                state.routes.insert(old.name.clone(), old);
+                return Err(failure);
+            }
             save(cloud, &state).await?;
             Ok(no_content())
         }
@@ -603,6 +664,36 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
 
 fn not_found(what: &str, name: &str) -> Failure {
     Failure::new(ErrorCode::NotFound, format!("{what} {name:?} not found"))
+}
+
+/// The range of a route's CIDR, which must lie in the pod network to be
+/// programmed.
+fn routable(cidr: &str, pods: AddressRange) -> Result<AddressRange, Failure> {
+    let range: AddressRange = cidr
+        .parse()
+        .map_err(|e: crate::RangeError| Failure::new(ErrorCode::Invalid, e.to_string()))?;
+    if pods.covers(&range) {
+        Ok(range)
+    } else {
+        Err(Failure::new(
+            ErrorCode::Invalid,
+            format!("destinationCidr {cidr} is outside the pod network {pods} this cloud routes"),
+        ))
+    }
+}
+
+/// Remove the kernel route of `old` (a route just deleted or replaced)
+/// unless a route still in `state` has the same CIDR.
+async fn unprogram(state: &State, old: Option<&Route>) -> Result<(), Failure> {
+    let Some(Ok(cidr)) = old.map(|r| r.destination_cidr.parse::<AddressRange>()) else {
+        return Ok(());
+    };
+    if state.programmed().contains(&cidr) {
+        return Ok(());
+    }
+    crate::kernel::remove(cidr)
+        .await
+        .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))
 }
 
 fn valid_cidr(cidr: &str) -> Result<(), Failure> {

@@ -16,8 +16,11 @@
 //!   the ones that do not answer and checking them again every second.
 //!   Changing the backends takes effect on the next connection; open
 //!   connections drain.
-//! - **Routes**: pod CIDRs sent to instances, recorded for the machine's
-//!   networking.
+//! - **Routes**: pod CIDRs sent to instances. With a pod network configured
+//!   (`Config::pod_network`), each is programmed into this machine's kernel
+//!   as a local route on the loopback interface, so the pods of a node
+//!   whose route exists can bind their addresses and be reached at them;
+//!   without one they are only recorded.
 //! - **Faults** for tests of the callers: latency, a call budget (429 with
 //!   `Retry-After` beyond it), failed calls.
 //!
@@ -74,6 +77,8 @@
 pub mod api;
 #[cfg(feature = "daemon")]
 mod daemon;
+#[cfg(feature = "daemon")]
+mod kernel;
 #[cfg(feature = "daemon")]
 mod proxy;
 mod range;

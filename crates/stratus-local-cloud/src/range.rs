@@ -41,6 +41,31 @@ impl AddressRange {
         (self.first..=self.last).contains(&u32::from(address))
     }
 
+    /// Whether every address of `other`, its network and broadcast
+    /// addresses too, lies in this range's network.
+    ///
+    /// ```
+    /// use stratus_local_cloud::AddressRange;
+    ///
+    /// let pods: AddressRange = "198.19.0.0/16".parse().unwrap();
+    /// assert!(pods.covers(&"198.19.3.0/24".parse().unwrap()));
+    /// assert!(!pods.covers(&"198.18.0.0/15".parse().unwrap()));
+    /// ```
+    pub fn covers(&self, other: &AddressRange) -> bool {
+        let (network, broadcast) = self.bounds();
+        let (first, last) = other.bounds();
+        network <= first && last <= broadcast
+    }
+
+    /// The network and broadcast addresses.
+    fn bounds(&self) -> (u32, u32) {
+        let mask = u32::MAX
+            .checked_shl(32 - u32::from(self.text.1))
+            .unwrap_or(0);
+        let network = u32::from(self.text.0);
+        (network, network | !mask)
+    }
+
     /// The lowest address neither `taken` nor `skipped`.
     pub fn first_free(
         &self,

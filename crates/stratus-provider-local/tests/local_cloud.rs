@@ -571,3 +571,108 @@ async fn a_restarted_cloud_listens_again_from_its_state_file() {
     assert!(err.to_string().contains("state.json"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether a socket can be bound to `ip` (port 0): whether the address is
+/// this machine's.
+fn bindable(ip: &str) -> bool {
+    std::net::TcpListener::bind((ip, 0)).is_ok()
+}
+
+/// The kernel's local routes in 198.19.240.0/20 (this test's pod network).
+fn kernel_routes() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "route", "show", "table", "local"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(" 198.19.24"))
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_in_the_pod_network_make_a_node_s_pod_addresses_this_machine_s_own() {
+    let dir = std::env::temp_dir().join(format!("stratus-local-routes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let _ = std::fs::remove_file(&state);
+    let start = |state: std::path::PathBuf| {
+        LocalCloud::start(Config {
+            address_range: "127.77.16.0/24".parse().unwrap(),
+            pod_network: Some("198.19.240.0/20".parse().unwrap()),
+            state_file: Some(state),
+            ..Config::default()
+        })
+    };
+    let pod = "198.19.241.5";
+    assert!(!bindable(pod), "no route yet: the address is nobody's");
+    // The route goes even if an assertion fails before the cloud stops.
+    struct Cleanup;
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip")
+                .args(["-4", "route", "del", "local", "198.19.241.0/24"])
+                .args(["dev", "lo", "table", "local"])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+    let _cleanup = Cleanup;
+
+    let first = start(state.clone()).await.unwrap();
+    let provider = provider(&first);
+    let routes = provider.routes().unwrap();
+    let route = stratus_cloud::Route {
+        target_node: "a".into(),
+        destination_cidr: "198.19.241.0/24".into(),
+        ..Default::default()
+    };
+    routes
+        .create_route("kubernetes", "a", &route)
+        .await
+        .unwrap();
+    // A pod's server binds its address and is reached at it.
+    let port = common_port(&[pod]).await;
+    let server = named_server(pod, port, "pod a-5").await;
+    assert_eq!(
+        fetch(SocketAddr::from(([198, 19, 241, 5], port)))
+            .await
+            .unwrap(),
+        "pod a-5"
+    );
+    server.abort();
+    assert_eq!(kernel_routes(), "local 198.19.241.0/24 dev lo scope host");
+
+    // Outside the pod network: refused, typed, nothing written.
+    let outside = stratus_cloud::Route {
+        target_node: "b".into(),
+        destination_cidr: "198.18.241.0/24".into(),
+        ..Default::default()
+    };
+    let err = routes
+        .create_route("kubernetes", "b", &outside)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), CloudErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("outside the pod network"), "{err}");
+    assert!(!bindable("198.18.241.5"));
+
+    // A stopped cloud takes its routes out of the kernel; a restarted one
+    // puts them back from its state file.
+    first.stop().await;
+    assert!(!bindable(pod), "the stopped cloud's route is gone");
+    assert_eq!(kernel_routes(), "");
+    let second = start(state.clone()).await.unwrap();
+    assert!(bindable(pod), "the restarted cloud's route is back");
+    let provider = self::provider(&second);
+    let routes = provider.routes().unwrap();
+    let listed = routes.list_routes("kubernetes").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    routes.delete_route("kubernetes", &listed[0]).await.unwrap();
+    assert!(!bindable(pod), "a deleted route's addresses are nobody's");
+    second.stop().await;
+    assert_eq!(kernel_routes(), "");
+    let _ = std::fs::remove_dir_all(&dir);
+}

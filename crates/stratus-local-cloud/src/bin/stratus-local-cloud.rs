@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! stratus-local-cloud --listen 127.0.0.1:7080 --address-range 127.77.0.0/16 \
-//!     --state-file /var/lib/stratus-local-cloud/state.json
+//!     --state-file /var/lib/stratus-local-cloud/state.json \
+//!     --pod-network 198.19.0.0/16
 //! ```
 //!
 //! It prints the API's address on its first line (`listening on ADDR`), so
@@ -32,6 +33,12 @@ struct Args {
     /// elsewhere stays in its load balancer but gets no connection.
     #[arg(long, value_delimiter = ',', default_value = "127.0.0.0/8")]
     allowed_backends: Vec<AddressRange>,
+    /// The IPv4 range pod CIDRs are routed in: each route (inside it) is
+    /// programmed into this machine's kernel as a local route on `lo`
+    /// (needs CAP_NET_ADMIN), removed when deleted or at exit. Without it
+    /// routes are only recorded.
+    #[arg(long)]
+    pod_network: Option<AddressRange>,
     /// Where the cloud keeps its state across restarts (load balancers are
     /// listening again after a restart).
     #[arg(long)]
@@ -61,6 +68,7 @@ async fn main() -> std::process::ExitCode {
         listen: args.listen,
         address_range: args.address_range,
         allowed_backends: args.allowed_backends,
+        pod_network: args.pod_network,
         state_file: args.state_file,
         faults: Faults {
             latency_ms: args.latency_ms,
