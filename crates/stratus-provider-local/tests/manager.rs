@@ -535,6 +535,16 @@ async fn start_manager(
     provider: LocalProvider,
     controllers: &str,
 ) -> Manager {
+    start_manager_with(cluster, provider, controllers, &[]).await
+}
+
+/// The same with more flags.
+async fn start_manager_with(
+    cluster: &TestCluster,
+    provider: LocalProvider,
+    controllers: &str,
+    flags: &[&str],
+) -> Manager {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let kubeconfig = std::env::temp_dir().join(format!(
@@ -543,12 +553,16 @@ async fn start_manager(
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     cluster.server().write_kubeconfig(&kubeconfig).unwrap();
-    let options = Command::try_parse_from([
-        "ccm".to_owned(),
-        "--cloud-provider=local".to_owned(),
-        format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--controllers={controllers}"),
-    ])
+    let options = Command::try_parse_from(
+        [
+            "ccm".to_owned(),
+            "--cloud-provider=local".to_owned(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--controllers={controllers}"),
+        ]
+        .into_iter()
+        .chain(flags.iter().map(|f| (*f).to_owned())),
+    )
     .unwrap()
     .options;
     let (stop, stopped) = watch::channel(false);
@@ -822,5 +836,171 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
     let _ = stop_nodes.send(true);
     manager.stop().await;
     cloud.stop().await;
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Pods with addresses of their own from their nodes' pod CIDRs: the
+/// manager's node-IPAM controller gives each process node a CIDR of
+/// `198.19.32.0/20`, the node learns it by following its Node, its pods get
+/// addresses from it; the route controller sends each CIDR to its node in
+/// the local cloud, which programs it into the kernel, so the pods' servers
+/// can bind those addresses; the load balancer of a kubectl-created Service
+/// reaches every pod at its own address. The routes leave the kernel with
+/// the cloud.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_addresses_from_their_node_s_pod_cidr_joined_by_the_cloud_s_routes() {
+    const POD_NETWORK: &str = "198.19.32.0/20";
+    // Whatever happens, the routes of this test's pod network go.
+    struct Cleanup;
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for third in 32..48 {
+                let _ = std::process::Command::new("ip")
+                    .args([
+                        "-4",
+                        "route",
+                        "del",
+                        "local",
+                        &format!("198.19.{third}.0/24"),
+                    ])
+                    .args(["dev", "lo", "table", "local"])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+        }
+    }
+    let _cleanup = Cleanup;
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.34.0/24".parse().unwrap(),
+        pod_network: Some(POD_NETWORK.parse().unwrap()),
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    let cloud_client = provider.client().clone();
+    let manager = start_manager_with(
+        &cluster,
+        provider,
+        "service,route,node-ipam",
+        &[
+            &format!("--cluster-cidr={POD_NETWORK}"),
+            "--allocate-node-cidrs",
+            "--route-reconciliation-period=1s",
+        ],
+    )
+    .await;
+
+    let root = std::env::temp_dir().join(format!("stratus-local-cidr-{}", std::process::id()));
+    let (stop_nodes, nodes_stopped) = watch::channel(false);
+    for i in 0..2 {
+        let mut config = stratus_provider_process::ProcessConfig::new(root.join(i.to_string()));
+        config.pod_network = stratus_provider_process::PodNetwork::PodCidr(Default::default());
+        let host = stratus_provider_process::HostNode::new(&config);
+        let provider = stratus_provider_process::ProcessProvider::new(config);
+        let node = stratus_testing::kubelet_api::virtual_node_builder_with_api(
+            cluster.server(),
+            stratus_kubelet::node::NodeConfig::new(format!("vk-web-{i}"), "process"),
+            Arc::new(provider) as Arc<dyn stratus_pod::PodLifecycleHandler>,
+        )
+        .await
+        .unwrap()
+        .node_provider(Arc::new(host))
+        .build()
+        .unwrap();
+        tokio::spawn(node.run(nodes_stopped.clone()));
+    }
+    // Two replicas on node 0, one on node 1.
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    for (name, node) in [("web-0", 0), ("web-1", 0), ("web-2", 1)] {
+        create_process_pod(&pods, name, node).await;
+    }
+    for name in ["web-0", "web-1", "web-2"] {
+        eventually(&format!("{name} Ready"), Duration::from_secs(30), || {
+            pod_ready(&pods, name)
+        })
+        .await;
+    }
+    // Each pod's address is its own, from its node's CIDR.
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let mut ips = Vec::new();
+    for name in ["web-0", "web-1", "web-2"] {
+        let pod = pods.get(name).await.unwrap();
+        let node_name = pod.spec.unwrap().node_name.unwrap();
+        let status = pod.status.unwrap();
+        let ip = status.pod_ip.unwrap();
+        let cidr = nodes
+            .get(&node_name)
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .pod_cidr
+            .unwrap();
+        let (network, _) = cidr.split_once('/').unwrap();
+        assert_eq!(
+            ip.rsplit_once('.').unwrap().0,
+            network.rsplit_once('.').unwrap().0,
+            "{name}'s {ip} is in {node_name}'s {cidr}"
+        );
+        assert_ne!(status.host_ip.as_deref(), Some(ip.as_str()));
+        // Its server answers at its own address.
+        let direct: SocketAddr = format!("{ip}:8080").parse().unwrap();
+        assert_eq!(get_body(direct).await.as_deref(), Ok(name));
+        ips.push(ip);
+    }
+    let unique: std::collections::BTreeSet<_> = ips.iter().collect();
+    assert_eq!(unique.len(), 3, "{ips:?}");
+    let routes: Vec<stratus_local_cloud::api::Route> =
+        cloud_client.list_all("/v1/routes").await.unwrap();
+    let mut targets: Vec<_> = routes.iter().map(|r| r.target_node.as_str()).collect();
+    targets.sort();
+    assert_eq!(targets, ["vk-web-0", "vk-web-1"]);
+
+    // Through the load balancer of a Service made by kubectl: all three.
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    kubectl_create_web_service(&manager.kubeconfig, &services).await;
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    let mut seen = BTreeMap::<String, u32>::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 3 && Instant::now() < deadline {
+        match get_body(address).await {
+            Ok(name) => *seen.entry(name).or_default() += 1,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(seen.keys().collect::<Vec<_>>(), ["web-0", "web-1", "web-2"]);
+    let mut backends = lb_backends(&cloud_client).await;
+    backends.sort();
+    ips.sort();
+    assert_eq!(
+        backends, ips,
+        "the load balancer goes to the pods' own addresses"
+    );
+
+    for name in ["web-0", "web-1", "web-2"] {
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    eventually("the pods gone", Duration::from_secs(30), || async {
+        pods.list(&Default::default())
+            .await
+            .is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    let _ = stop_nodes.send(true);
+    manager.stop().await;
+    cloud.stop().await;
+    let gone = std::net::TcpListener::bind((ips[0].as_str(), 0)).is_err();
+    assert!(gone, "the cloud's routes left the kernel with it");
     let _ = std::fs::remove_dir_all(&root);
 }

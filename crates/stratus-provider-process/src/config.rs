@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::PodNetwork;
+
 /// How a process node runs pods.
 ///
 /// ```
@@ -27,13 +29,18 @@ pub struct ProcessConfig {
     /// follow an image's entrypoint. An image without an entry needs a
     /// `command`.
     pub images: BTreeMap<String, Vec<String>>,
-    /// The IP of every pod: pods share the host's network. It is known
-    /// before a pod starts (`status.podIP` in its environment), probes
-    /// without a host connect to it, and so does port-forward (then the
-    /// loopback). Nodes with addresses of their own (e.g. `127.0.31.1`,
-    /// `127.0.31.2` on one machine) give their pods addresses that can be
-    /// told apart, for servers that bind `$(POD_IP)`.
+    /// The node's address: every pod's `status.hostIP` and, with
+    /// [`PodNetwork::NodeAddress`] (the default), every pod's IP too: pods
+    /// share the host's network. A pod's IP is known before it starts
+    /// (`status.podIP` in its environment), probes without a host connect
+    /// to it, and so does port-forward (then the loopback). Nodes with
+    /// addresses of their own (e.g. `127.0.31.1`, `127.0.31.2` on one
+    /// machine) give their pods addresses that can be told apart, for
+    /// servers that bind `$(POD_IP)`.
     pub pod_ip: String,
+    /// Where pods get their IPs: the node's address (the default) or one
+    /// each from the node's pod CIDR ([`PodNetwork::PodCidr`]).
+    pub pod_network: PodNetwork,
     /// The first restart delay of a crashed container (kubelet: 10 s),
     /// doubled on each crash.
     pub backoff_initial: Duration,
@@ -73,6 +80,7 @@ impl ProcessConfig {
             root_dir: root_dir.into(),
             images: BTreeMap::new(),
             pod_ip: "127.0.0.1".into(),
+            pod_network: PodNetwork::NodeAddress,
             backoff_initial: Duration::from_secs(10),
             backoff_max: Duration::from_secs(300),
             backoff_reset: Duration::from_secs(600),

@@ -49,6 +49,7 @@ struct File {
     root_dir: Option<PathBuf>,
     #[serde(rename = "podIP")]
     pod_ip: Option<String>,
+    pod_network: Option<FilePodNetwork>,
     images: Option<BTreeMap<String, Vec<String>>>,
     host_path_prefixes: Option<Vec<PathBuf>>,
     max_pods: Option<u32>,
@@ -60,6 +61,16 @@ struct File {
     node_taints: Option<Vec<FileTaint>>,
     backoff_initial_seconds: Option<u64>,
     backoff_max_seconds: Option<u64>,
+}
+
+/// `podNetwork`: `node` (every pod has `podIP`) or `podCIDR` (one address
+/// each from the node's pod CIDR).
+#[derive(Debug, serde::Deserialize)]
+enum FilePodNetwork {
+    #[serde(rename = "node")]
+    Node,
+    #[serde(rename = "podCIDR")]
+    PodCidr,
 }
 
 /// A taint as the file writes it.
@@ -105,6 +116,12 @@ impl ProcessConfig {
                 ConfigFileError::Invalid(format!("podIP {ip:?} is not an IP address"))
             })?;
             config.pod_ip = ip;
+        }
+        if let Some(network) = file.pod_network {
+            config.pod_network = match network {
+                FilePodNetwork::Node => crate::PodNetwork::NodeAddress,
+                FilePodNetwork::PodCidr => crate::PodNetwork::PodCidr(Default::default()),
+            };
         }
         if let Some(images) = file.images {
             if let Some((image, _)) = images.iter().find(|(_, program)| program.is_empty()) {
@@ -226,6 +243,7 @@ mod tests {
                 "is not noschedule",
             ),
             ("nodeTaints: [{key: a}]", "effect"),
+            ("podNetwork: bridge", "unknown variant"),
         ] {
             let err = ProcessConfig::from_yaml(text, "/tmp/pods")
                 .unwrap_err()
@@ -244,5 +262,8 @@ mod tests {
         assert_eq!(node.node_labels["zone"], "lab");
         assert_eq!(node.node_taints[0].value.as_deref(), Some("batch"));
         assert_eq!(node.log_max_files, 2);
+        assert!(matches!(empty.pod_network, crate::PodNetwork::NodeAddress));
+        let own = ProcessConfig::from_yaml("podNetwork: podCIDR", "/tmp/pods").unwrap();
+        assert!(matches!(own.pod_network, crate::PodNetwork::PodCidr(_)));
     }
 }

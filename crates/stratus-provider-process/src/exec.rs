@@ -136,12 +136,12 @@ impl PortForward for ProcessProvider {
         stream: PortForwardStream,
     ) -> Result<()> {
         let key = key(namespace, pod);
-        if !self.inner().has_pod(&key) {
+        let Some(pod_ip) = self.inner().pod_ip(&key) else {
             return Err(PodError::not_found(format!("pod {key} is not running")));
-        }
+        };
+        let pod_ip = pod_ip.as_str();
         // The pod's IP first; a server listening on the loopback only
         // (pods share the host's network) is reached there.
-        let pod_ip = self.inner().config().pod_ip.as_str();
         let socket = match tokio::net::TcpStream::connect((pod_ip, port)).await {
             Err(_) if pod_ip != "127.0.0.1" => {
                 tokio::net::TcpStream::connect(("127.0.0.1", port)).await

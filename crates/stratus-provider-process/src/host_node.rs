@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use stratus_pod::NodeProvider;
 
-use crate::ProcessConfig;
+use crate::{PodCidr, PodNetwork, ProcessConfig};
 
 /// The annotation saying how the node enforces container limits:
 /// `memory=rlimit-data,cpu=cgroup-v1` (or `cgroup-v2`) where this process
@@ -18,7 +18,10 @@ use crate::ProcessConfig;
 pub const LIMITS_ANNOTATION: &str = "process.stratus.dev/limits";
 
 /// A [`NodeProvider`] reporting the host's capacity (or the configured
-/// one) and the operator's labels and taints.
+/// one) and the operator's labels and taints; with
+/// [`PodNetwork::PodCidr`] it follows its Node to learn the pod CIDR the
+/// pods' addresses come from (shared with the provider made from the same
+/// configuration).
 ///
 /// ```
 /// use stratus_pod::NodeProvider;
@@ -40,6 +43,8 @@ pub struct HostNode {
     capacity: BTreeMap<String, Quantity>,
     labels: BTreeMap<String, String>,
     taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    /// The pod CIDR to learn from the Node, with [`PodNetwork::PodCidr`].
+    pod_cidr: Option<PodCidr>,
 }
 
 impl HostNode {
@@ -55,11 +60,27 @@ impl HostNode {
                 .collect(),
             labels: config.node_labels.clone(),
             taints: config.node_taints.clone(),
+            pod_cidr: match &config.pod_network {
+                PodNetwork::PodCidr(pool) => Some(pool.clone()),
+                PodNetwork::NodeAddress => None,
+            },
         }
     }
 }
 
 impl NodeProvider for HostNode {
+    /// With [`PodNetwork::PodCidr`]: the node learns its pod CIDR from its
+    /// Node.
+    fn follows_node(&self) -> bool {
+        self.pod_cidr.is_some()
+    }
+
+    fn node_changed(&self, node: &Node) {
+        if let Some(pool) = &self.pod_cidr {
+            pool.learn(node);
+        }
+    }
+
     fn configure_node(&self, node: &mut Node) {
         let status = node.status.get_or_insert_with(Default::default);
         for resources in [&mut status.capacity, &mut status.allocatable] {

@@ -55,8 +55,11 @@
 //!   [`MAX_ENVIRONMENT_BYTES`]: `create_pod` fails with `InvalidInput` and
 //!   the node reports `ProviderFailed` with the message and an event.
 //!
-//! Pods share the host's network: the pod IP is the node's
-//! ([`ProcessConfig::pod_ip`]). Security: the processes run as the node's
+//! Pods share the host's network. Their IP is the node's
+//! ([`ProcessConfig::pod_ip`]), or, with [`PodNetwork::PodCidr`], one each
+//! from the node's pod CIDR, which the node learns by following its Node
+//! and which the local cloud's routes make this machine's
+//! (`docs/providers/process.md`, "Pod addresses"). Security: the processes run as the node's
 //! user and see the host; restrict who can schedule onto the node (its
 //! `virtual-kubelet.io/provider=process:NoSchedule` taint).
 
@@ -68,6 +71,7 @@ mod host_node;
 mod leftovers;
 mod limits;
 mod logs;
+mod network;
 mod plan;
 mod probe;
 mod provider;
@@ -81,6 +85,7 @@ pub use config::ProcessConfig;
 pub use config_file::ConfigFileError;
 pub use host_node::{HostNode, LIMITS_ANNOTATION};
 pub use leftovers::reap_leftovers;
+pub use network::{CidrError, PodCidr, PodNetwork};
 pub use plan::{CONTAINER_ROOT_ENV, MAX_ENVIRONMENT_BYTES};
 pub use provider::ProcessProvider;
 

@@ -37,7 +37,7 @@ pub(crate) struct Launch {
     /// The container's ports (named ports of probes).
     pub(crate) ports: Vec<k8s_openapi::api::core::v1::ContainerPort>,
     /// Where `httpGet` and `tcpSocket` probes without a host connect: the
-    /// pod's IP ([`ProcessConfig::pod_ip`]), as the kubelet's do.
+    /// pod's IP, as the kubelet's do.
     pub(crate) probe_host: String,
     /// The startup, liveness and readiness probes.
     pub(crate) startup: Option<k8s_openapi::api::core::v1::Probe>,
@@ -137,12 +137,14 @@ pub(crate) struct Plan {
     pub(crate) app: Vec<Launch>,
 }
 
-/// The plan of `pod`, or an `InvalidInput` error saying what the node
-/// cannot do (the node then reports `ProviderFailed` with that message).
+/// The plan of `pod`, whose IP is `pod_ip`, or an `InvalidInput` error
+/// saying what the node cannot do (the node then reports `ProviderFailed`
+/// with that message).
 pub(crate) fn plan(
     config: &ProcessConfig,
     cgroups: Option<&crate::cgroups::Cgroups>,
     pod: &Pod,
+    pod_ip: &str,
 ) -> Result<Plan, PodError> {
     let spec = pod
         .spec
@@ -204,6 +206,7 @@ pub(crate) fn plan(
     }
     let launch = |c: &Container| -> Result<Launch, PodError> {
         let mut launch = launch_of(config, &dir, &volume_dirs, c, name)?;
+        launch.probe_host = pod_ip.to_owned();
         if let Some(cgroups) = cgroups {
             let millicores = crate::limits::cpu_limit(c)?;
             launch.cgroup = cgroups.limit(uid, &c.name, millicores, launch.memory_limit);
@@ -359,7 +362,7 @@ fn launch_of(
         cwd,
         mounts,
         ports: c.ports.clone().unwrap_or_default(),
-        probe_host: config.pod_ip.clone(),
+        probe_host: String::new(),
         startup: c.startup_probe.clone(),
         liveness: c.liveness_probe.clone(),
         readiness: c.readiness_probe.clone(),
@@ -486,6 +489,7 @@ mod tests {
                      "env": [{"name": "A", "value": "1"}]},
                 ],
             })),
+            "198.19.3.2",
         )
         .unwrap();
         assert_eq!(
@@ -520,6 +524,7 @@ mod tests {
                     "volumeMounts": [{"name": "scratch", "mountPath": "/data"}],
                 }],
             })),
+            "198.19.3.2",
         )
         .unwrap();
         assert_eq!(ok.dir, Path::new("/srv/pods/ns_p_u1"));
@@ -535,10 +540,14 @@ mod tests {
             )]
         );
         assert!(app.env.contains(&("A".into(), "1".into())));
+        assert_eq!(app.probe_host, "198.19.3.2", "probes go to the pod's IP");
         assert!(app.env.iter().any(|(k, _)| k == CONTAINER_ROOT_ENV));
 
-        let refused =
-            |spec: serde_json::Value| plan(&config, None, &pod(spec)).unwrap_err().to_string();
+        let refused = |spec: serde_json::Value| {
+            plan(&config, None, &pod(spec), "127.0.0.1")
+                .unwrap_err()
+                .to_string()
+        };
         assert!(
             refused(serde_json::json!({"containers": [{"name": "a", "image": "nginx"}]}))
                 .contains("image \"nginx\" is not mapped")

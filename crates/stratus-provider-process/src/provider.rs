@@ -18,10 +18,10 @@ use stratus_pod::{
 };
 use tokio::sync::watch;
 
-use crate::ProcessConfig;
 use crate::plan::{Launch, plan};
 use crate::status::{Run, as_init, conditions, phase, run_of, while_sidecars_run};
 use crate::supervisor::supervise;
+use crate::{PodNetwork, ProcessConfig};
 
 /// The grace period when neither the deletion nor the spec gives one.
 const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -47,6 +47,8 @@ impl std::fmt::Debug for ProcessProvider {
 /// One pod.
 struct Entry {
     pod: Pod,
+    /// Its IP.
+    ip: String,
     dir: PathBuf,
     start: Time,
     /// Init containers first, then the app containers.
@@ -160,8 +162,25 @@ impl Inner {
     }
 
     /// Whether pod `key` is here.
-    pub(crate) fn has_pod(&self, key: &str) -> bool {
-        lock(&self.pods).contains_key(key)
+    /// The IP of the running pod `key`.
+    pub(crate) fn pod_ip(&self, key: &str) -> Option<String> {
+        lock(&self.pods).get(key).map(|e| e.ip.clone())
+    }
+
+    /// The IP of the pod `key`: the node's, or its own from the pod CIDR
+    /// (given now if it has none yet).
+    fn address(&self, key: &str) -> Result<String, crate::network::NoAddress> {
+        match &self.config.pod_network {
+            PodNetwork::NodeAddress => Ok(self.config.pod_ip.clone()),
+            PodNetwork::PodCidr(pool) => pool.assign(key).map(|ip| ip.to_string()),
+        }
+    }
+
+    /// The pod `key` is gone: its own address, if it had one, is free.
+    fn release(&self, key: &str) {
+        if let PodNetwork::PodCidr(pool) = &self.config.pod_network {
+            pool.release(key);
+        }
     }
 
     pub(crate) fn pod_dir(&self, key: &str) -> Option<PathBuf> {
@@ -340,6 +359,26 @@ impl Inner {
     }
 }
 
+/// Wait until `ip` is this machine's (a socket can be bound to it: the
+/// route of its node's pod CIDR is in), checking every 100 ms; `false` if
+/// the pod is stopped first.
+async fn routed_here(ip: &str, stopped: &mut watch::Receiver<Option<Duration>>) -> bool {
+    let mut told = false;
+    loop {
+        if std::net::TcpListener::bind((ip, 0)).is_ok() {
+            return true;
+        }
+        if !told {
+            tracing::info!(%ip, "the pod's address is not routed to this machine yet; its containers wait");
+            told = true;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = stopped.wait_for(Option::is_some) => return false,
+        }
+    }
+}
+
 /// The pod with its status as the kubelet would compute it.
 fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
     let runs: Vec<Run> = entry
@@ -389,9 +428,9 @@ fn with_status(entry: &Entry, config: &ProcessConfig) -> Pod {
             &entry.start,
         )),
         host_ip: Some(config.pod_ip.clone()),
-        pod_ip: Some(config.pod_ip.clone()),
+        pod_ip: Some(entry.ip.clone()),
         pod_ips: Some(vec![PodIP {
-            ip: config.pod_ip.clone(),
+            ip: entry.ip.clone(),
         }]),
         start_time: Some(entry.start.clone()),
         init_container_statuses: (entry.init_count > 0)
@@ -420,18 +459,24 @@ fn waiting(name: &str, image: &str, reason: &str) -> ContainerStatus {
 
 #[async_trait]
 impl PodLifecycleHandler for ProcessProvider {
-    /// Every pod has the node's address ([`ProcessConfig::pod_ip`]), known
-    /// before it starts: `status.podIP` in its environment is that address.
-    fn addresses_before_create(&self, _pod: &Pod) -> Option<PodAddresses> {
+    /// A pod's address is known before it starts (`status.podIP` in its
+    /// environment): the node's ([`ProcessConfig::pod_ip`]), or its own
+    /// from the pod CIDR, given now (none while the node has no pod CIDR:
+    /// the pod waits, Pending).
+    fn addresses_before_create(&self, pod: &Pod) -> Option<PodAddresses> {
         Some(PodAddresses {
-            pod_ip: self.inner.config.pod_ip.clone(),
+            pod_ip: self.inner.address(&key_of(pod)).ok()?,
             host_ip: self.inner.config.pod_ip.clone(),
         })
     }
 
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let key = key_of(pod);
-        let plan = plan(&self.inner.config, self.inner.cgroups.as_ref(), pod)?;
+        let ip = self
+            .inner
+            .address(&key)
+            .map_err(|e| PodError::unavailable(None, format!("pod {key}: {e}")))?;
+        let plan = plan(&self.inner.config, self.inner.cgroups.as_ref(), pod, &ip)?;
         let resources = self.resources.as_deref();
         for (volume, dir) in &plan.volumes {
             crate::volumes::write(volume, dir, pod, resources).await?;
@@ -460,6 +505,7 @@ impl PodLifecycleHandler for ProcessProvider {
             }
             let entry = Entry {
                 pod: pod.clone(),
+                ip: ip.clone(),
                 dir: plan.dir.clone(),
                 start: Time(k8s_openapi::jiff::Timestamp::now()),
                 statuses,
@@ -475,6 +521,13 @@ impl PodLifecycleHandler for ProcessProvider {
             reported
         };
         self.inner.notify(reported);
+        // An address of its own waits to be routed to this machine (the
+        // kubelet's sandbox waits for the network); the containers stay
+        // `ContainerCreating` meanwhile.
+        let routed = match &self.inner.config.pod_network {
+            PodNetwork::PodCidr(_) => Some((ip, stopped.clone())),
+            PodNetwork::NodeAddress => None,
+        };
         let supervisor = supervise(
             self.inner.clone(),
             key,
@@ -484,7 +537,13 @@ impl PodLifecycleHandler for ProcessProvider {
             stopped,
         );
         tokio::spawn(async move {
-            supervisor.await;
+            let go = match routed {
+                Some((ip, mut stopped)) => routed_here(&ip, &mut stopped).await,
+                None => true,
+            };
+            if go {
+                supervisor.await;
+            }
             let _ = end.send(true);
         });
         Ok(())
@@ -513,6 +572,9 @@ impl PodLifecycleHandler for ProcessProvider {
         let (mut ended, uid) = {
             let pods = lock(&self.inner.pods);
             let Some(entry) = pods.get(&key) else {
+                // Never started (its create failed): an address given
+                // for it is free.
+                self.inner.release(&key);
                 return Ok(());
             };
             // An earlier pod of this name is gone already; the one running
@@ -534,6 +596,9 @@ impl PodLifecycleHandler for ProcessProvider {
                 let same = pods.get(&key).is_some_and(|e| e.pod.metadata.uid == uid);
                 if same { pods.remove(&key) } else { None }
             };
+            if removed.is_some() {
+                inner.release(&key);
+            }
             if let Some(mut entry) = removed {
                 for status in &mut entry.statuses {
                     let ended = status

@@ -1501,3 +1501,133 @@ async fn a_pod_recreated_while_its_predecessor_stops_starts_when_the_predecessor
     node.delete("app").await;
     let _ = std::fs::remove_dir_all(root("successor"));
 }
+
+/// With `PodNetwork::PodCidr` the node learns its pod CIDR from its Node
+/// (as node-IPAM writes it) and each pod gets an address of its own from
+/// it, known before it starts; a pod whose address is not yet this
+/// machine's (no route) waits in `ContainerCreating` and starts once it is;
+/// a deleted pod's address is free for the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_get_addresses_of_their_own_from_the_node_s_pod_cidr() {
+    const CIDR: &str = "198.19.50.0/24";
+    struct Cleanup;
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("ip")
+                .args([
+                    "-4", "route", "del", "local", CIDR, "dev", "lo", "table", "local",
+                ])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+    let _cleanup = Cleanup;
+    let mut config = config("cidr");
+    config.pod_network = stratus_provider_process::PodNetwork::PodCidr(Default::default());
+    let host = stratus_provider_process::HostNode::new(&config);
+    let api = ApiServer::start().await.unwrap();
+    let node = stratus_testing::kubelet_api::virtual_node_builder_with_api(
+        &api,
+        NodeConfig::new(NODE, "process"),
+        Arc::new(ProcessProvider::new(config)) as Arc<dyn PodLifecycleHandler>,
+    )
+    .await
+    .unwrap()
+    .node_provider(Arc::new(host))
+    .build()
+    .unwrap();
+    let (_stop, stopped) = watch::channel(false);
+    tokio::spawn(node.run(stopped));
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(api.client());
+    eventually("the node registered", Duration::from_secs(10), async || {
+        nodes.get_opt(NODE).await.unwrap().is_some()
+    })
+    .await;
+    // What the node-IPAM controller writes.
+    let cidr = serde_json::json!({"spec": {"podCIDR": CIDR, "podCIDRs": [CIDR]}});
+    nodes
+        .patch(
+            NODE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(cidr),
+        )
+        .await
+        .unwrap();
+    let node = Node {
+        pods: Api::namespaced(api.client(), "default"),
+        api,
+        _stop,
+    };
+    let server = |port: u16| {
+        serde_json::json!({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "web", "image": "python:3",
+                "command": ["python3", "-u", "-m", "http.server", port.to_string(), "--bind", "$(POD_IP)"],
+                "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": port}, "periodSeconds": 1},
+            }],
+        })
+    };
+    node.create("a", server(8080)).await;
+    node.create("b", server(8080)).await;
+    let ip_of = async |name: &str| {
+        let ip = async || node.pods.get(name).await.unwrap().status?.pod_ip;
+        eventually(
+            &format!("{name}'s IP"),
+            Duration::from_secs(10),
+            async || ip().await.is_some(),
+        )
+        .await;
+        ip().await.unwrap()
+    };
+    let (a, b) = (ip_of("a").await, ip_of("b").await);
+    let mut both = [a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(both, ["198.19.50.2", "198.19.50.3"]);
+    // Not routed here yet: the containers wait.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pod = node.pods.get("a").await.unwrap();
+    let waiting = container(&pod, "web")
+        .state
+        .as_ref()
+        .and_then(|s| s.waiting.clone());
+    assert_eq!(
+        waiting.and_then(|w| w.reason).as_deref(),
+        Some("ContainerCreating")
+    );
+    // The route in (what the local cloud does for the node's CIDR): both
+    // start, each server on its own address and the same port.
+    let added = std::process::Command::new("ip")
+        .args([
+            "-4", "route", "replace", "local", CIDR, "dev", "lo", "table", "local",
+        ])
+        .status()
+        .unwrap();
+    assert!(added.success());
+    for name in ["a", "b"] {
+        eventually(
+            &format!("{name} Ready"),
+            Duration::from_secs(30),
+            async || {
+                condition(&node.pods.get(name).await.unwrap(), "Ready").as_deref() == Some("True")
+            },
+        )
+        .await;
+    }
+    for ip in [&a, &b] {
+        assert!(
+            tokio::net::TcpStream::connect((ip.as_str(), 8080))
+                .await
+                .is_ok()
+        );
+    }
+    // a's address goes back to the pool with a, and to the next pod.
+    node.delete("a").await;
+    node.create("c", server(8081)).await;
+    assert_eq!(ip_of("c").await, a);
+    for name in ["b", "c"] {
+        node.delete(name).await;
+    }
+    let _ = std::fs::remove_dir_all(root("cidr"));
+}
