@@ -453,14 +453,11 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         .collect();
     let node_address = home.node_address();
     let real = args.control_plane == ControlPlane::Real;
-    // Backends outside 127/8 the cloud may connect to: the process nodes'
-    // pod addresses on the real control plane.
+    // Backends outside 127/8 the cloud may connect to: this machine's node
+    // address on the real control plane (the pods' own addresses are in the
+    // pod network, which the cloud allows).
     let extra_backends: Vec<String> = if real {
-        node_address
-            .iter()
-            .cloned()
-            .chain(crate::demo_web::addresses(true))
-            .collect()
+        node_address.iter().cloned().collect()
     } else {
         Vec::new()
     };
@@ -483,8 +480,14 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         [
             "cloud-controller-manager",
             "--cloud-provider=local",
-            "--cluster-cidr=10.244.0.0/16",
+            // The pod network the local cloud routes (its routes become
+            // this machine's, so the web pods can bind their addresses).
+            &format!("--cluster-cidr={}", crate::demo_local_cloud::POD_NETWORK),
             "--allocate-node-cidrs",
+            // Routes follow the Nodes (Go's watch-based reconciliation, at
+            // most a pass a second): a web node's pods wait for theirs.
+            "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+            "--route-reconciliation-period=1s",
             // No supervisor restarts the demo's in-process manager after a
             // lost Lease (an API server restart), so it campaigns again
             // instead of exiting as Go's does.
@@ -716,10 +719,6 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         args.services,
         listed(cloud.load_balancers().await.map(|l| l.len())),
         count("PUT /v1/load-balancers/{name}")
-    );
-    println!(
-        "  pod CIDRs (node-ipam) and cloud routes (node-route): {} routes in the local cloud",
-        listed(cloud.routes().await.map(|r| r.len()))
     );
     println!(
         "  pods Running on the virtual node {VIRTUAL_NODE}:     {}/{} ({} provider creates)",

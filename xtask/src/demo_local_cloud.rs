@@ -16,6 +16,11 @@ use stratus_provider_local::{Backends, Client, LocalProvider, RetryPolicy};
 /// tests use 127.77.0.0/16).
 const ADDRESS_RANGE: &str = "127.78.0.0/16";
 
+/// The pod network: the manager's `--cluster-cidr`, and the range whose
+/// routes the cloud writes into the kernel (RFC 2544's, routed nowhere;
+/// the tests use other parts of it).
+pub(crate) const POD_NETWORK: &str = "198.19.0.0/19";
+
 /// The running cloud and a client of its API.
 pub(crate) struct LocalCloudDemo {
     cloud: LocalCloud,
@@ -40,6 +45,7 @@ pub(crate) async fn start(
     let cloud = LocalCloud::start(Config {
         address_range: ADDRESS_RANGE.parse().map_err(|e| format!("{e}"))?,
         allowed_backends,
+        pod_network: Some(POD_NETWORK.parse().map_err(|e| format!("{e}"))?),
         ..Config::default()
     })
     .await

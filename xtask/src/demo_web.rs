@@ -1,6 +1,8 @@
-//! The demo's web app on the local cloud: three process nodes, each with
-//! an address of its own that its pods get as `status.podIP`, one replica
-//! of a Python server on each (HTTP on 8080 and UDP on 8081, both answering
+//! The demo's web app on the local cloud: three process nodes whose pods
+//! get addresses of their own from the node's pod CIDR (the manager's
+//! node-IPAM gives each node one of 198.19.0.0/16, its route controller
+//! sends it to the node in the local cloud, which writes it into the
+//! kernel), one replica of a Python server on each (HTTP on 8080 and UDP on 8081, both answering
 //! with the pod's name), exposed with `kubectl create service loadbalancer`
 //! and a UDP port added with `kubectl patch`. The demo then spreads
 //! requests over the replicas, sends a datagram, restarts the replicas one
@@ -21,11 +23,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::resources::ApiResources;
-use stratus_provider_process::{ProcessConfig, ProcessProvider};
+use stratus_provider_process::{HostNode, PodNetwork, ProcessConfig, ProcessProvider};
 use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
@@ -62,7 +64,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer((ip, 8080), Handler).serve_forever()
 "#;
 
-/// The web app's nodes and the loopback addresses the demo added for them.
+/// The web app's nodes and the addresses the demo added for them.
 pub(crate) struct WebDemo {
     /// The replicas are a Deployment's (the real control plane).
     deployment: bool,
@@ -72,10 +74,11 @@ pub(crate) struct WebDemo {
     root: PathBuf,
 }
 
-/// The pod addresses of the web nodes: loopback ones on the harness; on
-/// the real control plane (kube-controller-manager refuses loopback
-/// endpoints) addresses from 198.18.0.0/15 (RFC 2544, no host anywhere)
-/// that the demo puts on the loopback device while it runs.
+/// The web nodes' own addresses (their pods' `status.hostIP`): loopback
+/// ones on the harness; on the real control plane addresses from
+/// 198.18.0.0/15 (RFC 2544, no host anywhere) that the demo puts on the
+/// loopback device while it runs. The pods' own addresses come from the
+/// nodes' pod CIDRs.
 pub(crate) fn addresses(real: bool) -> Vec<String> {
     (1..=REPLICAS)
         .map(|i| {
@@ -125,6 +128,8 @@ pub(crate) async fn start(
     for (i, address) in demo.addresses.iter().enumerate() {
         let mut config = ProcessConfig::new(demo.root.join(node_name(i)));
         config.pod_ip = address.clone();
+        config.pod_network = PodNetwork::PodCidr(Default::default());
+        let host = HostNode::new(&config);
         config
             .images
             .insert("python".into(), vec!["python3".into()]);
@@ -152,7 +157,11 @@ pub(crate) async fn start(
             .insert(WEB_NODE_LABEL.into(), "true".into());
         let node = virtual_node_builder_at(site, node_config, provider)
             .await
-            .and_then(|b| Ok(b.resources(resources).build()?))
+            .and_then(|b| {
+                Ok(b.resources(resources)
+                    .node_provider(Arc::new(host))
+                    .build()?)
+            })
             .map_err(|e| format!("the web node {}: {e}", node_name(i)))?;
         demo.tasks.push(tokio::spawn(node.run(stopped.clone())));
     }
@@ -371,6 +380,31 @@ fn ingress_ip(svc: &Service) -> Option<String> {
         .clone()
 }
 
+/// The IP of pod `name`.
+async fn pod_ip(pods: &Api<Pod>, name: &str) -> Result<String, String> {
+    pods.get(name)
+        .await
+        .map_err(|e| format!("reading {name}: {e}"))?
+        .status
+        .and_then(|s| s.pod_ip)
+        .ok_or_else(|| format!("{name} has no IP"))
+}
+
+/// The IPs of the app's pods, sorted.
+async fn pod_ips(pods: &Api<Pod>) -> Result<Vec<String>, String> {
+    let labelled = ListParams::default().labels(&format!("app={APP}"));
+    let mut ips: Vec<String> = pods
+        .list(&labelled)
+        .await
+        .map_err(|e| format!("listing {APP}'s pods: {e}"))?
+        .items
+        .into_iter()
+        .filter_map(|p| p.status?.pod_ip)
+        .collect();
+    ips.sort();
+    Ok(ips)
+}
+
 /// The backend addresses of the load balancer at `ip`.
 async fn backends(cloud: &LocalCloudDemo, ip: &str) -> Result<Vec<String>, String> {
     Ok(cloud
@@ -415,6 +449,35 @@ impl WebDemo {
                 });
             return Err(format!("{e}; the pods: {listed:?}"));
         }
+
+        // Each web node's pod CIDR (node-ipam) has its route in the cloud
+        // (node-route), which wrote it into the kernel: how the replicas
+        // could bind their addresses.
+        let routes = cloud.routes().await?;
+        let nodes: Api<Node> = Api::all(client.clone());
+        let mut routed = Vec::new();
+        for i in 0..REPLICAS {
+            let name = node_name(i);
+            let cidr = nodes
+                .get(&name)
+                .await
+                .map_err(|e| format!("reading {name}: {e}"))?
+                .spec
+                .and_then(|s| s.pod_cidr)
+                .ok_or_else(|| format!("{name} has no pod CIDR"))?;
+            if !routes
+                .iter()
+                .any(|r| r.target_node == name && r.destination_cidr == cidr)
+            {
+                return Err(format!("{name}'s pod CIDR {cidr} has no route: {routes:?}"));
+            }
+            routed.push(format!("{name} {cidr}"));
+        }
+        lines.push(format!(
+            "pod CIDRs (node-ipam) routed to their nodes (node-route) by the local cloud into this machine's kernel: {} ({} routes in all)",
+            routed.join(", "),
+            routes.len()
+        ));
 
         // The Service, by kubectl (through the API where it is missing).
         let created = Instant::now();
@@ -485,8 +548,8 @@ impl WebDemo {
             ));
         }
         lines.push(format!(
-            "{APP} ({REPLICAS} replicas on vk-web-0..2, pod IPs {}) exposed with {how}: external IP {ip} after {:.0} ms; 30 GETs answered by {answers:?}",
-            self.addresses.join(", "),
+            "{APP} ({REPLICAS} replicas on vk-web-0..2, pod IPs {} from their nodes' pod CIDRs) exposed with {how}: external IP {ip} after {:.0} ms; 30 GETs answered by {answers:?}",
+            pod_ips(&pods).await?.join(", "),
             external_ip_after.as_secs_f64() * 1000.0
         ));
 
@@ -613,8 +676,9 @@ impl WebDemo {
         ip: &str,
     ) -> Result<String, String> {
         let mut out = Vec::new();
-        for (i, address) in self.addresses.iter().enumerate() {
+        for i in 0..REPLICAS {
             let name = pod_name(i);
+            let address = &pod_ip(pods, &name).await?;
             let deleted = Instant::now();
             pods.delete(&name, &DeleteParams::default())
                 .await
@@ -653,6 +717,7 @@ impl WebDemo {
                 || ready(pods, &name),
             )
             .await?;
+            let address = &pod_ip(pods, &name).await?;
             wait_for(
                 &format!("the new {name} in the load balancer"),
                 Duration::from_secs(10),
