@@ -56,6 +56,11 @@ pub(crate) struct Args {
     /// them Pending.
     #[arg(long, action = clap::ArgAction::Set, num_args = 0..=1, default_value_t = true, default_missing_value = "true")]
     scheduler: bool,
+    /// Run the harness's Deployment and ReplicaSet controllers
+    /// (`stratus_testing::deployments`): a Deployment gets its ReplicaSets,
+    /// rolling updates and pods, as kube-controller-manager makes them.
+    #[arg(long)]
+    deployments: bool,
 }
 
 /// kube-apiserver's `--authorization-mode` values the harness implements.
@@ -90,6 +95,11 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let scheduler = args
         .scheduler
         .then(|| tokio::spawn(stratus_testing::cluster::run_scheduler(server.client())));
+    let deployments = args.deployments.then(|| {
+        tokio::spawn(stratus_testing::deployments::run_deployments(
+            server.client(),
+        ))
+    });
     if let Some(parent) = args
         .kubeconfig
         .parent()
@@ -157,8 +167,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     crate::wait_for_signal().await;
     println!("shutting down");
     let _ = stop.send(true);
-    if let Some(scheduler) = scheduler {
-        scheduler.abort();
+    for task in [scheduler, deployments].into_iter().flatten() {
+        task.abort();
     }
     server.shutdown().await;
     for root in process_roots {

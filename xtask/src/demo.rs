@@ -112,6 +112,8 @@ impl Home {
                 // kube-controller-manager's EndpointSlices, which the local
                 // cloud's load balancers follow.
                 cluster.start_endpoint_slices();
+                // And its Deployments and ReplicaSets (the web app's).
+                cluster.start_deployments();
                 cluster.server().write_kubeconfig(&args.kubeconfig)?;
                 Ok(Self::Embedded(cluster))
             }

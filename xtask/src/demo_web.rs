@@ -1,20 +1,18 @@
 //! The demo's web app on the local cloud: three process nodes whose pods
 //! get addresses of their own from the node's pod CIDR (the manager's
-//! node-IPAM gives each node one of 198.19.0.0/16, its route controller
+//! node-IPAM gives each node one of 198.19.0.0/19, its route controller
 //! sends it to the node in the local cloud, which writes it into the
-//! kernel), one replica of a Python server on each (HTTP on 8080 and UDP on 8081, both answering
-//! with the pod's name), exposed with `kubectl create service loadbalancer`
-//! and a UDP port added with `kubectl patch`. The demo then spreads
-//! requests over the replicas, sends a datagram, restarts the replicas one
-//! by one under load (each deleted replica out of the load balancer before
-//! its process stops), and deletes the Service (its address released).
-//!
-//! On the real control plane the replicas are a Deployment's (one per node:
+//! kernel), and a Deployment of three replicas of a Python server (HTTP on
+//! 8080 and UDP on 8081, both answering with the pod's name; one per node:
 //! they select the web nodes and hold host port 8080), exposed with
-//! `kubectl expose deployment` and restarted with `kubectl rollout
-//! restart`; on the harness, which has no Deployment controller, they are
-//! pods the demo creates itself, as a ReplicaSet does, exposed with
-//! `kubectl create service loadbalancer` and replaced one by one.
+//! `kubectl expose deployment --type=LoadBalancer` and a UDP port added
+//! with `kubectl patch`. The demo then spreads requests over the replicas,
+//! sends a datagram, restarts them with `kubectl rollout restart` under
+//! load (each old replica out of the load balancer before its process
+//! stops), and deletes the Service (its address released). The
+//! Deployment's ReplicaSets and pods come from kube-controller-manager on
+//! the real control plane, from the harness's Deployment controller
+//! (`TestCluster::start_deployments`) on the harness.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -66,8 +64,6 @@ http.server.ThreadingHTTPServer((ip, 8080), Handler).serve_forever()
 
 /// The web app's nodes and the addresses the demo added for them.
 pub(crate) struct WebDemo {
-    /// The replicas are a Deployment's (the real control plane).
-    deployment: bool,
     tasks: Vec<tokio::task::JoinHandle<Result<(), stratus_kubelet::VirtualNodeError>>>,
     addresses: Vec<String>,
     added: Vec<String>,
@@ -96,11 +92,6 @@ fn node_name(i: usize) -> String {
     format!("vk-web-{i}")
 }
 
-/// The name of replica `i`.
-fn pod_name(i: usize) -> String {
-    format!("{APP}-{i}")
-}
-
 /// Start the web nodes at `site` and create the replicas in `namespace`.
 pub(crate) async fn start(
     site: &KubeletApiSite,
@@ -110,7 +101,6 @@ pub(crate) async fn start(
 ) -> Result<WebDemo, String> {
     let root = std::env::temp_dir().join(format!("stratus-demo-web-{}", std::process::id()));
     let mut demo = WebDemo {
-        deployment: real,
         tasks: Vec::new(),
         addresses: addresses(real),
         added: Vec::new(),
@@ -165,7 +155,7 @@ pub(crate) async fn start(
             .map_err(|e| format!("the web node {}: {e}", node_name(i)))?;
         demo.tasks.push(tokio::spawn(node.run(stopped.clone())));
     }
-    if real {
+    {
         let deployment: Deployment = serde_json::from_value(serde_json::json!({
             "metadata": {"name": APP},
             "spec": {
@@ -177,7 +167,7 @@ pub(crate) async fn start(
                              "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
                 "template": {
                     "metadata": {"labels": {"app": APP}},
-                    "spec": replica_spec(None),
+                    "spec": replica_spec(),
                 },
             },
         }))
@@ -186,11 +176,6 @@ pub(crate) async fn start(
             .create(&PostParams::default(), &deployment)
             .await
             .map_err(|e| format!("creating the Deployment {APP}: {e}"))?;
-    } else {
-        let pods: Api<Pod> = Api::namespaced(site.client.clone(), namespace);
-        for i in 0..REPLICAS {
-            create_replica(&pods, i).await?;
-        }
     }
     Ok(demo)
 }
@@ -198,11 +183,10 @@ pub(crate) async fn start(
 /// The label of the web nodes, which the Deployment's pods select.
 const WEB_NODE_LABEL: &str = "stratus.dev/demo-web";
 
-/// A replica's pod spec, on web node `node` or (a Deployment's) on any web
-/// node with host port 8080 free: the server with a readiness probe, and a
-/// `preStop` sleep that keeps it serving while its endpoint is taken out
-/// of the load balancer.
-fn replica_spec(node: Option<usize>) -> serde_json::Value {
+/// The replicas' pod spec, on any web node with host port 8080 free: the
+/// server with a readiness probe, and a `preStop` sleep that keeps it
+/// serving while its endpoint is taken out of the load balancer.
+fn replica_spec() -> serde_json::Value {
     let mut http = serde_json::json!({"name": "http", "containerPort": 8080});
     let mut spec = serde_json::json!({
         "terminationGracePeriodSeconds": 10,
@@ -219,32 +203,14 @@ fn replica_spec(node: Option<usize>) -> serde_json::Value {
             "lifecycle": {"preStop": {"exec": {"command": ["sleep", "3"]}}},
         }],
     });
-    match node {
-        Some(i) => spec["nodeName"] = node_name(i).into(),
-        None => {
-            spec["nodeSelector"] = serde_json::json!({WEB_NODE_LABEL: "true"});
-            // The scheduler puts one replica on each node.
-            http["hostPort"] = 8080.into();
-        }
-    }
+    spec["nodeSelector"] = serde_json::json!({WEB_NODE_LABEL: "true"});
+    // The scheduler puts one replica on each node.
+    http["hostPort"] = 8080.into();
     spec["containers"][0]["ports"] = serde_json::json!([
         http,
         {"name": "udp", "containerPort": 8081, "protocol": "UDP"},
     ]);
     spec
-}
-
-/// Create replica `i` on web node `i` (the harness).
-async fn create_replica(pods: &Api<Pod>, i: usize) -> Result<(), String> {
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": pod_name(i), "labels": {"app": APP}},
-        "spec": replica_spec(Some(i)),
-    }))
-    .map_err(|e| e.to_string())?;
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .map_err(|e| format!("creating {}: {e}", pod_name(i)))?;
-    Ok(())
 }
 
 /// The app's pods that are Ready and not terminating.
@@ -264,16 +230,6 @@ async fn ready_replicas(pods: &Api<Pod>) -> Vec<Pod> {
                     .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
         .collect()
-}
-
-/// Whether pod `name` is Ready.
-async fn ready(pods: &Api<Pod>, name: &str) -> bool {
-    pods.get_opt(name)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|p| p.status?.conditions)
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Wait until `done` holds, checking every 50 ms, or fail saying `what`.
@@ -380,16 +336,6 @@ fn ingress_ip(svc: &Service) -> Option<String> {
         .clone()
 }
 
-/// The IP of pod `name`.
-async fn pod_ip(pods: &Api<Pod>, name: &str) -> Result<String, String> {
-    pods.get(name)
-        .await
-        .map_err(|e| format!("reading {name}: {e}"))?
-        .status
-        .and_then(|s| s.pod_ip)
-        .ok_or_else(|| format!("{name} has no IP"))
-}
-
 /// The IPs of the app's pods, sorted.
 async fn pod_ips(pods: &Api<Pod>) -> Result<Vec<String>, String> {
     let labelled = ListParams::default().labels(&format!("app={APP}"));
@@ -481,24 +427,17 @@ impl WebDemo {
 
         // The Service, by kubectl (through the API where it is missing).
         let created = Instant::now();
-        let (command, args): (&str, &[&str]) = if self.deployment {
-            (
-                "kubectl expose deployment",
-                &[
-                    "expose",
-                    "deployment",
-                    APP,
-                    "--type=LoadBalancer",
-                    "--port=80",
-                    "--target-port=8080",
-                ],
-            )
-        } else {
-            (
-                "kubectl create service loadbalancer",
-                &["create", "service", "loadbalancer", APP, "--tcp=80:8080"],
-            )
-        };
+        let (command, args): (&str, &[&str]) = (
+            "kubectl expose deployment",
+            &[
+                "expose",
+                "deployment",
+                APP,
+                "--type=LoadBalancer",
+                "--port=80",
+                "--target-port=8080",
+            ],
+        );
         let how = match kubectl(kubeconfig, namespace, args)? {
             Some(()) => command,
             None => {
@@ -612,11 +551,7 @@ impl WebDemo {
             }
             (ok, failed)
         });
-        let restart = if self.deployment {
-            rollout_restart(client, kubeconfig, namespace, cloud, &ip).await
-        } else {
-            self.rolling_restart(&pods, cloud, &ip).await
-        };
+        let restart = rollout_restart(client, kubeconfig, namespace, cloud, &ip).await;
         let _ = done_tx.send(true);
         let (ok, failed) = load.await.map_err(|e| e.to_string())?;
         let restarted = restart?;
@@ -666,86 +601,15 @@ impl WebDemo {
         Ok(lines)
     }
 
-    /// Delete each replica in turn; wait until it is out of the load
-    /// balancer (checking its process still answers directly), gone, and
-    /// its successor Ready: what happened.
-    async fn rolling_restart(
-        &self,
-        pods: &Api<Pod>,
-        cloud: &LocalCloudDemo,
-        ip: &str,
-    ) -> Result<String, String> {
-        let mut out = Vec::new();
-        for i in 0..REPLICAS {
-            let name = pod_name(i);
-            let address = &pod_ip(pods, &name).await?;
-            let deleted = Instant::now();
-            pods.delete(&name, &DeleteParams::default())
-                .await
-                .map_err(|e| format!("deleting {name}: {e}"))?;
-            wait_for(
-                &format!("{name} out of the load balancer"),
-                Duration::from_secs(2),
-                || async {
-                    backends(cloud, ip)
-                        .await
-                        .is_ok_and(|b| !b.contains(address))
-                },
-            )
-            .await?;
-            let took = deleted.elapsed();
-            let direct: SocketAddr = format!("{address}:8080")
-                .parse()
-                .map_err(|e| format!("{e}"))?;
-            match get_body(direct).await {
-                Ok(answer) if answer == name => {}
-                other => {
-                    return Err(format!(
-                        "{name} stopped before it left the load balancer: {other:?}"
-                    ));
-                }
-            }
-            out.push(format!("{:.0} ms", took.as_secs_f64() * 1000.0));
-            wait_for(&format!("{name} gone"), Duration::from_secs(30), || async {
-                matches!(pods.get_opt(&name).await, Ok(None))
-            })
-            .await?;
-            create_replica(pods, i).await?;
-            wait_for(
-                &format!("the new {name} Ready"),
-                Duration::from_secs(60),
-                || ready(pods, &name),
-            )
-            .await?;
-            let address = &pod_ip(pods, &name).await?;
-            wait_for(
-                &format!("the new {name} in the load balancer"),
-                Duration::from_secs(10),
-                || async { backends(cloud, ip).await.is_ok_and(|b| b.contains(address)) },
-            )
-            .await?;
-        }
-        Ok(format!(
-            "rolling restart of {APP} (each replica deleted, out of the load balancer after {} while its process still served, then recreated)",
-            out.join(" / ")
-        ))
-    }
-
     /// Delete the replicas and the Service (after a failure), and wait
     /// until the pods' processes are gone.
     pub(crate) async fn delete(&self, client: &kube::Client, namespace: &str) {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let services: Api<Service> = Api::namespaced(client.clone(), namespace);
         let _ = services.delete(APP, &DeleteParams::default()).await;
-        if self.deployment {
-            let _ = Api::<Deployment>::namespaced(client.clone(), namespace)
-                .delete(APP, &DeleteParams::foreground())
-                .await;
-        } else {
-            for i in 0..REPLICAS {
-                let _ = pods.delete(&pod_name(i), &DeleteParams::default()).await;
-            }
-        }
+        let _ = Api::<Deployment>::namespaced(client.clone(), namespace)
+            .delete(APP, &DeleteParams::foreground())
+            .await;
         let labelled = ListParams::default().labels(&format!("app={APP}"));
         if wait_for(
             &format!("{APP}'s pods deleted"),

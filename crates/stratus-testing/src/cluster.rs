@@ -2,7 +2,7 @@
 //! cluster: kubelets that register Nodes and heartbeat them, and a scheduler
 //! that binds pods to nodes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -271,6 +271,7 @@ pub struct TestCluster {
     server: ApiServer,
     scheduler: Option<JoinHandle<()>>,
     endpoint_slices: Option<JoinHandle<()>>,
+    deployments: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for TestCluster {
@@ -288,6 +289,7 @@ impl TestCluster {
             server: ApiServer::start().await?,
             scheduler: None,
             endpoint_slices: None,
+            deployments: None,
         })
     }
 
@@ -308,6 +310,7 @@ impl TestCluster {
             server,
             scheduler: None,
             endpoint_slices: None,
+            deployments: None,
         }
     }
 
@@ -329,8 +332,8 @@ impl TestCluster {
     }
 
     /// Start a scheduler that binds every unbound pod (of the default
-    /// scheduler) to a Ready, schedulable node whose taints it tolerates,
-    /// round-robin.
+    /// scheduler) to a Ready, schedulable node whose taints it tolerates
+    /// and whose host ports it asks for are free, round-robin.
     pub fn start_scheduler(&mut self) {
         if self.scheduler.is_some() {
             return;
@@ -352,6 +355,19 @@ impl TestCluster {
             client,
         )));
     }
+
+    /// Start the harness's Deployment and ReplicaSet controllers
+    /// ([`crate::deployments`]): Deployments get their ReplicaSets and
+    /// rolling updates, ReplicaSets their pods, as kube-controller-manager
+    /// makes them (bind the pods with [`TestCluster::start_scheduler`] or a
+    /// `nodeName`).
+    pub fn start_deployments(&mut self) {
+        if self.deployments.is_some() {
+            return;
+        }
+        let client = self.server.client();
+        self.deployments = Some(tokio::spawn(crate::deployments::run_deployments(client)));
+    }
 }
 
 impl Drop for TestCluster {
@@ -361,6 +377,9 @@ impl Drop for TestCluster {
         }
         if let Some(e) = self.endpoint_slices.take() {
             e.abort();
+        }
+        if let Some(d) = self.deployments.take() {
+            d.abort();
         }
     }
 }
@@ -399,8 +418,9 @@ fn tolerates_all(pod: &Pod, node: &Node) -> bool {
 /// The harness's scheduler over `client`'s API server, for ever (spawn it
 /// and abort it; [`TestCluster::start_scheduler`] does): every 100 ms, each
 /// pod of the default scheduler without a node is bound to a Ready,
-/// schedulable node whose taints it tolerates and whose labels match its
-/// `nodeSelector`, round-robin.
+/// schedulable node whose taints it tolerates, whose labels match its
+/// `nodeSelector` and where no pod (a terminating one too) holds a host
+/// port it asks for, round-robin.
 pub async fn run_scheduler(client: kube::Client) {
     let pods: Api<Pod> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
@@ -422,18 +442,34 @@ pub async fn run_scheduler(client: kube::Client) {
         let Ok(all_nodes) = nodes.list(&ListParams::default()).await else {
             continue;
         };
+        // The host ports each node's pods hold (terminating ones too,
+        // until they are gone: the scheduler's NodePorts filter).
+        let Ok(bound) = pods.list(&ListParams::default()).await else {
+            continue;
+        };
+        let mut taken: BTreeSet<(String, HostPort)> = bound
+            .items
+            .iter()
+            .filter_map(|p| Some((p.spec.as_ref()?.node_name.clone()?, p)))
+            .flat_map(|(node, p)| host_ports(p).into_iter().map(move |hp| (node.clone(), hp)))
+            .collect();
         for pod in pending.items {
             if pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
+            let wanted = host_ports(&pod);
             let candidates: Vec<&Node> = all_nodes
                 .items
                 .iter()
                 .filter(|n| {
+                    let name = n.metadata.name.clone().unwrap_or_default();
                     node_ready(n)
                         && !unschedulable(n)
                         && tolerates_all(&pod, n)
                         && matches_node_selector(&pod, n)
+                        && wanted
+                            .iter()
+                            .all(|hp| !taken.contains(&(name.clone(), hp.clone())))
                 })
                 .collect();
             if candidates.is_empty() {
@@ -450,7 +486,7 @@ pub async fn run_scheduler(client: kube::Client) {
             let api: Api<Pod> = Api::namespaced(client.clone(), ns);
             let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}});
-            let _ = api
+            let bound = api
                 .create_subresource::<_, serde_json::Value>(
                     "binding",
                     name,
@@ -458,8 +494,35 @@ pub async fn run_scheduler(client: kube::Client) {
                     &binding,
                 )
                 .await;
+            if bound.is_ok() {
+                taken.extend(wanted.into_iter().map(|hp| (node_name.to_owned(), hp)));
+            }
         }
     }
+}
+
+/// A host port a container asks for: protocol, host IP, port.
+type HostPort = (String, String, i32);
+
+/// The host ports `pod`'s containers ask for.
+fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    pod.spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|p| *p > 0)?;
+            Some((
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                p.host_ip.clone().unwrap_or_default(),
+                port,
+            ))
+        })
+        .collect()
 }
 
 /// Every `spec.nodeSelector` entry is a label of the node.

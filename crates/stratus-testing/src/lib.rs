@@ -45,6 +45,7 @@ pub mod churn;
 pub mod cluster;
 pub mod conformance;
 pub mod csr_signer;
+pub mod deployments;
 pub mod e2e;
 pub mod endpoint_slices;
 pub mod fake_cloud;
