@@ -3,9 +3,9 @@
 //! backend, in the same run.
 //!
 //! - **One long stream**: `--mb` MB (default 512) written to a backend that
-//!   discards them, through a load balancer and directly, three times each
-//!   alternately (the median counts): `throughput_ratio_measured_over_floor`
-//!   (goal ≥ 0.8).
+//!   discards them, through a load balancer and directly, five times each
+//!   alternately, each way first in turn (the median counts):
+//!   `throughput_ratio_measured_over_floor` (goal ≥ 0.8).
 //! - **Many short connections**: `--connections` (default 2,000) times
 //!   connect, one byte there and back, close, through the load balancer and
 //!   directly, one after the other: the added latency at p50 and p99
@@ -19,6 +19,12 @@
 //!   an EndpointSlice written to the harness API server to that connection
 //!   (the provider's watch, then its call to the cloud).
 //!
+//! Everything is measured twice, each time on a cloud of its own: with kernel
+//! forwarding (`Forwarding::Kernel`, nftables DNAT rules; the demo's; the
+//! unprefixed metrics) and with the proxy (`Forwarding::Proxy`, this process
+//! relays; the `proxy_` metrics). Kernel forwarding needs `CAP_NET_ADMIN`
+//! and `nft`.
+//!
 //! The client, the load balancer and the backend share this process and the
 //! machine's cores, as they share a node; both paths pay that alike.
 
@@ -31,16 +37,18 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 use stratus_cloud::{CloudProvider, InitContext, LoadBalancer, ShutdownSignal};
 use stratus_local_cloud::api::{self, Backend, Listener, LoadBalancerSpec, Protocol};
-use stratus_local_cloud::{Config, LocalCloud};
+use stratus_local_cloud::{Config, Forwarding, LocalCloud};
 use stratus_provider_local::{Backends, Client, LocalProvider, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::bench::BoxError;
 
-/// The range of this benchmark's load balancers (the tests use
-/// 127.77.0.0/16, the demo 127.78.0.0/16).
-const ADDRESS_RANGE: &str = "127.79.0.0/16";
+/// The ranges of this benchmark's load balancers, with kernel forwarding
+/// and with the proxy (the tests use 127.77.0.0/16, the demo
+/// 127.78.0.0/16).
+const KERNEL_RANGE: &str = "127.79.128.0/17";
+const PROXY_RANGE: &str = "127.79.0.0/17";
 
 /// Run the benchmark with its `--flag N` options.
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
@@ -55,8 +63,43 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
             other => return Err(format!("unknown option {other}").into()),
         }
     }
+    // The demo's forwarding (the kernel's) first, then the proxy's, each on
+    // a cloud of its own against the same direct floor.
+    let mut metrics: Vec<(String, f64)> = vec![
+        ("stream_megabytes".into(), mb as f64),
+        ("short_connections".into(), connections as f64),
+        ("load_balancers_programmed".into(), services as f64),
+    ];
+    for (forwarding, range, prefix) in [
+        (Forwarding::Kernel, KERNEL_RANGE, ""),
+        (Forwarding::Proxy, PROXY_RANGE, "proxy_"),
+    ] {
+        println!("forwarding: {forwarding:?}");
+        for (name, value) in measure(forwarding, range, mb, connections, services).await? {
+            metrics.push((format!("{prefix}{name}"), value));
+        }
+    }
+    let named: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    crate::bench::write_results(
+        "local-cloud",
+        &named,
+        "floor = a direct connection to the same backend in the same run; \
+         the throughput and connection ratios are load balancer over direct (1 = as fast); \
+         unprefixed: kernel forwarding (nftables DNAT, the demo's); proxy_: this process relays",
+    )
+}
+
+/// One cloud's figures with `forwarding`, its load balancers in `range`.
+async fn measure(
+    forwarding: Forwarding,
+    range: &str,
+    mb: u64,
+    connections: u64,
+    services: u64,
+) -> Result<Vec<(String, f64)>, BoxError> {
     let cloud = LocalCloud::start(Config {
-        address_range: ADDRESS_RANGE.parse()?,
+        address_range: range.parse()?,
+        forwarding,
         ..Config::default()
     })
     .await?;
@@ -68,13 +111,20 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let stream_lb = (lb.as_str(), 9000);
     let echo_lb = (lb.as_str(), 9001);
 
-    println!("one long stream of {mb} MB, three times each way");
+    println!("one long stream of {mb} MB, five times each way");
     let bytes = mb * 1024 * 1024;
     let mut direct = Vec::new();
     let mut through = Vec::new();
-    for _ in 0..3 {
-        direct.push(stream(("127.0.0.1", sink), bytes).await?);
-        through.push(stream(stream_lb, bytes).await?);
+    // Alternately, each way first in turn: the machine's drift falls on
+    // both alike.
+    for round in 0..5 {
+        if round % 2 == 0 {
+            direct.push(stream(("127.0.0.1", sink), bytes).await?);
+            through.push(stream(stream_lb, bytes).await?);
+        } else {
+            through.push(stream(stream_lb, bytes).await?);
+            direct.push(stream(("127.0.0.1", sink), bytes).await?);
+        }
     }
     let direct_mbps = median(&mut direct);
     let through_mbps = median(&mut through);
@@ -134,46 +184,41 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let slice_ms = endpoint_change(&client, first, other).await?;
     cloud.stop().await;
 
-    crate::bench::write_results(
-        "local-cloud",
-        &[
-            ("stream_megabytes", mb as f64),
-            ("throughput_direct_mb_per_s", direct_mbps),
-            ("throughput_load_balancer_mb_per_s", through_mbps),
-            (
-                "throughput_ratio_measured_over_floor",
-                through_mbps / direct_mbps,
-            ),
-            ("short_connections", connections as f64),
-            ("latency_p50_direct_ms", pct(&direct_ms, 0.5)),
-            ("latency_p50_load_balancer_ms", pct(&through_ms, 0.5)),
-            ("latency_p99_direct_ms", pct(&direct_ms, 0.99)),
-            ("latency_p99_load_balancer_ms", pct(&through_ms, 0.99)),
-            (
-                "added_latency_p50_ms",
-                pct(&through_ms, 0.5) - pct(&direct_ms, 0.5),
-            ),
-            (
-                "added_latency_p99_ms",
-                pct(&through_ms, 0.99) - pct(&direct_ms, 0.99),
-            ),
-            (
-                "short_connections_ratio_measured_over_floor",
-                direct_total.as_secs_f64() / through_total.as_secs_f64(),
-            ),
-            ("load_balancers_programmed", services as f64),
-            ("programming_seconds", programmed.as_secs_f64()),
-            (
-                "programming_per_load_balancer_ms",
-                programmed.as_secs_f64() * 1000.0 / services as f64,
-            ),
-            ("deleting_seconds", deleted.as_secs_f64()),
-            ("backend_put_to_new_backend_ms", put_ms),
-            ("endpoint_slice_to_new_backend_ms", slice_ms),
-        ],
-        "floor = a direct connection to the same backend in the same run; \
-         the throughput and connection ratios are load balancer over direct (1 = as fast)",
-    )
+    Ok(vec![
+        ("throughput_direct_mb_per_s".into(), direct_mbps),
+        ("throughput_load_balancer_mb_per_s".into(), through_mbps),
+        (
+            "throughput_ratio_measured_over_floor".into(),
+            through_mbps / direct_mbps,
+        ),
+        ("latency_p50_direct_ms".into(), pct(&direct_ms, 0.5)),
+        ("latency_p50_load_balancer_ms".into(), pct(&through_ms, 0.5)),
+        ("latency_p99_direct_ms".into(), pct(&direct_ms, 0.99)),
+        (
+            "latency_p99_load_balancer_ms".into(),
+            pct(&through_ms, 0.99),
+        ),
+        (
+            "added_latency_p50_ms".into(),
+            pct(&through_ms, 0.5) - pct(&direct_ms, 0.5),
+        ),
+        (
+            "added_latency_p99_ms".into(),
+            pct(&through_ms, 0.99) - pct(&direct_ms, 0.99),
+        ),
+        (
+            "short_connections_ratio_measured_over_floor".into(),
+            direct_total.as_secs_f64() / through_total.as_secs_f64(),
+        ),
+        ("programming_seconds".into(), programmed.as_secs_f64()),
+        (
+            "programming_per_load_balancer_ms".into(),
+            programmed.as_secs_f64() * 1000.0 / services as f64,
+        ),
+        ("deleting_seconds".into(), deleted.as_secs_f64()),
+        ("backend_put_to_new_backend_ms".into(), put_ms),
+        ("endpoint_slice_to_new_backend_ms".into(), slice_ms),
+    ])
 }
 
 /// What a backend does with a connection.
@@ -322,7 +367,9 @@ fn node_at(ip: &str) -> Node {
 
 fn service(i: u64, node_port: u16) -> Service {
     serde_json::from_value(serde_json::json!({
-        "metadata": {"name": format!("svc-{i}"), "namespace": "bench", "uid": format!("00000000-0000-0000-0000-{i:012}")},
+        // The load balancer's name is the UID's first 31 hex digits (Go's
+        // `GetLoadBalancerName`): the number leads, so each is its own.
+        "metadata": {"name": format!("svc-{i}"), "namespace": "bench", "uid": format!("{i:08x}-0000-0000-0000-000000000000")},
         "spec": {"type": "LoadBalancer", "ports": [{"name": "tcp", "port": 80, "nodePort": node_port}]}
     }))
     .unwrap_or_default()

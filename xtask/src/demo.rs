@@ -470,7 +470,14 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("local cloud: http://{}/v1/load-balancers", cloud.addr());
+    println!(
+        "local cloud: http://{}/v1/load-balancers (forwarding: {})",
+        cloud.addr(),
+        match cloud.forwarding {
+            stratus_local_cloud::Forwarding::Kernel => "the kernel's, nftables DNAT",
+            stratus_local_cloud::Forwarding::Proxy => "this process relays",
+        }
+    );
     // The whole manager, as a vendor's binary runs it: Go's flags, the
     // Lease, the admin server, every controller (routes and pod CIDRs too).
     let (stop_controllers, controllers_stopped) = tokio::sync::watch::channel(false);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use http::Method;
 use stratus_cloud::CloudProvider;
 use stratus_local_cloud::api::{Address, Instance, InstanceState, LoadBalancer, Route};
-use stratus_local_cloud::{Config, LocalCloud};
+use stratus_local_cloud::{Config, Forwarding, LocalCloud, StartError};
 use stratus_provider_local::{Backends, Client, LocalProvider, RetryPolicy};
 
 /// The range the demo's load balancers get their addresses from (the
@@ -25,6 +25,8 @@ pub(crate) const POD_NETWORK: &str = "198.19.0.0/19";
 pub(crate) struct LocalCloudDemo {
     cloud: LocalCloud,
     client: Client,
+    /// Who moves the load balancers' traffic.
+    pub(crate) forwarding: Forwarding,
 }
 
 /// Start the cloud with one instance per `(node name, internal IP)`.
@@ -42,13 +44,28 @@ pub(crate) async fn start(
                 .map_err(|e| format!("{address}: {e}"))?,
         );
     }
-    let cloud = LocalCloud::start(Config {
+    let config = Config {
         address_range: ADDRESS_RANGE.parse().map_err(|e| format!("{e}"))?,
         allowed_backends,
         pod_network: Some(POD_NETWORK.parse().map_err(|e| format!("{e}"))?),
+        // The kernel moves the load balancers' traffic (nftables DNAT);
+        // where it cannot, this process does.
+        forwarding: Forwarding::Kernel,
         ..Config::default()
-    })
-    .await
+    };
+    let mut forwarding = Forwarding::Kernel;
+    let cloud = match LocalCloud::start(config.clone()).await {
+        Err(StartError::Forwarding(e)) => {
+            forwarding = Forwarding::Proxy;
+            eprintln!("warning: kernel forwarding is not available ({e}); the local cloud relays the load balancers' traffic itself");
+            LocalCloud::start(Config {
+                forwarding: Forwarding::Proxy,
+                ..config
+            })
+            .await
+        }
+        started => started,
+    }
     .map_err(|e| format!("the local cloud: {e}"))?;
     let client = Client::new(&format!("http://{}", cloud.addr()), RetryPolicy::default())
         .map_err(|e| e.to_string())?;
@@ -74,7 +91,11 @@ pub(crate) async fn start(
             .await
             .map_err(|e| format!("registering {name} with the local cloud: {e}"))?;
     }
-    Ok(LocalCloudDemo { cloud, client })
+    Ok(LocalCloudDemo {
+        cloud,
+        client,
+        forwarding,
+    })
 }
 
 impl LocalCloudDemo {

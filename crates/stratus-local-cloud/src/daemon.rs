@@ -54,13 +54,32 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// How long a UDP client's session lives without a datagram.
     pub udp_idle: Duration,
+    /// Who moves the load balancers' traffic: this process (the default)
+    /// or the kernel.
+    pub forwarding: Forwarding,
+}
+
+/// Who moves a load balancer's traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Forwarding {
+    /// This process: it accepts each connection (each UDP client) and
+    /// relays it to a backend (`splice(2)` for TCP on Linux), trying the
+    /// next backend when one does not answer.
+    #[default]
+    Proxy,
+    /// The kernel: an nftables DNAT rule per listener sends new
+    /// connections to the healthy backends in turn (every backend is
+    /// health-checked each interval); the proxy still holds the ports and
+    /// serves what no rule covers. Needs `CAP_NET_ADMIN` and `nft`.
+    Kernel,
 }
 
 impl Default for Config {
     /// `127.0.0.1:0`, addresses from `127.77.0.0/16`, backends in
     /// `127.0.0.0/8` (this machine's loopback) only, routes recorded but
     /// not programmed, no state file, no faults, health checks every second, 1 s to connect, 10 s of
-    /// draining, UDP sessions idle out after 30 s.
+    /// draining, UDP sessions idle out after 30 s, traffic relayed by this
+    /// process.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -79,6 +98,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(10),
             udp_idle: Duration::from_secs(30),
+            forwarding: Forwarding::Proxy,
         }
     }
 }
@@ -94,6 +114,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// Kernel forwarding was asked for and its rules cannot be written.
+    #[error("kernel forwarding: {0}")]
+    Forwarding(#[from] crate::nat::NatError),
     /// The state file cannot be read or does not parse.
     #[error("state file {path}: {why}")]
     StateFile {
@@ -189,6 +212,8 @@ fn burst(faults: &Faults) -> u32 {
 
 struct Cloud {
     config: Config,
+    /// The kernel's rules, with kernel forwarding.
+    nat: Option<crate::nat::Nat>,
     state: Mutex<State>,
     faults: std::sync::Mutex<FaultState>,
     /// API calls answered (faults included), by `METHOD /v1/kind[/{name}]`.
@@ -232,8 +257,13 @@ impl LocalCloud {
             addr: config.listen,
             source,
         })?;
-        let state = restore(&config).await?;
+        let nat = match config.forwarding {
+            Forwarding::Kernel => Some(crate::nat::Nat::start().await?),
+            Forwarding::Proxy => None,
+        };
+        let state = restore(&config, nat.as_ref()).await?;
         let cloud = Arc::new(Cloud {
+            nat,
             faults: std::sync::Mutex::new(FaultState::new(config.faults.clone())),
             config,
             state: Mutex::new(state),
@@ -259,7 +289,7 @@ impl LocalCloud {
 }
 
 /// A load balancer's data plane on `address`, as `config` says.
-fn balancer(address: IpAddr, config: &Config) -> Balancer {
+fn balancer(address: IpAddr, config: &Config, nat: Option<&crate::nat::Nat>) -> Balancer {
     let plane = DataPlane {
         health_interval: config.health_interval,
         connect_timeout: config.connect_timeout,
@@ -270,10 +300,11 @@ fn balancer(address: IpAddr, config: &Config) -> Balancer {
         address,
         plane,
         Arc::from(config.allowed_backends.as_slice()),
+        nat.cloned(),
     )
 }
 
-async fn restore(config: &Config) -> Result<State, StartError> {
+async fn restore(config: &Config, nat: Option<&crate::nat::Nat>) -> Result<State, StartError> {
     let mut state = State::default();
     let Some(path) = &config.state_file else {
         return Ok(state);
@@ -318,7 +349,7 @@ async fn restore(config: &Config) -> Result<State, StartError> {
                 record.name, record.address
             ),
         })?;
-        let mut plane = balancer(address, config);
+        let mut plane = balancer(address, config, nat);
         if let Err(e) = plane.apply(&record.spec.listeners).await {
             // Kept: the next PUT binds what is missing.
             tracing::error!(lb = %record.name, addr = %e.addr, error = %e.source,
@@ -361,6 +392,9 @@ async fn serve(
     let mut state = cloud.state.lock().await;
     for (_, lb) in std::mem::take(&mut state.load_balancers) {
         lb.plane.close().await;
+    }
+    if let Some(nat) = &cloud.nat {
+        nat.stop().await;
     }
     // And the machine's networking forgets the routes.
     if cloud.config.pod_network.is_some() {
@@ -779,7 +813,7 @@ async fn ensure(
                 ),
             ));
         };
-        let mut plane = balancer(IpAddr::V4(address), &cloud.config);
+        let mut plane = balancer(IpAddr::V4(address), &cloud.config, cloud.nat.as_ref());
         match plane.apply(&spec.listeners).await {
             Ok(()) => {
                 let record = LoadBalancer {

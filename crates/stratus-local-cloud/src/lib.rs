@@ -15,7 +15,9 @@
 //!   its TCP and UDP ports, forwarding to its backends round-robin, skipping
 //!   the ones that do not answer and checking them again every second.
 //!   Changing the backends takes effect on the next connection; open
-//!   connections drain.
+//!   connections drain. The traffic is relayed by this process, or, with
+//!   `Forwarding::Kernel`, moved by the kernel (an nftables DNAT rule per
+//!   listener, sending new connections to the healthy backends in turn).
 //! - **Routes**: pod CIDRs sent to instances. With a pod network configured
 //!   (`Config::pod_network`), each is programmed into this machine's kernel
 //!   as a local route on the loopback interface, so the pods of a node
@@ -80,9 +82,13 @@ mod daemon;
 #[cfg(feature = "daemon")]
 mod kernel;
 #[cfg(feature = "daemon")]
+mod nat;
+#[cfg(feature = "daemon")]
 mod proxy;
 mod range;
 
 #[cfg(feature = "daemon")]
-pub use daemon::{Config, LocalCloud, StartError};
+pub use daemon::{Config, Forwarding, LocalCloud, StartError};
+#[cfg(feature = "daemon")]
+pub use nat::NatError;
 pub use range::{AddressRange, RangeError};

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::AddressRange;
 use crate::api::{Backend, Listener, Protocol};
+use crate::nat::{ListenerKey, Nat};
 
 /// How the data plane behaves.
 #[derive(Debug, Clone, Copy)]
@@ -48,9 +49,30 @@ struct Target {
 struct Targets {
     list: RwLock<Arc<Vec<Arc<Target>>>>,
     next: AtomicUsize,
+    /// One publication to the kernel's rules at a time, so that the last
+    /// written is the latest state.
+    publishing: Mutex<()>,
 }
 
 impl Targets {
+    /// Send the listener's new connections to its healthy backends in the
+    /// kernel (with kernel forwarding).
+    fn publish(&self, nat: &Option<(Nat, ListenerKey)>) {
+        if let Some((nat, key)) = nat {
+            let _one = self
+                .publishing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let healthy = self
+                .current()
+                .iter()
+                .filter(|t| t.healthy.load(Ordering::Relaxed))
+                .map(|t| t.addr)
+                .collect();
+            nat.set(*key, healthy);
+        }
+    }
+
     fn current(&self) -> Arc<Vec<Arc<Target>>> {
         self.list
             .read()
@@ -140,18 +162,34 @@ pub(crate) struct Balancer {
     ports: BTreeMap<(Protocol, u16), Port>,
     plane: DataPlane,
     allowed: Arc<[AddressRange]>,
+    /// The kernel's rules, with kernel forwarding.
+    nat: Option<Nat>,
 }
 
 impl Balancer {
     /// A load balancer on `address` with no port yet, connecting only to
-    /// backends in `allowed`.
-    pub(crate) fn new(address: IpAddr, plane: DataPlane, allowed: Arc<[AddressRange]>) -> Self {
+    /// backends in `allowed`, its connections forwarded by the kernel's
+    /// `nat` rules if given (else by this process).
+    pub(crate) fn new(
+        address: IpAddr,
+        plane: DataPlane,
+        allowed: Arc<[AddressRange]>,
+        nat: Option<Nat>,
+    ) -> Self {
         Self {
             address,
             ports: BTreeMap::new(),
             plane,
             allowed,
+            nat,
         }
+    }
+
+    /// The kernel rule of the listener `key`, with kernel forwarding.
+    fn rule(&self, key: (Protocol, u16)) -> Option<(Nat, ListenerKey)> {
+        self.nat
+            .clone()
+            .map(|nat| (nat, (self.address, key.0, key.1)))
     }
 
     /// Make the listeners these: ports bound (all new ones, or none of
@@ -182,9 +220,13 @@ impl Balancer {
             let targets = Arc::new(Targets::default());
             let (stop, stopped) = watch::channel(false);
             let task = match socket {
-                Socket::Tcp(listener) => {
-                    tokio::spawn(serve_tcp(listener, targets.clone(), stopped, self.plane))
-                }
+                Socket::Tcp(listener) => tokio::spawn(serve_tcp(
+                    listener,
+                    targets.clone(),
+                    stopped,
+                    self.plane,
+                    self.rule(key),
+                )),
                 Socket::Udp(socket) => {
                     tokio::spawn(serve_udp(socket, targets.clone(), stopped, self.plane))
                 }
@@ -205,14 +247,22 @@ impl Balancer {
             .copied()
             .collect();
         for key in removed {
+            if let Some((nat, rule)) = self.rule(key) {
+                nat.set(rule, Vec::new());
+            }
             if let Some(port) = self.ports.remove(&key) {
                 port.close().await;
             }
         }
         for l in listeners {
-            if let Some(port) = self.ports.get(&(l.protocol, l.port)) {
+            let key = (l.protocol, l.port);
+            if let Some(port) = self.ports.get(&key) {
                 port.targets.set(&resolve(&l.backends, &self.allowed));
+                port.targets.publish(&self.rule(key));
             }
+        }
+        if let Some(nat) = &self.nat {
+            nat.flushed().await;
         }
         Ok(())
     }
@@ -220,10 +270,16 @@ impl Balancer {
 
 impl Balancer {
     /// Close every listener; done once no socket of this load balancer is
-    /// open.
+    /// open and (with kernel forwarding) no rule sends to its backends.
     pub(crate) async fn close(self) {
-        for (_, port) in self.ports {
+        for (key, port) in self.ports {
+            if let Some(nat) = &self.nat {
+                nat.set((self.address, key.0, key.1), Vec::new());
+            }
             port.close().await;
+        }
+        if let Some(nat) = &self.nat {
+            nat.flushed().await;
         }
     }
 }
@@ -264,9 +320,10 @@ async fn serve_tcp(
     targets: Arc<Targets>,
     mut stopped: watch::Receiver<bool>,
     plane: DataPlane,
+    rule: Option<(Nat, ListenerKey)>,
 ) {
     let acceptor = Acceptor::new(listener, ConnectionLimits::default());
-    tokio::spawn(check_health(targets.clone(), stopped.clone(), plane));
+    tokio::spawn(check_health(targets.clone(), stopped.clone(), plane, rule));
     loop {
         let connection = tokio::select! {
             c = acceptor.accept() => c,
@@ -403,25 +460,38 @@ mod splice {
     }
 }
 
-/// Check the unhealthy backends every health interval until stopped.
-async fn check_health(targets: Arc<Targets>, mut stopped: watch::Receiver<bool>, plane: DataPlane) {
+/// Check the unhealthy backends every health interval until stopped; with
+/// kernel forwarding (`rule`), where this process sees no failed
+/// connection, every backend, and publish the healthy ones to the rule.
+async fn check_health(
+    targets: Arc<Targets>,
+    mut stopped: watch::Receiver<bool>,
+    plane: DataPlane,
+    rule: Option<(Nat, ListenerKey)>,
+) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(plane.health_interval) => {}
             _ = until_stopped(&mut stopped) => return,
         }
+        let mut flipped = false;
         for target in targets.current().iter() {
-            if target.healthy.load(Ordering::Relaxed) {
+            let was = target.healthy.load(Ordering::Relaxed);
+            if was && rule.is_none() {
                 continue;
             }
             let answered =
                 tokio::time::timeout(plane.connect_timeout, TcpStream::connect(target.addr))
                     .await
                     .is_ok_and(|r| r.is_ok());
-            if answered {
-                tracing::debug!(backend = %target.addr, "backend answers again");
-                target.healthy.store(true, Ordering::Relaxed);
+            if answered != was {
+                tracing::debug!(backend = %target.addr, answered, "backend health changed");
+                target.healthy.store(answered, Ordering::Relaxed);
+                flipped = true;
             }
+        }
+        if flipped {
+            targets.publish(&rule);
         }
     }
 }

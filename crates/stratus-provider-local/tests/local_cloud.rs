@@ -676,3 +676,132 @@ async fn routes_in_the_pod_network_make_a_node_s_pod_addresses_this_machine_s_ow
     assert_eq!(kernel_routes(), "");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TCP server on `ip:port` that writes `<name> <the client's address>` to
+/// each connection: whom it sees tells the kernel's forwarding (the
+/// client's own address) from the proxy's (the cloud's connection).
+async fn peer_server(ip: &str, port: u16, name: &'static str) -> tokio::task::JoinHandle<()> {
+    let listener = TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, peer)) = listener.accept().await {
+            let _ = s.write_all(format!("{name} {peer}").as_bytes()).await;
+        }
+    })
+}
+
+/// Connect to `address`: the answering backend's name, and whether it saw
+/// this very connection (kernel forwarding) rather than the proxy's.
+async fn fetch_direct(address: SocketAddr) -> (String, bool) {
+    let mut s = TcpStream::connect(address).await.unwrap();
+    let mine = s.local_addr().unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    let (name, peer) = answer.split_once(' ').unwrap();
+    (name.to_owned(), peer == mine.to_string())
+}
+
+/// The nftables tables of this test process's clouds.
+fn our_nft_tables() -> Vec<String> {
+    let out = std::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .unwrap();
+    let prefix = format!("stratus_local_cloud_{}_", std::process::id());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
+    let cloud = LocalCloud::start(Config {
+        address_range: "127.77.18.0/24".parse().unwrap(),
+        health_interval: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(300),
+        forwarding: stratus_local_cloud::Forwarding::Kernel,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(our_nft_tables().len(), 1, "the cloud's own table");
+    let provider = provider(&cloud);
+    let ips = ["127.0.18.1", "127.0.18.2", "127.0.18.3"];
+    let port = common_port(&ips).await;
+    let mut servers = vec![
+        peer_server(ips[0], port, "a").await,
+        peer_server(ips[1], port, "b").await,
+        peer_server(ips[2], port, "c").await,
+    ];
+    let nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .zip(ips)
+        .map(|(n, ip)| node(n, Some(ip)))
+        .collect();
+    let svc = service("web", serde_json::json!([{"port": 80, "nodePort": port}]));
+    let lb = provider.load_balancer().unwrap();
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
+
+    // Spread in turn, each connection the client's own: the kernel moved it.
+    let mut seen = BTreeMap::new();
+    for _ in 0..30 {
+        let (name, straight) = fetch_direct(address).await;
+        assert!(
+            straight,
+            "{name} saw the cloud's connection, not the client's"
+        );
+        *seen.entry(name).or_insert(0) += 1;
+    }
+    assert_eq!(
+        seen,
+        BTreeMap::from([("a".into(), 10), ("b".into(), 10), ("c".into(), 10)])
+    );
+
+    // Node c leaves: no new connection goes to it.
+    lb.update_load_balancer("kubernetes", &svc, &nodes[..2])
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        assert_ne!(fetch_direct(address).await.0, "c");
+    }
+    // Node b's server dies: a health check later, nothing goes to it.
+    servers.remove(1).abort();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for _ in 0..20 {
+        assert_eq!(fetch_direct(address).await.0, "a");
+    }
+    // It comes back: the health check takes it back.
+    servers.push(peer_server(ips[1], port, "b").await);
+    let mut back = false;
+    for _ in 0..50 {
+        if let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(address)).await
+        {
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer).await;
+            if answer.starts_with("b ") {
+                back = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(back, "a healthy again backend gets connections");
+
+    // Deleted: nothing listens on the address, no rule sends it anywhere.
+    lb.ensure_load_balancer_deleted("kubernetes", &svc)
+        .await
+        .unwrap();
+    assert!(TcpStream::connect(address).await.is_err());
+    cloud.stop().await;
+    assert!(
+        our_nft_tables().is_empty(),
+        "the stopped cloud's table is gone"
+    );
+    drop(servers);
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use stratus_local_cloud::api::Faults;
-use stratus_local_cloud::{AddressRange, Config, LocalCloud};
+use stratus_local_cloud::{AddressRange, Config, Forwarding, LocalCloud};
 
 /// A cloud on one machine: instances, routes and load balancers that carry
 /// TCP and UDP traffic, behind an HTTP API.
@@ -49,6 +49,10 @@ struct Args {
     /// API calls a second allowed (0 = unlimited); beyond it calls answer 429.
     #[arg(long, default_value_t = 0)]
     calls_per_second: u32,
+    /// Who moves the load balancers' traffic: `proxy` (this process) or
+    /// `kernel` (nftables DNAT rules; needs CAP_NET_ADMIN and nft).
+    #[arg(long, default_value = "proxy", value_parser = ["proxy", "kernel"])]
+    forwarding: String,
     /// Seconds open connections of a removed listener may go on.
     #[arg(long, default_value_t = 10)]
     drain_seconds: u64,
@@ -76,6 +80,11 @@ async fn main() -> std::process::ExitCode {
             ..Faults::default()
         },
         drain_timeout: Duration::from_secs(args.drain_seconds),
+        forwarding: if args.forwarding == "kernel" {
+            Forwarding::Kernel
+        } else {
+            Forwarding::Proxy
+        },
         ..Config::default()
     };
     let cloud = match LocalCloud::start(config).await {
