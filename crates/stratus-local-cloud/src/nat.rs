@@ -54,10 +54,11 @@ impl Nat {
     pub(crate) async fn start() -> Result<Self, NatError> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let table = format!(
-            "stratus_local_cloud_{}_{}",
+            "{TABLE_PREFIX}{}_{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
+        reap_stale().await;
         nft(&script(&table, &BTreeMap::new())).await?;
         let inner = Arc::new(Inner {
             table,
@@ -99,6 +100,43 @@ impl Nat {
     pub(crate) async fn stop(&self) {
         if let Err(e) = nft(&format!("delete table ip {}\n", self.0.table)).await {
             tracing::error!(error = %e, table = %self.0.table, "the nftables table cannot be deleted");
+        }
+    }
+}
+
+/// The start of every table's name; the rest is `<pid>_<n>`.
+const TABLE_PREFIX: &str = "stratus_local_cloud_";
+
+/// Delete the tables of daemons that are gone (killed before they could
+/// delete theirs): their rules would send a reused address's connections to
+/// backends of old.
+async fn reap_stale() {
+    let Ok(out) = tokio::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .await
+    else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.strip_prefix("table ip ") else {
+            continue;
+        };
+        let Some(pid) = name
+            .strip_prefix(TABLE_PREFIX)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!(
+                table = name,
+                "deleting the nftables table of a daemon that is gone"
+            );
+            if let Err(e) = nft(&format!("delete table ip {name}\n")).await {
+                tracing::warn!(error = %e, table = name, "cannot delete a stale table");
+            }
         }
     }
 }

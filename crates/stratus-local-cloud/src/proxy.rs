@@ -195,6 +195,13 @@ impl Balancer {
     /// Make the listeners these: ports bound (all new ones, or none of
     /// them), ports removed stopped, backends swapped.
     pub(crate) async fn apply(&mut self, listeners: &[Listener]) -> Result<(), BindError> {
+        // A listener that was there, or one removed, changes where
+        // connections already routed by the kernel go: the call returns once
+        // the kernel has the change. A new one is served by the proxy until
+        // its rule is written.
+        let mut changes_rules = listeners
+            .iter()
+            .any(|l| self.ports.contains_key(&(l.protocol, l.port)));
         let mut bound = Vec::new();
         for l in listeners {
             if self.ports.contains_key(&(l.protocol, l.port)) {
@@ -247,6 +254,7 @@ impl Balancer {
             .copied()
             .collect();
         for key in removed {
+            changes_rules = true;
             if let Some((nat, rule)) = self.rule(key) {
                 nat.set(rule, Vec::new());
             }
@@ -261,7 +269,9 @@ impl Balancer {
                 port.targets.publish(&self.rule(key));
             }
         }
-        if let Some(nat) = &self.nat {
+        if let Some(nat) = &self.nat
+            && changes_rules
+        {
             nat.flushed().await;
         }
         Ok(())

@@ -716,6 +716,28 @@ fn our_nft_tables() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
+    // A table left by a daemon that is gone (no process 4194303): the next
+    // kernel-forwarding cloud deletes it.
+    let stale = "stratus_local_cloud_4194303_0";
+    let made = std::process::Command::new("nft")
+        .args(["add", "table", "ip", stale])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // This test's tables go even if an assertion fails first.
+    struct Cleanup;
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for line in our_nft_tables() {
+                if let Some(name) = line.strip_prefix("table ip ") {
+                    let _ = std::process::Command::new("nft")
+                        .args(["delete", "table", "ip", name])
+                        .status();
+                }
+            }
+        }
+    }
+    let _cleanup = Cleanup;
     let cloud = LocalCloud::start(Config {
         address_range: "127.77.18.0/24".parse().unwrap(),
         health_interval: Duration::from_millis(100),
@@ -726,6 +748,14 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
     .await
     .unwrap();
     assert_eq!(our_nft_tables().len(), 1, "the cloud's own table");
+    let tables = std::process::Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&tables.stdout).contains(stale),
+        "the gone daemon's table was deleted"
+    );
     let provider = provider(&cloud);
     let ips = ["127.0.18.1", "127.0.18.2", "127.0.18.3"];
     let port = common_port(&ips).await;
@@ -747,7 +777,14 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
         .unwrap();
     let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
 
-    // Spread in turn, each connection the client's own: the kernel moved it.
+    // A new load balancer is served by the proxy until its rule is in
+    // (a few ms); then spread in turn, each connection the client's own:
+    // the kernel moved it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !fetch_direct(address).await.1 {
+        assert!(std::time::Instant::now() < deadline, "no kernel rule");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut seen = BTreeMap::new();
     for _ in 0..30 {
         let (name, straight) = fetch_direct(address).await;
