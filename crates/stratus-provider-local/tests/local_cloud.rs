@@ -161,6 +161,28 @@ async fn the_provider_passes_the_cloud_provider_conformance_suite() {
     cloud.stop().await;
 }
 
+/// Nodes a, b and c at `ips`, and the Service `web` (port 80 to their
+/// NodePort `port`) ensured through `lb`: the nodes, the Service and the
+/// load balancer's address.
+async fn web_on_three_nodes(
+    lb: &dyn stratus_cloud::LoadBalancer,
+    ips: [&str; 3],
+    port: u16,
+) -> (Vec<Node>, Service, SocketAddr) {
+    let nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .zip(ips)
+        .map(|(n, ip)| node(n, Some(ip)))
+        .collect();
+    let svc = service("web", serde_json::json!([{"port": 80, "nodePort": port}]));
+    let status = lb
+        .ensure_load_balancer("kubernetes", &svc, &nodes)
+        .await
+        .unwrap();
+    let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
+    (nodes, svc, address)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancers_spread_connections_follow_backend_changes_and_skip_dead_backends() {
     let cloud = cloud("127.77.11.0/24", None).await;
@@ -172,18 +194,8 @@ async fn load_balancers_spread_connections_follow_backend_changes_and_skip_dead_
         named_server(ips[1], port, "b").await,
         named_server(ips[2], port, "c").await,
     ];
-    let nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .zip(ips)
-        .map(|(n, ip)| node(n, Some(ip)))
-        .collect();
-    let svc = service("web", serde_json::json!([{"port": 80, "nodePort": port}]));
     let lb = provider.load_balancer().unwrap();
-    let status = lb
-        .ensure_load_balancer("kubernetes", &svc, &nodes)
-        .await
-        .unwrap();
-    let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
+    let (nodes, svc, address) = web_on_three_nodes(lb, ips, port).await;
     assert!(
         address.ip().to_string().starts_with("127.77.11."),
         "{address}"
@@ -764,18 +776,8 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
         peer_server(ips[1], port, "b").await,
         peer_server(ips[2], port, "c").await,
     ];
-    let nodes: Vec<Node> = ["a", "b", "c"]
-        .iter()
-        .zip(ips)
-        .map(|(n, ip)| node(n, Some(ip)))
-        .collect();
-    let svc = service("web", serde_json::json!([{"port": 80, "nodePort": port}]));
     let lb = provider.load_balancer().unwrap();
-    let status = lb
-        .ensure_load_balancer("kubernetes", &svc, &nodes)
-        .await
-        .unwrap();
-    let address: SocketAddr = format!("{}:80", ingress(&status)).parse().unwrap();
+    let (nodes, svc, address) = web_on_three_nodes(lb, ips, port).await;
 
     // A new load balancer is served by the proxy until its rule is in
     // (a few ms); then spread in turn, each connection the client's own:

@@ -722,6 +722,31 @@ async fn kubectl_create_web_service(kubeconfig: &std::path::Path, services: &Api
     }
 }
 
+/// `kubectl_create_web_service`, then its external address once it has
+/// one, and which pods answered requests through it until three had (or
+/// 30 s passed).
+async fn kubectl_exposed_web(
+    kubeconfig: &std::path::Path,
+    services: &Api<Service>,
+) -> (SocketAddr, BTreeMap<String, u32>) {
+    kubectl_create_web_service(kubeconfig, services).await;
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    let mut seen = BTreeMap::<String, u32>::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 3 && Instant::now() < deadline {
+        match get_body(address).await {
+            Ok(name) => *seen.entry(name).or_default() += 1,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    (address, seen)
+}
+
 /// The end-to-end case on one machine: three process pods (real
 /// Python servers, each on its node's own address) behind a LoadBalancer
 /// Service created with kubectl; requests through the external IP reach
@@ -744,22 +769,8 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
         create_process_pod(&pods, &format!("web-a-{i}"), i).await;
     }
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    kubectl_create_web_service(&manager.kubeconfig, &services).await;
-    eventually("an external IP", WAIT, || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
-    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    let (address, seen) = kubectl_exposed_web(&manager.kubeconfig, &services).await;
     // Requests are spread over the three.
-    let mut seen = BTreeMap::<String, u32>::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.len() < 3 && Instant::now() < deadline {
-        match get_body(address).await {
-            Ok(name) => *seen.entry(name).or_default() += 1,
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
     assert_eq!(
         seen.keys().collect::<Vec<_>>(),
         ["web-a-0", "web-a-1", "web-a-2"]
@@ -964,21 +975,7 @@ async fn pods_get_addresses_from_their_node_s_pod_cidr_joined_by_the_cloud_s_rou
 
     // Through the load balancer of a Service made by kubectl: all three.
     let services: Api<Service> = Api::namespaced(cluster.client(), "default");
-    kubectl_create_web_service(&manager.kubeconfig, &services).await;
-    eventually("an external IP", WAIT, || async {
-        ingress_ip(&services.get("web").await.unwrap()).is_some()
-    })
-    .await;
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
-    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
-    let mut seen = BTreeMap::<String, u32>::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.len() < 3 && Instant::now() < deadline {
-        match get_body(address).await {
-            Ok(name) => *seen.entry(name).or_default() += 1,
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+    let (_, seen) = kubectl_exposed_web(&manager.kubeconfig, &services).await;
     assert_eq!(seen.keys().collect::<Vec<_>>(), ["web-0", "web-1", "web-2"]);
     let mut backends = lb_backends(&cloud_client).await;
     backends.sort();
