@@ -579,8 +579,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
     };
     // Three more, one replica of a web server each, for the local cloud's
     // load balancer.
-    let web_demo = match crate::demo_web::start(&site, "demo", real, controllers_stopped_web).await
-    {
+    let web_demo = match crate::demo_web::start(&site, "demo", controllers_stopped_web).await {
         Ok(w) => w,
         Err(e) => {
             eprintln!("error: {e}");

@@ -62,29 +62,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer((ip, 8080), Handler).serve_forever()
 "#;
 
-/// The web app's nodes and the addresses the demo added for them.
+/// The web app's nodes.
 pub(crate) struct WebDemo {
     tasks: Vec<tokio::task::JoinHandle<Result<(), stratus_kubelet::VirtualNodeError>>>,
-    addresses: Vec<String>,
-    added: Vec<String>,
     root: PathBuf,
 }
 
-/// The web nodes' own addresses (their pods' `status.hostIP`): loopback
-/// ones on the harness; on the real control plane addresses from
-/// 198.18.0.0/15 (RFC 2544, no host anywhere) that the demo puts on the
-/// loopback device while it runs. The pods' own addresses come from the
-/// nodes' pod CIDRs.
-pub(crate) fn addresses(real: bool) -> Vec<String> {
-    (1..=REPLICAS)
-        .map(|i| {
-            if real {
-                format!("198.18.84.{i}")
-            } else {
-                format!("127.0.78.{i}")
-            }
-        })
-        .collect()
+/// Web node `i`'s own address (its pods' `status.hostIP`; their own
+/// addresses come from the node's pod CIDR): one of the loopback's.
+fn node_address(i: usize) -> String {
+    format!("127.0.78.{}", i + 1)
 }
 
 /// The name of web node `i`.
@@ -96,28 +83,16 @@ fn node_name(i: usize) -> String {
 pub(crate) async fn start(
     site: &KubeletApiSite,
     namespace: &str,
-    real: bool,
     stopped: watch::Receiver<bool>,
 ) -> Result<WebDemo, String> {
     let root = std::env::temp_dir().join(format!("stratus-demo-web-{}", std::process::id()));
     let mut demo = WebDemo {
         tasks: Vec::new(),
-        addresses: addresses(real),
-        added: Vec::new(),
         root,
     };
-    if real {
-        for address in demo.addresses.clone() {
-            if !crate::cluster::address_present(&address) {
-                crate::cluster::ip(&["addr", "add", &format!("{address}/32"), "dev", "lo"])
-                    .map_err(|e| format!("the web nodes' addresses: {e}"))?;
-                demo.added.push(address);
-            }
-        }
-    }
-    for (i, address) in demo.addresses.iter().enumerate() {
+    for i in 0..REPLICAS {
         let mut config = ProcessConfig::new(demo.root.join(node_name(i)));
-        config.pod_ip = address.clone();
+        config.pod_ip = node_address(i);
         config.pod_network = PodNetwork::PodCidr(Default::default());
         let host = HostNode::new(&config);
         config
@@ -624,8 +599,7 @@ impl WebDemo {
         let _ = std::fs::remove_dir_all(&self.root);
     }
 
-    /// Wait for the nodes to stop (the demo's stop signal) and remove the
-    /// loopback addresses the demo added.
+    /// Wait for the nodes to stop (the demo's stop signal).
     pub(crate) async fn stop(mut self) -> Result<(), String> {
         let mut result = Ok(());
         for task in std::mem::take(&mut self.tasks) {
@@ -743,16 +717,4 @@ async fn rollout_restart(
         "{how} of the Deployment {APP} (maxUnavailable 1; each old replica out of the load balancer while its process still served, its successor on the node it freed) in {:.1} s",
         started.elapsed().as_secs_f64()
     ))
-}
-
-impl Drop for WebDemo {
-    fn drop(&mut self) {
-        for address in &self.added {
-            if let Err(e) =
-                crate::cluster::ip(&["addr", "del", &format!("{address}/32"), "dev", "lo"])
-            {
-                eprintln!("warning: {e}");
-            }
-        }
-    }
 }

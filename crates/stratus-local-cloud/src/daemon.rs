@@ -77,9 +77,9 @@ pub enum Forwarding {
 impl Default for Config {
     /// `127.0.0.1:0`, addresses from `127.77.0.0/16`, backends in
     /// `127.0.0.0/8` (this machine's loopback) only, routes recorded but
-    /// not programmed, no state file, no faults, health checks every second, 1 s to connect, 10 s of
-    /// draining, UDP sessions idle out after 30 s, traffic relayed by this
-    /// process.
+    /// not programmed, no state file, no faults, health checks every
+    /// second, 1 s to connect, 10 s of draining, UDP sessions idle out
+    /// after 30 s, traffic relayed by this process.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -281,7 +281,8 @@ impl LocalCloud {
     }
 
     /// Stop serving, close every load balancer's listeners and remove the
-    /// kernel routes (their state stays in the state file).
+    /// kernel's routes and forwarding rules (the state stays in the state
+    /// file).
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;

@@ -8,6 +8,12 @@
 //! already made keep their backend (draining). A listener stopped (its port
 //! removed, its load balancer deleted) closes its socket at once and gives
 //! its open connections the drain timeout to finish.
+//!
+//! With kernel forwarding ([`crate::nat`]) each listener also publishes its
+//! healthy backends to its kernel rule, which then carries the connections;
+//! every backend is checked each health interval (this process sees no
+//! failed connection), and the sockets here hold the ports and serve what
+//! no rule covers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
