@@ -49,7 +49,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -75,37 +74,54 @@ pub async fn run_deployments(client: kube::Client) {
     }
 }
 
-/// One look at every Deployment, ReplicaSet and pod.
+/// One look at every Deployment, ReplicaSet and pod. The workloads are
+/// read as JSON, so that the code is the same whichever Kubernetes version
+/// `k8s-openapi` is built for (their Rust types differ between versions).
 async fn pass(client: &kube::Client) -> Result<(), kube::Error> {
     let all = ListParams::default();
-    let deployments = Api::<Deployment>::all(client.clone())
+    let deployments: Vec<Value> = Api::<Deployment>::all(client.clone())
         .list(&all)
         .await?
-        .items;
-    let mut sets = Api::<ReplicaSet>::all(client.clone())
+        .items
+        .iter()
+        .filter_map(|d| serde_json::to_value(d).ok())
+        .collect();
+    let mut sets: Vec<Value> = Api::<ReplicaSet>::all(client.clone())
         .list(&all)
         .await?
-        .items;
+        .items
+        .iter()
+        .filter_map(|s| serde_json::to_value(s).ok())
+        .collect();
     let pods = Api::<Pod>::all(client.clone()).list(&all).await?.items;
     for deployment in &deployments {
-        if deployment.metadata.deletion_timestamp.is_none() {
+        if deployment["metadata"]["deletionTimestamp"].is_null() {
             sync_deployment(client, deployment, &mut sets).await?;
         }
     }
     for set in &sets {
-        if set.metadata.deletion_timestamp.is_none() {
+        if set["metadata"]["deletionTimestamp"].is_null() {
             sync_replica_set(client, set, &pods).await?;
         }
     }
     Ok(())
 }
 
-/// Whether `object` lists `uid` as its controller.
-fn controlled_by(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    uid: &str,
-) -> bool {
-    meta.owner_references
+/// Whether `object` (JSON) lists `uid` as its controller.
+fn controlled_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|owners| {
+            owners
+                .iter()
+                .any(|o| o["uid"] == uid && o["controller"] == true)
+        })
+}
+
+/// Whether `pod` lists `uid` as its controller.
+fn pod_controlled_by(pod: &Pod, uid: &str) -> bool {
+    pod.metadata
+        .owner_references
         .iter()
         .flatten()
         .any(|o| o.uid == uid && o.controller == Some(true))
@@ -126,18 +142,19 @@ pub fn template_hash(template: &Value) -> String {
         .collect()
 }
 
-/// `value` of `replicas`: a number, or a percentage rounded up or down.
-fn scaled(value: Option<&IntOrString>, replicas: i32, default_percent: i32, round_up: bool) -> i32 {
+/// `value` (a number, or a percentage) of `replicas`, a percentage rounded
+/// up or down; `default_percent` when absent.
+fn scaled(value: &Value, replicas: i32, default_percent: i32, round_up: bool) -> i32 {
     match value {
-        Some(IntOrString::Int(n)) => *n,
-        Some(IntOrString::String(s)) => {
+        Value::Number(n) => n.as_i64().and_then(|n| i32::try_from(n).ok()).unwrap_or(0),
+        Value::String(s) => {
             let percent = s
                 .trim_end_matches('%')
                 .parse::<i32>()
                 .unwrap_or(default_percent);
             percent_of(percent, replicas, round_up)
         }
-        None => percent_of(default_percent, replicas, round_up),
+        _ => percent_of(default_percent, replicas, round_up),
     }
 }
 
@@ -151,89 +168,78 @@ fn percent_of(percent: i32, replicas: i32, round_up: bool) -> i32 {
     i32::try_from(result).unwrap_or(i32::MAX)
 }
 
-fn spec_replicas(set: &ReplicaSet) -> i32 {
-    set.spec.replicas.unwrap_or(1)
+/// An integer field of a JSON object, `default` when absent.
+fn int(value: &Value, default: i32) -> i32 {
+    value
+        .as_i64()
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(default)
 }
 
-fn available(set: &ReplicaSet) -> i32 {
-    set.status
-        .as_ref()
-        .and_then(|s| s.available_replicas)
-        .unwrap_or(0)
+fn spec_replicas(set: &Value) -> i32 {
+    int(&set["spec"]["replicas"], 1)
 }
 
-fn revision(set: &ReplicaSet) -> i64 {
-    set.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(REVISION_ANNOTATION))
+fn available(set: &Value) -> i32 {
+    int(&set["status"]["availableReplicas"], 0)
+}
+
+fn revision(set: &Value) -> i64 {
+    set["metadata"]["annotations"][REVISION_ANNOTATION]
+        .as_str()
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
+}
+
+fn name_of(object: &Value) -> Option<&str> {
+    object["metadata"]["name"].as_str()
 }
 
 /// Bring a Deployment's ReplicaSets and status one step closer.
 async fn sync_deployment(
     client: &kube::Client,
-    deployment: &Deployment,
-    sets: &mut Vec<ReplicaSet>,
+    deployment: &Value,
+    sets: &mut Vec<Value>,
 ) -> Result<(), kube::Error> {
-    let (Some(name), Some(ns), Some(uid), Some(spec)) = (
-        deployment.metadata.name.as_deref(),
-        deployment.metadata.namespace.as_deref(),
-        deployment.metadata.uid.as_deref(),
-        Some(&deployment.spec),
+    let (Some(name), Some(ns), Some(uid)) = (
+        name_of(deployment),
+        deployment["metadata"]["namespace"].as_str(),
+        deployment["metadata"]["uid"].as_str(),
     ) else {
         return Ok(());
     };
-    let desired = spec.replicas.unwrap_or(1);
-    let template = serde_json::to_value(&spec.template).unwrap_or_default();
+    let spec = &deployment["spec"];
+    let desired = int(&spec["replicas"], 1);
+    let template = spec["template"].clone();
     let hash = template_hash(&template);
     let new_name = format!("{name}-{hash}");
     let api: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
-    let mut owned: Vec<ReplicaSet> = sets
+    let mut owned: Vec<Value> = sets
         .iter()
-        .filter(|s| s.metadata.namespace.as_deref() == Some(ns) && controlled_by(&s.metadata, uid))
+        .filter(|s| s["metadata"]["namespace"] == ns && controlled_by(s, uid))
         .cloned()
         .collect();
-    let recreate = spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate");
-    let rolling = spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.rolling_update.as_ref());
-    let mut max_surge = scaled(
-        rolling.and_then(|r| r.max_surge.as_ref()),
-        desired,
-        25,
-        true,
-    );
-    let mut max_unavailable = scaled(
-        rolling.and_then(|r| r.max_unavailable.as_ref()),
-        desired,
-        25,
-        false,
-    );
+    let recreate = spec["strategy"]["type"] == "Recreate";
+    let rolling = &spec["strategy"]["rollingUpdate"];
+    let mut max_surge = scaled(&rolling["maxSurge"], desired, 25, true);
+    let mut max_unavailable = scaled(&rolling["maxUnavailable"], desired, 25, false);
     if recreate {
         (max_surge, max_unavailable) = (0, desired);
     } else if max_surge == 0 && max_unavailable == 0 {
         max_unavailable = 1;
     }
 
-    if !owned
-        .iter()
-        .any(|s| s.metadata.name.as_deref() == Some(&new_name))
-    {
+    if !owned.iter().any(|s| name_of(s) == Some(new_name.as_str())) {
         let next_revision = owned.iter().map(revision).max().unwrap_or(0) + 1;
-        let mut labels = spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.clone())
-            .unwrap_or_default();
-        labels.insert(POD_TEMPLATE_HASH.into(), hash.clone());
-        let mut selector = serde_json::to_value(&spec.selector).unwrap_or_default();
+        let mut labels = template["metadata"]["labels"].clone();
+        if !labels.is_object() {
+            labels = json!({});
+        }
+        labels[POD_TEMPLATE_HASH] = json!(hash);
+        let mut selector = spec["selector"].clone();
         selector["matchLabels"][POD_TEMPLATE_HASH] = json!(hash);
         let mut pod_template = template.clone();
-        pod_template["metadata"]["labels"] = json!(labels);
+        pod_template["metadata"]["labels"] = labels.clone();
         let total: i32 = owned.iter().map(spec_replicas).sum();
         let first = if recreate && total > 0 {
             0
@@ -255,7 +261,7 @@ async fn sync_deployment(
         }))
         .map_err(kube::Error::SerdeError)?;
         let created = match api.create(&PostParams::default(), &set).await {
-            Ok(created) => created,
+            Ok(created) => serde_json::to_value(&created).map_err(kube::Error::SerdeError)?,
             Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
             Err(e) => return Err(e),
         };
@@ -265,33 +271,34 @@ async fn sync_deployment(
 
     // Scale: the new ReplicaSet up within the surge, the old ones down
     // within the unavailability.
-    let (new, old): (Vec<&ReplicaSet>, Vec<&ReplicaSet>) = owned
+    let Some(new) = owned
         .iter()
-        .partition(|s| s.metadata.name.as_deref() == Some(&new_name));
-    let Some(new) = new.first().copied() else {
+        .find(|s| name_of(s) == Some(new_name.as_str()))
+        .cloned()
+    else {
         return Ok(());
     };
-    let mut old: Vec<&ReplicaSet> = old;
+    let mut old: Vec<&Value> = owned
+        .iter()
+        .filter(|s| name_of(s) != Some(new_name.as_str()))
+        .collect();
     old.sort_by_key(|s| revision(s));
     let mut replicas: BTreeMap<String, i32> = owned
         .iter()
-        .filter_map(|s| Some((s.metadata.name.clone()?, spec_replicas(s))))
+        .filter_map(|s| Some((name_of(s)?.to_owned(), spec_replicas(s))))
         .collect();
     let old_pods: i32 = old.iter().map(|s| spec_replicas(s)).sum();
     if recreate {
         for set in &old {
-            replicas.insert(set.metadata.name.clone().unwrap_or_default(), 0);
+            replicas.insert(name_of(set).unwrap_or_default().to_owned(), 0);
         }
-        let old_running: i32 = old
-            .iter()
-            .map(|s| s.status.as_ref().map_or(0, |st| st.replicas))
-            .sum();
+        let old_running: i32 = old.iter().map(|s| int(&s["status"]["replicas"], 0)).sum();
         if old_running == 0 {
             replicas.insert(new_name.clone(), desired);
         }
     } else {
         let total: i32 = replicas.values().sum();
-        let new_now = spec_replicas(new);
+        let new_now = spec_replicas(&new);
         let grown = if new_now < desired {
             (new_now + (desired + max_surge - total).max(0)).min(desired)
         } else {
@@ -302,13 +309,13 @@ async fn sync_deployment(
         // minimum available, counting the new ReplicaSet's unavailable
         // pods against it.
         let min_available = desired - max_unavailable;
-        let new_unavailable = (spec_replicas(new) - available(new)).max(0);
-        let all: i32 = spec_replicas(new) + old_pods;
+        let new_unavailable = (spec_replicas(&new) - available(&new)).max(0);
+        let all: i32 = spec_replicas(&new) + old_pods;
         let mut may_remove = (all - min_available - new_unavailable).max(0);
         // The unavailable old pods go first, then the available ones.
         for unhealthy_first in [true, false] {
             for set in &old {
-                let key = set.metadata.name.clone().unwrap_or_default();
+                let key = name_of(set).unwrap_or_default().to_owned();
                 let current = replicas.get(&key).copied().unwrap_or(0);
                 let removable = if unhealthy_first {
                     (current - available(set)).max(0)
@@ -323,8 +330,8 @@ async fn sync_deployment(
             }
         }
     }
-    for set in owned.iter() {
-        let Some(set_name) = set.metadata.name.as_deref() else {
+    for set in &owned {
+        let Some(set_name) = name_of(set) else {
             continue;
         };
         let want = replicas.get(set_name).copied().unwrap_or(0);
@@ -339,27 +346,25 @@ async fn sync_deployment(
     }
 
     // The status, from the ReplicaSets' own.
-    let count = |f: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> i32| -> i32 {
-        owned.iter().filter_map(|s| s.status.as_ref()).map(f).sum()
-    };
-    let total = count(|s| s.replicas);
-    let ready = count(|s| s.ready_replicas.unwrap_or(0));
-    let available_all = count(|s| s.available_replicas.unwrap_or(0));
-    let updated = new.status.as_ref().map_or(0, |s| s.replicas);
+    let count = |field: &str| -> i32 { owned.iter().map(|s| int(&s["status"][field], 0)).sum() };
+    let total = count("replicas");
+    let ready = count("readyReplicas");
+    let available_all = count("availableReplicas");
+    let updated = int(&new["status"]["replicas"], 0);
     let complete = updated == desired
         && total == desired
-        && available(new) == desired
-        && spec_replicas(new) == desired;
+        && available(&new) == desired
+        && spec_replicas(&new) == desired;
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let previous = deployment.status.clone().unwrap_or_default();
+    let previous = &deployment["status"];
+    let no_conditions = Vec::new();
+    let conditions = previous["conditions"].as_array().unwrap_or(&no_conditions);
     let kept_time = |type_: &str, status: &str| {
-        previous
-            .conditions
+        conditions
             .iter()
-            .flatten()
-            .find(|c| c.type_.as_deref() == Some(type_) && c.status.as_deref() == Some(status))
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map_or_else(|| now.clone(), |t| t.0.to_string())
+            .find(|c| c["type"] == type_ && c["status"] == status)
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .map_or_else(|| now.clone(), str::to_owned)
     };
     let is_available = available_all >= desired - max_unavailable;
     let (available_status, available_reason, available_message) = if is_available {
@@ -386,8 +391,9 @@ async fn sync_deployment(
             format!("ReplicaSet \"{new_name}\" is progressing."),
         )
     };
+    let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(0);
     let status = json!({
-        "observedGeneration": deployment.metadata.generation.unwrap_or(0),
+        "observedGeneration": generation,
         "replicas": total,
         "updatedReplicas": updated,
         "readyReplicas": ready,
@@ -402,18 +408,17 @@ async fn sync_deployment(
              "lastTransitionTime": kept_time("Progressing", "True")},
         ],
     });
-    let unchanged = previous.observed_generation == deployment.metadata.generation
-        && previous.replicas == Some(total)
-        && previous.updated_replicas == Some(updated)
-        && previous.ready_replicas == Some(ready)
-        && previous.available_replicas == Some(available_all)
-        && previous.conditions.iter().flatten().any(|c| {
-            c.type_.as_deref() == Some("Progressing")
-                && c.reason.as_deref() == Some(progress_reason)
-        })
-        && previous.conditions.iter().flatten().any(|c| {
-            c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some(available_status)
-        });
+    let unchanged = previous["observedGeneration"].as_i64() == Some(generation)
+        && int(&previous["replicas"], -1) == total
+        && int(&previous["updatedReplicas"], -1) == updated
+        && int(&previous["readyReplicas"], -1) == ready
+        && int(&previous["availableReplicas"], -1) == available_all
+        && conditions
+            .iter()
+            .any(|c| c["type"] == "Progressing" && c["reason"] == progress_reason)
+        && conditions
+            .iter()
+            .any(|c| c["type"] == "Available" && c["status"] == available_status);
     if !unchanged {
         Api::<Deployment>::namespaced(client.clone(), ns)
             .patch_status(
@@ -461,23 +466,22 @@ fn deletion_rank(pod: &Pod) -> (bool, bool, bool, std::cmp::Reverse<String>) {
 /// status.
 async fn sync_replica_set(
     client: &kube::Client,
-    set: &ReplicaSet,
+    set: &Value,
     pods: &[Pod],
 ) -> Result<(), kube::Error> {
-    let (Some(name), Some(ns), Some(uid), Some(spec)) = (
-        set.metadata.name.as_deref(),
-        set.metadata.namespace.as_deref(),
-        set.metadata.uid.as_deref(),
-        Some(&set.spec),
+    let (Some(name), Some(ns), Some(uid)) = (
+        name_of(set),
+        set["metadata"]["namespace"].as_str(),
+        set["metadata"]["uid"].as_str(),
     ) else {
         return Ok(());
     };
-    let want = spec.replicas.unwrap_or(1);
+    let want = spec_replicas(set);
     let mut active: Vec<&Pod> = pods
         .iter()
         .filter(|p| {
             p.metadata.namespace.as_deref() == Some(ns)
-                && controlled_by(&p.metadata, uid)
+                && pod_controlled_by(p, uid)
                 && p.metadata.deletion_timestamp.is_none()
                 && !matches!(
                     p.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -488,11 +492,11 @@ async fn sync_replica_set(
     let have = i32::try_from(active.len()).unwrap_or(i32::MAX);
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
     if have < want {
-        let template = serde_json::to_value(&spec.template).unwrap_or_default();
+        let template = &set["spec"]["template"];
         for _ in have..want {
             let mut pod = json!({
-                "metadata": template.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
+                "metadata": if template["metadata"].is_object() { template["metadata"].clone() } else { json!({}) },
+                "spec": template["spec"].clone(),
             });
             pod["metadata"]["generateName"] = json!(format!("{name}-"));
             pod["metadata"]["namespace"] = json!(ns);
@@ -517,18 +521,19 @@ async fn sync_replica_set(
         }
     }
     let ready = i32::try_from(active.iter().filter(|p| pod_ready(p)).count()).unwrap_or(0);
-    let previous = set.status.clone().unwrap_or_default();
-    let unchanged = previous.replicas == have
-        && previous.ready_replicas.unwrap_or(0) == ready
-        && previous.available_replicas.unwrap_or(0) == ready
-        && previous.observed_generation == set.metadata.generation;
+    let previous = &set["status"];
+    let generation = set["metadata"]["generation"].as_i64().unwrap_or(0);
+    let unchanged = int(&previous["replicas"], -1) == have
+        && int(&previous["readyReplicas"], 0) == ready
+        && int(&previous["availableReplicas"], 0) == ready
+        && previous["observedGeneration"].as_i64() == Some(generation);
     if !unchanged {
         let status = json!({"status": {
             "replicas": have,
             "readyReplicas": ready,
             "availableReplicas": ready,
             "fullyLabeledReplicas": have,
-            "observedGeneration": set.metadata.generation.unwrap_or(0),
+            "observedGeneration": generation,
         }});
         Api::<ReplicaSet>::namespaced(client.clone(), ns)
             .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
@@ -543,11 +548,10 @@ mod tests {
 
     #[test]
     fn surges_round_up_and_unavailability_down() {
-        let pct = |s: &str| Some(IntOrString::String(s.into()));
-        assert_eq!(scaled(None, 3, 25, true), 1);
-        assert_eq!(scaled(None, 3, 25, false), 0);
-        assert_eq!(scaled(pct("50%").as_ref(), 3, 25, true), 2);
-        assert_eq!(scaled(Some(&IntOrString::Int(2)), 3, 25, false), 2);
+        assert_eq!(scaled(&Value::Null, 3, 25, true), 1);
+        assert_eq!(scaled(&Value::Null, 3, 25, false), 0);
+        assert_eq!(scaled(&json!("50%"), 3, 25, true), 2);
+        assert_eq!(scaled(&json!(2), 3, 25, false), 2);
     }
 
     #[test]
