@@ -505,20 +505,34 @@ async fn service_manager_on_a_cloud(
     stratus_provider_local::Client,
     Manager,
 ) {
-    let mut cluster = TestCluster::start().await.unwrap();
-    cluster.start_endpoint_slices();
-    let cloud = LocalCloud::start(Config {
+    let config = Config {
         address_range: range.parse().unwrap(),
         ..Config::default()
-    })
-    .await
-    .unwrap();
+    };
+    manager_on_a_cloud(config, "service", &[]).await
+}
+
+/// The same with the cloud's `config`, `--controllers=<controllers>` and
+/// more manager `flags`.
+async fn manager_on_a_cloud(
+    config: Config,
+    controllers: &str,
+    flags: &[&str],
+) -> (
+    TestCluster,
+    LocalCloud,
+    stratus_provider_local::Client,
+    Manager,
+) {
+    let mut cluster = TestCluster::start().await.unwrap();
+    cluster.start_endpoint_slices();
+    let cloud = LocalCloud::start(config).await.unwrap();
     let provider = LocalProvider::from_config(Some(
         format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
     ))
     .unwrap();
     let cloud_client = provider.client().clone();
-    let manager = start_manager(&cluster, provider, "service").await;
+    let manager = start_manager_with(&cluster, provider, controllers, flags).await;
     (cluster, cloud, cloud_client, manager)
 }
 
@@ -881,23 +895,13 @@ async fn pods_get_addresses_from_their_node_s_pod_cidr_joined_by_the_cloud_s_rou
         }
     }
     let _cleanup = Cleanup;
-    let mut cluster = TestCluster::start().await.unwrap();
-    cluster.start_endpoint_slices();
-    let cloud = LocalCloud::start(Config {
+    let config = Config {
         address_range: "127.77.34.0/24".parse().unwrap(),
         pod_network: Some(POD_NETWORK.parse().unwrap()),
         ..Config::default()
-    })
-    .await
-    .unwrap();
-    let provider = LocalProvider::from_config(Some(
-        format!("endpoint: http://{}\nbackends: endpoints\n", cloud.addr()).as_bytes(),
-    ))
-    .unwrap();
-    let cloud_client = provider.client().clone();
-    let manager = start_manager_with(
-        &cluster,
-        provider,
+    };
+    let (cluster, cloud, cloud_client, manager) = manager_on_a_cloud(
+        config,
         "service,route,node-ipam",
         &[
             &format!("--cluster-cidr={POD_NETWORK}"),
