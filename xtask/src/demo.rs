@@ -853,7 +853,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
              kubectl --kubeconfig {0} -n demo logs -f hello-process, \
              kubectl --kubeconfig {0} -n demo port-forward hello-process {1}, \
              kubectl --kubeconfig {0} -n demo logs burst-0, \
-             kubectl --kubeconfig {0} -n demo create service loadbalancer {2} --tcp=80:8080 \
+             kubectl --kubeconfig {0} -n demo expose deployment {2} --type=LoadBalancer --port=80 --target-port=8080 \
              (then kubectl get svc {2}, curl its EXTERNAL-IP)",
             args.kubeconfig.display(),
             process_demo.port,
