@@ -92,8 +92,12 @@ impl Nat {
     pub(crate) async fn flushed(&self) {
         let want = *self.0.changed.borrow();
         let mut written = self.0.written.subscribe();
-        let _ =
-            tokio::time::timeout(Duration::from_secs(5), written.wait_for(|n| *n >= want)).await;
+        if tokio::time::timeout(Duration::from_secs(5), written.wait_for(|n| *n >= want))
+            .await
+            .is_err()
+        {
+            tracing::warn!(table = %self.0.table, "the kernel's rules are not written after 5 s; answering anyway");
+        }
     }
 
     /// Delete the table: the kernel forgets every rule.

@@ -93,6 +93,10 @@ async fn pass(client: &kube::Client) -> Result<(), kube::Error> {
         .iter()
         .filter_map(|s| serde_json::to_value(s).ok())
         .collect();
+    if deployments.is_empty() && sets.is_empty() {
+        // Nothing to do: the pods are not read.
+        return Ok(());
+    }
     let pods = Api::<Pod>::all(client.clone()).list(&all).await?.items;
     for deployment in &deployments {
         if deployment["metadata"]["deletionTimestamp"].is_null() {
