@@ -286,6 +286,7 @@ async fn put(client: &Client, name: &str, listeners: &[(u16, u16)]) -> Result<St
             })
             .collect(),
         tags: Default::default(),
+        health_check: None,
     };
     let lb: api::LoadBalancer = client
         .call(

@@ -85,6 +85,26 @@ pub struct LoadBalancerSpec {
     /// Free-form tags (the provider records the cluster and the Service).
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// How every backend's health is told; none: a backend is healthy while
+    /// connections to it succeed (a TCP connect decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+}
+
+/// An HTTP health check of a load balancer's backends: each interval, a
+/// `GET` of `path` on each backend's address at `port`; the backend is
+/// healthy while it answers 2xx, and gets no new connection otherwise.
+///
+/// This is what a cloud does for a Service with `externalTrafficPolicy:
+/// Local`: kube-proxy answers on the Service's `healthCheckNodePort` with 200
+/// on nodes that have a ready endpoint of it and 503 on the others.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheck {
+    /// The port asked on each backend's address (not the backend's port).
+    pub port: u16,
+    /// The path asked, starting with `/`.
+    pub path: String,
 }
 
 /// One port of a load balancer.
@@ -243,12 +263,25 @@ mod tests {
                     }],
                 }],
                 tags: BTreeMap::from([("cluster".into(), "kubernetes".into())]),
+                health_check: Some(HealthCheck {
+                    port: 32000,
+                    path: "/healthz".into(),
+                }),
             },
         };
         let json = serde_json::to_value(&lb).unwrap();
         assert_eq!(json["listeners"][0]["protocol"], "UDP");
         assert_eq!(json["tags"]["cluster"], "kubernetes");
+        assert_eq!(json["healthCheck"]["port"], 32000);
         assert_eq!(serde_json::from_value::<LoadBalancer>(json).unwrap(), lb);
+    }
+
+    #[test]
+    fn a_load_balancer_written_before_health_checks_reads_without_one() {
+        let spec: LoadBalancerSpec = serde_json::from_str(r#"{"listeners":[]}"#).unwrap();
+        assert_eq!(spec.health_check, None);
+        let json = serde_json::to_value(&spec).unwrap();
+        assert!(json.get("healthCheck").is_none());
     }
 
     #[test]

@@ -351,7 +351,7 @@ async fn restore(config: &Config, nat: Option<&crate::nat::Nat>) -> Result<State
             ),
         })?;
         let mut plane = balancer(address, config, nat);
-        if let Err(e) = plane.apply(&record.spec.listeners).await {
+        if let Err(e) = plane.apply(&record.spec).await {
             // Kept: the next PUT binds what is missing.
             tracing::error!(lb = %record.name, addr = %e.addr, error = %e.source,
                 "a restored load balancer's port cannot be listened on");
@@ -754,6 +754,17 @@ fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
     if spec.listeners.is_empty() {
         return invalid("a load balancer needs at least one listener".into());
     }
+    if let Some(check) = &spec.health_check {
+        if check.port == 0 {
+            return invalid("healthCheck port 0".into());
+        }
+        if !check.path.starts_with('/') || check.path.chars().any(char::is_whitespace) {
+            return invalid(format!(
+                "healthCheck path {:?} must start with / and hold no space",
+                check.path
+            ));
+        }
+    }
     let mut seen = BTreeSet::new();
     for l in &spec.listeners {
         if l.port == 0 {
@@ -788,10 +799,7 @@ async fn ensure(
     spec: LoadBalancerSpec,
 ) -> Result<LoadBalancer, Failure> {
     if let Some(lb) = state.load_balancers.get_mut(&name) {
-        lb.plane
-            .apply(&spec.listeners)
-            .await
-            .map_err(|e| port_in_use(&e))?;
+        lb.plane.apply(&spec).await.map_err(|e| port_in_use(&e))?;
         lb.record.spec = spec;
         return Ok(lb.record.clone());
     }
@@ -815,7 +823,7 @@ async fn ensure(
             ));
         };
         let mut plane = balancer(IpAddr::V4(address), &cloud.config, cloud.nat.as_ref());
-        match plane.apply(&spec.listeners).await {
+        match plane.apply(&spec).await {
             Ok(()) => {
                 let record = LoadBalancer {
                     name: name.clone(),
@@ -961,6 +969,14 @@ mod tests {
         let spec = |listeners| LoadBalancerSpec {
             listeners,
             tags: BTreeMap::new(),
+            health_check: None,
+        };
+        let checked = |port, path: &str| LoadBalancerSpec {
+            health_check: Some(crate::api::HealthCheck {
+                port,
+                path: path.into(),
+            }),
+            ..spec(vec![listener(80, "127.0.0.1")])
         };
         for (bad, why) in [
             (spec(vec![]), "at least one"),
@@ -970,6 +986,9 @@ mod tests {
                 spec(vec![listener(80, "127.0.0.1"), listener(80, "127.0.0.2")]),
                 "twice",
             ),
+            (checked(0, "/healthz"), "healthCheck port 0"),
+            (checked(32000, "healthz"), "must start with /"),
+            (checked(32000, "/a b"), "must start with /"),
         ] {
             let Err(Failure(e)) = validate(&bad) else {
                 panic!("{bad:?} accepted");

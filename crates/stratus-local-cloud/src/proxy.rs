@@ -1,9 +1,14 @@
 //! The data plane: one load balancer's listeners, forwarding TCP connections
 //! and UDP datagrams to its backends.
 //!
-//! Backends are picked round-robin among the healthy ones. A backend is
-//! healthy until a connection to it fails; an unhealthy one is checked
-//! (a TCP connect) every health interval and taken back when it answers.
+//! Backends are picked round-robin among the healthy ones. Without a health
+//! check in the load balancer's spec, a backend is healthy until a
+//! connection to it fails; an unhealthy one is checked (a TCP connect) every
+//! health interval and taken back when it answers. With an HTTP health check
+//! ([`HealthCheck`]), every backend of every listener (TCP and UDP) is asked
+//! each interval, and at once when backends are added or the check changes;
+//! only a 2xx makes it healthy (a new backend is unhealthy until it answers
+//! one), and a connection that succeeds proves nothing.
 //! Changing the backends takes effect for the next connection; connections
 //! already made keep their backend (draining). A listener stopped (its port
 //! removed, its load balancer deleted) closes its socket at once and gives
@@ -27,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 
 use crate::AddressRange;
-use crate::api::{Backend, Listener, Protocol};
+use crate::api::{Backend, HealthCheck, LoadBalancerSpec, Protocol};
 use crate::nat::{ListenerKey, Nat};
 
 /// How the data plane behaves.
@@ -55,6 +60,10 @@ struct Target {
 struct Targets {
     list: RwLock<Arc<Vec<Arc<Target>>>>,
     next: AtomicUsize,
+    /// The load balancer's HTTP health check, if it has one.
+    check: RwLock<Option<HealthCheck>>,
+    /// Wakes the health checker: backends were added or the check changed.
+    changed: tokio::sync::Notify,
     /// One publication to the kernel's rules at a time, so that the last
     /// written is the latest state.
     publishing: Mutex<()>,
@@ -86,9 +95,30 @@ impl Targets {
             .clone()
     }
 
-    /// Replace the backends, keeping what is known of the ones that stay.
-    fn set(&self, backends: &[SocketAddr]) {
+    /// The HTTP health check, if the load balancer has one.
+    fn check(&self) -> Option<HealthCheck> {
+        self.check
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replace the backends and the health check, keeping what is known of
+    /// the backends that stay. A new backend is healthy until a connection
+    /// fails without an HTTP check, unhealthy until it answers one with it;
+    /// the checker is woken when there is something new to ask.
+    fn set(&self, backends: &[SocketAddr], check: Option<&HealthCheck>) {
+        let check_changed = {
+            let mut current = self
+                .check
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let changed = current.as_ref() != check;
+            *current = check.cloned();
+            changed
+        };
         let old = self.current();
+        let mut added = false;
         let list = backends
             .iter()
             .map(|addr| {
@@ -96,9 +126,10 @@ impl Targets {
                     .find(|t| t.addr == *addr)
                     .cloned()
                     .unwrap_or_else(|| {
+                        added = true;
                         Arc::new(Target {
                             addr: *addr,
-                            healthy: AtomicBool::new(true),
+                            healthy: AtomicBool::new(check.is_none()),
                         })
                     })
             })
@@ -107,6 +138,9 @@ impl Targets {
             .list
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(list);
+        if check_changed || (added && check.is_some()) {
+            self.changed.notify_one();
+        }
     }
 
     /// The backends to try, in order: the healthy ones from the next in
@@ -198,9 +232,10 @@ impl Balancer {
             .map(|nat| (nat, (self.address, key.0, key.1)))
     }
 
-    /// Make the listeners these: ports bound (all new ones, or none of
-    /// them), ports removed stopped, backends swapped.
-    pub(crate) async fn apply(&mut self, listeners: &[Listener]) -> Result<(), BindError> {
+    /// Make the listeners and the health check `spec`'s: ports bound (all
+    /// new ones, or none of them), ports removed stopped, backends swapped.
+    pub(crate) async fn apply(&mut self, spec: &LoadBalancerSpec) -> Result<(), BindError> {
+        let listeners = &spec.listeners;
         // A listener that was there, or one removed, changes where
         // connections already routed by the kernel go: the call returns once
         // the kernel has the change. A new one is served by the proxy until
@@ -271,7 +306,10 @@ impl Balancer {
         for l in listeners {
             let key = (l.protocol, l.port);
             if let Some(port) = self.ports.get(&key) {
-                port.targets.set(&resolve(&l.backends, &self.allowed));
+                port.targets.set(
+                    &resolve(&l.backends, &self.allowed),
+                    spec.health_check.as_ref(),
+                );
                 port.targets.publish(&self.rule(key));
             }
         }
@@ -339,7 +377,13 @@ async fn serve_tcp(
     rule: Option<(Nat, ListenerKey)>,
 ) {
     let acceptor = Acceptor::new(listener, ConnectionLimits::default());
-    tokio::spawn(check_health(targets.clone(), stopped.clone(), plane, rule));
+    tokio::spawn(check_health(
+        targets.clone(),
+        stopped.clone(),
+        plane,
+        Protocol::Tcp,
+        rule,
+    ));
     loop {
         let connection = tokio::select! {
             c = acceptor.accept() => c,
@@ -364,7 +408,11 @@ async fn forward_tcp(
     for target in targets.order() {
         match tokio::time::timeout(plane.connect_timeout, TcpStream::connect(target.addr)).await {
             Ok(Ok(stream)) => {
-                target.healthy.store(true, Ordering::Relaxed);
+                // With an HTTP check, only its answer makes a backend healthy
+                // (a node's NodePort accepts even where it has no endpoint).
+                if targets.check().is_none() {
+                    target.healthy.store(true, Ordering::Relaxed);
+                }
                 backend = Some(stream);
                 break;
             }
@@ -476,33 +524,54 @@ mod splice {
     }
 }
 
-/// Check the unhealthy backends every health interval until stopped; with
-/// kernel forwarding (`rule`), where this process sees no failed
-/// connection, every backend, and publish the healthy ones to the rule.
+/// Check the listener's backends every health interval (and at once when
+/// [`Targets::set`] wakes it) until stopped: with an HTTP health check, every
+/// backend by its answer; without one, a TCP listener's unhealthy backends by
+/// a connect, and with kernel forwarding (`rule`, where this process sees no
+/// failed connection) every backend. The healthy ones go to the rule.
 async fn check_health(
     targets: Arc<Targets>,
     mut stopped: watch::Receiver<bool>,
     plane: DataPlane,
+    protocol: Protocol,
     rule: Option<(Nat, ListenerKey)>,
 ) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(plane.health_interval) => {}
+            _ = targets.changed.notified() => {}
             _ = until_stopped(&mut stopped) => return,
         }
+        let check = targets.check();
+        let asked: Vec<Arc<Target>> = targets
+            .current()
+            .iter()
+            .filter(|t| {
+                check.is_some()
+                    || (protocol == Protocol::Tcp
+                        && (rule.is_some() || !t.healthy.load(Ordering::Relaxed)))
+            })
+            .cloned()
+            .collect();
+        // Every backend asked at once: a slow one does not delay the others.
+        let mut answers = tokio::task::JoinSet::new();
+        for target in asked {
+            let check = check.clone();
+            let timeout = plane.connect_timeout;
+            answers.spawn(async move {
+                let answered = match &check {
+                    Some(check) => http_healthy(target.addr.ip(), check, timeout).await,
+                    None => tokio::time::timeout(timeout, TcpStream::connect(target.addr))
+                        .await
+                        .is_ok_and(|r| r.is_ok()),
+                };
+                (target, answered)
+            });
+        }
         let mut flipped = false;
-        for target in targets.current().iter() {
-            let was = target.healthy.load(Ordering::Relaxed);
-            if was && rule.is_none() {
-                continue;
-            }
-            let answered =
-                tokio::time::timeout(plane.connect_timeout, TcpStream::connect(target.addr))
-                    .await
-                    .is_ok_and(|r| r.is_ok());
-            if answered != was {
+        while let Some(Ok((target, answered))) = answers.join_next().await {
+            if target.healthy.swap(answered, Ordering::Relaxed) != answered {
                 tracing::debug!(backend = %target.addr, answered, "backend health changed");
-                target.healthy.store(answered, Ordering::Relaxed);
                 flipped = true;
             }
         }
@@ -510,6 +579,27 @@ async fn check_health(
             targets.publish(&rule);
         }
     }
+}
+
+/// Whether `GET {path}` on `ip:{port}` answers 2xx within `timeout` (to
+/// connect and to answer).
+async fn http_healthy(ip: IpAddr, check: &HealthCheck, timeout: Duration) -> bool {
+    let ask = async {
+        let stream = TcpStream::connect((ip, check.port)).await.ok()?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .ok()?;
+        tokio::spawn(connection);
+        let request = hyper::Request::get(check.path.as_str())
+            .header(hyper::header::HOST, format!("{ip}:{}", check.port))
+            .header(hyper::header::USER_AGENT, "stratus-local-cloud")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .ok()?;
+        let response = sender.send_request(request).await.ok()?;
+        Some(response.status().is_success())
+    };
+    matches!(tokio::time::timeout(timeout, ask).await, Ok(Some(true)))
 }
 
 /// A UDP client's session: a socket connected to its backend.
@@ -521,6 +611,13 @@ async fn serve_udp(
     mut stopped: watch::Receiver<bool>,
     plane: DataPlane,
 ) {
+    tokio::spawn(check_health(
+        targets.clone(),
+        stopped.clone(),
+        plane,
+        Protocol::Udp,
+        None,
+    ));
     let socket = Arc::new(socket);
     let sessions: Sessions = Arc::default();
     let mut buf = vec![0u8; 65_536];
@@ -619,7 +716,7 @@ mod tests {
     #[test]
     fn healthy_backends_come_first_in_turn() {
         let targets = Targets::default();
-        targets.set(&[addr(1), addr(2), addr(3)]);
+        targets.set(&[addr(1), addr(2), addr(3)], None);
         let firsts: Vec<_> = (0..3).map(|_| targets.order()[0].addr).collect();
         assert_eq!(firsts, [addr(1), addr(2), addr(3)]);
         targets.current()[1].healthy.store(false, Ordering::Relaxed);
@@ -630,13 +727,73 @@ mod tests {
     #[test]
     fn a_change_keeps_what_is_known_of_the_backends_that_stay() {
         let targets = Targets::default();
-        targets.set(&[addr(1), addr(2)]);
+        targets.set(&[addr(1), addr(2)], None);
         targets.current()[0].healthy.store(false, Ordering::Relaxed);
-        targets.set(&[addr(1), addr(4)]);
+        targets.set(&[addr(1), addr(4)], None);
         let list = targets.current();
         assert!(!list[0].healthy.load(Ordering::Relaxed));
         assert!(list[1].healthy.load(Ordering::Relaxed));
-        targets.set(&[]);
+        targets.set(&[], None);
         assert!(targets.order().is_empty());
+    }
+
+    #[tokio::test]
+    async fn with_an_http_check_a_new_backend_waits_for_its_answer() {
+        let targets = Targets::default();
+        let check = HealthCheck {
+            port: 1,
+            path: "/healthz".into(),
+        };
+        targets.set(&[addr(1)], None);
+        targets.set(&[addr(1), addr(2)], Some(&check));
+        let list = targets.current();
+        assert!(list[0].healthy.load(Ordering::Relaxed), "known: kept");
+        assert!(!list[1].healthy.load(Ordering::Relaxed), "new: not yet");
+        // The check changed: the checker is woken at once.
+        tokio::time::timeout(Duration::from_secs(1), targets.changed.notified())
+            .await
+            .expect("woken");
+    }
+
+    #[tokio::test]
+    async fn an_http_check_needs_a_2xx_answer() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let server = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = server.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut c, _)) = server.accept().await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let n = c.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                let status = if head.starts_with("GET /ok ") {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                let _ = c
+                    .write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n").as_bytes())
+                    .await;
+            }
+        });
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let t = Duration::from_secs(1);
+        let ask = |path: &str| HealthCheck {
+            port,
+            path: path.into(),
+        };
+        assert!(http_healthy(ip, &ask("/ok"), t).await);
+        assert!(!http_healthy(ip, &ask("/healthz"), t).await);
+        // Nothing listening: unhealthy, within the timeout.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closed_port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let nothing = HealthCheck {
+            port: closed_port,
+            path: "/".into(),
+        };
+        assert!(!http_healthy(ip, &nothing, t).await);
     }
 }

@@ -23,7 +23,10 @@
 //! Backends are the nodes' NodePorts, as Go's service controller hands them
 //! over: something on each node must serve them (kube-proxy does on a real
 //! node). The backends' health is the cloud's business: a node whose port
-//! does not answer gets no connection until it does.
+//! does not answer gets no connection until it does. For a Service with
+//! `externalTrafficPolicy: Local` the load balancer asks kube-proxy's health
+//! check instead (`GET /healthz` on the Service's `healthCheckNodePort`), so
+//! only the nodes with a ready endpoint of the Service get connections.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

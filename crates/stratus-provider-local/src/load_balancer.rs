@@ -8,8 +8,9 @@ use hyper::Method;
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, Service,
 };
+use stratus_cloud::helpers::health_check_path_port;
 use stratus_cloud::{CloudError, LoadBalancer, Result};
-use stratus_local_cloud::api::{self, Backend, Listener, LoadBalancerSpec, Protocol};
+use stratus_local_cloud::api::{self, Backend, HealthCheck, Listener, LoadBalancerSpec, Protocol};
 
 use crate::{Backends, LocalProvider};
 
@@ -130,7 +131,23 @@ impl LocalProvider {
             (CLUSTER_TAG.to_owned(), cluster.to_owned()),
             (SERVICE_TAG.to_owned(), service_key(service)),
         ]);
-        Ok(LoadBalancerSpec { listeners, tags })
+        // `externalTrafficPolicy: Local` with the nodes as backends: a node
+        // gets connections only while kube-proxy's health check on the
+        // Service's healthCheckNodePort says it has a ready endpoint.
+        let health_check = match self.backends {
+            Backends::NodePorts => health_check_path_port(service).and_then(|(path, port)| {
+                Some(HealthCheck {
+                    port: u16::try_from(port).ok().filter(|p| *p != 0)?,
+                    path: path.to_owned(),
+                })
+            }),
+            Backends::Endpoints => None,
+        };
+        Ok(LoadBalancerSpec {
+            listeners,
+            tags,
+            health_check,
+        })
     }
 
     async fn get(&self, name: &str) -> Result<Option<api::LoadBalancer>> {
@@ -197,7 +214,7 @@ fn same(a: &LoadBalancerSpec, b: &LoadBalancerSpec) -> bool {
             })
             .collect();
         ls.sort_by_key(|l| (l.protocol, l.port));
-        (ls, s.tags.clone())
+        (ls, s.tags.clone(), s.health_check.clone())
     };
     norm(a) == norm(b)
 }
@@ -303,7 +320,8 @@ impl LoadBalancer for LocalProvider {
     }
 }
 
-/// The same listeners (protocols and ports) and tags, whatever the backends.
+/// The same listeners (protocols and ports), tags and health check, whatever
+/// the backends.
 fn same_ports(a: &LoadBalancerSpec, b: &LoadBalancerSpec) -> bool {
     let ports = |s: &LoadBalancerSpec| {
         let mut p: Vec<(Protocol, u16)> =
@@ -311,7 +329,7 @@ fn same_ports(a: &LoadBalancerSpec, b: &LoadBalancerSpec) -> bool {
         p.sort();
         p
     };
-    ports(a) == ports(b) && a.tags == b.tags
+    ports(a) == ports(b) && a.tags == b.tags && a.health_check == b.health_check
 }
 
 #[cfg(test)]
@@ -340,6 +358,7 @@ mod tests {
                 listener(443, &[]),
             ],
             tags: BTreeMap::new(),
+            health_check: None,
         };
         let b = LoadBalancerSpec {
             listeners: vec![
@@ -347,19 +366,31 @@ mod tests {
                 listener(80, &[("10.0.0.2", 1), ("10.0.0.1", 1)]),
             ],
             tags: BTreeMap::new(),
+            health_check: None,
         };
         assert!(same(&a, &b));
         let c = LoadBalancerSpec {
             listeners: vec![listener(443, &[]), listener(80, &[("10.0.0.2", 1)])],
             tags: BTreeMap::new(),
+            health_check: None,
         };
         assert!(!same(&a, &c));
         assert!(same_ports(&a, &c));
         let d = LoadBalancerSpec {
             listeners: vec![listener(80, &[])],
             tags: BTreeMap::new(),
+            health_check: None,
         };
         assert!(!same_ports(&a, &d));
+        let e = LoadBalancerSpec {
+            health_check: Some(HealthCheck {
+                port: 32000,
+                path: "/healthz".into(),
+            }),
+            ..a.clone()
+        };
+        assert!(!same(&a, &e));
+        assert!(!same_ports(&a, &e));
     }
 
     #[test]

@@ -1005,3 +1005,186 @@ async fn pods_get_addresses_from_their_node_s_pod_cidr_joined_by_the_cloud_s_rou
     assert!(gone, "the cloud's routes left the kernel with it");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// kube-proxy's answer on a Service's `healthCheckNodePort`, as a node's
+/// stand-in gives it: 200 while `local` (the node has a ready endpoint of
+/// the Service), 503 otherwise.
+async fn health_check_server(
+    ip: &str,
+    port: u16,
+    local: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let listener = tokio::net::TcpListener::bind((ip, port)).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let local = local.load(std::sync::atomic::Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut head = [0u8; 1024];
+                let _ = s.read(&mut head).await;
+                let (status, count) = if local {
+                    ("200 OK", 1)
+                } else {
+                    ("503 Service Unavailable", 0)
+                };
+                let body = format!(r#"{{"localEndpoints":{count}}}"#);
+                let _ = s
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            });
+        }
+    })
+}
+
+/// Which nodes' servers answer 20 connections through `address`.
+async fn answering(address: SocketAddr) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        seen.insert(fetch(address).await.unwrap_or_default());
+    }
+    seen
+}
+
+/// `externalTrafficPolicy: Local` with the nodes as backends (`backends:
+/// nodePorts`): the load balancer health-checks each node on the Service's
+/// `healthCheckNodePort` (allocated by the API server) as clouds do, and
+/// sends connections only to the nodes that answer 200, following a change
+/// of answer; with the policy back to `Cluster` the check is gone and both
+/// nodes get connections again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_traffic_policy_service_reaches_only_the_nodes_whose_health_check_passes() {
+    local_traffic_policy(
+        stratus_local_cloud::Forwarding::Proxy,
+        "127.77.22.0/24",
+        ["127.0.22.1", "127.0.22.2"],
+    )
+    .await;
+}
+
+/// The same with the kernel forwarding the connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_kernel_forwarding_a_local_traffic_policy_service_reaches_only_healthy_nodes() {
+    local_traffic_policy(
+        stratus_local_cloud::Forwarding::Kernel,
+        "127.77.23.0/24",
+        ["127.0.23.1", "127.0.23.2"],
+    )
+    .await;
+}
+
+async fn local_traffic_policy(
+    forwarding: stratus_local_cloud::Forwarding,
+    range: &str,
+    ips: [&str; 2],
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cluster = TestCluster::start().await.unwrap();
+    let mut kubelets = Vec::new();
+    for (name, ip) in ["a", "b"].iter().zip(ips) {
+        let mut spec = NodeSpec::new(*name)
+            .with_internal_ip(ip)
+            .with_heartbeat(Duration::from_secs(3600));
+        spec.external_cloud_provider = false;
+        kubelets.push(cluster.add_node(spec).await.unwrap());
+    }
+    let cloud = LocalCloud::start(Config {
+        address_range: range.parse().unwrap(),
+        health_interval: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(300),
+        forwarding,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let provider = LocalProvider::from_config(Some(
+        format!("endpoint: http://{}\n", cloud.addr()).as_bytes(),
+    ))
+    .unwrap();
+    let cloud_client = provider.client().clone();
+    let manager = start_manager(&cluster, provider, "service").await;
+
+    let services: Api<Service> = Api::namespaced(cluster.client(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                 "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}
+    }))
+    .unwrap();
+    let svc = services.create(&PostParams::default(), &svc).await.unwrap();
+    let spec = svc.spec.clone().unwrap();
+    let node_port = u16::try_from(spec.ports.unwrap()[0].node_port.unwrap()).unwrap();
+    let check_port = u16::try_from(spec.health_check_node_port.expect("allocated")).unwrap();
+    let local = [
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicBool::new(false)),
+    ];
+    let _servers = [
+        named_server(ips[0], node_port, "a").await,
+        named_server(ips[1], node_port, "b").await,
+        health_check_server(ips[0], check_port, local[0].clone()).await,
+        health_check_server(ips[1], check_port, local[1].clone()).await,
+    ];
+    eventually("an external IP", WAIT, || async {
+        ingress_ip(&services.get("web").await.unwrap()).is_some()
+    })
+    .await;
+    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let address: SocketAddr = format!("{ip}:80").parse().unwrap();
+    let name = stratus_cloud::helpers::default_load_balancer_name(&svc);
+    let lb: serde_json::Value = cloud_client
+        .call(
+            http::Method::GET,
+            &format!("/v1/load-balancers/{name}"),
+            None::<&()>,
+        )
+        .await
+        .unwrap();
+    assert_eq!(lb["healthCheck"]["port"], check_port);
+    assert_eq!(lb["healthCheck"]["path"], "/healthz");
+    assert_eq!(lb["listeners"][0]["backends"].as_array().unwrap().len(), 2);
+
+    // Only node a has an endpoint: every connection goes to a.
+    eventually("only a answers", WAIT, || async {
+        answering(address).await == ["a".to_owned()].into()
+    })
+    .await;
+    // The endpoint moves to b: so do the connections.
+    local[0].store(false, Ordering::Relaxed);
+    local[1].store(true, Ordering::Relaxed);
+    eventually("only b answers", WAIT, || async {
+        answering(address).await == ["b".to_owned()].into()
+    })
+    .await;
+
+    // The policy goes back to Cluster: no health check, both nodes serve
+    // (each node forwards to the endpoints, wherever they are).
+    local[1].store(false, Ordering::Relaxed);
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"externalTrafficPolicy": "Cluster"}})),
+        )
+        .await
+        .unwrap();
+    eventually("a and b answer", WAIT, || async {
+        answering(address).await == ["a".to_owned(), "b".to_owned()].into()
+    })
+    .await;
+    let lb: serde_json::Value = cloud_client
+        .call(
+            http::Method::GET,
+            &format!("/v1/load-balancers/{name}"),
+            None::<&()>,
+        )
+        .await
+        .unwrap();
+    assert!(lb.get("healthCheck").is_none(), "{lb}");
+    manager.stop().await;
+    cloud.stop().await;
+}
