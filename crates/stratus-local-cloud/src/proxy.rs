@@ -65,8 +65,9 @@ struct Targets {
     /// Wakes the health checker: backends were added or the check changed.
     changed: tokio::sync::Notify,
     /// One publication to the kernel's rules at a time, so that the last
-    /// written is the latest state.
-    publishing: Mutex<()>,
+    /// written is the latest state; true once the listener is removed
+    /// (nothing is published after).
+    publishing: Mutex<bool>,
 }
 
 impl Targets {
@@ -74,10 +75,13 @@ impl Targets {
     /// kernel (with kernel forwarding).
     fn publish(&self, nat: &Option<(Nat, ListenerKey)>) {
         if let Some((nat, key)) = nat {
-            let _one = self
+            let removed = self
                 .publishing
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *removed {
+                return;
+            }
             let healthy = self
                 .current()
                 .iter()
@@ -85,6 +89,20 @@ impl Targets {
                 .map(|t| t.addr)
                 .collect();
             nat.set(*key, healthy);
+        }
+    }
+
+    /// The listener is removed: take its rule out (its kernel-carried
+    /// connections cut after `drain`); a health check still under way
+    /// publishes nothing after this.
+    fn unpublish(&self, nat: &Option<(Nat, ListenerKey)>, drain: Duration) {
+        let mut removed = self
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *removed = true;
+        if let Some((nat, key)) = nat {
+            nat.remove(*key, drain);
         }
     }
 
@@ -296,10 +314,9 @@ impl Balancer {
             .collect();
         for key in removed {
             changes_rules = true;
-            if let Some((nat, rule)) = self.rule(key) {
-                nat.set(rule, Vec::new());
-            }
             if let Some(port) = self.ports.remove(&key) {
+                port.targets
+                    .unpublish(&self.rule(key), self.plane.drain_timeout);
                 port.close().await;
             }
         }
@@ -325,11 +342,11 @@ impl Balancer {
 impl Balancer {
     /// Close every listener; done once no socket of this load balancer is
     /// open and (with kernel forwarding) no rule sends to its backends.
-    pub(crate) async fn close(self) {
-        for (key, port) in self.ports {
-            if let Some(nat) = &self.nat {
-                nat.set((self.address, key.0, key.1), Vec::new());
-            }
+    pub(crate) async fn close(mut self) {
+        let ports = std::mem::take(&mut self.ports);
+        for (key, port) in ports {
+            port.targets
+                .unpublish(&self.rule(key), self.plane.drain_timeout);
             port.close().await;
         }
         if let Some(nat) = &self.nat {

@@ -754,6 +754,7 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
         address_range: "127.77.18.0/24".parse().unwrap(),
         health_interval: Duration::from_millis(100),
         connect_timeout: Duration::from_millis(300),
+        drain_timeout: Duration::from_millis(600),
         forwarding: stratus_local_cloud::Forwarding::Kernel,
         ..Config::default()
     })
@@ -837,6 +838,83 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
         .await
         .unwrap();
     assert!(TcpStream::connect(address).await.is_err());
+
+    // A long connection carried by the kernel, its load balancer deleted:
+    // it goes on for the drain time (600 ms here), then is cut.
+    let echo_ip = "127.0.18.4";
+    let echo = TcpListener::bind((echo_ip, 0)).await.unwrap();
+    let echo_port = echo.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, peer)) = echo.accept().await {
+            tokio::spawn(async move {
+                let _ = s.write_all(format!("{peer}\n").as_bytes()).await;
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let (status, body) = api(
+        &cloud,
+        "PUT",
+        "/v1/load-balancers/echo",
+        &format!(
+            r#"{{"listeners":[{{"protocol":"TCP","port":7,"backends":[{{"address":"{echo_ip}","port":{echo_port}}}]}}]}}"#
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let echo_lb: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let echo_address: SocketAddr = format!("{}:7", echo_lb["address"].as_str().unwrap())
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut long = loop {
+        let mut s = TcpStream::connect(echo_address).await.unwrap();
+        let mut peer = [0u8; 64];
+        let n = s.read(&mut peer).await.unwrap();
+        let seen = String::from_utf8_lossy(&peer[..n]).trim().to_owned();
+        if seen == s.local_addr().unwrap().to_string() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "no kernel rule");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    async fn round_trip(s: &mut TcpStream) -> bool {
+        let exchange = async {
+            s.write_all(b"ping").await?;
+            let mut buf = [0u8; 4];
+            s.read_exact(&mut buf).await?;
+            Ok::<_, std::io::Error>(&buf == b"ping")
+        };
+        matches!(
+            tokio::time::timeout(Duration::from_millis(500), exchange).await,
+            Ok(Ok(true))
+        )
+    }
+    assert!(round_trip(&mut long).await);
+    let (status, _) = api(&cloud, "DELETE", "/v1/load-balancers/echo", "").await;
+    assert_eq!(status, 204);
+    let deleted = std::time::Instant::now();
+    assert!(round_trip(&mut long).await, "draining: still carried");
+    assert!(
+        TcpStream::connect(echo_address).await.is_err(),
+        "no new connection"
+    );
+    loop {
+        if !round_trip(&mut long).await {
+            break;
+        }
+        assert!(
+            deleted.elapsed() < Duration::from_secs(5),
+            "still carried 5 s after its load balancer was deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        deleted.elapsed() >= Duration::from_millis(600),
+        "cut before the drain time"
+    );
+
     cloud.stop().await;
     assert!(
         our_nft_tables().is_empty(),
