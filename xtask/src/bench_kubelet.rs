@@ -60,6 +60,9 @@ pub(crate) fn pod(name: &str, node: &str) -> serde_json::Value {
         "spec": {
             "nodeName": node,
             "enableServiceLinks": false,
+            // No service account token volume (a real API server adds one
+            // otherwise): the nodes compared need nothing but the pod.
+            "automountServiceAccountToken": false,
             "terminationGracePeriodSeconds": 30,
             "restartPolicy": "Always",
             "containers": [{"name": "app", "image": "nginx:1.27", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],

@@ -1,8 +1,11 @@
-//! `cargo xtask bench kubelet-go [--pods N] [--go-qps Q]`: Stratus's virtual kubelet and
-//! a Go one built on github.com/virtual-kubelet/virtual-kubelet side by
-//! side, in the same run, each as its own process against its own fresh
-//! harness API server (the same server, objects and workload), one after
-//! the other.
+//! `cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--control-plane
+//! embedded|real]`: Stratus's virtual kubelet and a Go one built on
+//! github.com/virtual-kubelet/virtual-kubelet side by side, in the same run,
+//! each as its own process against its own fresh API server (the same
+//! server, objects and workload), one after the other: a harness API server
+//! (`embedded`, the default), or a real control plane brought up for each
+//! side by `cargo xtask cluster up` and taken down after it (`real`; no
+//! cluster of `cargo xtask cluster` may be up before).
 //!
 //! - Stratus: the virtual-kubelet command (`stratus_kubelet::app`, as a
 //!   vendor's binary runs it) over MockPodProvider, run as a child of this
@@ -17,14 +20,17 @@
 //!   none; `--go-qps 5` gives it client-go's default (5 per second, bursts
 //!   of 10), which virtual-kubelet's command keeps.
 //!
-//! Each side: N pods (10,000 by default) bound to its node at once; the
+//! Each side: N pods (10,000 by default) bound to its node at once (created
+//! with their node set, 16 clients, as a scheduler binds them; a pod is
+//! bound when its create is answered); the
 //! time until the last is Running in the API and each pod's bind → Running
 //! latency (p50 / p99), seen by one watch; then every pod deleted
 //! (graceful, 16 clients) until the last is gone from the API; the
 //! process's CPU seconds over those two phases (`/proc/<pid>/stat`) and its
 //! resident memory per pod (`VmRSS` with the pods Running less `VmRSS`
 //! before, over N); then N pods more bound at 500 a second, each pod's
-//! bind → Running latency (p50 / p99). `target/bench/kubelet-go.json` has each figure as
+//! bind → Running latency (p50 / p99). `target/bench/kubelet-go.json`
+//! (`kubelet-go-real.json` on the real control plane) has each figure as
 //! `<metric>_stratus`, `<metric>_go` and `<metric>_ratio_stratus_over_go`
 //! (below 1 = Stratus better).
 
@@ -35,12 +41,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use stratus_testing::ApiServer;
 
 use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::{percentile, wait_until};
 use crate::bench_kubelet::{Observer, pod};
+use crate::bench_kubelet_scale::bind_all;
+use crate::demo::ControlPlane;
 
 /// Pods bound a second in the paced phase.
 const PACE: usize = 500;
@@ -84,12 +92,82 @@ pub(crate) fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
         .ok_or_else(|| format!("process {pid} is gone").into())
 }
 
-/// A node process on a fresh harness API server of its own: started by
+/// A fresh API server of one side's own.
+pub(crate) enum Plane {
+    /// The harness API server, in this process.
+    Harness(ApiServer),
+    /// A real control plane brought up for the side (`cargo xtask cluster
+    /// up`), taken down after it.
+    Real(kube::Client),
+}
+
+impl Plane {
+    async fn start(kind: ControlPlane) -> Result<Self, BoxError> {
+        match kind {
+            ControlPlane::Embedded => {
+                // History enough that no watch falls off it behind a
+                // 100,000-pod burst (at 256 MiB, the default, a watcher
+                // starved of CPU does).
+                let server = ApiServer::builder()
+                    .history(2_000_000)
+                    .history_bytes(8 << 30)
+                    .start()
+                    .await?;
+                Ok(Self::Harness(server))
+            }
+            ControlPlane::Real => {
+                if crate::cluster::is_up() {
+                    return Err("a control plane of `cargo xtask cluster` is up; each side needs a fresh one: run `cargo xtask cluster down` first".into());
+                }
+                let state = crate::cluster::up(None).await?;
+                Ok(Self::Real(state.client().await?))
+            }
+        }
+    }
+
+    /// An administrator's client.
+    pub(crate) fn client(&self) -> kube::Client {
+        match self {
+            Self::Harness(server) => server.client(),
+            Self::Real(client) => client.clone(),
+        }
+    }
+
+    /// The harness server, if the side runs on one.
+    pub(crate) fn harness(&self) -> Option<&ApiServer> {
+        match self {
+            Self::Harness(server) => Some(server),
+            Self::Real(_) => None,
+        }
+    }
+
+    fn write_kubeconfig(&self, path: &Path) -> Result<(), BoxError> {
+        match self {
+            Self::Harness(server) => std::fs::write(path, server.kubeconfig())?,
+            Self::Real(_) => {
+                let state = crate::cluster::State::load().ok_or("the control plane is gone")?;
+                std::fs::copy(&state.kubeconfig, path)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn stop(self) {
+        match self {
+            Self::Harness(server) => server.shutdown().await,
+            Self::Real(_) => {
+                let _ = tokio::task::spawn_blocking(crate::cluster::down).await;
+            }
+        }
+    }
+}
+
+/// A node process on a fresh API server of its own: started by
 /// [`NodeProcess::start`], stopped (and its server shut down) by
 /// [`NodeProcess::stop`].
 pub(crate) struct NodeProcess {
     /// The process's API server.
-    pub(crate) server: ApiServer,
+    pub(crate) plane: Plane,
     /// The process's id.
     pub(crate) pid: u32,
     child: std::process::Child,
@@ -99,35 +177,38 @@ pub(crate) struct NodeProcess {
 }
 
 impl NodeProcess {
-    /// A fresh API server, and `command` (given its kubeconfig) started as
-    /// the `label` node(s) against it; its output goes to a log file kept
-    /// if the run fails.
+    /// A fresh API server of `kind`, and `command` (given its kubeconfig)
+    /// started as the `label` node(s) against it; its output goes to a log
+    /// file kept if the run fails.
     pub(crate) async fn start(
         label: &str,
         file: &str,
+        kind: ControlPlane,
         command: impl FnOnce(&Path) -> Command,
     ) -> Result<Self, BoxError> {
-        // History enough that no watch falls off it behind a 100,000-pod
-        // burst (at 256 MiB, the default, a watcher starved of CPU does).
-        let server = ApiServer::builder()
-            .history(2_000_000)
-            .history_bytes(8 << 30)
-            .start()
-            .await?;
+        let plane = Plane::start(kind).await?;
         let dir =
             std::env::temp_dir().join(format!("stratus-bench-kubelet-go-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let kubeconfig = dir.join(format!("{file}.kubeconfig"));
-        std::fs::write(&kubeconfig, server.kubeconfig())?;
         let log_path = dir.join(format!("{file}.log"));
-        let log = std::fs::File::create(&log_path)?;
-        let child = command(&kubeconfig)
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("starting the {label} node: {e}"))?;
+        let spawned = plane.write_kubeconfig(&kubeconfig).and_then(|()| {
+            let log = std::fs::File::create(&log_path)?;
+            command(&kubeconfig)
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("starting the {label} node: {e}").into())
+        });
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                plane.stop().await;
+                return Err(e);
+            }
+        };
         Ok(Self {
-            server,
+            plane,
             pid: child.id(),
             child,
             dir,
@@ -139,7 +220,7 @@ impl NodeProcess {
     /// Wait until every node of `nodes` is Ready, then 2 s more for the
     /// start-up work (the first lists, the Leases) to finish.
     pub(crate) async fn ready(&self, label: &str, nodes: &[String]) -> Result<(), BoxError> {
-        let api: Api<Node> = Api::all(self.server.client());
+        let api: Api<Node> = Api::all(self.plane.client());
         wait_until(
             &format!("the {label} node(s) Ready"),
             Duration::from_secs(60 + nodes.len() as u64),
@@ -165,7 +246,7 @@ impl NodeProcess {
     /// `failed`.
     pub(crate) async fn stop(self, label: &str, failed: bool) {
         crate::bench::stop_child(self.child);
-        self.server.shutdown().await;
+        self.plane.stop().await;
         if failed {
             eprintln!("the {label} node's log: {}", self.log.display());
         } else {
@@ -184,9 +265,10 @@ async fn side(
     label: &str,
     node: &str,
     pods: usize,
+    kind: ControlPlane,
     command: impl FnOnce(&Path) -> Command,
 ) -> Result<Figures, BoxError> {
-    let process = NodeProcess::start(label, node, command).await?;
+    let process = NodeProcess::start(label, node, kind, command).await?;
     let result = workload(&process, label, node, pods).await;
     process.stop(label, result.is_err()).await;
     result
@@ -198,39 +280,34 @@ async fn workload(
     node: &str,
     pods: usize,
 ) -> Result<Figures, BoxError> {
-    let (server, pid) = (&process.server, process.pid);
-    let client = server.client();
+    let pid = process.pid;
+    let client = process.plane.client();
     process.ready(label, &[node.to_owned()]).await?;
     let (cpu_before, rss_before) = (cpu_seconds(pid)?, rss(pid)?);
 
     let observer = Observer::start(client.clone(), node).await?;
-    let mut bound_at = HashMap::with_capacity(pods);
     let started = Instant::now();
-    for i in 0..pods {
-        let name = format!("pod-{i}");
-        server.seed(pod(&name, node))?;
-        bound_at.insert(name, Instant::now());
-    }
+    let bound_at = bind_all(client.clone(), &[node.to_owned()], pods).await?;
     observer.running_within(pods, phase_limit(pods)).await?;
     let admission_s = started.elapsed().as_secs_f64();
     let latencies = observer.latencies(&bound_at);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_running = rss(pid)?;
 
-    let api: Api<Pod> = Api::namespaced(client, "default");
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let names: Arc<Vec<String>> = Arc::new(bound_at.keys().cloned().collect());
     let started = Instant::now();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let (api, next) = (api.clone(), next.clone());
+        let (api, next, names) = (api.clone(), next.clone(), names.clone());
         tasks.push(tokio::spawn(async move {
             loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= pods {
+                let Some(name) = names.get(i) else {
                     return Ok::<_, kube::Error>(());
-                }
-                api.delete(&format!("pod-{i}"), &DeleteParams::default())
-                    .await?;
+                };
+                api.delete(name, &DeleteParams::default()).await?;
             }
         }));
     }
@@ -242,18 +319,7 @@ async fn workload(
     let cpu_s = cpu_seconds(pid)? - cpu_before;
 
     // The same number of pods again, bound at PACE a second.
-    let mut paced_at = HashMap::with_capacity(pods);
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let per_tick = (PACE / 100).max(1);
-    for first in (0..pods).step_by(per_tick) {
-        tick.tick().await;
-        for i in first..(first + per_tick).min(pods) {
-            let name = format!("paced-{i}");
-            server.seed(pod(&name, node))?;
-            paced_at.insert(name, Instant::now());
-        }
-    }
+    let paced_at = bind_paced(&api, node, pods).await?;
     observer.running_within(2 * pods, phase_limit(pods)).await?;
     let paced = observer.latencies(&paced_at);
     Ok(Figures {
@@ -269,19 +335,55 @@ async fn workload(
     })
 }
 
+/// Create `pods` pods bound to `node` at [`PACE`] a second (a few every
+/// 10 ms, each create on its own so that a slow answer does not hold back
+/// the next): each pod's bind instant (when its create was answered).
+async fn bind_paced(
+    api: &Api<Pod>,
+    node: &str,
+    pods: usize,
+) -> Result<HashMap<String, Instant>, BoxError> {
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let per_tick = (PACE / 100).max(1);
+    let mut creates = tokio::task::JoinSet::new();
+    for first in (0..pods).step_by(per_tick) {
+        tick.tick().await;
+        for i in first..(first + per_tick).min(pods) {
+            let name = format!("paced-{i}");
+            let object: Pod = serde_json::from_value(pod(&name, node))?;
+            let api = api.clone();
+            creates.spawn(async move {
+                api.create(&PostParams::default(), &object).await?;
+                Ok::<_, kube::Error>((name, Instant::now()))
+            });
+        }
+    }
+    let mut paced_at = HashMap::with_capacity(pods);
+    while let Some(created) = creates.join_next().await {
+        let (name, at) = created??;
+        paced_at.insert(name, at);
+    }
+    Ok(paced_at)
+}
+
 /// The suite's arguments.
 struct Options {
     /// Pods per side.
     pods: usize,
     /// The Go node's client-side request limit (`--qps`; negative: none).
     go_qps: f64,
+    /// The API server each side gets fresh.
+    control_plane: ControlPlane,
 }
 
-/// `[--pods N] [--go-qps Q]` from the arguments after the suite's name.
+/// `[--pods N] [--go-qps Q] [--control-plane embedded|real]` from the
+/// arguments after the suite's name.
 fn options(args: &[String]) -> Result<Options, BoxError> {
     let mut o = Options {
         pods: DEFAULT_PODS,
         go_qps: -1.0,
+        control_plane: ControlPlane::Embedded,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -293,9 +395,18 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
                     .parse()
                     .map_err(|e| format!("--go-qps {value}: {e}"))?
             }
+            "--control-plane" => {
+                o.control_plane = match value.as_str() {
+                    "embedded" => ControlPlane::Embedded,
+                    "real" => ControlPlane::Real,
+                    other => {
+                        return Err(format!("--control-plane {other}: `embedded` or `real`").into());
+                    }
+                }
+            }
             _ => {
                 return Err(format!(
-                    "unknown option {flag}; usage: cargo xtask bench kubelet-go [--pods N] [--go-qps Q]"
+                    "unknown option {flag}; usage: cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--control-plane embedded|real]"
                 )
                 .into());
             }
@@ -308,14 +419,18 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
 }
 
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
-    let Options { pods, go_qps } = options(args)?;
+    let Options {
+        pods,
+        go_qps,
+        control_plane,
+    } = options(args)?;
     let go_binary = crate::go_peers::virtual_kubelet()?;
     let exe = std::env::current_exe()?;
-    let stratus = side("Stratus", "vk-stratus", pods, |kubeconfig| {
+    let stratus = side("Stratus", "vk-stratus", pods, control_plane, |kubeconfig| {
         stratus_node_command(&exe, kubeconfig, "vk-stratus")
     })
     .await?;
-    let go = side("Go", "vk-go", pods, |kubeconfig| {
+    let go = side("Go", "vk-go", pods, control_plane, |kubeconfig| {
         go_node_command(&go_binary, kubeconfig, "vk-go", go_qps)
     })
     .await?;
@@ -344,15 +459,19 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         ("rss_bytes_per_pod", stratus.rss_per_pod, go.rss_per_pod),
         ("rss_bytes_idle", stratus.rss_idle, go.rss_idle),
     ];
+    let (suite, plane) = match control_plane {
+        ControlPlane::Embedded => ("kubelet-go", "the harness API server"),
+        ControlPlane::Real => ("kubelet-go-real", "the real control plane"),
+    };
     write_side_by_side(
-        "kubelet-go",
+        suite,
         &[
             ("pods", pods as f64),
             ("pods_per_sec_stratus", pods as f64 / stratus.admission_s),
             ("pods_per_sec_go", pods as f64 / go.admission_s),
         ],
         &rows,
-        &format!("{pods} pods per side"),
+        &format!("{pods} pods per side, on {plane}"),
     )?;
     Ok(())
 }

@@ -37,6 +37,7 @@ use crate::bench_kubelet::{Observer, pod, pod_cache_heap};
 use crate::bench_kubelet_go::{
     NodeProcess, cpu_seconds, go_node_command, phase_limit, rss, stratus_node_command,
 };
+use crate::demo::ControlPlane;
 
 /// Virtual nodes in the Stratus process unless `--nodes` says otherwise.
 const DEFAULT_NODES: usize = 100;
@@ -64,13 +65,13 @@ async fn admit(
     nodes: &[String],
     per_node: usize,
 ) -> Result<Figures, BoxError> {
-    let (server, pid) = (&process.server, process.pid);
+    let (client, pid) = (process.plane.client(), process.pid);
     process.ready(label, nodes).await?;
     let (cpu_before, rss_before) = (cpu_seconds(pid)?, rss(pid)?);
     let total = nodes.len() * per_node;
-    let observer = Observer::start_all(server.client()).await?;
+    let observer = Observer::start_all(client.clone()).await?;
     let started = Instant::now();
-    let bound_at = bind_all(server.client(), nodes, per_node).await?;
+    let bound_at = bind_all(client.clone(), nodes, per_node).await?;
     let bind_s = started.elapsed().as_secs_f64();
     observer
         .running_within(total, phase_limit(per_node))
@@ -89,7 +90,7 @@ async fn admit(
         cpu_s,
         rss_per_pod: (rss_running - rss_before).max(0.0) / total as f64,
         rss_running,
-        running: running_pods(server.client()).await?,
+        running: running_pods(client).await?,
     })
 }
 
@@ -97,7 +98,7 @@ async fn admit(
 /// scheduler binds them: 16 clients at once, round-robin over the nodes (so
 /// every node has work from the start). Returns each pod's bind instant
 /// (when its create was answered).
-async fn bind_all(
+pub(crate) async fn bind_all(
     client: kube::Client,
     nodes: &[String],
     per_node: usize,
@@ -191,13 +192,24 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let names: Vec<String> = (0..nodes).map(|i| format!("vk-{i}")).collect();
     let total = nodes * per_node;
 
-    let process = NodeProcess::start("Stratus", "vk-scale", |kubeconfig| {
-        stratus_node_command(&exe, kubeconfig, &names.join(","))
-    })
+    let process = NodeProcess::start(
+        "Stratus",
+        "vk-scale",
+        ControlPlane::Embedded,
+        |kubeconfig| stratus_node_command(&exe, kubeconfig, &names.join(",")),
+    )
     .await?;
     let result = async {
         let figures = admit(&process, "Stratus", &names, per_node).await?;
-        let cache = pod_cache_heap(&process.server, &names, total).await?;
+        let cache = pod_cache_heap(
+            process
+                .plane
+                .harness()
+                .ok_or("the scale run is on the harness")?,
+            &names,
+            total,
+        )
+        .await?;
         Ok::<_, BoxError>((figures, cache))
     }
     .await;
@@ -205,7 +217,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let (stratus, (cache_heap, cache_chunks)) = result?;
 
     let go_node = vec!["vk-go".to_owned()];
-    let process = NodeProcess::start("Go", "vk-go", |kubeconfig| {
+    let process = NodeProcess::start("Go", "vk-go", ControlPlane::Embedded, |kubeconfig| {
         go_node_command(&go_binary, kubeconfig, "vk-go", go_qps)
     })
     .await?;

@@ -584,6 +584,12 @@ fn spawn(component: &mut Component) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// True if a cluster of `cargo xtask cluster` is up (its state saved and
+/// every component running).
+pub(crate) fn is_up() -> bool {
+    State::load().is_some_and(|s| s.components.iter().all(|c| alive(c.pid)))
+}
+
 fn alive(pid: u32) -> bool {
     pid != 0
         && std::fs::read_to_string(format!("/proc/{pid}/stat"))
