@@ -61,6 +61,10 @@ struct Inner {
     changed: watch::Sender<u64>,
     /// The change last written (or failed), for tests and the stop.
     written: watch::Sender<u64>,
+    /// Held while the table is written; true once it is deleted, after
+    /// which nothing writes it again (a cut due after the stop would
+    /// otherwise bring the table back).
+    deleted: tokio::sync::Mutex<bool>,
 }
 
 /// What the table should hold.
@@ -103,6 +107,7 @@ impl Nat {
             rules: Mutex::default(),
             changed: watch::channel(0).0,
             written: watch::channel(0).0,
+            deleted: tokio::sync::Mutex::new(false),
         });
         tokio::spawn(write_rules(
             Arc::downgrade(&inner),
@@ -176,6 +181,8 @@ impl Nat {
 
     /// Delete the table: the kernel forgets every rule.
     pub(crate) async fn stop(&self) {
+        let mut deleted = self.0.deleted.lock().await;
+        *deleted = true;
         if let Err(e) = nft(&format!("delete table ip {}\n", self.0.table)).await {
             tracing::error!(error = %e, table = %self.0.table, "the nftables table cannot be deleted");
         }
@@ -233,9 +240,14 @@ async fn write_rules(inner: std::sync::Weak<Inner>, mut changed: watch::Receiver
             rules.cut.retain(|_, until| *until > now);
             rules.clone()
         };
+        let deleted = inner.deleted.lock().await;
+        if *deleted {
+            return;
+        }
         if let Err(e) = nft(&script(&inner.table, &rules)).await {
             tracing::error!(error = %e, "the load balancers' kernel rules cannot be written; the proxy serves");
         }
+        drop(deleted);
         inner.written.send_replace(version);
     }
 }
@@ -388,6 +400,7 @@ mod tests {
             rules: Mutex::default(),
             changed,
             written: watch::channel(0).0,
+            deleted: tokio::sync::Mutex::new(false),
         }));
         let key = ("127.78.0.4".parse().unwrap(), Protocol::Tcp, 80);
         let other = ("127.78.0.5".parse().unwrap(), Protocol::Tcp, 80);

@@ -915,10 +915,46 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
         "cut before the drain time"
     );
 
+    // A load balancer deleted just before the stop: its cut, due after the
+    // stop, does not bring the table back.
+    let (status, body) = api(
+        &cloud,
+        "PUT",
+        "/v1/load-balancers/late",
+        &format!(
+            r#"{{"listeners":[{{"protocol":"TCP","port":7,"backends":[{{"address":"{echo_ip}","port":{echo_port}}}]}}]}}"#
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let late: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let late_address: SocketAddr = format!("{}:7", late["address"].as_str().unwrap())
+        .parse()
+        .unwrap();
+    // Until its rule is in (the echo server sees the client's own address).
+    loop {
+        let mut s = TcpStream::connect(late_address).await.unwrap();
+        let mut peer = [0u8; 64];
+        let n = s.read(&mut peer).await.unwrap();
+        if String::from_utf8_lossy(&peer[..n]).trim() == s.local_addr().unwrap().to_string() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no kernel rule");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, _) = api(&cloud, "DELETE", "/v1/load-balancers/late", "").await;
+    assert_eq!(status, 204);
+
     cloud.stop().await;
     assert!(
         our_nft_tables().is_empty(),
         "the stopped cloud's table is gone"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        our_nft_tables().is_empty(),
+        "a cut after the stop brought the table back"
     );
     drop(servers);
 }
