@@ -606,6 +606,13 @@ async fn a_provider_that_follows_its_node_learns_its_pod_cidr_at_once() {
         || async { follows.seen.lock().unwrap().first() == Some(&None) },
     )
     .await;
+    // The other node registers on its own time: patched once it is there.
+    eventually(
+        "the other node registered",
+        Duration::from_secs(10),
+        || async { nodes.get_opt("ignores").await.is_ok_and(|n| n.is_some()) },
+    )
+    .await;
     for name in ["follows", "ignores"] {
         let patch = serde_json::json!({"spec": {"podCIDR": "198.19.7.0/24", "podCIDRs": ["198.19.7.0/24"]}});
         nodes
