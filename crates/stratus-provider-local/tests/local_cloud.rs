@@ -712,6 +712,23 @@ async fn fetch_direct(address: SocketAddr) -> (String, bool) {
     (name.to_owned(), peer == mine.to_string())
 }
 
+/// A connection to `address` (an echo load balancer whose server first
+/// writes the peer it sees) once the kernel carries it: the server sees
+/// the client's own address. Within 5 s.
+async fn kernel_carried(address: SocketAddr) -> TcpStream {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = TcpStream::connect(address).await.unwrap();
+        let mut peer = [0u8; 64];
+        let n = s.read(&mut peer).await.unwrap();
+        if String::from_utf8_lossy(&peer[..n]).trim() == s.local_addr().unwrap().to_string() {
+            return s;
+        }
+        assert!(std::time::Instant::now() < deadline, "no kernel rule");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The nftables tables of this test process's clouds.
 fn our_nft_tables() -> Vec<String> {
     let out = std::process::Command::new("nft")
@@ -867,18 +884,7 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
     let echo_address: SocketAddr = format!("{}:7", echo_lb["address"].as_str().unwrap())
         .parse()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut long = loop {
-        let mut s = TcpStream::connect(echo_address).await.unwrap();
-        let mut peer = [0u8; 64];
-        let n = s.read(&mut peer).await.unwrap();
-        let seen = String::from_utf8_lossy(&peer[..n]).trim().to_owned();
-        if seen == s.local_addr().unwrap().to_string() {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "no kernel rule");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let mut long = kernel_carried(echo_address).await;
     async fn round_trip(s: &mut TcpStream) -> bool {
         let exchange = async {
             s.write_all(b"ping").await?;
@@ -927,22 +933,11 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let late: serde_json::Value = serde_json::from_str(&body).unwrap();
     let late_address: SocketAddr = format!("{}:7", late["address"].as_str().unwrap())
         .parse()
         .unwrap();
-    // Until its rule is in (the echo server sees the client's own address).
-    loop {
-        let mut s = TcpStream::connect(late_address).await.unwrap();
-        let mut peer = [0u8; 64];
-        let n = s.read(&mut peer).await.unwrap();
-        if String::from_utf8_lossy(&peer[..n]).trim() == s.local_addr().unwrap().to_string() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no kernel rule");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    kernel_carried(late_address).await;
     let (status, _) = api(&cloud, "DELETE", "/v1/load-balancers/late", "").await;
     assert_eq!(status, 204);
 
