@@ -74,7 +74,9 @@ pub struct PodCall {
 #[derive(Default)]
 struct State {
     latency: Duration,
-    pods: BTreeMap<String, Pod>,
+    /// Boxed: a `Pod` is about 2.5 KB inline, and a map's nodes hold
+    /// their values inline with room to spare.
+    pods: BTreeMap<String, Box<Pod>>,
     calls: crate::call_log::CallLog<PodCall>,
     failures: BTreeMap<&'static str, VecDeque<PodError>>,
     callback: Option<PodStatusCallback>,
@@ -193,20 +195,24 @@ impl MockPodProvider {
 
     /// The pods the provider runs, by `namespace/name`.
     pub fn pods(&self) -> BTreeMap<String, Pod> {
-        self.lock().pods.clone()
+        self.lock()
+            .pods
+            .iter()
+            .map(|(k, pod)| (k.clone(), Pod::clone(pod)))
+            .collect()
     }
 
     /// Put a pod in the provider directly (one the node does not know: a
     /// dangling pod).
     pub fn insert(&self, pod: Pod) {
-        self.lock().pods.insert(key_of(&pod), pod);
+        self.lock().pods.insert(key_of(&pod), Box::new(pod));
     }
 
     /// Remove a pod behind the node's back (it vanished in the backend).
     pub fn remove(&self, namespace: &str, name: &str) -> Option<Pod> {
         let removed = self.lock().pods.remove(&key(namespace, name));
         self.changed.send_modify(|n| *n += 1);
-        removed
+        removed.map(|pod| *pod)
     }
 
     /// Change a pod's status and notify it (a container crashed, ...).
@@ -217,7 +223,7 @@ impl MockPodProvider {
                 return;
             };
             f(pod.status.get_or_insert_with(Default::default));
-            pod.clone()
+            Pod::clone(pod)
         };
         self.notify(notified);
     }
@@ -231,7 +237,7 @@ impl MockPodProvider {
                 return;
             };
             pod.metadata.deletion_timestamp = Some(now());
-            pod.clone()
+            Pod::clone(pod)
         };
         self.notify(notified);
     }
@@ -394,7 +400,7 @@ impl PodLifecycleHandler for MockPodProvider {
         stored.status = Some(self.started(pod));
         {
             let mut s = self.lock();
-            s.pods.insert(k.clone(), stored.clone());
+            s.pods.insert(k.clone(), Box::new(stored.clone()));
             capabilities::start_logs(&mut s.logs, &stored);
         }
         self.notify(stored);
@@ -418,10 +424,12 @@ impl PodLifecycleHandler for MockPodProvider {
                     "pod {k} is not in the provider"
                 )));
             };
-            let status = existing.status.clone();
-            *existing = pod.clone();
-            existing.status = status;
-            existing.clone()
+            let status = existing.status.take();
+            **existing = Pod {
+                status,
+                ..pod.clone()
+            };
+            Pod::clone(existing)
         };
         self.notify(updated);
         Ok(())
@@ -455,13 +463,17 @@ impl PodLifecycleHandler for MockPodProvider {
             0,
             "Terminated",
         );
-        self.notify(removed);
+        self.notify(*removed);
         Ok(())
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>> {
         self.begin("get_pod", key(namespace, name)).await?;
-        Ok(self.lock().pods.get(&key(namespace, name)).cloned())
+        Ok(self
+            .lock()
+            .pods
+            .get(&key(namespace, name))
+            .map(|pod| Pod::clone(pod)))
     }
 
     async fn get_pod_status(&self, namespace: &str, name: &str) -> Result<Option<PodStatus>> {
@@ -475,7 +487,7 @@ impl PodLifecycleHandler for MockPodProvider {
 
     async fn get_pods(&self) -> Result<Vec<Pod>> {
         self.begin("get_pods", String::new()).await?;
-        Ok(self.lock().pods.values().cloned().collect())
+        Ok(self.lock().pods.values().map(|pod| Pod::clone(pod)).collect())
     }
 
     fn notifier(&self) -> Option<&dyn PodNotifier> {
