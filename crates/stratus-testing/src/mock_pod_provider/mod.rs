@@ -487,7 +487,12 @@ impl PodLifecycleHandler for MockPodProvider {
 
     async fn get_pods(&self) -> Result<Vec<Pod>> {
         self.begin("get_pods", String::new()).await?;
-        Ok(self.lock().pods.values().map(|pod| Pod::clone(pod)).collect())
+        Ok(self
+            .lock()
+            .pods
+            .values()
+            .map(|pod| Pod::clone(pod))
+            .collect())
     }
 
     fn notifier(&self) -> Option<&dyn PodNotifier> {
