@@ -1,8 +1,12 @@
-//! `cargo xtask bench ccm-go [--nodes N] [--services S] [--kube-api-qps Q]`:
-//! Stratus's cloud controller manager and a Go one built on
-//! k8s.io/cloud-provider side by side, in the same run, each as its own
-//! processes against its own fresh harness API server (the same objects and
-//! workload), one after the other.
+//! `cargo xtask bench ccm-go [--nodes N] [--services S] [--kube-api-qps Q]
+//! [--control-plane embedded|real]`: Stratus's cloud controller manager and
+//! a Go one built on k8s.io/cloud-provider side by side, in the same run,
+//! each as its own processes against its own fresh API server (the same
+//! objects and workload), one after the other: a harness API server
+//! (`embedded`, the default; the objects written into its store), or a real
+//! control plane (`real`: `cargo xtask cluster up` for each side, without
+//! kube-controller-manager's node lifecycle controller, taken down after
+//! it; the objects created through the API; no cluster may be up before).
 //!
 //! - Stratus: the manager command (`stratus_ccm::app::Command`, as a
 //!   vendor's binary runs it) over FakeCloud, run as a child of this
@@ -36,8 +40,13 @@
 //!    then one node added, until every load balancer has it as a host
 //!    (time, cloud calls).
 //!
-//! CPU seconds are the three processes' total (`/proc/<pid>/stat`).
-//! `target/bench/ccm-go.json` has each figure as `<metric>_stratus`,
+//! CPU seconds are the three processes' total (`/proc/<pid>/stat`). API
+//! requests and writes are the manager's own (User-Agent
+//! `cloud-controller-manager/...`, as both managers' clients name
+//! themselves): from the harness's request log, or from kube-apiserver's
+//! audit log on a real plane.
+//! `target/bench/ccm-go.json` (`ccm-go-real.json` on the real control
+//! plane) has each figure as `<metric>_stratus`,
 //! `<metric>_go` and `<metric>_ratio_stratus_over_go` (below 1 = Stratus
 //! better).
 
@@ -45,17 +54,18 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use stratus_apiserver::Verb;
-use stratus_testing::{ApiServer, FakeCloud, FakeInstance};
+use stratus_testing::{FakeCloud, FakeInstance};
 
 use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::{CLOUD_LATENCY, CLOUD_QPS, node, tainted};
+use crate::bench_kubelet_go::{Plane, control_plane};
+use crate::demo::ControlPlane;
 
 /// Nodes per side unless `--nodes` says otherwise.
 const DEFAULT_NODES: usize = 5_000;
@@ -93,14 +103,18 @@ struct Options {
     nodes: usize,
     services: usize,
     kube_api_qps: u32,
+    /// The API server each side gets fresh.
+    control_plane: ControlPlane,
 }
 
-/// `[--nodes N] [--services S] [--kube-api-qps Q]`.
+/// `[--nodes N] [--services S] [--kube-api-qps Q] [--control-plane
+/// embedded|real]`.
 fn options(args: &[String]) -> Result<Options, BoxError> {
     let mut o = Options {
         nodes: DEFAULT_NODES,
         services: DEFAULT_SERVICES,
         kube_api_qps: 1_000,
+        control_plane: ControlPlane::Embedded,
     };
     let mut args = args.iter();
     while let Some(flag) = args.next() {
@@ -115,9 +129,10 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
             "--nodes" => o.nodes = number(value)?,
             "--services" => o.services = number(value)?,
             "--kube-api-qps" => o.kube_api_qps = u32::try_from(number(value)?)?,
+            "--control-plane" => o.control_plane = control_plane(value)?,
             _ => {
                 return Err(format!(
-                    "unknown option {flag}; usage: cargo xtask bench ccm-go [--nodes N] [--services S] [--kube-api-qps Q]"
+                    "unknown option {flag}; usage: cargo xtask bench ccm-go [--nodes N] [--services S] [--kube-api-qps Q] [--control-plane embedded|real]"
                 )
                 .into());
             }
@@ -274,32 +289,163 @@ where
     Ok(())
 }
 
-/// One side on a fresh server.
+/// One side on a fresh API server: a harness one, or a real control plane
+/// without kube-controller-manager's node lifecycle controller (these
+/// nodes have no kubelet to post heartbeats: it would mark every one
+/// unreachable and taint it in the middle of the run, which it does not
+/// do in a cluster whose kubelets run).
 async fn side(
     label: &str,
     o: &Options,
     dir: &Path,
     starter: Starter<'_>,
 ) -> Result<Figures, BoxError> {
-    let server = ApiServer::builder().history(2_000_000).start().await?;
-    let result = phases(&server, label, o, dir, starter).await;
-    server.shutdown().await;
+    let plane = Plane::start_without(o.control_plane, &["node-lifecycle-controller"]).await?;
+    let result = phases(&plane, label, o, dir, starter).await;
+    plane.stop().await;
     result
 }
 
+/// Put `objects` on the plane through `api`: written into the harness's
+/// store as they are, or created through the API on a real plane (16 at
+/// once; a Node keeps the status it is created with).
+async fn plant<K>(
+    plane: &Plane,
+    api: &Api<K>,
+    objects: Vec<serde_json::Value>,
+) -> Result<(), BoxError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    if let Some(server) = plane.harness() {
+        for object in objects {
+            server.seed(object)?;
+        }
+        return Ok(());
+    }
+    futures_util::stream::iter(objects)
+        .map(|object| async move {
+            let object: K = serde_json::from_value(object)?;
+            api.create(&PostParams::default(), &object).await?;
+            Ok::<_, BoxError>(())
+        })
+        .buffer_unordered(16)
+        .try_collect::<()>()
+        .await
+}
+
+/// A request the API server answered.
+struct Answered {
+    /// `create`, `patch`, ... (as RBAC spells them).
+    verb: String,
+    /// The resource plural, with `/subresource` if any.
+    resource: String,
+    /// The status code.
+    code: u16,
+}
+
+/// The manager's requests from a point on: the harness's request log
+/// (cleared at the mark), or kube-apiserver's audit log (read from its
+/// length at the mark). Both managers' clients name themselves
+/// `cloud-controller-manager/...` in their User-Agent.
+enum Ledger {
+    Harness,
+    Audit { path: PathBuf, offset: usize },
+}
+
+/// The User-Agent prefix of both managers' requests.
+const MANAGER_AGENT: &str = "cloud-controller-manager/";
+
+impl Ledger {
+    fn mark(plane: &Plane) -> Result<Self, BoxError> {
+        if let Some(server) = plane.harness() {
+            server.clear_requests();
+            return Ok(Self::Harness);
+        }
+        let state = crate::cluster::State::load().ok_or("the control plane is gone")?;
+        let offset = std::fs::metadata(&state.audit_log).map_or(0, |m| m.len() as usize);
+        Ok(Self::Audit {
+            path: state.audit_log,
+            offset,
+        })
+    }
+
+    fn since(&self, plane: &Plane) -> Result<Vec<Answered>, BoxError> {
+        match self {
+            Self::Harness => {
+                let server = plane.harness().ok_or("the harness is gone")?;
+                Ok(server
+                    .requests()
+                    .into_iter()
+                    .filter(|r| r.user_agent.starts_with(MANAGER_AGENT))
+                    .map(|r| Answered {
+                        verb: r.verb.as_str().to_owned(),
+                        resource: r.resource,
+                        code: r.status,
+                    })
+                    .collect())
+            }
+            Self::Audit { path, offset } => {
+                let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let text = String::from_utf8_lossy(text.get(*offset..).unwrap_or_default());
+                Ok(text
+                    .lines()
+                    .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                    .filter(|e| {
+                        e["stage"] == "ResponseComplete"
+                            && e["userAgent"]
+                                .as_str()
+                                .is_some_and(|a| a.starts_with(MANAGER_AGENT))
+                    })
+                    .map(|e| {
+                        let object = &e["objectRef"];
+                        let mut resource =
+                            object["resource"].as_str().unwrap_or_default().to_owned();
+                        if let Some(sub) = object["subresource"].as_str() {
+                            resource = format!("{resource}/{sub}");
+                        }
+                        Answered {
+                            verb: e["verb"].as_str().unwrap_or_default().to_owned(),
+                            resource,
+                            code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+/// How many of `answered` wrote (`update` or `patch`, answered 2xx) one of
+/// `resources`.
+fn writes(answered: &[Answered], resources: &[&str]) -> f64 {
+    answered
+        .iter()
+        .filter(|r| {
+            matches!(r.verb.as_str(), "patch" | "update")
+                && resources.contains(&r.resource.as_str())
+                && r.code < 300
+        })
+        .count() as f64
+}
+
 async fn phases(
-    server: &ApiServer,
+    plane: &Plane,
     label: &str,
     o: &Options,
     dir: &Path,
     starter: Starter<'_>,
 ) -> Result<Figures, BoxError> {
     let kubeconfig = dir.join(format!("{label}.kubeconfig"));
-    std::fs::write(&kubeconfig, server.kubeconfig())?;
+    plane.write_kubeconfig(&kubeconfig)?;
     let log = dir.join(format!("{label}.log"));
-    for i in 0..o.nodes {
-        server.seed(node(&format!("node-{i}"), "ccm", true))?;
-    }
+    let client = plane.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let services: Api<Service> = Api::namespaced(client, "default");
+    let seeded = (0..o.nodes)
+        .map(|i| node(&format!("node-{i}"), "ccm", true))
+        .collect();
+    plant(plane, &nodes, seeded).await?;
     let common = [
         "--cloud-provider=fake".to_owned(),
         "--leader-elect=false".into(),
@@ -320,13 +466,11 @@ async fn phases(
             .collect()
     };
     let limit = Duration::from_secs(900);
-    let nodes: Api<Node> = Api::all(server.client());
     let ours = ListParams::default().labels("bench=ccm");
-    let polls = Arc::new(AtomicUsize::new(0));
     let mut f = Figures::default();
 
     // 1. Every node initialized.
-    server.clear_requests();
+    let ledger = Ledger::mark(plane)?;
     let manager = Manager::start(
         starter,
         &kubeconfig,
@@ -340,10 +484,7 @@ async fn phases(
     let outcome = wait(
         &format!("every node initialized by the {label} manager"),
         limit,
-        || async {
-            polls.fetch_add(1, Ordering::Relaxed);
-            Ok(nodes.list(&ours).await?.items.iter().all(|n| !tainted(n)))
-        },
+        || async { Ok(nodes.list(&ours).await?.items.iter().all(|n| !tainted(n))) },
     )
     .await;
     f.init_s = manager.started.elapsed().as_secs_f64();
@@ -352,16 +493,9 @@ async fn phases(
     tokio::time::sleep(Duration::from_secs(1)).await;
     f.rss_at_nodes = manager.rss()?;
     f.cpu_s += manager.stop();
-    let requests = server.requests();
-    f.init_node_writes = requests
-        .iter()
-        .filter(|r| {
-            matches!(r.verb, Verb::Patch | Verb::Update)
-                && (r.resource == "nodes" || r.resource == "nodes/status")
-                && r.status < 300
-        })
-        .count() as f64;
-    f.init_requests = (requests.len() - polls.swap(0, Ordering::Relaxed)) as f64;
+    let requests = ledger.since(plane)?;
+    f.init_node_writes = writes(&requests, &["nodes", "nodes/status"]);
+    f.init_requests = requests.len() as f64;
 
     // 2. One address-refresh pass.
     let manager = Manager::start(
@@ -393,12 +527,15 @@ async fn phases(
     f.cpu_s += manager.stop();
 
     // 3. S LoadBalancer Services, then one node added.
-    for i in 0..o.services {
-        server.seed(json!({"apiVersion": "v1", "kind": "Service",
+    let seeded = (0..o.services)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": format!("lb-{i}"), "namespace": "default"},
-            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}}))?;
-    }
-    server.clear_requests();
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}})
+        })
+        .collect();
+    plant(plane, &services, seeded).await?;
+    let ledger = Ledger::mark(plane)?;
     let manager = Manager::start(
         starter,
         &kubeconfig,
@@ -406,7 +543,6 @@ async fn phases(
         &flags(&["--controllers=service"]),
         &log,
     )?;
-    let services: Api<Service> = Api::namespaced(server.client(), "default");
     let outcome = wait(
         &format!("every Service given an ingress by the {label} manager"),
         limit,
@@ -432,17 +568,9 @@ async fn phases(
     outcome?;
     let ensure_calls = manager.cloud("").await?.0;
     f.lb_ensure_cloud_calls = ensure_calls;
-    f.lb_ensure_service_writes = server
-        .requests()
-        .iter()
-        .filter(|r| {
-            matches!(r.verb, Verb::Patch | Verb::Update)
-                && r.resource.starts_with("services")
-                && r.status < 300
-        })
-        .count() as f64;
+    f.lb_ensure_service_writes = writes(&ledger.since(plane)?, &["services", "services/status"]);
     let added = Instant::now();
-    server.seed(node("node-new", "ccm", false))?;
+    plant(plane, &nodes, vec![node("node-new", "ccm", false)]).await?;
     let services_count = o.services;
     let outcome = wait(
         &format!("every load balancer given the new node by the {label} manager"),
@@ -546,12 +674,16 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         ),
         ("cpu_s", stratus.cpu_s, go.cpu_s),
     ];
+    let (suite, plane) = match o.control_plane {
+        ControlPlane::Embedded => ("ccm-go", "the harness API server"),
+        ControlPlane::Real => ("ccm-go-real", "the real control plane"),
+    };
     write_side_by_side(
-        "ccm-go",
+        suite,
         &[("nodes", o.nodes as f64), ("services", o.services as f64)],
         &rows,
         &format!(
-            "{} nodes, {} LoadBalancer Services per side",
+            "{} nodes, {} LoadBalancer Services per side, on {plane}",
             o.nodes, o.services
         ),
     )?;
@@ -661,5 +793,13 @@ mod tests {
         assert!(options(&args(&["--nodes", "0"])).is_err());
         assert!(options(&args(&["--nodes"])).is_err());
         assert!(options(&args(&["--pods", "3"])).is_err());
+        assert_eq!(o.control_plane, ControlPlane::Embedded);
+        let o = options(&args(&["--control-plane", "real"])).unwrap();
+        assert_eq!(o.control_plane, ControlPlane::Real);
+        let refused = options(&args(&["--control-plane", "kind"])).err().unwrap();
+        assert!(
+            refused.to_string().contains("`embedded` or `real`"),
+            "{refused}"
+        );
     }
 }

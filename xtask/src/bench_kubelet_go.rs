@@ -102,7 +102,17 @@ pub(crate) enum Plane {
 }
 
 impl Plane {
-    async fn start(kind: ControlPlane) -> Result<Self, BoxError> {
+    /// A fresh one of `kind`.
+    pub(crate) async fn start(kind: ControlPlane) -> Result<Self, BoxError> {
+        Self::start_without(kind, &[]).await
+    }
+
+    /// A fresh one of `kind`; a real one without kube-controller-manager's
+    /// controllers `disabled` ([`crate::cluster::up_without`]).
+    pub(crate) async fn start_without(
+        kind: ControlPlane,
+        disabled: &[&str],
+    ) -> Result<Self, BoxError> {
         match kind {
             ControlPlane::Embedded => {
                 // History enough that no watch falls off it behind a
@@ -119,7 +129,7 @@ impl Plane {
                 if crate::cluster::is_up() {
                     return Err("a control plane of `cargo xtask cluster` is up; each side needs a fresh one: run `cargo xtask cluster down` first".into());
                 }
-                let state = crate::cluster::up(None).await?;
+                let state = crate::cluster::up_without(None, disabled).await?;
                 Ok(Self::Real(state.client().await?))
             }
         }
@@ -141,7 +151,8 @@ impl Plane {
         }
     }
 
-    fn write_kubeconfig(&self, path: &Path) -> Result<(), BoxError> {
+    /// Write an administrator's kubeconfig for it to `path`.
+    pub(crate) fn write_kubeconfig(&self, path: &Path) -> Result<(), BoxError> {
         match self {
             Self::Harness(server) => std::fs::write(path, server.kubeconfig())?,
             Self::Real(_) => {
@@ -152,7 +163,8 @@ impl Plane {
         Ok(())
     }
 
-    async fn stop(self) {
+    /// Shut it down (a real one: `cargo xtask cluster down`).
+    pub(crate) async fn stop(self) {
         match self {
             Self::Harness(server) => server.shutdown().await,
             Self::Real(_) => {
@@ -395,15 +407,7 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
                     .parse()
                     .map_err(|e| format!("--go-qps {value}: {e}"))?
             }
-            "--control-plane" => {
-                o.control_plane = match value.as_str() {
-                    "embedded" => ControlPlane::Embedded,
-                    "real" => ControlPlane::Real,
-                    other => {
-                        return Err(format!("--control-plane {other}: `embedded` or `real`").into());
-                    }
-                }
-            }
+            "--control-plane" => o.control_plane = control_plane(value)?,
             _ => {
                 return Err(format!(
                     "unknown option {flag}; usage: cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--control-plane embedded|real]"
@@ -416,6 +420,15 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
         return Err("--pods must be at least 1".into());
     }
     Ok(o)
+}
+
+/// The value of a side-by-side suite's `--control-plane`.
+pub(crate) fn control_plane(value: &str) -> Result<ControlPlane, BoxError> {
+    match value {
+        "embedded" => Ok(ControlPlane::Embedded),
+        "real" => Ok(ControlPlane::Real),
+        other => Err(format!("--control-plane {other}: `embedded` or `real`").into()),
+    }
 }
 
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {

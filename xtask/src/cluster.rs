@@ -360,7 +360,7 @@ rules:
 ";
 
 /// Make the certificates and the components' command lines.
-fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
+fn prepare(dir: &Path, node_address: Option<&str>, disabled: &[&str]) -> Result<State, BoxError> {
     let pki = dir.join("pki");
     let logs = dir.join("logs");
     for d in [&pki, &logs, &dir.join("etcd")] {
@@ -499,7 +499,6 @@ fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
         "--bind-address=127.0.0.1",
         "--leader-elect=false",
         "--use-service-account-credentials=true",
-        "--controllers=*,bootstrapsigner,tokencleaner",
         // The cloud controllers (node, node lifecycle, service, route) are
         // the cloud controller manager's job; node IPAM too, when it runs
         // the node-ipam controller.
@@ -507,6 +506,12 @@ fn prepare(dir: &Path, node_address: Option<&str>) -> Result<State, BoxError> {
         "--allocate-node-cidrs=false",
         "--profiling=false",
     ]);
+    kcm_args.push(
+        std::iter::once("--controllers=*,bootstrapsigner,tokencleaner".to_owned())
+            .chain(disabled.iter().map(|c| format!("-{c}")))
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     kcm_args.extend([
         format!("--secure-port={kcm_port}"),
         path_arg("client-ca-file", &ca.cert),
@@ -792,6 +797,16 @@ pub(crate) async fn wait_for_config_map(
 
 /// Bring the cluster up (see the module docs); the answer is its state.
 pub(crate) async fn up(node_address: Option<&str>) -> Result<State, BoxError> {
+    up_without(node_address, &[]).await
+}
+
+/// [`up`] with kube-controller-manager's controllers `disabled` (their
+/// names, as its `--controllers` flag spells them) off. A cluster that is
+/// already up is kept as it is.
+pub(crate) async fn up_without(
+    node_address: Option<&str>,
+    disabled: &[&str],
+) -> Result<State, BoxError> {
     if let Some(state) = State::load() {
         if state.components.iter().all(|c| alive(c.pid)) {
             eprintln!("cluster: already up ({})", state.server);
@@ -806,7 +821,7 @@ pub(crate) async fn up(node_address: Option<&str>) -> Result<State, BoxError> {
     let dir = cluster_dir();
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let mut state = prepare(&dir, node_address)?;
+    let mut state = prepare(&dir, node_address, disabled)?;
     if let Some(address) = node_address {
         if address_present(address) {
             eprintln!("cluster: {address} is already on the loopback device");
@@ -1287,7 +1302,7 @@ mod tests {
     #[test]
     fn forbidden_requests_are_counted_apart_while_the_api_server_starts() {
         let dir = std::env::temp_dir().join(format!("stratus-audit-test-{}", std::process::id()));
-        let mut state = prepare(&dir, None).unwrap();
+        let mut state = prepare(&dir, None, &[]).unwrap();
         let event = |at: &str, code: u16, agent: &str| {
             serde_json::json!({"verb": "get", "requestURI": "/api/v1/nodes", "userAgent": agent,
                 "requestReceivedTimestamp": at, "responseStatus": {"code": code},
@@ -1339,7 +1354,12 @@ mod tests {
     #[test]
     fn the_components_command_lines_name_their_certificates_and_ports() {
         let dir = std::env::temp_dir().join(format!("stratus-cluster-test-{}", std::process::id()));
-        let state = prepare(&dir, Some(DEFAULT_NODE_ADDRESS)).unwrap();
+        let state = prepare(
+            &dir,
+            Some(DEFAULT_NODE_ADDRESS),
+            &["node-lifecycle-controller"],
+        )
+        .unwrap();
         let apiserver = &state.components[1];
         assert_eq!(apiserver.name, "kube-apiserver");
         assert!(
@@ -1355,6 +1375,9 @@ mod tests {
         );
         let kcm = &state.components[2];
         assert!(kcm.args.contains(&"--cloud-provider=external".to_owned()));
+        assert!(kcm.args.contains(
+            &"--controllers=*,bootstrapsigner,tokencleaner,-node-lifecycle-controller".to_owned()
+        ));
         for c in &state.components {
             assert!(c.health.starts_with("http"), "{}", c.health);
         }
