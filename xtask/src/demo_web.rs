@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use stratus_cloud::helpers::ingress_ip;
 use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::resources::ApiResources;
 use stratus_provider_process::{HostNode, PodNetwork, ProcessConfig, ProcessProvider};
@@ -298,19 +299,6 @@ async fn udp_exchange(addr: SocketAddr) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-/// The Service's external IP.
-fn ingress_ip(svc: &Service) -> Option<String> {
-    svc.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .ip
-        .clone()
-}
-
 /// The IPs of the app's pods, sorted.
 async fn pod_ips(pods: &Api<Pod>) -> Result<Vec<String>, String> {
     let labelled = ListParams::default().labels(&format!("app={APP}"));
@@ -437,6 +425,7 @@ impl WebDemo {
                 .flatten()
                 .as_ref()
                 .and_then(ingress_ip)
+                .map(str::to_owned)
         })
         .await?;
         let external_ip_after = created.elapsed();

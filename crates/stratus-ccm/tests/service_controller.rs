@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use stratus_cloud::helpers::ingress_ip;
 
 use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -22,18 +23,6 @@ fn lb_service(name: &str, class: Option<&str>) -> Service {
         spec["loadBalancerClass"] = json!(c);
     }
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
-}
-
-fn ingress_ip(svc: &Service) -> Option<String> {
-    svc.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .ip
-        .clone()
 }
 
 async fn reasons(cluster: &TestCluster, service: &str) -> Vec<String> {

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
+use stratus_cloud::helpers::ingress_ip;
 use stratus_local_cloud::{Config, LocalCloud};
 use stratus_provider_local::{Backends, LocalProvider};
 use stratus_testing::{NodeSpec, TestCluster, eventually};
@@ -32,18 +33,6 @@ struct Command {
 }
 
 const WAIT: Duration = Duration::from_secs(15);
-
-fn ingress_ip(svc: &Service) -> Option<String> {
-    svc.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .ip
-        .clone()
-}
 
 /// Act as the pod's kubelet: its IP, Running, Ready or not.
 async fn report(pods: &Api<Pod>, name: &str, ip: &str, ready: bool) {
@@ -325,7 +314,7 @@ async fn a_load_balancer_outlives_a_restart_of_its_cloud_and_the_stop_of_its_man
         "the restarted cloud was written to: {calls:?}"
     );
     assert_eq!(
-        ingress_ip(&services.get("web").await.unwrap()).as_deref(),
+        ingress_ip(&services.get("web").await.unwrap()),
         Some(ip.as_str())
     );
 
@@ -490,7 +479,9 @@ async fn expose_web(services: &Api<Service>) -> SocketAddr {
         ingress_ip(&services.get("web").await.unwrap()).is_some()
     })
     .await;
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let ip = ingress_ip(&services.get("web").await.unwrap())
+        .unwrap()
+        .to_owned();
     format!("{ip}:80").parse().unwrap()
 }
 
@@ -748,7 +739,9 @@ async fn kubectl_exposed_web(
         ingress_ip(&services.get("web").await.unwrap()).is_some()
     })
     .await;
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let ip = ingress_ip(&services.get("web").await.unwrap())
+        .unwrap()
+        .to_owned();
     let address: SocketAddr = format!("{ip}:80").parse().unwrap();
     let mut seen = BTreeMap::<String, u32>::new();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1133,7 +1126,9 @@ async fn local_traffic_policy(
         ingress_ip(&services.get("web").await.unwrap()).is_some()
     })
     .await;
-    let ip = ingress_ip(&services.get("web").await.unwrap()).unwrap();
+    let ip = ingress_ip(&services.get("web").await.unwrap())
+        .unwrap()
+        .to_owned();
     let address: SocketAddr = format!("{ip}:80").parse().unwrap();
     let name = stratus_cloud::helpers::default_load_balancer_name(&svc);
     let lb: serde_json::Value = cloud_client

@@ -22,7 +22,7 @@ pub use provider_id::{ProviderId, ProviderIdError};
 pub use service::{
     DEFAULT_LOAD_BALANCER_SOURCE_RANGE, EXTERNAL_TRAFFIC_POLICY_LOCAL, HEALTH_CHECK_PATH,
     SERVICE_TYPE_LOAD_BALANCER, SERVICE_TYPE_NODE_PORT, SourceRanges, SourceRangesError,
-    has_load_balancer_finalizer, health_check_path_port, is_load_balancer_backend,
+    has_load_balancer_finalizer, health_check_path_port, ingress_ip, is_load_balancer_backend,
     load_balancer_source_ranges, load_balancer_status_equal, needs_cleanup, needs_health_check,
     parse_go_bool, requests_only_local_traffic, wants_load_balancer,
 };

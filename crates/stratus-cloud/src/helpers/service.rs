@@ -149,6 +149,44 @@ pub fn load_balancer_source_ranges(service: &Service) -> Result<SourceRanges, So
     })
 }
 
+/// The first IP of the Service's load balancer ingress
+/// (`status.loadBalancer.ingress[0].ip`), if it has one: the address
+/// clients reach the Service on once the load balancer is ensured.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::{
+///     LoadBalancerIngress, LoadBalancerStatus, Service, ServiceStatus,
+/// };
+/// use stratus_cloud::helpers::ingress_ip;
+///
+/// let svc = Service {
+///     status: Some(ServiceStatus {
+///         load_balancer: Some(LoadBalancerStatus {
+///             ingress: Some(vec![LoadBalancerIngress {
+///                 ip: Some("203.0.113.7".into()),
+///                 ..Default::default()
+///             }]),
+///         }),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// assert_eq!(ingress_ip(&svc), Some("203.0.113.7"));
+/// assert_eq!(ingress_ip(&Service::default()), None);
+/// ```
+pub fn ingress_ip(service: &Service) -> Option<&str> {
+    service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .as_deref()
+}
+
 /// True if the Service keeps external traffic on the receiving node:
 /// `externalTrafficPolicy: Local` on a LoadBalancer or NodePort Service (Go:
 /// `RequestsOnlyLocalTraffic`).
