@@ -27,8 +27,8 @@ use stratus_cloud::helpers::ingress_ip;
 use stratus_kubelet::node::NodeConfig;
 use stratus_kubelet::resources::ApiResources;
 use stratus_provider_process::{HostNode, PodNetwork, ProcessConfig, ProcessProvider};
+use stratus_testing::http_status::page;
 use stratus_testing::kubelet_api::{KubeletApiSite, virtual_node_builder_at};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::demo_local_cloud::LocalCloudDemo;
@@ -263,25 +263,6 @@ fn kubectl(kubeconfig: &Path, namespace: &str, args: &[&str]) -> Result<Option<(
     }
 }
 
-/// `GET /` over HTTP/1.0: the body of a 200 answer, or what went wrong.
-async fn get_body(addr: SocketAddr) -> Result<String, String> {
-    let exchange = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await?;
-        s.write_all(b"GET / HTTP/1.0\r\nHost: demo\r\n\r\n").await?;
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).await?;
-        Ok::<_, std::io::Error>(answer)
-    };
-    let answer = tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| e.to_string())?;
-    match answer.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.0 200") => Ok(body.to_owned()),
-        _ => Err(format!("answer {answer:?}")),
-    }
-}
-
 /// One datagram to `addr`: the answer, or why none came.
 async fn udp_exchange(addr: SocketAddr) -> Result<String, String> {
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
@@ -438,11 +419,11 @@ impl WebDemo {
         wait_for(
             "a page through the external IP",
             Duration::from_secs(30),
-            || async { get_body(address).await.is_ok() },
+            || async { page(address, "demo").await.is_ok() },
         )
         .await?;
         for _ in 0..30 {
-            *answers.entry(get_body(address).await?).or_default() += 1;
+            *answers.entry(page(address, "demo").await?).or_default() += 1;
         }
         if answers.len() != REPLICAS {
             return Err(format!(
@@ -508,7 +489,7 @@ impl WebDemo {
         let load = tokio::spawn(async move {
             let (mut ok, mut failed) = (0u64, Vec::new());
             while !*done_rx.borrow() || ok + (failed.len() as u64) < RESTART_REQUESTS {
-                match get_body(address).await {
+                match page(address, "demo").await {
                     Ok(_) => ok += 1,
                     Err(e) => failed.push(e),
                 }
@@ -663,7 +644,10 @@ async fn rollout_restart(
             let direct: SocketAddr = format!("{pod_ip}:8080")
                 .parse()
                 .map_err(|e| format!("{pod_ip}: {e}"))?;
-            if get_body(direct).await.is_ok_and(|answer| answer == name) {
+            if page(direct, "demo")
+                .await
+                .is_ok_and(|answer| answer == name)
+            {
                 out_while_serving.insert(name);
             }
         }

@@ -21,6 +21,7 @@ use stratus_ccm::app::{CloudControllerManager, ManagerOptions};
 use stratus_cloud::helpers::ingress_ip;
 use stratus_local_cloud::{Config, LocalCloud};
 use stratus_provider_local::{Backends, LocalProvider};
+use stratus_testing::http_status::page;
 use stratus_testing::{NodeSpec, TestCluster, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -672,25 +673,6 @@ async fn pod_ready(pods: &Api<Pod>, name: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// `GET /` over HTTP/1.0: the body of a 200 answer, or what went wrong.
-async fn get_body(addr: SocketAddr) -> Result<String, String> {
-    let exchange = async {
-        let mut s = TcpStream::connect(addr).await?;
-        s.write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n").await?;
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).await?;
-        Ok::<_, std::io::Error>(answer)
-    };
-    let answer = tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| "no answer within 5 s".to_owned())?
-        .map_err(|e| e.to_string())?;
-    match answer.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.0 200") => Ok(body.to_owned()),
-        _ => Err(format!("answer {answer:?}")),
-    }
-}
-
 /// `kubectl create service loadbalancer web --tcp=80:8080` (selector
 /// `app=web`), or the same Service through the API where kubectl is not
 /// installed.
@@ -746,7 +728,7 @@ async fn kubectl_exposed_web(
     let mut seen = BTreeMap::<String, u32>::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while seen.len() < 3 && Instant::now() < deadline {
-        match get_body(address).await {
+        match page(address, "web").await {
             Ok(name) => *seen.entry(name).or_default() += 1,
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
@@ -784,7 +766,7 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
     );
 
     // Requests, one after the other, for the whole restart.
-    let (done_tx, client) = requests_until_done(move || get_body(address));
+    let (done_tx, client) = requests_until_done(move || page(address, "web"));
 
     // The rolling restart, as a Deployment's (maxSurge 1, maxUnavailable
     // 0): a new pod Ready, then an old one deleted.
@@ -810,7 +792,7 @@ async fn process_pods_behind_a_kubectl_created_service_restart_without_a_failed_
         )
         .await;
         let direct: SocketAddr = format!("{}:8080", process_node_ip(i)).parse().unwrap();
-        assert_eq!(get_body(direct).await.as_deref(), Ok(old.as_str()));
+        assert_eq!(page(direct, "web").await.as_deref(), Ok(old.as_str()));
         eventually(&format!("{old} gone"), Duration::from_secs(20), || async {
             matches!(pods.get_opt(&old).await, Ok(None))
         })
@@ -959,7 +941,7 @@ async fn pods_get_addresses_from_their_node_s_pod_cidr_joined_by_the_cloud_s_rou
         assert_ne!(status.host_ip.as_deref(), Some(ip.as_str()));
         // Its server answers at its own address.
         let direct: SocketAddr = format!("{ip}:8080").parse().unwrap();
-        assert_eq!(get_body(direct).await.as_deref(), Ok(name));
+        assert_eq!(page(direct, "web").await.as_deref(), Ok(name));
         ips.push(ip);
     }
     let unique: std::collections::BTreeSet<_> = ips.iter().collect();
