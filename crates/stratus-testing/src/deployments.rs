@@ -256,10 +256,7 @@ async fn sync_deployment(
                 "namespace": ns,
                 "labels": labels,
                 "annotations": {REVISION_ANNOTATION: next_revision.to_string()},
-                "ownerReferences": [{
-                    "apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": uid,
-                    "controller": true, "blockOwnerDeletion": true,
-                }],
+                "ownerReferences": [controller_reference("Deployment", name, uid)],
             },
             "spec": {"replicas": first, "selector": selector, "template": pod_template},
         }))
@@ -504,10 +501,8 @@ async fn sync_replica_set(
             });
             pod["metadata"]["generateName"] = json!(format!("{name}-"));
             pod["metadata"]["namespace"] = json!(ns);
-            pod["metadata"]["ownerReferences"] = json!([{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": uid,
-                "controller": true, "blockOwnerDeletion": true,
-            }]);
+            pod["metadata"]["ownerReferences"] =
+                json!([controller_reference("ReplicaSet", name, uid)]);
             let pod: Pod = serde_json::from_value(pod).map_err(kube::Error::SerdeError)?;
             pods_api.create(&PostParams::default(), &pod).await?;
         }
@@ -544,6 +539,16 @@ async fn sync_replica_set(
             .await?;
     }
     Ok(())
+}
+
+/// The ownerReference a controller of kind `kind` (in `apps/v1`) puts on
+/// what it creates: `controller` and `blockOwnerDeletion` set, as Go's
+/// Deployment and ReplicaSet controllers set them.
+fn controller_reference(kind: &str, name: &str, uid: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+        "controller": true, "blockOwnerDeletion": true,
+    })
 }
 
 #[cfg(test)]
