@@ -121,6 +121,15 @@ impl Targets {
             .clone()
     }
 
+    /// Whether the load balancer has an HTTP health check (read without
+    /// copying it: asked on every connection).
+    fn has_check(&self) -> bool {
+        self.check
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+
     /// Replace the backends and the health check, keeping what is known of
     /// the backends that stay. A new backend is healthy until a connection
     /// fails without an HTTP check, unhealthy until it answers one with it;
@@ -427,7 +436,7 @@ async fn forward_tcp(
             Ok(Ok(stream)) => {
                 // With an HTTP check, only its answer makes a backend healthy
                 // (a node's NodePort accepts even where it has no endpoint).
-                if targets.check().is_none() {
+                if !targets.has_check() {
                     target.healthy.store(true, Ordering::Relaxed);
                 }
                 backend = Some(stream);
