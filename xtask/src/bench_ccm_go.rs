@@ -349,7 +349,9 @@ struct Answered {
 /// length at the mark). Both managers' clients name themselves
 /// `cloud-controller-manager/...` in their User-Agent.
 enum Ledger {
+    /// The harness's request log, cleared at the mark.
     Harness,
+    /// kube-apiserver's audit log, from `offset` (its length at the mark).
     Audit { path: PathBuf, offset: usize },
 }
 
@@ -387,7 +389,12 @@ impl Ledger {
             }
             Self::Audit { path, offset } => {
                 let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-                let text = String::from_utf8_lossy(text.get(*offset..).unwrap_or_default());
+                // A log shorter than at the mark was rotated in between: its
+                // count would be short, so there is none.
+                let text = text
+                    .get(*offset..)
+                    .ok_or_else(|| format!("{} was rotated during the phase", path.display()))?;
+                let text = String::from_utf8_lossy(text);
                 Ok(text
                     .lines()
                     .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
