@@ -359,7 +359,8 @@ rules:
 - level: Metadata
 ";
 
-/// Make the certificates and the components' command lines.
+/// Make the certificates and the components' command lines, with
+/// kube-controller-manager's controllers `disabled` off.
 fn prepare(dir: &Path, node_address: Option<&str>, disabled: &[&str]) -> Result<State, BoxError> {
     let pki = dir.join("pki");
     let logs = dir.join("logs");
