@@ -729,6 +729,30 @@ async fn kernel_carried(address: SocketAddr) -> TcpStream {
     }
 }
 
+/// Put load balancer `name` with one TCP listener on `port` to `backend`
+/// through the cloud's API: the address it serves on.
+async fn put_tcp_balancer(
+    cloud: &LocalCloud,
+    name: &str,
+    port: u16,
+    backend: SocketAddr,
+) -> SocketAddr {
+    let body = serde_json::json!({"listeners": [{"protocol": "TCP", "port": port,
+        "backends": [{"address": backend.ip().to_string(), "port": backend.port()}]}]});
+    let (status, body) = api(
+        cloud,
+        "PUT",
+        &format!("/v1/load-balancers/{name}"),
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    format!("{}:{port}", answer["address"].as_str().unwrap())
+        .parse()
+        .unwrap()
+}
+
 /// The nftables tables of this test process's clouds.
 fn our_nft_tables() -> Vec<String> {
     let out = std::process::Command::new("nft")
@@ -870,20 +894,8 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
             });
         }
     });
-    let (status, body) = api(
-        &cloud,
-        "PUT",
-        "/v1/load-balancers/echo",
-        &format!(
-            r#"{{"listeners":[{{"protocol":"TCP","port":7,"backends":[{{"address":"{echo_ip}","port":{echo_port}}}]}}]}}"#
-        ),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let echo_lb: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let echo_address: SocketAddr = format!("{}:7", echo_lb["address"].as_str().unwrap())
-        .parse()
-        .unwrap();
+    let echo_backend: SocketAddr = (echo_ip.parse::<std::net::IpAddr>().unwrap(), echo_port).into();
+    let echo_address = put_tcp_balancer(&cloud, "echo", 7, echo_backend).await;
     let mut long = kernel_carried(echo_address).await;
     async fn round_trip(s: &mut TcpStream) -> bool {
         let exchange = async {
@@ -923,20 +935,7 @@ async fn with_kernel_forwarding_connections_go_straight_to_healthy_backends() {
 
     // A load balancer deleted just before the stop: its cut, due after the
     // stop, does not bring the table back.
-    let (status, body) = api(
-        &cloud,
-        "PUT",
-        "/v1/load-balancers/late",
-        &format!(
-            r#"{{"listeners":[{{"protocol":"TCP","port":7,"backends":[{{"address":"{echo_ip}","port":{echo_port}}}]}}]}}"#
-        ),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let late: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let late_address: SocketAddr = format!("{}:7", late["address"].as_str().unwrap())
-        .parse()
-        .unwrap();
+    let late_address = put_tcp_balancer(&cloud, "late", 7, echo_backend).await;
     kernel_carried(late_address).await;
     let (status, _) = api(&cloud, "DELETE", "/v1/load-balancers/late", "").await;
     assert_eq!(status, 204);
