@@ -422,13 +422,11 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
     Ok(o)
 }
 
-/// The value of a side-by-side suite's `--control-plane`.
+/// The value of a side-by-side suite's `--control-plane`, spelled as the
+/// demo's `--control-plane` (its `clap::ValueEnum`).
 pub(crate) fn control_plane(value: &str) -> Result<ControlPlane, BoxError> {
-    match value {
-        "embedded" => Ok(ControlPlane::Embedded),
-        "real" => Ok(ControlPlane::Real),
-        other => Err(format!("--control-plane {other}: `embedded` or `real`").into()),
-    }
+    <ControlPlane as clap::ValueEnum>::from_str(value, false)
+        .map_err(|_| format!("--control-plane {value}: `embedded` or `real`").into())
 }
 
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
