@@ -352,7 +352,7 @@ enum Ledger {
     /// The harness's request log, cleared at the mark.
     Harness,
     /// kube-apiserver's audit log, from `offset` (its length at the mark).
-    Audit { path: PathBuf, offset: usize },
+    Audit { path: PathBuf, offset: u64 },
 }
 
 /// The User-Agent prefix of both managers' requests.
@@ -365,7 +365,7 @@ impl Ledger {
             return Ok(Self::Harness);
         }
         let state = crate::cluster::State::load().ok_or("the control plane is gone")?;
-        let offset = std::fs::metadata(&state.audit_log).map_or(0, |m| m.len() as usize);
+        let offset = std::fs::metadata(&state.audit_log).map_or(0, |m| m.len());
         Ok(Self::Audit {
             path: state.audit_log,
             offset,
@@ -388,13 +388,19 @@ impl Ledger {
                     .collect())
             }
             Self::Audit { path, offset } => {
-                let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                use std::io::Seek;
+                let failed = |e: std::io::Error| format!("{}: {e}", path.display());
+                let mut file = std::fs::File::open(path).map_err(failed)?;
                 // A log shorter than at the mark was rotated in between: its
                 // count would be short, so there is none.
-                let text = text
-                    .get(*offset..)
-                    .ok_or_else(|| format!("{} was rotated during the phase", path.display()))?;
-                let text = String::from_utf8_lossy(text);
+                if file.metadata().map_err(failed)?.len() < *offset {
+                    return Err(format!("{} was rotated during the phase", path.display()).into());
+                }
+                file.seek(std::io::SeekFrom::Start(*offset))
+                    .map_err(failed)?;
+                let mut text = Vec::new();
+                file.read_to_end(&mut text).map_err(failed)?;
+                let text = String::from_utf8_lossy(&text);
                 Ok(text
                     .lines()
                     .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())

@@ -168,7 +168,9 @@ impl Plane {
         match self {
             Self::Harness(server) => server.shutdown().await,
             Self::Real(_) => {
-                let _ = tokio::task::spawn_blocking(crate::cluster::down).await;
+                if let Err(e) = tokio::task::spawn_blocking(crate::cluster::down).await {
+                    eprintln!("taking the control plane down: {e}; run `cargo xtask cluster down`");
+                }
             }
         }
     }
