@@ -707,3 +707,54 @@ async fn websocket_channel_protocols_directly() {
         .unwrap();
     assert_eq!(next_binary(&mut socket).await.unwrap(), b"\x00echo me");
 }
+
+/// The protocol a client offering HTTP/2 and HTTP/1.1 gets from a kubelet
+/// API built with `http2` (`None`: the builder's default).
+async fn negotiated(http2: Option<bool>) -> Option<Vec<u8>> {
+    let api = ApiServer::start().await.unwrap();
+    let kubelet_api = KubeletApi::new(
+        "alpn",
+        Arc::new(MockPodProvider::new()),
+        api.client(),
+        ApiAuth::AllowAll,
+    );
+    let mut builder = KubeletServer::builder(kubelet_api).bind("127.0.0.1:0".parse().unwrap());
+    if let Some(offer) = http2 {
+        builder = builder.http2(offer);
+    }
+    let server = builder.start().await.unwrap();
+    let addr = server.local_addr();
+    let (stop, stopped) = watch::channel(false);
+    let serving = tokio::spawn(server.run(stopped));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(stratus_testing::insecure::any_server_certificate(
+            provider,
+        ))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect("localhost".try_into().unwrap(), tcp)
+        .await
+        .unwrap();
+    let protocol = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let _ = stop.send(true);
+    let _ = serving.await;
+    api.shutdown().await;
+    protocol
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_is_offered_only_when_asked() {
+    // As the Go virtual-kubelet's nodeutil: HTTP/1.1 only.
+    assert_eq!(negotiated(None).await.as_deref(), Some(&b"http/1.1"[..]));
+    assert_eq!(
+        negotiated(Some(false)).await.as_deref(),
+        Some(&b"http/1.1"[..])
+    );
+    assert_eq!(negotiated(Some(true)).await.as_deref(), Some(&b"h2"[..]));
+}

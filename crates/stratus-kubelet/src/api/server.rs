@@ -577,6 +577,7 @@ pub struct KubeletServerBuilder {
     addr: SocketAddr,
     certificate: Option<ServingCertificate>,
     client_ca: Option<String>,
+    http2: bool,
 }
 
 impl KubeletServerBuilder {
@@ -600,6 +601,18 @@ impl KubeletServerBuilder {
         self
     }
 
+    /// Offer HTTP/2 through ALPN besides HTTP/1.1 (default: HTTP/1.1
+    /// only, as the Go virtual-kubelet's `nodeutil` serves; the kubelet
+    /// offers both). Exec, attach and port-forward are HTTP/1.1 upgrades
+    /// either way; with HTTP/2, kube-apiserver carries log and proxy
+    /// requests to the node over one multiplexed connection, which on a
+    /// two-core machine cost it and the node about a fifth more CPU per
+    /// byte of log than HTTP/1.1 (docs/benchmarks.md, "Kubelet API").
+    pub fn http2(mut self, offer: bool) -> Self {
+        self.http2 = offer;
+        self
+    }
+
     /// Bind the address and prepare TLS.
     pub async fn start(self) -> Result<KubeletServer, KubeletServerError> {
         let certificate = match self.certificate {
@@ -608,19 +621,23 @@ impl KubeletServerBuilder {
                 stratus_runtime::tls::self_signed(self.api.node(), &[self.api.node(), "localhost"])?
             }
         };
-        let tls = serving::acceptor(
+        let options = serving::ServingOptions {
+            disable_http2: !self.http2,
+            ..Default::default()
+        };
+        let tls = serving::acceptor_with(
             false,
             Some(certificate),
             self.client_ca.as_deref(),
             self.api.node(),
+            &options,
         )?;
-        let listener =
-            Listener::bind(self.addr, tls)
-                .await
-                .map_err(|source| KubeletServerError::Bind {
-                    addr: self.addr,
-                    source,
-                })?;
+        let listener = Listener::bind_with(self.addr, tls, &options)
+            .await
+            .map_err(|source| KubeletServerError::Bind {
+                addr: self.addr,
+                source,
+            })?;
         Ok(KubeletServer {
             api: self.api,
             listener,
@@ -643,6 +660,7 @@ impl KubeletServer {
             addr: SocketAddr::from(([0, 0, 0, 0], 10250)),
             certificate: None,
             client_ca: None,
+            http2: false,
         }
     }
 
