@@ -144,6 +144,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         && target != MEMORY_CHILD
         && target != crate::bench_kubelet_go::STRATUS_NODE_CHILD
         && target != crate::bench_ccm_go::STRATUS_MANAGER_CHILD
+        && target != crate::bench_kubelet_api::STRATUS_NODE_CHILD
     {
         eprintln!(
             "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-scale, kubelet-api, process, offload, failover, local-cloud"
@@ -203,8 +204,10 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         rt.block_on(crate::bench_ccm_go::run(&args[1..]))
     } else if target == crate::bench_kubelet_go::STRATUS_NODE_CHILD {
         rt.block_on(crate::bench_kubelet_go::stratus_node(&args[1..]))
+    } else if target == crate::bench_kubelet_api::STRATUS_NODE_CHILD {
+        rt.block_on(crate::bench_kubelet_api::stratus_node(&args[1..]))
     } else if target == "kubelet-api" {
-        rt.block_on(crate::bench_kubelet_api::run())
+        rt.block_on(crate::bench_kubelet_api::run(&args[1..]))
     } else if target == "process" {
         rt.block_on(crate::bench_process::run())
     } else if target == "offload" {

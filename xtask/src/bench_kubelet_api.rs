@@ -1,21 +1,31 @@
-//! `cargo xtask bench kubelet-api`: the kubelet API's streaming cost.
+//! `cargo xtask bench kubelet-api [--control-plane embedded|real]`: the
+//! kubelet API's streaming cost, Stratus's node against the Go
+//! virtual-kubelet.
 //!
 //! - Exec round trip: 64 bytes written to `cat` on stdin and read back from
 //!   stdout, one at a time, directly to the kubelet API (TLS, WebSocket
-//!   `v5.channel.k8s.io`) and through the harness API server (as kubectl
-//!   goes); the floor is the same echo over a raw loopback TCP socket.
+//!   `v5.channel.k8s.io`) and through the API server (as kubectl goes);
+//!   the floor is the same echo over a raw loopback TCP socket.
 //! - Log streaming: 256 MiB of container log read in one `/containerLogs`
 //!   request, directly and through the API server; the floor is the same
 //!   bytes copied over a raw loopback TCP socket.
 //!
 //! Ratios are measured / floor (1.0 = as fast as a bare socket).
 //!
-//! The Go peer: the Go virtual-kubelet (`tools/go-peers/virtual-kubelet`,
-//! nodeutil's kubelet API behind its webhook authentication and
-//! authorization, a provider whose exec is `cat` and whose log is the same
-//! 256 MiB of text) as its own process, reached through the same API
-//! server: `<metric>_go` and `<metric>_ratio_stratus_over_go` (below 1 =
-//! Stratus better).
+//! Both nodes run as processes of their own, one after the other, on the
+//! same API server: the harness API server (`embedded`, the default;
+//! `target/bench/kubelet-api.json`) or a real control plane (`real`:
+//! `cargo xtask cluster up` with its node address, which kube-apiserver
+//! reaches the kubelet APIs on, taken down after;
+//! `target/bench/kubelet-api-real.json`).
+//!
+//! - Stratus: the virtual-kubelet command ([`STRATUS_NODE_CHILD`]) with a
+//!   provider whose exec is `cat` and whose log is 256 MiB of text
+//!   ([`Firehose`]).
+//! - Go: the Go virtual-kubelet (`tools/go-peers/virtual-kubelet`,
+//!   nodeutil's kubelet API behind its webhook authentication and
+//!   authorization, the same exec and log): `<metric>_go` and
+//!   `<metric>_ratio_stratus_over_go` (below 1 = Stratus better).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,12 +36,14 @@ use futures_util::{SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{Api, AttachParams, LogParams, PostParams};
 use serde_json::json;
-use stratus_kubelet::node::NodeConfig;
 use stratus_pod::{
     ByteStream, ContainerExec, ContainerLogOptions, ContainerLogs, ContainerRef,
     PodLifecycleHandler, Result as PodResult,
 };
+use stratus_testing::kubelet_api::KubeletApiSite;
 use stratus_testing::{ApiServer, MockPodProvider};
+
+use crate::demo::ControlPlane;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -183,20 +195,215 @@ async fn read_all(reader: impl futures_util::AsyncBufRead) -> Result<usize, BoxE
     Ok(total)
 }
 
-pub(crate) async fn run() -> Result<(), BoxError> {
-    let server = ApiServer::start().await?;
-    let provider = Arc::new(Firehose(MockPodProvider::new().with_node_name(NODE)));
-    let node = stratus_testing::kubelet_api::virtual_node_with_api(
-        &server,
-        NodeConfig::new(NODE, "mock"),
-        provider,
-    )
-    .await?;
+/// The API server both nodes register with and kubectl's requests go
+/// through.
+enum Server {
+    /// The harness API server, in this process.
+    Harness(ApiServer),
+    /// A real control plane (`cargo xtask cluster up` with its node
+    /// address), taken down by [`Server::stop`].
+    Real(crate::cluster::State),
+}
+
+impl Server {
+    /// A fresh one of `kind`. A real one needs the node address on the
+    /// loopback device (kube-apiserver does not proxy to 127.0.0.1) and no
+    /// control plane of `cargo xtask cluster` up before it.
+    async fn start(kind: ControlPlane) -> Result<Self, BoxError> {
+        match kind {
+            ControlPlane::Embedded => Ok(Self::Harness(ApiServer::start().await?)),
+            ControlPlane::Real => {
+                if crate::cluster::is_up() {
+                    return Err("a control plane of `cargo xtask cluster` is up; the benchmark needs a fresh one: run `cargo xtask cluster down` first".into());
+                }
+                let state = crate::cluster::up(Some(crate::cluster::DEFAULT_NODE_ADDRESS)).await?;
+                if state.node_address.is_none() {
+                    let _ = tokio::task::spawn_blocking(crate::cluster::down).await;
+                    return Err("the node address could not be added to the loopback device (it takes root), so kube-apiserver cannot reach the kubelet APIs".into());
+                }
+                Ok(Self::Real(state))
+            }
+        }
+    }
+
+    /// Where the nodes serve their kubelet APIs.
+    async fn site(&self) -> Result<KubeletApiSite, BoxError> {
+        match self {
+            Self::Harness(server) => Ok(KubeletApiSite::harness(server)),
+            Self::Real(state) => state.kubelet_api_site().await,
+        }
+    }
+
+    /// A kubeconfig for the Go node: written into `dir` for the harness,
+    /// the administrator's for the real control plane.
+    fn kubeconfig(&self, dir: &std::path::Path) -> Result<std::path::PathBuf, BoxError> {
+        match self {
+            Self::Harness(server) => {
+                let path = dir.join("kubeconfig");
+                server.write_kubeconfig(&path)?;
+                Ok(path)
+            }
+            Self::Real(state) => Ok(state.kubeconfig.clone()),
+        }
+    }
+
+    /// A client of the kubelet API at `address`:`port` with a client
+    /// certificate the API server's CA signed for an administrator (the
+    /// kubelet API asks the API server whether it may).
+    async fn kubelet_client(
+        &self,
+        address: std::net::IpAddr,
+        port: u16,
+    ) -> Result<kube::Client, BoxError> {
+        let url = format!("https://{}", std::net::SocketAddr::from((address, port))).parse()?;
+        let mut config = match self {
+            Self::Harness(server) => {
+                use base64::Engine;
+                let (cert, key) = server.issue_client_certificate("bench", &["system:masters"])?;
+                let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+                let mut config = kube::Config::new(url);
+                config.auth_info.client_certificate_data = Some(b64(cert));
+                config.auth_info.client_key_data = Some(b64(key).into());
+                config
+            }
+            Self::Real(state) => {
+                let mut config = crate::cluster::config_from(&state.kubeconfig).await?;
+                config.cluster_url = url;
+                config.root_cert = None;
+                config
+            }
+        };
+        // The kubelet's serving certificate is its own, as kube-apiserver
+        // (without `--kubelet-certificate-authority`) accepts it.
+        config.accept_invalid_certs = true;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Shut the server down (a real control plane: `cluster down`).
+    async fn stop(self) {
+        match self {
+            Self::Harness(server) => server.shutdown().await,
+            Self::Real(_) => {
+                if let Err(e) = tokio::task::spawn_blocking(crate::cluster::down).await {
+                    eprintln!("taking the control plane down: {e}; run `cargo xtask cluster down`");
+                }
+            }
+        }
+    }
+}
+
+/// `[--control-plane embedded|real]` from the arguments after the suite's
+/// name.
+fn options(args: &[String]) -> Result<ControlPlane, BoxError> {
+    match args {
+        [] => Ok(ControlPlane::Embedded),
+        [flag, value] if flag == "--control-plane" => crate::bench_kubelet_go::control_plane(value),
+        _ => Err(format!(
+            "unknown options {}; usage: cargo xtask bench kubelet-api [--control-plane embedded|real]",
+            args.join(" ")
+        )
+        .into()),
+    }
+}
+
+pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
+    let kind = options(args)?;
+    // The Go peer is built before any server starts.
+    let go_binary = crate::go_peers::virtual_kubelet()?;
+    let server = Server::start(kind).await?;
+    let measured = measure(&server, &go_binary).await;
+    server.stop().await;
+    let metrics = measured?;
+    let (suite, ratios) = match kind {
+        ControlPlane::Embedded => (
+            "kubelet-api",
+            "ratios are measured / floor (1.0 = as fast as a raw loopback socket) and Stratus / Go (below 1 = Stratus better)",
+        ),
+        ControlPlane::Real => (
+            "kubelet-api-real",
+            "through kube-apiserver of a real control plane; ratios are measured / floor (1.0 = as fast as a raw loopback socket) and Stratus / Go (below 1 = Stratus better)",
+        ),
+    };
+    crate::bench::write_results(suite, &metrics, ratios)
+}
+
+/// The benchmark's Stratus node as its own process, as the Go peer runs:
+/// `bench kubelet-api-stratus-node KUBECONFIG ADDRESS CLIENT_CA_FILE`.
+pub(crate) const STRATUS_NODE_CHILD: &str = "kubelet-api-stratus-node";
+
+/// [`STRATUS_NODE_CHILD`]: the virtual-kubelet command (as a vendor's
+/// binary runs it) with the [`Firehose`] provider as node [`NODE`], its
+/// kubelet API on a free port of ADDRESS trusting CLIENT_CA_FILE, on the
+/// API server of KUBECONFIG, until SIGTERM.
+pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
+    let [kubeconfig, address, client_ca] = args else {
+        return Err(
+            format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG ADDRESS CLIENT_CA_FILE").into(),
+        );
+    };
+    let command = stratus_kubelet::app::Command::new().provider("firehose", |init, _| {
+        let provider = Firehose(MockPodProvider::new().with_node_name(&init.node_name));
+        async move { Ok(stratus_kubelet::app::Providers::pods(Arc::new(provider))) }
+    });
+    let args = [
+        "virtual-kubelet".to_owned(),
+        "--provider=firehose".into(),
+        format!("--nodename={NODE}"),
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--node-ip={address}"),
+        format!("--listen-address={address}"),
+        "--kubelet-port=0".into(),
+        format!("--client-ca-file={client_ca}"),
+        "--disable-taint".into(),
+        "--metrics-addr=".into(),
+    ];
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut ready = node.ready();
-    let node_task = tokio::spawn(node.run(stopped));
-    tokio::time::timeout(Duration::from_secs(20), ready.wait_for(|r| *r)).await??;
-    let client = server.client();
+    let mut running = tokio::spawn(command.run_with_args(args, stopped));
+    tokio::select! {
+        () = crate::wait_for_signal() => {
+            let _ = stop.send(true);
+            let _ = running.await;
+            Ok(())
+        }
+        ended = &mut running => Ok(ended??),
+    }
+}
+
+/// Both nodes on `server`, each its own process, one after the other:
+/// every figure.
+async fn measure(
+    server: &Server,
+    go_binary: &std::path::Path,
+) -> Result<Vec<(&'static str, f64)>, BoxError> {
+    let site = server.site().await?;
+    let dir = std::env::temp_dir().join(format!(
+        "stratus-bench-kubelet-api-{}-stratus",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let client_ca = dir.join("kubelet-client-ca.crt");
+    std::fs::write(&client_ca, &site.kubelet_client_ca_pem)?;
+    let kubeconfig = server.kubeconfig(&dir)?;
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .args(["bench", STRATUS_NODE_CHILD])
+        .arg(&kubeconfig)
+        .arg(site.address.to_string())
+        .arg(&client_ca)
+        .spawn()?;
+    let measured = stratus_side(server, &site, go_binary).await;
+    let _ = tokio::task::spawn_blocking(move || crate::bench::stop_child(child)).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    measured
+}
+
+/// Stratus's node is starting on `site`: its figures once its pod runs,
+/// the floors, then the Go node's.
+async fn stratus_side(
+    server: &Server,
+    site: &KubeletApiSite,
+    go_binary: &std::path::Path,
+) -> Result<Vec<(&'static str, f64)>, BoxError> {
+    let client = site.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "bench", "namespace": "default"},
@@ -209,7 +416,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         if phase.as_deref() == Some("Running") {
             break;
         }
-        if started.elapsed() > Duration::from_secs(20) {
+        if started.elapsed() > Duration::from_secs(60) {
             return Err("the bench pod did not start".into());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -223,7 +430,9 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         .and_then(|d| d.kubelet_endpoint)
         .map(|e| e.port)
         .ok_or("the node has no kubelet endpoint")?;
-    let direct = kubelet_client(&server, u16::try_from(kubelet_port)?)?;
+    let direct = server
+        .kubelet_client(site.address, u16::try_from(kubelet_port)?)
+        .await?;
 
     let (floor_echo, floor_copy) = tcp_floor().await?;
 
@@ -243,7 +452,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     }
 
     let mib = LOG_BYTES as f64 / (1024.0 * 1024.0);
-    let mut metrics: Vec<(&str, f64)> = vec![
+    let mut metrics: Vec<(&'static str, f64)> = vec![
         ("exec_rtt_floor_p50_us", percentile(&floor_echo, 0.5)),
         ("exec_rtt_floor_p99_us", percentile(&floor_echo, 0.99)),
         ("exec_rtt_direct_p50_us", percentile(&direct_echo, 0.5)),
@@ -271,7 +480,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
         ),
     ];
     // The Go peer, through the same API server.
-    let go = go_side(&server, &pods).await?;
+    let go = go_side(server, site, go_binary, &pods).await?;
     let go_echo_p50 = percentile(&go.echo, 0.5);
     metrics.extend([
         (
@@ -322,16 +531,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
             proxied_copy / go.copy_s,
         ),
     ]);
-    let _ = stop.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), node_task).await;
-
-    crate::bench::write_results(
-        "kubelet-api",
-        &metrics,
-        "ratios are measured / floor (1.0 = as fast as a raw loopback socket) and Stratus / Go (below 1 = Stratus better)",
-    )?;
-    server.shutdown().await;
-    Ok(())
+    Ok(metrics)
 }
 
 /// The Go peer's figures: exec round trips (µs, sorted) and the seconds
@@ -341,19 +541,6 @@ struct GoFigures {
     copy_s: f64,
     direct_echo: Vec<f64>,
     direct_copy_s: f64,
-}
-
-/// A client of a kubelet API at 127.0.0.1:`port` with a client
-/// certificate of `server`'s (user `bench`, group `system:masters`).
-fn kubelet_client(server: &ApiServer, port: u16) -> Result<kube::Client, BoxError> {
-    use base64::Engine;
-    let (cert, key) = server.issue_client_certificate("bench", &["system:masters"])?;
-    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
-    let mut config = kube::Config::new(format!("https://127.0.0.1:{port}").parse()?);
-    config.accept_invalid_certs = true;
-    config.auth_info.client_certificate_data = Some(b64(cert));
-    config.auth_info.client_key_data = Some(b64(key).into());
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// Exec round trips of `cat` in `pod`, straight to a kubelet API with the
@@ -425,12 +612,17 @@ async fn direct_logs(direct: &kube::Client, pod: &str) -> Result<(usize, f64), B
 /// The Go peer's node, its pod and its process.
 const GO_NODE: &str = "vk-go-api";
 
-/// Run the Go virtual-kubelet with its kubelet API (a serving key pair of
-/// a CA made here, the API server's kubelet client CA) on a free port of
-/// 127.0.0.1, bind a pod to it and measure exec and logs as kubectl does.
-async fn go_side(server: &ApiServer, pods: &Api<Pod>) -> Result<GoFigures, BoxError> {
+/// Run the Go virtual-kubelet `binary` with its kubelet API (a serving key
+/// pair of a CA made here, the API server's kubelet client CA) on a free
+/// port of the site's address, bind a pod to it and measure exec and logs
+/// as kubectl does and straight to its kubelet API.
+async fn go_side(
+    server: &Server,
+    site: &KubeletApiSite,
+    binary: &std::path::Path,
+    pods: &Api<Pod>,
+) -> Result<GoFigures, BoxError> {
     use crate::cluster_pki::{Authority, Usage};
-    let binary = crate::go_peers::virtual_kubelet()?;
     let dir =
         std::env::temp_dir().join(format!("stratus-bench-kubelet-api-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -441,21 +633,18 @@ async fn go_side(server: &ApiServer, pods: &Api<Pod>) -> Result<GoFigures, BoxEr
         GO_NODE,
         Usage::Serving {
             dns: &["localhost"],
-            ips: &[std::net::IpAddr::from([127, 0, 0, 1])],
+            ips: &[site.address],
         },
     )?;
     let client_ca = dir.join("kubelet-client-ca.crt");
-    std::fs::write(&client_ca, server.kubelet_client_ca_pem())?;
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = tokio::process::Command::new(&binary)
+    std::fs::write(&client_ca, &site.kubelet_client_ca_pem)?;
+    let kubeconfig = server.kubeconfig(&dir)?;
+    let listen = std::net::TcpListener::bind((site.address, 0))?.local_addr()?;
+    let mut child = tokio::process::Command::new(binary)
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--nodename={GO_NODE}"))
         .arg("--qps=-1")
-        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--listen={listen}"))
         .arg(format!("--tls-cert={}", serving.cert.display()))
         .arg(format!("--tls-key={}", serving.key.display()))
         .arg(format!("--client-ca={}", client_ca.display()))
@@ -494,7 +683,7 @@ async fn go_side(server: &ApiServer, pods: &Api<Pod>) -> Result<GoFigures, BoxEr
         if bytes != LOG_BYTES {
             return Err(format!("the Go node's log: read {bytes} bytes of {LOG_BYTES}").into());
         }
-        let direct = kubelet_client(server, port)?;
+        let direct = server.kubelet_client(site.address, listen.port()).await?;
         let direct_echo = direct_exec(&direct, "bench-go").await?;
         let (bytes, direct_copy_s) = direct_logs(&direct, "bench-go").await?;
         if bytes != LOG_BYTES {

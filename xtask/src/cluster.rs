@@ -188,6 +188,25 @@ impl State {
     pub(crate) async fn client(&self) -> Result<kube::Client, BoxError> {
         client_from(&self.kubeconfig).await
     }
+
+    /// Where virtual nodes serve kubelet APIs that kube-apiserver proxies
+    /// to: the node address ([`DEFAULT_NODE_ADDRESS`] if `up` had none)
+    /// and the cluster CA, which signs kube-apiserver's kubelet client
+    /// certificate.
+    pub(crate) async fn kubelet_api_site(
+        &self,
+    ) -> Result<stratus_testing::kubelet_api::KubeletApiSite, BoxError> {
+        Ok(stratus_testing::kubelet_api::KubeletApiSite {
+            client: self.client().await?,
+            kubelet_client_ca_pem: std::fs::read_to_string(&self.ca)
+                .map_err(|e| format!("{}: {e}", self.ca.display()))?,
+            address: self
+                .node_address
+                .as_deref()
+                .unwrap_or(DEFAULT_NODE_ADDRESS)
+                .parse()?,
+        })
+    }
 }
 
 /// A client from a kubeconfig file.

@@ -147,15 +147,7 @@ impl Home {
     async fn site(&self) -> Result<KubeletApiSite, crate::bench::BoxError> {
         match self {
             Self::Embedded(c) => Ok(KubeletApiSite::harness(c.server())),
-            Self::Real { state, .. } => Ok(KubeletApiSite {
-                client: state.client().await?,
-                kubelet_client_ca_pem: std::fs::read_to_string(&state.ca)?,
-                address: state
-                    .node_address
-                    .as_deref()
-                    .unwrap_or(cluster::DEFAULT_NODE_ADDRESS)
-                    .parse()?,
-            }),
+            Self::Real { state, .. } => state.kubelet_api_site().await,
         }
     }
 
