@@ -42,10 +42,10 @@ use stratus_pod::{
 };
 use stratus_testing::kubelet_api::KubeletApiSite;
 use stratus_testing::{ApiServer, MockPodProvider};
-
-use crate::demo::ControlPlane;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::demo::ControlPlane;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -28,6 +28,25 @@ pub fn any_server_certificate(
     Arc::new(AnyServerCertificate(provider))
 }
 
+/// A client configuration (ring, rustls's safe protocol versions, no
+/// client certificate) that trusts every server certificate and offers
+/// `alpn` (for example `[b"h2", b"http/1.1"]`).
+///
+/// ```
+/// let config = stratus_apiserver::insecure::client_config(&[b"http/1.1"]).unwrap();
+/// assert_eq!(config.alpn_protocols, [b"http/1.1".to_vec()]);
+/// ```
+pub fn client_config(alpn: &[&[u8]]) -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(any_server_certificate(provider))
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
 #[derive(Debug)]
 struct AnyServerCertificate(Arc<rustls::crypto::CryptoProvider>);
 

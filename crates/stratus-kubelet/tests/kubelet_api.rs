@@ -726,16 +726,7 @@ async fn negotiated(http2: Option<bool>) -> Option<Vec<u8>> {
     let addr = server.local_addr();
     let (stop, stopped) = watch::channel(false);
     let serving = tokio::spawn(server.run(stopped));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(stratus_testing::insecure::any_server_certificate(
-            provider,
-        ))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let config = stratus_testing::insecure::client_config(&[b"h2", b"http/1.1"]).unwrap();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect("localhost".try_into().unwrap(), tcp)

@@ -14,16 +14,7 @@ use stratus_runtime::tls::{RELOAD_CHECK_INTERVAL, reloading_pem_files, self_sign
 
 /// The leaf certificate the server at `addr` presents.
 async fn presented(addr: std::net::SocketAddr) -> Vec<u8> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(stratus_testing::insecure::any_server_certificate(
-            provider,
-        ))
-        .with_no_client_auth();
-    leaf_over(addr, config).await
+    leaf_over(addr, stratus_testing::insecure::client_config(&[]).unwrap()).await
 }
 
 /// The leaf certificate the server at `addr` presents to a client that

@@ -202,15 +202,7 @@ async fn open(
 
 /// A TLS connector offering HTTP/1.1 only and trusting any certificate.
 fn connector() -> Result<tokio_rustls::TlsConnector, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?
-        .dangerous()
-        .with_custom_certificate_verifier(stratus_apiserver::insecure::any_server_certificate(
-            provider,
-        ))
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config = stratus_apiserver::insecure::client_config(&[b"http/1.1"])?;
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 
