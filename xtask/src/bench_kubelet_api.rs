@@ -345,7 +345,7 @@ pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
         let provider = Firehose(MockPodProvider::new().with_node_name(&init.node_name));
         async move { Ok(stratus_kubelet::app::Providers::pods(Arc::new(provider))) }
     });
-    let args = [
+    let args = vec![
         "virtual-kubelet".to_owned(),
         "--provider=firehose".into(),
         format!("--nodename={NODE}"),
@@ -357,16 +357,7 @@ pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
         "--disable-taint".into(),
         "--metrics-addr=".into(),
     ];
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut running = tokio::spawn(command.run_with_args(args, stopped));
-    tokio::select! {
-        () = crate::wait_for_signal() => {
-            let _ = stop.send(true);
-            let _ = running.await;
-            Ok(())
-        }
-        ended = &mut running => Ok(ended??),
-    }
+    crate::cluster::run_until_signal(command, args).await
 }
 
 /// Both nodes on `server`, each its own process, one after the other:

@@ -1078,11 +1078,14 @@ pub(crate) async fn mock_virtual_kubelet(
     node: &str,
     address: &str,
 ) -> Result<(), BoxError> {
-    stratus_kubelet::app::register_pod_provider("mock", |init| {
-        Ok(std::sync::Arc::new(
-            stratus_testing::MockPodProvider::new().with_node_name(&init.node_name),
-        ) as _)
-    })?;
+    let command = stratus_kubelet::app::Command::new().provider("mock", |init, _| {
+        let provider = stratus_testing::MockPodProvider::new().with_node_name(&init.node_name);
+        async move {
+            Ok(stratus_kubelet::app::Providers::pods(std::sync::Arc::new(
+                provider,
+            )))
+        }
+    });
     let args = vec![
         "virtual-kubelet".to_owned(),
         "--provider=mock".into(),
@@ -1094,8 +1097,17 @@ pub(crate) async fn mock_virtual_kubelet(
         "--disable-taint".into(),
         "--metrics-addr=".into(),
     ];
+    run_until_signal(command, args).await
+}
+
+/// Run the virtual-kubelet `command` with `args` (the first is the
+/// program's name) until it ends or SIGINT or SIGTERM stops it.
+pub(crate) async fn run_until_signal(
+    command: stratus_kubelet::app::Command,
+    args: Vec<String>,
+) -> Result<(), BoxError> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let mut running = tokio::spawn(stratus_kubelet::app::run_with_args(args, stopped));
+    let mut running = tokio::spawn(command.run_with_args(args, stopped));
     tokio::select! {
         () = crate::wait_for_signal() => {
             let _ = stop.send(true);
