@@ -213,12 +213,11 @@ impl Server {
         match kind {
             ControlPlane::Embedded => Ok(Self::Harness(ApiServer::start().await?)),
             ControlPlane::Real => {
-                if crate::cluster::is_up() {
-                    return Err("a control plane of `cargo xtask cluster` is up; the benchmark needs a fresh one: run `cargo xtask cluster down` first".into());
-                }
-                let state = crate::cluster::up(Some(crate::cluster::DEFAULT_NODE_ADDRESS)).await?;
+                let state =
+                    crate::cluster::up_fresh(Some(crate::cluster::DEFAULT_NODE_ADDRESS), &[])
+                        .await?;
                 if state.node_address.is_none() {
-                    let _ = tokio::task::spawn_blocking(crate::cluster::down).await;
+                    crate::cluster::down_after_benchmark().await;
                     return Err("the node address could not be added to the loopback device (it takes root), so kube-apiserver cannot reach the kubelet APIs".into());
                 }
                 Ok(Self::Real(state))
@@ -283,11 +282,7 @@ impl Server {
     async fn stop(self) {
         match self {
             Self::Harness(server) => server.shutdown().await,
-            Self::Real(_) => {
-                if let Err(e) = tokio::task::spawn_blocking(crate::cluster::down).await {
-                    eprintln!("taking the control plane down: {e}; run `cargo xtask cluster down`");
-                }
-            }
+            Self::Real(_) => crate::cluster::down_after_benchmark().await,
         }
     }
 }

@@ -126,10 +126,7 @@ impl Plane {
                 Ok(Self::Harness(server))
             }
             ControlPlane::Real => {
-                if crate::cluster::is_up() {
-                    return Err("a control plane of `cargo xtask cluster` is up; each side needs a fresh one: run `cargo xtask cluster down` first".into());
-                }
-                let state = crate::cluster::up_without(None, disabled).await?;
+                let state = crate::cluster::up_fresh(None, disabled).await?;
                 Ok(Self::Real(state.client().await?))
             }
         }
@@ -167,11 +164,7 @@ impl Plane {
     pub(crate) async fn stop(self) {
         match self {
             Self::Harness(server) => server.shutdown().await,
-            Self::Real(_) => {
-                if let Err(e) = tokio::task::spawn_blocking(crate::cluster::down).await {
-                    eprintln!("taking the control plane down: {e}; run `cargo xtask cluster down`");
-                }
-            }
+            Self::Real(_) => crate::cluster::down_after_benchmark().await,
         }
     }
 }

@@ -815,6 +815,28 @@ pub(crate) async fn wait_for_config_map(
     Ok(())
 }
 
+/// [`up_without`] for a benchmark side that needs a control plane of its
+/// own: an error, not a shared one, if a cluster is up already.
+pub(crate) async fn up_fresh(
+    node_address: Option<&str>,
+    disabled: &[&str],
+) -> Result<State, BoxError> {
+    if is_up() {
+        return Err("a control plane of `cargo xtask cluster` is up; the benchmark needs a fresh one: run `cargo xtask cluster down` first".into());
+    }
+    up_without(node_address, disabled).await
+}
+
+/// [`down`] off the runtime's threads, for a benchmark that brought the
+/// cluster up; a failure is reported, with the command that cleans up.
+pub(crate) async fn down_after_benchmark() {
+    match tokio::task::spawn_blocking(down).await {
+        Ok(true) => {}
+        Ok(false) => eprintln!("taking the control plane down: none was up"),
+        Err(e) => eprintln!("taking the control plane down: {e}; run `cargo xtask cluster down`"),
+    }
+}
+
 /// Bring the cluster up (see the module docs); the answer is its state.
 pub(crate) async fn up(node_address: Option<&str>) -> Result<State, BoxError> {
     up_without(node_address, &[]).await
