@@ -98,24 +98,54 @@ pub(crate) struct Event {
     pub(crate) object: Stored,
     /// The object before the change (modifications and deletions).
     pub(crate) previous: Option<Arc<Value>>,
+    /// [`Event::memory`], estimated once when the event is made: the
+    /// history adds it when the event comes in and subtracts it when the
+    /// event goes, and walking the object's tree twice would cost every
+    /// commit a second walk under the store's lock.
+    memory: usize,
 }
 
 impl Event {
+    fn new(
+        resource: usize,
+        namespace: &str,
+        kind: EventType,
+        object: Stored,
+        previous: Option<Arc<Value>>,
+    ) -> Self {
+        let memory = resident(
+            malloc_chunk(std::mem::size_of::<Event>() + 16)
+                + 2 * std::mem::size_of::<Arc<Event>>()
+                + malloc_chunk(24)
+                + value_memory(&object.object)
+                + malloc_chunk(object.json.len())
+                + malloc_chunk(namespace.len()),
+        );
+        Self {
+            rv: object.rv,
+            resource,
+            namespace: namespace.to_owned(),
+            kind,
+            object,
+            previous,
+            memory,
+        }
+    }
+
     /// The memory the history holds for this event: the event itself and
     /// its slot in the history (twice: the buffer grows by doubling), its
     /// object's JSON and the JSON's shared header, and the parsed tree
     /// ([`value_memory`]), as resident memory ([`resident`]).
     pub(crate) fn memory(&self) -> usize {
-        resident(
-            malloc_chunk(std::mem::size_of::<Event>() + 16)
-                + 2 * std::mem::size_of::<Arc<Event>>()
-                + malloc_chunk(24)
-                + value_memory(&self.object.object)
-                + malloc_chunk(self.object.json.len())
-                + malloc_chunk(self.namespace.len()),
-        )
+        self.memory
     }
 }
+
+/// Events the history let go of, to be freed once the store's lock is
+/// released: a dropped event can be the last holder of two parsed objects,
+/// some hundred allocations to free, which no other request should wait
+/// for.
+type Evicted = Vec<Arc<Event>>;
 
 /// The resident memory `chunks` bytes of malloc chunks take: a quarter
 /// more, for the fragmentation between glibc's per-thread arenas (objects
@@ -395,6 +425,7 @@ impl Store {
         })
     }
 
+    #[must_use = "drop the evicted events after the store's lock is released"]
     fn record(
         &self,
         state: &mut State,
@@ -403,7 +434,7 @@ impl Store {
         kind: EventType,
         object: Stored,
         previous: Option<Arc<Value>>,
-    ) {
+    ) -> Evicted {
         let key = (namespace.to_owned(), meta_name(&object.object));
         if let Some(previous) = &previous {
             for uid in owner_uids(previous) {
@@ -424,20 +455,14 @@ impl Store {
                     .insert((resource, key.clone()));
             }
         }
-        let event = Arc::new(Event {
-            rv: object.rv,
-            resource,
-            namespace: namespace.to_owned(),
-            kind,
-            object,
-            previous,
-        });
+        let event = Arc::new(Event::new(resource, namespace, kind, object, previous));
         state
             .watches
             .dispatch(&event, state.triggers.get(&resource).copied());
         state.history_bytes += event.memory();
         state.history.push_back(event);
         // The newest event stays even alone over the budget.
+        let mut evicted = Vec::new();
         while state.history.len() > state.history_limit
             || (state.history_bytes > state.history_bytes_limit && state.history.len() > 1)
         {
@@ -446,7 +471,9 @@ impl Store {
             };
             state.history_bytes -= dropped.memory();
             state.compacted = dropped.rv;
+            evicted.push(dropped);
         }
+        evicted
     }
 
     /// The objects that list `owner_uid` among their owners: resource
@@ -483,7 +510,7 @@ impl Store {
         state.revision += 1;
         let stored = stamp(object, state.revision);
         state.buckets[resource].insert(key, stored.clone());
-        self.record(
+        let evicted = self.record(
             &mut state,
             resource,
             namespace,
@@ -493,6 +520,7 @@ impl Store {
         );
         drop(state);
         self.publish(stored.rv);
+        drop(evicted);
         Ok(stored)
     }
 
@@ -525,7 +553,7 @@ impl Store {
         } else {
             state.buckets[resource].insert(key, stored.clone());
         }
-        self.record(
+        let evicted = self.record(
             &mut state,
             resource,
             namespace,
@@ -535,6 +563,7 @@ impl Store {
         );
         drop(state);
         self.publish(stored.rv);
+        drop(evicted);
         Ok((stored, deleted))
     }
 
@@ -559,9 +588,11 @@ impl Store {
     /// 410 Gone.
     pub(crate) fn compact(&self) {
         let mut state = self.lock();
-        state.history.clear();
+        let history = std::mem::take(&mut state.history);
         state.history_bytes = 0;
         state.compacted = state.revision;
+        drop(state);
+        drop(history);
     }
 }
 
@@ -679,6 +710,33 @@ mod tests {
         );
         let current = store.revision();
         assert_eq!(store.events_after(current - 3, 10).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_write_hands_back_the_events_it_evicts_and_counts_what_stays() {
+        let big = |i: usize| json!({"metadata": {"name": format!("a{i}")}, "data": {"k": "v".repeat(100)}});
+        let store = Store::new(1, 2, usize::MAX);
+        let rvs: Vec<u64> = (0..2)
+            .map(|i| store.create(0, "", &format!("a{i}"), big(i)).unwrap().rv)
+            .collect();
+        let mut state = store.lock();
+        state.revision += 1;
+        let stored = stamp(big(2), state.revision);
+        let third = stored.rv;
+        let evicted = store.record(&mut state, 0, "", EventType::Added, stored, None);
+        // The oldest event is out of the history but still alive: the
+        // caller frees it after the lock.
+        assert_eq!(evicted.iter().map(|e| e.rv).collect::<Vec<_>>(), [rvs[0]]);
+        assert_eq!(
+            state.history.iter().map(|e| e.rv).collect::<Vec<_>>(),
+            [rvs[1], third]
+        );
+        let kept: usize = state.history.iter().map(|e| e.memory()).sum();
+        assert_eq!(
+            state.history_bytes, kept,
+            "each event counted once, in and out"
+        );
+        assert_eq!(state.compacted, rvs[0]);
     }
 
     #[test]
