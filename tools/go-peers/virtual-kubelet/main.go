@@ -10,6 +10,14 @@
 // it, behind nodeutil's webhook authentication and authorization: `cat` as
 // exec (stdin echoed to stdout) and --log-bytes of log text, for `cargo
 // xtask bench kubelet-api`. Without --listen it listens on nothing.
+//
+// With --tuned it is configured as a vendor who cares about speed would
+// configure nodeutil: its three pod queues (sync from Kubernetes, delete
+// from Kubernetes, status from the provider) get a per-item back-off from
+// 5 ms instead of client-go's default controller rate limiter, whose
+// overall bucket lets 10 items a second through after a burst of 100
+// (nodeutil's WithPodControllerConfigOverrides); --workers sets its pod
+// sync workers.
 // Benchmark tooling only: nothing here ships.
 package main
 
@@ -41,6 +49,7 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -228,6 +237,9 @@ func main() {
 	flag.StringVar(&api.key, "tls-key", "", "its key (PEM file)")
 	flag.StringVar(&api.clientCA, "client-ca", "", "the CA of the API server's kubelet client certificates (PEM file)")
 	flag.Int64Var(&api.logBytes, "log-bytes", 256<<20, "the length of every container's log")
+	var queues queueFlags
+	flag.BoolVar(&queues.tuned, "tuned", false, "the pod queues' rate limiters without client-go's overall bucket: a per-item exponential back-off from 5 ms (as a vendor tuning nodeutil for speed sets them)")
+	flag.IntVar(&queues.workers, "workers", 10, "pod sync workers (10: virtual-kubelet's command default, and Stratus's)")
 	flag.Parse()
 	lvl, err := logrus.ParseLevel(*level)
 	if err != nil {
@@ -236,10 +248,23 @@ func main() {
 	}
 	logrus.SetLevel(lvl)
 	log.L = logruslogger.FromLogrus(logrus.NewEntry(logrus.StandardLogger()))
-	if err := run(*kubeconfig, *name, float32(*qps), *burst, api); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(*kubeconfig, *name, float32(*qps), *burst, api, queues); err != nil && !errors.Is(err, context.Canceled) {
 		os.Stderr.WriteString("virtual-kubelet peer: " + err.Error() + "\n")
 		os.Exit(1)
 	}
+}
+
+// queueFlags configure the pod controller's queues.
+type queueFlags struct {
+	tuned   bool
+	workers int
+}
+
+// itemBackoff is the rate limiter of a tuned pod queue: a failed item is
+// retried after 5 ms, doubling up to 1,000 s (client-go's item back-off),
+// and nothing limits items that did not fail.
+func itemBackoff() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second)
 }
 
 // apiFlags configure the kubelet API.
@@ -248,7 +273,7 @@ type apiFlags struct {
 	logBytes                    int64
 }
 
-func run(kubeconfig, name string, qps float32, burst int, apiFlags apiFlags) error {
+func run(kubeconfig, name string, qps float32, burst int, apiFlags apiFlags, queues queueFlags) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -283,10 +308,18 @@ func run(kubeconfig, name string, qps float32, burst int, apiFlags apiFlags) err
 		}
 		return &provider{pods: map[string]*corev1.Pod{}, logBytes: apiFlags.logBytes}, nil, nil
 	}
-	// Ten pod sync workers: the default of virtual-kubelet's command, and
-	// of Stratus's.
-	workers := func(cfg *nodeutil.NodeConfig) error { cfg.NumWorkers = 10; return nil }
+	// Ten pod sync workers unless told otherwise: the default of
+	// virtual-kubelet's command, and of Stratus's.
+	workers := func(cfg *nodeutil.NodeConfig) error { cfg.NumWorkers = queues.workers; return nil }
 	opts := []nodeutil.NodeOpt{nodeutil.WithClient(client), workers}
+	if queues.tuned {
+		opts = append(opts, nodeutil.WithPodControllerConfigOverrides(func(c *node.PodControllerConfig) error {
+			c.SyncPodsFromKubernetesRateLimiter = itemBackoff()
+			c.DeletePodsFromKubernetesRateLimiter = itemBackoff()
+			c.SyncPodStatusFromProviderRateLimiter = itemBackoff()
+			return nil
+		}))
+	}
 	if apiFlags.listen != "" {
 		serving, err := kubeletAPI(client, name, apiFlags)
 		if err != nil {
