@@ -48,12 +48,31 @@ pub(crate) fn write_side_by_side(
     rows: &[(&str, f64, f64)],
     size: &str,
 ) -> Result<(), BoxError> {
+    let rows: Vec<(&str, f64, Vec<f64>)> =
+        rows.iter().map(|(m, s, g)| (*m, *s, vec![*g])).collect();
+    write_against_peers(name, leading, &["go"], &rows, size)
+}
+
+/// Write a suite that runs Stratus beside several configurations of a Go
+/// peer, named by `peers` (`go`, `go_tuned`): each row `(metric, stratus,
+/// [one figure per peer])` as `<metric>_stratus`, `<metric>_<peer>` and
+/// `<metric>_ratio_stratus_over_<peer>` for each peer (below 1 = Stratus
+/// better).
+pub(crate) fn write_against_peers(
+    name: &str,
+    leading: &[(&str, f64)],
+    peers: &[&str],
+    rows: &[(&str, f64, Vec<f64>)],
+    size: &str,
+) -> Result<(), BoxError> {
     let mut metrics: Vec<(String, f64)> =
         leading.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
-    for (metric, s, g) in rows {
+    for (metric, s, figures) in rows {
         metrics.push((format!("{metric}_stratus"), *s));
-        metrics.push((format!("{metric}_go"), *g));
-        metrics.push((format!("{metric}_ratio_stratus_over_go"), s / g));
+        for (peer, g) in peers.iter().zip(figures) {
+            metrics.push((format!("{metric}_{peer}"), *g));
+            metrics.push((format!("{metric}_ratio_stratus_over_{peer}"), s / g));
+        }
     }
     let metrics: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     write_results(

@@ -1,5 +1,6 @@
-//! `cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--control-plane
-//! embedded|real]`: Stratus's virtual kubelet and a Go one built on
+//! `cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--go-workers W]
+//! [--first stratus|go] [--control-plane embedded|real]`: Stratus's
+//! virtual kubelet and a Go one built on
 //! github.com/virtual-kubelet/virtual-kubelet side by side, in the same run,
 //! each as its own process against its own fresh API server (the same
 //! server, objects and workload), one after the other: a harness API server
@@ -19,6 +20,16 @@
 //!   request limit by default (`--go-qps -1`), as Stratus's clients have
 //!   none; `--go-qps 5` gives it client-go's default (5 per second, bursts
 //!   of 10), which virtual-kubelet's command keeps.
+//! - Go tuned: the same peer as a vendor tuning nodeutil for speed runs it
+//!   (`--tuned`): its three pod queues without client-go's default
+//!   controller rate limiter, whose overall bucket admits 10 pods a second
+//!   after a burst of 100 (the shipped peer's figures are that limit, not
+//!   its speed), only a per-item back-off from 5 ms; `--go-workers` pod
+//!   sync workers (10 by default, as Stratus's).
+//!
+//! Stratus and tuned Go run first and second, in the order `--first` names
+//! (`stratus` by default: run both orders to see what going first is
+//! worth); Go as shipped, the slowest by far, runs last.
 //!
 //! Each side: N pods (10,000 by default) bound to its node at once (created
 //! with their node set, 16 clients, as a scheduler binds them; a pod is
@@ -31,8 +42,9 @@
 //! before, over N); then N pods more bound at 500 a second, each pod's
 //! bind → Running latency (p50 / p99). `target/bench/kubelet-go.json`
 //! (`kubelet-go-real.json` on the real control plane) has each figure as
-//! `<metric>_stratus`, `<metric>_go` and `<metric>_ratio_stratus_over_go`
-//! (below 1 = Stratus better).
+//! `<metric>_stratus`, `<metric>_go`, `<metric>_go_tuned`,
+//! `<metric>_ratio_stratus_over_go` and
+//! `<metric>_ratio_stratus_over_go_tuned` (below 1 = Stratus better).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -44,7 +56,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use stratus_testing::ApiServer;
 
-use crate::bench::{BoxError, write_side_by_side};
+use crate::bench::{BoxError, write_against_peers};
 use crate::bench_ccm::{percentile, wait_until};
 use crate::bench_kubelet::{Observer, pod};
 use crate::bench_kubelet_scale::bind_all;
@@ -75,7 +87,8 @@ struct Figures {
     paced_p50_ms: f64,
     paced_p99_ms: f64,
     deletion_s: f64,
-    cpu_s: f64,
+    /// CPU seconds over admission and deletion, per 1,000 pods.
+    cpu_s_per_1000_pods: f64,
     rss_per_pod: f64,
     rss_idle: f64,
 }
@@ -336,7 +349,7 @@ async fn workload(
         paced_p50_ms: percentile(&paced, 0.5) * 1000.0,
         paced_p99_ms: percentile(&paced, 0.99) * 1000.0,
         deletion_s,
-        cpu_s,
+        cpu_s_per_1000_pods: cpu_s / (pods as f64 / 1000.0),
         rss_per_pod: (rss_running - rss_before).max(0.0) / pods as f64,
         rss_idle: rss_before,
     })
@@ -374,22 +387,29 @@ async fn bind_paced(
     Ok(paced_at)
 }
 
+const USAGE: &str = "usage: cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--go-workers W] [--first stratus|go] [--control-plane embedded|real]";
+
 /// The suite's arguments.
 struct Options {
     /// Pods per side.
     pods: usize,
     /// The Go node's client-side request limit (`--qps`; negative: none).
     go_qps: f64,
+    /// The tuned Go node's pod sync workers.
+    go_workers: usize,
+    /// Tuned Go runs before Stratus.
+    go_first: bool,
     /// The API server each side gets fresh.
     control_plane: ControlPlane,
 }
 
-/// `[--pods N] [--go-qps Q] [--control-plane embedded|real]` from the
-/// arguments after the suite's name.
+/// The options of [`USAGE`] from the arguments after the suite's name.
 fn options(args: &[String]) -> Result<Options, BoxError> {
     let mut o = Options {
         pods: DEFAULT_PODS,
         go_qps: -1.0,
+        go_workers: 10,
+        go_first: false,
         control_plane: ControlPlane::Embedded,
     };
     let mut args = args.iter();
@@ -402,17 +422,24 @@ fn options(args: &[String]) -> Result<Options, BoxError> {
                     .parse()
                     .map_err(|e| format!("--go-qps {value}: {e}"))?
             }
-            "--control-plane" => o.control_plane = control_plane(value)?,
-            _ => {
-                return Err(format!(
-                    "unknown option {flag}; usage: cargo xtask bench kubelet-go [--pods N] [--go-qps Q] [--control-plane embedded|real]"
-                )
-                .into());
+            "--go-workers" => {
+                o.go_workers = value
+                    .parse()
+                    .map_err(|e| format!("--go-workers {value}: {e}"))?
             }
+            "--first" => {
+                o.go_first = match value.as_str() {
+                    "stratus" => false,
+                    "go" => true,
+                    _ => return Err(format!("--first {value}: `stratus` or `go`").into()),
+                }
+            }
+            "--control-plane" => o.control_plane = control_plane(value)?,
+            _ => return Err(format!("unknown option {flag}; {USAGE}").into()),
         }
     }
-    if o.pods == 0 {
-        return Err("--pods must be at least 1".into());
+    if o.pods == 0 || o.go_workers == 0 {
+        return Err("--pods and --go-workers must be at least 1".into());
     }
     Ok(o)
 }
@@ -428,56 +455,66 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let Options {
         pods,
         go_qps,
+        go_workers,
+        go_first,
         control_plane,
     } = options(args)?;
     let go_binary = crate::go_peers::virtual_kubelet()?;
     let exe = std::env::current_exe()?;
     let stratus = side("Stratus", "vk-stratus", pods, control_plane, |kubeconfig| {
         stratus_node_command(&exe, kubeconfig, "vk-stratus")
-    })
-    .await?;
+    });
+    let tuned = side("tuned Go", "vk-go", pods, control_plane, |kubeconfig| {
+        let queues = GoQueues::Tuned {
+            workers: go_workers,
+        };
+        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps, queues)
+    });
+    // Futures run when awaited: the order is the one `--first` names.
+    let (stratus, tuned) = if go_first {
+        let tuned = tuned.await?;
+        (stratus.await?, tuned)
+    } else {
+        let stratus = stratus.await?;
+        (stratus, tuned.await?)
+    };
     let go = side("Go", "vk-go", pods, control_plane, |kubeconfig| {
-        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps)
+        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps, GoQueues::Shipped)
     })
     .await?;
 
-    let thousands = pods as f64 / 1000.0;
-    let rows: [(&str, f64, f64); 9] = [
-        ("admission_s", stratus.admission_s, go.admission_s),
-        ("bind_to_running_p50_ms", stratus.p50_ms, go.p50_ms),
-        ("bind_to_running_p99_ms", stratus.p99_ms, go.p99_ms),
-        (
-            "bind_to_running_paced_p50_ms",
-            stratus.paced_p50_ms,
-            go.paced_p50_ms,
-        ),
-        (
-            "bind_to_running_paced_p99_ms",
-            stratus.paced_p99_ms,
-            go.paced_p99_ms,
-        ),
-        ("deletion_s", stratus.deletion_s, go.deletion_s),
-        (
-            "cpu_s_per_1000_pods",
-            stratus.cpu_s / thousands,
-            go.cpu_s / thousands,
-        ),
-        ("rss_bytes_per_pod", stratus.rss_per_pod, go.rss_per_pod),
-        ("rss_bytes_idle", stratus.rss_idle, go.rss_idle),
+    let row = |metric, figure: fn(&Figures) -> f64| {
+        (metric, figure(&stratus), vec![figure(&go), figure(&tuned)])
+    };
+    let rows = [
+        row("admission_s", |f| f.admission_s),
+        row("bind_to_running_p50_ms", |f| f.p50_ms),
+        row("bind_to_running_p99_ms", |f| f.p99_ms),
+        row("bind_to_running_paced_p50_ms", |f| f.paced_p50_ms),
+        row("bind_to_running_paced_p99_ms", |f| f.paced_p99_ms),
+        row("deletion_s", |f| f.deletion_s),
+        row("cpu_s_per_1000_pods", |f| f.cpu_s_per_1000_pods),
+        row("rss_bytes_per_pod", |f| f.rss_per_pod),
+        row("rss_bytes_idle", |f| f.rss_idle),
     ];
     let (suite, plane) = match control_plane {
         ControlPlane::Embedded => ("kubelet-go", "the harness API server"),
         ControlPlane::Real => ("kubelet-go-real", "the real control plane"),
     };
-    write_side_by_side(
+    let first = if go_first { "tuned Go" } else { "Stratus" };
+    write_against_peers(
         suite,
         &[
             ("pods", pods as f64),
             ("pods_per_sec_stratus", pods as f64 / stratus.admission_s),
             ("pods_per_sec_go", pods as f64 / go.admission_s),
+            ("pods_per_sec_go_tuned", pods as f64 / tuned.admission_s),
+            ("go_tuned_workers", go_workers as f64),
+            ("go_tuned_ran_first", f64::from(u8::from(go_first))),
         ],
+        &["go", "go_tuned"],
         &rows,
-        &format!("{pods} pods per side, on {plane}"),
+        &format!("{pods} pods per side, on {plane}; {first} ran first, Go as shipped last"),
     )?;
     Ok(())
 }
@@ -493,14 +530,38 @@ pub(crate) fn stratus_node_command(exe: &Path, kubeconfig: &Path, nodes: &str) -
     c
 }
 
+/// How the Go peer's pod queues are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GoQueues {
+    /// As nodeutil ships them: client-go's default controller rate limiter
+    /// on each queue, 10 pod sync workers.
+    Shipped,
+    /// As a vendor tuning for speed sets them (the peer's `--tuned`): a
+    /// per-item back-off only, and `workers` pod sync workers.
+    Tuned {
+        /// Pod sync workers.
+        workers: usize,
+    },
+}
+
 /// The command of the Go peer `binary` as node `node` on the server of
-/// `kubeconfig`, with client-go's request limit `qps` (negative: none).
-pub(crate) fn go_node_command(binary: &Path, kubeconfig: &Path, node: &str, qps: f64) -> Command {
+/// `kubeconfig`, with client-go's request limit `qps` (negative: none)
+/// and its pod queues configured as `queues` says.
+pub(crate) fn go_node_command(
+    binary: &Path,
+    kubeconfig: &Path,
+    node: &str,
+    qps: f64,
+    queues: GoQueues,
+) -> Command {
     let mut c = Command::new(binary);
     c.arg("--kubeconfig")
         .arg(kubeconfig)
         .args(["--nodename", node])
         .arg(format!("--qps={qps}"));
+    if let GoQueues::Tuned { workers } = queues {
+        c.arg("--tuned").arg(format!("--workers={workers}"));
+    }
     c
 }
 
@@ -513,4 +574,48 @@ pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
         return Err(format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG NODES").into());
     };
     crate::cluster::mock_virtual_kubelet(Path::new(kubeconfig), node, "127.0.0.1").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn tuned_go_options_are_read_and_bad_ones_named() {
+        let o = options(&args(&["--first", "go", "--go-workers", "50"])).unwrap();
+        assert!(o.go_first);
+        assert_eq!(o.go_workers, 50);
+        let o = options(&[]).unwrap();
+        assert!(!o.go_first, "Stratus runs first by default");
+        assert_eq!(o.go_workers, 10);
+        let err = options(&args(&["--first", "both"]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("`stratus` or `go`"), "{err}");
+        assert!(options(&args(&["--go-workers", "0"])).is_err());
+    }
+
+    #[test]
+    fn only_the_tuned_peer_gets_the_tuning_flags() {
+        let flags = |queues| {
+            go_node_command(Path::new("vk"), Path::new("kc"), "vk-go", -1.0, queues)
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let shipped = flags(GoQueues::Shipped);
+        assert!(
+            !shipped
+                .iter()
+                .any(|a| a.starts_with("--tuned") || a.starts_with("--workers"))
+        );
+        let tuned = flags(GoQueues::Tuned { workers: 50 });
+        assert!(tuned.contains(&"--tuned".to_owned()), "{tuned:?}");
+        assert!(tuned.contains(&"--workers=50".to_owned()), "{tuned:?}");
+    }
 }

@@ -35,7 +35,7 @@ use crate::bench::{BoxError, write_side_by_side};
 use crate::bench_ccm::percentile;
 use crate::bench_kubelet::{Observer, pod, pod_cache_heap};
 use crate::bench_kubelet_go::{
-    NodeProcess, cpu_seconds, go_node_command, phase_limit, rss, stratus_node_command,
+    GoQueues, NodeProcess, cpu_seconds, go_node_command, phase_limit, rss, stratus_node_command,
 };
 use crate::demo::ControlPlane;
 
@@ -218,7 +218,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
 
     let go_node = vec!["vk-go".to_owned()];
     let process = NodeProcess::start("Go", "vk-go", ControlPlane::Embedded, |kubeconfig| {
-        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps)
+        go_node_command(&go_binary, kubeconfig, "vk-go", go_qps, GoQueues::Shipped)
     })
     .await?;
     let result = admit(&process, "Go", &go_node, per_node).await;
