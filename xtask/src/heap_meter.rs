@@ -19,29 +19,20 @@
 //! node then queued up to 1-2.7 s (p99), where mimalloc keeps them at 10 ms
 //! with less resident memory. A vendor's binary chooses its own allocator;
 //! the benchmarks choose the one that measures the controllers, not glibc's
-//! bins. Built with the `system-allocator` feature (`cargo build --release
-//! -p xtask --features system-allocator`), the meter wraps the system's
-//! malloc instead, to compare the two.
+//! bins.
 
 // Unsafe is needed here and only here: a global allocator is an `unsafe`
-// trait. Every method forwards to `Inner` unchanged and only adds atomic
+// trait. Every method forwards to `MiMalloc` unchanged and only adds atomic
 // counting; no pointer is read, written or invented.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-// The allocator underneath: mimalloc.
-#[cfg(not(feature = "system-allocator"))]
-use mimalloc::MiMalloc as Inner;
-// The allocator underneath: the system's (glibc's malloc), with the
-// `system-allocator` feature.
-#[cfg(feature = "system-allocator")]
-use std::alloc::System as Inner;
-
-/// The allocator: mimalloc (or the system's, see the module), counting
-/// tagged threads' bytes.
+/// The allocator: mimalloc, counting tagged threads' bytes.
 pub(crate) struct HeapMeter;
 
 static LIVE: AtomicI64 = AtomicI64::new(0);
@@ -78,12 +69,12 @@ fn sub(bytes: usize) {
     LIVE.fetch_sub(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
 }
 
-// SAFETY: every method delegates to `Inner` with the caller's arguments and
+// SAFETY: every method delegates to `MiMalloc` with the caller's arguments and
 // returns its result untouched; the counting has no effect on memory.
 unsafe impl GlobalAlloc for HeapMeter {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract for `alloc` is passed on as is.
-        let ptr = unsafe { Inner.alloc(layout) };
+        let ptr = unsafe { MiMalloc.alloc(layout) };
         if !ptr.is_null() && tagged() {
             add(layout.size());
         }
@@ -92,7 +83,7 @@ unsafe impl GlobalAlloc for HeapMeter {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
-        let ptr = unsafe { Inner.alloc_zeroed(layout) };
+        let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !ptr.is_null() && tagged() {
             add(layout.size());
         }
@@ -101,8 +92,8 @@ unsafe impl GlobalAlloc for HeapMeter {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` and `layout` come from the caller, who got them from
-        // this allocator, i.e. from `Inner`.
-        unsafe { Inner.dealloc(ptr, layout) };
+        // this allocator, i.e. from `MiMalloc`.
+        unsafe { MiMalloc.dealloc(ptr, layout) };
         if tagged() {
             sub(layout.size());
         }
@@ -110,7 +101,7 @@ unsafe impl GlobalAlloc for HeapMeter {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as for `dealloc`; `new_size` is the caller's.
-        let new = unsafe { Inner.realloc(ptr, layout, new_size) };
+        let new = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
         if !new.is_null() && tagged() {
             sub(layout.size());
             add(new_size);
