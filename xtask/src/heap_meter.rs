@@ -7,41 +7,24 @@
 //! crosses between the two runtimes; memory allocated on a tagged thread
 //! and freed on another (or the reverse) would skew the count, which is why
 //! each phase reports its peak above the level at its start.
-//!
-//! Underneath is mimalloc, not glibc's malloc. The benchmarks run the
-//! harness API server in the same process as the controllers they measure,
-//! and the server keeps a byte-bounded event history: once it is full,
-//! every write frees an old event's parsed tree. Under that churn glibc's
-//! malloc spends its time consolidating and searching its bins
-//! (`_int_malloc`, `malloc_consolidate`, `unlink_chunk`: a third of the
-//! process's CPU in `bench kubelet`), and the shared cores go to the
-//! allocator instead of the node: 1,000 pods a second bound to the virtual
-//! node then queued up to 1-2.7 s (p99), where mimalloc keeps them at 10 ms
-//! with less resident memory. A vendor's binary chooses its own allocator;
-//! the benchmarks choose the one that measures the controllers, not glibc's
-//! bins.
 
 // Unsafe is needed here and only here: a global allocator is an `unsafe`
-// trait. Every method forwards to `MiMalloc` unchanged and only adds atomic
+// trait. Every method forwards to `System` unchanged and only adds atomic
 // counting; no pointer is read, written or invented.
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout};
-
-use mimalloc::MiMalloc;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// The allocator: mimalloc, counting tagged threads' bytes.
+/// The allocator: `System`, counting tagged threads' bytes.
 pub(crate) struct HeapMeter;
 
 static LIVE: AtomicI64 = AtomicI64::new(0);
 static PEAK: AtomicI64 = AtomicI64::new(0);
 /// The same live allocations counted as glibc's malloc lays them out: each
 /// in a chunk of its size plus an 8-byte header, rounded up to 16 bytes, at
-/// least 32 — the memory they take in a vendor's binary on the default
-/// allocator, not only the bytes asked for (the model the harness's memory
-/// budgets use too; mimalloc underneath rounds to its own size classes).
+/// least 32 — the memory they take, not only the bytes asked for.
 static LIVE_CHUNKS: AtomicI64 = AtomicI64::new(0);
 
 fn chunk(bytes: usize) -> i64 {
@@ -69,12 +52,12 @@ fn sub(bytes: usize) {
     LIVE.fetch_sub(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
 }
 
-// SAFETY: every method delegates to `MiMalloc` with the caller's arguments and
+// SAFETY: every method delegates to `System` with the caller's arguments and
 // returns its result untouched; the counting has no effect on memory.
 unsafe impl GlobalAlloc for HeapMeter {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract for `alloc` is passed on as is.
-        let ptr = unsafe { MiMalloc.alloc(layout) };
+        let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() && tagged() {
             add(layout.size());
         }
@@ -83,7 +66,7 @@ unsafe impl GlobalAlloc for HeapMeter {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
-        let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
+        let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() && tagged() {
             add(layout.size());
         }
@@ -92,8 +75,8 @@ unsafe impl GlobalAlloc for HeapMeter {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` and `layout` come from the caller, who got them from
-        // this allocator, i.e. from `MiMalloc`.
-        unsafe { MiMalloc.dealloc(ptr, layout) };
+        // this allocator, i.e. from `System`.
+        unsafe { System.dealloc(ptr, layout) };
         if tagged() {
             sub(layout.size());
         }
@@ -101,7 +84,7 @@ unsafe impl GlobalAlloc for HeapMeter {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as for `dealloc`; `new_size` is the caller's.
-        let new = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() && tagged() {
             sub(layout.size());
             add(new_size);
