@@ -277,7 +277,7 @@ async fn floor_writes(server: &ApiServer) -> Result<f64, BoxError> {
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
-    let server = ApiServer::builder().history(2_000_000).start().await?;
+    let server = crate::bench::harness_server().start().await?;
     let client = server.client();
     let controller_runtime = ControllerRuntime::new()?;
     let controllers = controller_runtime.handle()?;

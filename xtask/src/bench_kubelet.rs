@@ -514,7 +514,7 @@ pub(crate) async fn pod_cache_heap(
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
-    let server = ApiServer::builder().history(2_000_000).start().await?;
+    let server = crate::bench::harness_server().start().await?;
     let client = server.client();
     let mut metrics: Vec<(&'static str, f64)> = Vec::new();
 

@@ -128,14 +128,7 @@ impl Plane {
     ) -> Result<Self, BoxError> {
         match kind {
             ControlPlane::Embedded => {
-                // History enough that no watch falls off it behind a
-                // 100,000-pod burst (at 256 MiB, the default, a watcher
-                // starved of CPU does).
-                let server = ApiServer::builder()
-                    .history(2_000_000)
-                    .history_bytes(8 << 30)
-                    .start()
-                    .await?;
+                let server = crate::bench::harness_server().start().await?;
                 Ok(Self::Harness(server))
             }
             ControlPlane::Real => {
