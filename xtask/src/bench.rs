@@ -50,7 +50,9 @@ use stratus_testing::ApiServer;
 /// measures the harness's memory budgets), and a watcher starved of CPU
 /// behind a 100,000-pod burst would fall off a short history.
 pub(crate) fn harness_server() -> stratus_testing::ApiServerBuilder {
-    ApiServer::builder().history(2_000_000).history_bytes(8 << 30)
+    ApiServer::builder()
+        .history(2_000_000)
+        .history_bytes(8 << 30)
 }
 
 /// Write a suite that runs Stratus beside a Go peer: `leading` figures as
