@@ -86,10 +86,10 @@ struct LogRecords {
 
 /// The memory one record takes: its slot (counted twice: the log's
 /// buffer grows by doubling) and its strings' allocations, as resident
-/// memory ([`resident`](crate::storage::store::resident)).
+/// memory ([`resident`](crate::storage::event::resident)).
 fn record_bytes(r: &RequestRecord) -> usize {
-    use crate::storage::store::malloc_chunk;
-    crate::storage::store::resident(
+    use crate::storage::event::malloc_chunk;
+    crate::storage::event::resident(
         2 * std::mem::size_of::<RequestRecord>()
             + malloc_chunk(r.resource.capacity())
             + r.namespace

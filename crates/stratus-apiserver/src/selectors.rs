@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::admission::validation::{dns_subdomain, dns_subdomain_message, regex_error};
+use crate::admission::validation::{label_key_errors, label_value_errors};
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,79 +23,6 @@ enum LabelOp {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct LabelSelector {
     requirements: Vec<(String, LabelOp)>,
-}
-
-const LABEL_KEY_MESSAGE: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const LABEL_KEY_PATTERN: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-
-/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, the shape of a label key's
-/// name and of a non-empty label value.
-fn label_shaped(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
-/// Why `key` is not a label key (a qualified name), in kube's words
-/// (`IsLabelKey`; annotation keys are checked lowercased).
-pub(crate) fn label_key_errors(key: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_owned());
-            } else if prefix.len() > 253 {
-                errs.push("prefix part must be no more than 253 bytes".to_owned());
-            } else if !dns_subdomain(prefix) {
-                errs.push(format!("prefix part {}", dns_subdomain_message()));
-            }
-            name
-        }
-        _ => {
-            errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(LABEL_KEY_MESSAGE, LABEL_KEY_PATTERN, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_owned());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 bytes".to_owned());
-    }
-    if !label_shaped(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                LABEL_KEY_MESSAGE,
-                LABEL_KEY_PATTERN,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
-
-/// Why `value` is not a label value, in kube's words (`IsLabelValue`).
-pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 bytes".to_owned());
-    }
-    if !(value.is_empty() || label_shaped(value)) {
-        errs.push(regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
 }
 
 /// A token of the label selector language, as kube's lexer makes them.

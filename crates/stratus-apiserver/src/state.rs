@@ -18,7 +18,7 @@ use crate::storage::store::Store;
 pub(crate) struct Settings {
     /// Events kept for watch resumption.
     pub(crate) history: usize,
-    /// Bytes the kept events may take (`store::Event::memory`).
+    /// Bytes the kept events may take (`event::Event::memory`).
     pub(crate) history_bytes: usize,
     /// Bytes the request log may take.
     pub(crate) request_log_bytes: usize,

@@ -191,6 +191,32 @@ impl KubernetesProvider {
     }
 }
 
+impl crate::remote_watch::RemotePods for Inner {
+    fn remote(&self) -> &kube::Client {
+        &self.remote
+    }
+
+    fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    fn node_label(&self) -> &str {
+        &self.node_label
+    }
+
+    fn relisted(self: &Arc<Self>, listed: Vec<Pod>) {
+        Inner::relisted(self, listed)
+    }
+
+    fn observed(self: &Arc<Self>, pod: Pod) {
+        Inner::observed(self, pod)
+    }
+
+    fn removed(self: &Arc<Self>, pod: &Pod) {
+        Inner::removed(self, pod)
+    }
+}
+
 impl Inner {
     /// Wait for the first listing of the remote pods.
     async fn wait_synced(&self) {

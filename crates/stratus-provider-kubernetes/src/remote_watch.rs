@@ -12,12 +12,28 @@ use kube_runtime::WatchStreamExt;
 use kube_runtime::watcher::{self, Event};
 
 use crate::naming::NODE_LABEL;
-use crate::provider::Inner;
+
+/// What the watch tells: the provider's side of it.
+pub(crate) trait RemotePods: Send + Sync + 'static {
+    /// The client of the remote cluster.
+    fn remote(&self) -> &kube::Client;
+    /// The virtual node's name (for the logs).
+    fn node_name(&self) -> &str;
+    /// The value of [`NODE_LABEL`] on the node's remote pods.
+    fn node_label(&self) -> &str;
+    /// A complete listing, after the first list and every relist.
+    fn relisted(self: &Arc<Self>, listed: Vec<Pod>);
+    /// A remote pod of the node was added or changed.
+    fn observed(self: &Arc<Self>, pod: Pod);
+    /// A remote pod of the node is gone.
+    fn removed(self: &Arc<Self>, pod: &Pod);
+}
 
 /// Watch until the provider is dropped (the task is aborted then).
-pub(crate) async fn run(inner: Arc<Inner>) {
-    let api: Api<Pod> = Api::all(inner.remote.clone());
-    let config = watcher::Config::default().labels(&format!("{NODE_LABEL}={}", inner.node_label));
+pub(crate) async fn run<P: RemotePods>(inner: Arc<P>) {
+    let api: Api<Pod> = Api::all(inner.remote().clone());
+    let config =
+        watcher::Config::default().labels(&format!("{NODE_LABEL}={}", inner.node_label()));
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing: Option<Vec<Pod>> = None;
     let mut failing = false;
@@ -25,7 +41,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
         match event {
             Ok(event) => {
                 if failing {
-                    tracing::info!(node = %inner.node_name, "the remote pod watch works again");
+                    tracing::info!(node = %inner.node_name(), "the remote pod watch works again");
                     failing = false;
                 }
                 match event {
@@ -38,7 +54,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
             }
             Err(e) => {
                 if !failing {
-                    tracing::warn!(node = %inner.node_name, error = %e, "the remote pod watch failed; retrying");
+                    tracing::warn!(node = %inner.node_name(), error = %e, "the remote pod watch failed; retrying");
                     failing = true;
                 }
             }

@@ -190,7 +190,7 @@ impl Cgroups {
             return None;
         }
         Some(ContainerCgroup {
-            dir: self.pod_dir(uid).join(crate::plan::safe(container)),
+            dir: self.pod_dir(uid).join(crate::naming::safe(container)),
             quota_us: millicores.map(|m| (m * PERIOD_US / 1000).max(MIN_QUOTA_US)),
             memory_max,
             hierarchy: self.hierarchy,
@@ -198,7 +198,7 @@ impl Cgroups {
     }
 
     fn pod_dir(&self, uid: &str) -> PathBuf {
-        self.parent.join(crate::plan::safe(uid))
+        self.parent.join(crate::naming::safe(uid))
     }
 
     /// Remove every pod's cgroups that no process is in (a node starting

@@ -10,10 +10,11 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use stratus_pod::PodError;
 
 use crate::ProcessConfig;
+use crate::naming::safe;
 
 /// The environment variable holding a container's root directory.
 pub const CONTAINER_ROOT_ENV: &str = "STRATUS_CONTAINER_ROOT";
@@ -350,7 +351,7 @@ fn launch_of(
         .into_iter()
         .flatten()
     {
-        crate::probe::supported(probe).map_err(|e| refuse(e.into()))?;
+        supported(probe).map_err(|e| refuse(e.into()))?;
     }
     let memory_limit = crate::limits::memory_limit(c).map_err(refuse)?;
     Ok(Launch {
@@ -422,21 +423,6 @@ fn relative(path: &str) -> Option<PathBuf> {
     (!out.as_os_str().is_empty()).then_some(out)
 }
 
-/// A name usable as one path component.
-pub(crate) fn safe(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect::<String>()
-        .trim_start_matches('.')
-        .to_owned()
-}
-
 /// The volume source's name, for messages.
 fn volume_kind(volume: &k8s_openapi::api::core::v1::Volume) -> &'static str {
     let kinds: [(&'static str, bool); 8] = [
@@ -456,6 +442,17 @@ fn volume_kind(volume: &k8s_openapi::api::core::v1::Volume) -> &'static str {
         .into_iter()
         .find(|(_, set)| *set)
         .map_or("this kind of", |(k, _)| k)
+}
+
+/// Whether a probe kind is one this provider runs.
+pub(crate) fn supported(probe: &Probe) -> Result<(), &'static str> {
+    if probe.grpc.is_some() {
+        return Err("gRPC probes are not supported by the process provider");
+    }
+    if probe.exec.is_none() && probe.http_get.is_none() && probe.tcp_socket.is_none() {
+        return Err("a probe needs exec, httpGet or tcpSocket");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,17 +14,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::plan::Launch;
 
-/// Whether a probe kind is one this provider runs.
-pub(crate) fn supported(probe: &Probe) -> Result<(), &'static str> {
-    if probe.grpc.is_some() {
-        return Err("gRPC probes are not supported by the process provider");
-    }
-    if probe.exec.is_none() && probe.http_get.is_none() && probe.tcp_socket.is_none() {
-        return Err("a probe needs exec, httpGet or tcpSocket");
-    }
-    Ok(())
-}
-
 /// The probe's timings.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timing {
@@ -109,7 +98,7 @@ async fn exec_check(command: &[String], launch: &Launch) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("cannot run {program:?}: {e}"))?;
     launch.limit(&child);
-    let _guard = crate::exec::GroupGuard::recorded(&child, launch).await;
+    let _guard = crate::group::GroupGuard::recorded(&child, launch).await;
     let status = child.wait().await.map_err(|e| e.to_string())?;
     if status.success() {
         Ok(())

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::logs;
 use crate::plan::Launch;
-use crate::provider::Inner;
+use crate::state::Inner;
 
 /// A stop request: the grace period, once the pod is being deleted.
 pub(crate) type StopSignal = watch::Receiver<Option<Duration>>;
@@ -244,7 +244,7 @@ async fn run_instance(
     launch.limit(&child);
     let oom_kills = launch.oom_kills();
     let started = now();
-    let group = crate::exec::process_group(&child);
+    let group = crate::group::process_group(&child);
     if let (Some(group), Some(dir)) = (group, inner.pod_dir(key)) {
         crate::leftovers::record(&dir, &launch.name, group.as_raw_nonzero().get()).await;
     }

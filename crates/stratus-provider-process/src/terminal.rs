@@ -54,7 +54,7 @@ pub(crate) async fn exec_on_terminal(
     // Only the child holds the secondary side now: when it (and what it
     // started) ends, reading the primary side ends too.
     drop(secondary);
-    let guard = crate::exec::GroupGuard::recorded(&child, launch).await;
+    let guard = crate::group::GroupGuard::recorded(&child, launch).await;
     let resizer = io.resize.take().map(|mut sizes| {
         let fd = primary.try_clone();
         tokio::spawn(async move {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::resources::ResourceDef;
-use crate::storage::store::Event;
+use crate::storage::event::Event;
 
 /// The most events a watch's queue holds before it falls back to the
 /// history.

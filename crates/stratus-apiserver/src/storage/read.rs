@@ -13,7 +13,7 @@ use crate::meta::{self, str_at};
 use crate::resources::ResourceDef;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::{Inner, Query, ResourceRequest};
-use crate::storage::store::Stored;
+use crate::storage::event::Stored;
 use crate::tables;
 
 /// How long a read at a resourceVersion the store has not reached waits for

@@ -16,7 +16,7 @@ use crate::error::ApiError;
 use crate::state::{Inner, ResourceRequest};
 use crate::storage::dispatch::{self, Interest};
 use crate::storage::read::{Filter, Representation, partial};
-use crate::storage::store::{Event, EventType};
+use crate::storage::event::{Event, EventType};
 
 /// Where a watch starts.
 enum Start {

@@ -13,7 +13,8 @@ use crate::resources::{ResourceDef, idx};
 use crate::state::{Inner, ResourceRequest, parse_object};
 use crate::storage::apply;
 use crate::storage::patch;
-use crate::storage::store::{Mutation, StoreError, Stored};
+use crate::storage::event::Stored;
+use crate::storage::store::{Mutation, StoreError};
 
 /// The namespaces that always exist and cannot be deleted.
 pub(crate) const SYSTEM_NAMESPACES: [&str; 4] =

@@ -181,7 +181,7 @@ impl ManagedController {
     }
 
     /// The API access it needs, which the deploy manifests grant it (one
-    /// ClusterRole per controller; see [`deploy`](super::deploy)).
+    /// ClusterRole per controller, written by the `deploy` module).
     pub fn rbac(mut self, rules: Vec<PolicyRule>) -> Self {
         self.rules = rules;
         self
