@@ -31,8 +31,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::BoxError;
 use crate::cluster_pki::{Authority, Usage, signing_key};
+use crate::error::BoxError;
 
 /// The components, in start order.
 pub(crate) const COMPONENTS: [&str; 4] = [
@@ -1145,7 +1145,7 @@ pub(crate) async fn run_until_signal(
 /// the node address, so that `kubectl logs`, `exec` and `port-forward`
 /// through kube-apiserver prove the published client CA; its Node is
 /// deleted when it ends.
-async fn serve_virtual_node(name: &str) -> Result<(), crate::bench::BoxError> {
+async fn serve_virtual_node(name: &str) -> Result<(), crate::error::BoxError> {
     let state = State::load().ok_or("no control plane is up: run cargo xtask cluster up")?;
     let address = state
         .node_address

@@ -104,7 +104,7 @@ enum Home {
 const MANAGER_AGENT: &str = "cloud-controller-manager";
 
 impl Home {
-    async fn start(args: &Args) -> Result<Self, crate::bench::BoxError> {
+    async fn start(args: &Args) -> Result<Self, crate::error::BoxError> {
         match args.control_plane {
             ControlPlane::Embedded => {
                 let mut cluster = TestCluster::start().await?;
@@ -136,7 +136,7 @@ impl Home {
         }
     }
 
-    async fn client(&self) -> Result<kube::Client, crate::bench::BoxError> {
+    async fn client(&self) -> Result<kube::Client, crate::error::BoxError> {
         match self {
             Self::Embedded(c) => Ok(c.client()),
             Self::Real { state, .. } => state.client().await,
@@ -144,7 +144,7 @@ impl Home {
     }
 
     /// Where the virtual nodes serve their kubelet APIs.
-    async fn site(&self) -> Result<KubeletApiSite, crate::bench::BoxError> {
+    async fn site(&self) -> Result<KubeletApiSite, crate::error::BoxError> {
         match self {
             Self::Embedded(c) => Ok(KubeletApiSite::harness(c.server())),
             Self::Real { state, .. } => state.kubelet_api_site().await,
@@ -154,7 +154,7 @@ impl Home {
     /// The manager's flags beyond the demo's own: on the real control
     /// plane, its ServiceAccount's kubeconfig (after applying the shipped
     /// RBAC) and per-controller credentials, as deployed.
-    async fn manager_flags(&self) -> Result<Vec<String>, crate::bench::BoxError> {
+    async fn manager_flags(&self) -> Result<Vec<String>, crate::error::BoxError> {
         let Self::Real { state, .. } = self else {
             return Ok(Vec::new());
         };
@@ -184,7 +184,7 @@ impl Home {
         &self,
         client: &kube::Client,
         namespace: &str,
-    ) -> Result<(), crate::bench::BoxError> {
+    ) -> Result<(), crate::error::BoxError> {
         if let Self::Real { .. } = self {
             cluster::wait_for_default_service_account(client, namespace, Duration::from_secs(60))
                 .await?;
@@ -200,7 +200,7 @@ impl Home {
     }
 
     /// The audit log's verdict on the manager (real control plane only).
-    fn manager_audit(&self) -> Option<Result<cluster::AuditCount, crate::bench::BoxError>> {
+    fn manager_audit(&self) -> Option<Result<cluster::AuditCount, crate::error::BoxError>> {
         match self {
             Self::Embedded(_) => None,
             Self::Real { state, .. } => Some(cluster::audit_count(state, MANAGER_AGENT)),

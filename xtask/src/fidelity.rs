@@ -21,8 +21,8 @@ use http::Method;
 use serde_json::{Value, json};
 use stratus_testing::ApiServer;
 
-use crate::bench::BoxError;
 use crate::cluster;
+use crate::error::BoxError;
 
 /// One request of the corpus.
 struct Request {

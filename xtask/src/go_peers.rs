@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Instant, SystemTime};
 
-use crate::bench::BoxError;
+use crate::error::BoxError;
 
 /// `tools/go-peers`.
 fn module() -> PathBuf {

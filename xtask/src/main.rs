@@ -19,16 +19,6 @@
 
 mod apiserver;
 mod bench;
-mod bench_ccm;
-mod bench_ccm_go;
-mod bench_failover;
-mod bench_kubelet;
-mod bench_kubelet_api;
-mod bench_kubelet_go;
-mod bench_kubelet_scale;
-mod bench_local_cloud;
-mod bench_offload;
-mod bench_process;
 mod ci;
 mod cluster;
 mod cluster_pki;
@@ -38,6 +28,7 @@ mod demo_offload;
 mod demo_process;
 mod demo_web;
 mod e2e;
+mod error;
 mod fidelity;
 mod fuzz;
 mod fuzz_live;

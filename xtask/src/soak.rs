@@ -40,7 +40,7 @@ use serde_json::json;
 use stratus_testing::ApiServer;
 use stratus_testing::apiserver::{Fault, FaultAction, Verb};
 
-use crate::bench::BoxError;
+use crate::error::BoxError;
 use crate::fuzz::Rng;
 
 const VIRTUAL_NODE: &str = "soak-vk";
@@ -66,7 +66,7 @@ impl Component {
         let Some(pid) = self.pid() else {
             return;
         };
-        let rss = crate::bench::process_rss_bytes(&pid.to_string()).unwrap_or(0.0);
+        let rss = crate::bench::measure::process_rss_bytes(&pid.to_string()).unwrap_or(0.0);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
         self.samples.push((minutes, rss, fds as f64));
     }
@@ -95,7 +95,7 @@ struct Settings {
 
 fn settings(args: &[String]) -> Result<Settings, String> {
     let mut total = Duration::from_secs(120);
-    for (flag, value) in crate::bench::number_flags(args)? {
+    for (flag, value) in crate::bench::measure::number_flags(args)? {
         total = match flag {
             "--minutes" => Duration::from_secs(value * 60),
             "--seconds" => Duration::from_secs(value),
@@ -437,7 +437,7 @@ fn processes_under(dir: &Path) -> Vec<u32> {
 
 /// The run.
 async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
-    let bin = crate::bench::build_binaries(
+    let bin = crate::bench::measure::build_binaries(
         false,
         &[
             "sample-cloud-controller-manager",

@@ -32,8 +32,7 @@ pub(crate) trait RemotePods: Send + Sync + 'static {
 /// Watch until the provider is dropped (the task is aborted then).
 pub(crate) async fn run<P: RemotePods>(inner: Arc<P>) {
     let api: Api<Pod> = Api::all(inner.remote().clone());
-    let config =
-        watcher::Config::default().labels(&format!("{NODE_LABEL}={}", inner.node_label()));
+    let config = watcher::Config::default().labels(&format!("{NODE_LABEL}={}", inner.node_label()));
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing: Option<Vec<Pod>> = None;
     let mut failing = false;

@@ -6,8 +6,8 @@
 pub(crate) mod apply;
 pub(crate) mod conversion;
 pub(crate) mod dispatch;
-pub(crate) mod event;
 pub(crate) mod disruption;
+pub(crate) mod event;
 pub(crate) mod patch;
 pub(crate) mod read;
 pub(crate) mod scale;

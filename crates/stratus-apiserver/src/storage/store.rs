@@ -12,8 +12,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::storage::dispatch::{Interest, Queue, Watches};
-use crate::storage::event::{Event, EventType, Stored};
 use crate::storage::event::encode;
+use crate::storage::event::{Event, EventType, Stored};
 
 /// Events the history let go of, to be freed once the store's lock is
 /// released: a dropped event can be the last holder of two parsed objects,

@@ -15,8 +15,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::error::ApiError;
 use crate::state::{Inner, ResourceRequest};
 use crate::storage::dispatch::{self, Interest};
-use crate::storage::read::{Filter, Representation, partial};
 use crate::storage::event::{Event, EventType};
+use crate::storage::read::{Filter, Representation, partial};
 
 /// Where a watch starts.
 enum Start {

@@ -12,8 +12,8 @@ use crate::openapi::builtin_schemas;
 use crate::resources::{ResourceDef, idx};
 use crate::state::{Inner, ResourceRequest, parse_object};
 use crate::storage::apply;
-use crate::storage::patch;
 use crate::storage::event::Stored;
+use crate::storage::patch;
 use crate::storage::store::{Mutation, StoreError};
 
 /// The namespaces that always exist and cannot be deleted.

@@ -41,8 +41,9 @@ use stratus_testing::apiserver::{RequestRecord, ReviewUser, Verb};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::bench::{BoxError, write_results};
-use crate::bench_ccm::percentile;
+use crate::bench::ccm::percentile;
+use crate::bench::measure::write_results;
+use crate::error::BoxError;
 
 /// How a leader is taken away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -450,7 +451,7 @@ fn settings(args: &[String]) -> Result<Settings, BoxError> {
         replicas: 3,
         go_rounds: 3,
     };
-    for (flag, value) in crate::bench::number_flags(args)? {
+    for (flag, value) in crate::bench::measure::number_flags(args)? {
         let value = usize::try_from(value)?;
         match flag {
             "--rounds" => s.rounds = value.max(1),
@@ -465,7 +466,7 @@ fn settings(args: &[String]) -> Result<Settings, BoxError> {
 /// The bench.
 pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let settings = settings(args)?;
-    let binary = crate::bench::build_binaries(true, &["sample-cloud-controller-manager"])?
+    let binary = crate::bench::measure::build_binaries(true, &["sample-cloud-controller-manager"])?
         .join("sample-cloud-controller-manager");
     let server = ApiServer::start().await?;
     let upstream: SocketAddr = server

@@ -42,7 +42,7 @@ use stratus_provider_local::{Backends, Client, LocalProvider, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::bench::BoxError;
+use crate::error::BoxError;
 
 /// The ranges of this benchmark's load balancers, with kernel forwarding
 /// and with the proxy (the tests use 127.77.0.0/16, the demo
@@ -55,7 +55,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     let mut mb = 512u64;
     let mut connections = 2_000u64;
     let mut services = 1_000u64;
-    for (flag, value) in crate::bench::number_flags(args)? {
+    for (flag, value) in crate::bench::measure::number_flags(args)? {
         match flag {
             "--mb" => mb = value.max(1),
             "--connections" => connections = value.max(10),
@@ -80,7 +80,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         }
     }
     let named: Vec<(&str, f64)> = metrics.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    crate::bench::write_results(
+    crate::bench::measure::write_results(
         "local-cloud",
         &named,
         "floor = a direct connection to the same backend in the same run; \

@@ -41,9 +41,10 @@ use stratus_provider_kubernetes::{KubernetesProvider, PROVIDER_NAME};
 use stratus_testing::{ApiServer, MockPodProvider, TestCluster};
 use tokio::sync::{Semaphore, watch};
 
-use crate::bench::{BoxError, write_results};
-use crate::bench_ccm::{ControllerRuntime, percentile, spawn_controller, wait_until};
-use crate::bench_kubelet::{Observer, pod, push_p50_p99};
+use crate::bench::ccm::{ControllerRuntime, percentile, spawn_controller, wait_until};
+use crate::bench::kubelet::{Observer, pod, push_p50_p99};
+use crate::bench::measure::write_results;
+use crate::error::BoxError;
 
 const PODS: usize = 2_000;
 /// The offload node.

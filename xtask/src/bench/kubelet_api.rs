@@ -30,7 +30,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bench_ccm::percentile;
+use crate::bench::ccm::percentile;
 use async_trait::async_trait;
 use futures_util::{SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
@@ -292,7 +292,7 @@ impl Server {
 fn options(args: &[String]) -> Result<ControlPlane, BoxError> {
     match args {
         [] => Ok(ControlPlane::Embedded),
-        [flag, value] if flag == "--control-plane" => crate::bench_kubelet_go::control_plane(value),
+        [flag, value] if flag == "--control-plane" => crate::bench::kubelet_go::control_plane(value),
         _ => Err(format!(
             "unknown options {}; usage: cargo xtask bench kubelet-api [--control-plane embedded|real]",
             args.join(" ")
@@ -319,7 +319,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
             "through kube-apiserver of a real control plane; ratios are measured / floor (1.0 = as fast as a raw loopback socket) and Stratus / Go (below 1 = Stratus better)",
         ),
     };
-    crate::bench::write_results(suite, &metrics, ratios)
+    crate::bench::measure::write_results(suite, &metrics, ratios)
 }
 
 /// The benchmark's Stratus node as its own process, as the Go peer runs:
@@ -377,7 +377,7 @@ async fn measure(
         .arg(&client_ca)
         .spawn()?;
     let measured = stratus_side(server, &site, go_binary).await;
-    let _ = tokio::task::spawn_blocking(move || crate::bench::stop_child(child)).await;
+    let _ = tokio::task::spawn_blocking(move || crate::bench::measure::stop_child(child)).await;
     let _ = std::fs::remove_dir_all(&dir);
     measured
 }

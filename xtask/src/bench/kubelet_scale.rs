@@ -25,19 +25,19 @@
 //! (derived as above) and `<metric>_ratio_stratus_over_go`, plus the pod
 //! cache per pod and the count of pods Running.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 
-use crate::bench::{BoxError, write_side_by_side};
-use crate::bench_ccm::percentile;
-use crate::bench_kubelet::{Observer, pod, pod_cache_heap};
-use crate::bench_kubelet_go::{
+use crate::bench::ccm::percentile;
+use crate::bench::kubelet::{Observer, bind_all, pod_cache_heap};
+use crate::bench::kubelet_go::{
     GoQueues, NodeProcess, cpu_seconds, go_node_command, phase_limit, rss, stratus_node_command,
 };
+use crate::bench::measure::write_side_by_side;
 use crate::demo::ControlPlane;
+use crate::error::BoxError;
 
 /// Virtual nodes in the Stratus process unless `--nodes` says otherwise.
 const DEFAULT_NODES: usize = 100;
@@ -92,40 +92,6 @@ async fn admit(
         rss_running,
         running: running_pods(client).await?,
     })
-}
-
-/// Create `per_node` pods bound to each of `nodes` through the API, as a
-/// scheduler binds them: 16 clients at once, round-robin over the nodes (so
-/// every node has work from the start). Returns each pod's bind instant
-/// (when its create was answered).
-pub(crate) async fn bind_all(
-    client: kube::Client,
-    nodes: &[String],
-    per_node: usize,
-) -> Result<HashMap<String, Instant>, BoxError> {
-    const CLIENTS: usize = 16;
-    let total = nodes.len() * per_node;
-    let mut tasks = Vec::with_capacity(CLIENTS);
-    for first in 0..CLIENTS {
-        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
-        let nodes = nodes.to_vec();
-        tasks.push(tokio::spawn(async move {
-            let mut bound = Vec::with_capacity(total / CLIENTS + 1);
-            for j in (first..total).step_by(CLIENTS) {
-                let node = &nodes[j % nodes.len()];
-                let name = format!("{node}-{}", j / nodes.len());
-                let object: Pod = serde_json::from_value(pod(&name, node))?;
-                api.create(&PostParams::default(), &object).await?;
-                bound.push((name, Instant::now()));
-            }
-            Ok::<_, BoxError>(bound)
-        }));
-    }
-    let mut bound_at = HashMap::with_capacity(total);
-    for task in tasks {
-        bound_at.extend(task.await??);
-    }
-    Ok(bound_at)
 }
 
 /// The pods whose phase is Running, by a list in pages of 5,000.

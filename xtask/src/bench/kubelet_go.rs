@@ -56,11 +56,12 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use stratus_testing::ApiServer;
 
-use crate::bench::{BoxError, write_against_peers};
-use crate::bench_ccm::{percentile, wait_until};
-use crate::bench_kubelet::{Observer, pod};
-use crate::bench_kubelet_scale::bind_all;
+use crate::bench::ccm::{percentile, wait_until};
+use crate::bench::kubelet::bind_all;
+use crate::bench::kubelet::{Observer, pod};
+use crate::bench::measure::write_against_peers;
 use crate::demo::ControlPlane;
+use crate::error::BoxError;
 
 /// Pods bound a second in the paced phase.
 const PACE: usize = 500;
@@ -95,13 +96,13 @@ struct Figures {
 
 /// A node process's resident memory now, in bytes.
 pub(crate) fn rss(pid: u32) -> Result<f64, BoxError> {
-    crate::bench::process_rss_bytes(&pid.to_string())
+    crate::bench::measure::process_rss_bytes(&pid.to_string())
         .ok_or_else(|| format!("process {pid} is gone").into())
 }
 
 /// A node process's CPU time so far (user + system), in seconds.
 pub(crate) fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
-    crate::bench::process_cpu_seconds(&pid.to_string())
+    crate::bench::measure::process_cpu_seconds(&pid.to_string())
         .ok_or_else(|| format!("process {pid} is gone").into())
 }
 
@@ -128,7 +129,7 @@ impl Plane {
     ) -> Result<Self, BoxError> {
         match kind {
             ControlPlane::Embedded => {
-                let server = crate::bench::harness_server().start().await?;
+                let server = crate::bench::measure::harness_server().start().await?;
                 Ok(Self::Harness(server))
             }
             ControlPlane::Real => {
@@ -258,7 +259,7 @@ impl NodeProcess {
     /// Stop the process and the server; keep the log (and say where) if
     /// `failed`.
     pub(crate) async fn stop(self, label: &str, failed: bool) {
-        crate::bench::stop_child(self.child);
+        crate::bench::measure::stop_child(self.child);
         self.plane.stop().await;
         if failed {
             eprintln!("the {label} node's log: {}", self.log.display());

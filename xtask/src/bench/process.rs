@@ -15,19 +15,20 @@ use k8s_openapi::api::core::v1::Pod;
 use stratus_pod::{PodLifecycleHandler, PodNotifier, PodStatusCallback};
 use stratus_provider_process::{ProcessConfig, ProcessProvider};
 
-use crate::bench::{BoxError, write_results};
-use crate::bench_ccm::percentile;
+use crate::bench::ccm::percentile;
+use crate::bench::measure::write_results;
+use crate::error::BoxError;
 
 /// Resident memory of this process, in bytes.
 fn rss_bytes() -> f64 {
-    crate::bench::rss_bytes() as f64
+    crate::bench::measure::rss_bytes() as f64
 }
 
 const PODS: usize = 500;
 
 /// CPU time of this process (all threads).
 fn cpu_seconds() -> f64 {
-    crate::bench::process_cpu_seconds("self").unwrap_or(0.0)
+    crate::bench::measure::process_cpu_seconds("self").unwrap_or(0.0)
 }
 
 /// What one side measured.

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions, WatchEvent, WatchParams,
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
+    WatchParams,
 };
 use kube_runtime::watcher;
 use serde_json::json;
@@ -45,8 +46,8 @@ use stratus_runtime::informer::Informer;
 use stratus_testing::{ApiServer, MockPodProvider, Verb};
 use tokio::sync::watch;
 
-use crate::bench::BoxError;
-use crate::bench_ccm::{ControllerRuntime, peak_rss, percentile, spawn_controller, wait_until};
+use crate::bench::ccm::{ControllerRuntime, peak_rss, percentile, spawn_controller, wait_until};
+use crate::error::BoxError;
 
 const PODS: usize = 10_000;
 const NODE: &str = "vk-bench";
@@ -514,7 +515,7 @@ pub(crate) async fn pod_cache_heap(
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
-    let server = crate::bench::harness_server().start().await?;
+    let server = crate::bench::measure::harness_server().start().await?;
     let client = server.client();
     let mut metrics: Vec<(&'static str, f64)> = Vec::new();
 
@@ -685,7 +686,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let _ = tokio::time::timeout(Duration::from_secs(10), node_task).await;
     drop(node_runtime);
 
-    crate::bench::write_results(
+    crate::bench::measure::write_results(
         "kubelet",
         &metrics,
         "ratios are measured / floor: 1.0 = as fast as the floor",
@@ -705,6 +706,40 @@ fn sustained(p99: f64) -> Result<(), BoxError> {
         .into());
     }
     Ok(())
+}
+
+/// Create `per_node` pods bound to each of `nodes` through the API, as a
+/// scheduler binds them: 16 clients at once, round-robin over the nodes (so
+/// every node has work from the start). Returns each pod's bind instant
+/// (when its create was answered).
+pub(crate) async fn bind_all(
+    client: kube::Client,
+    nodes: &[String],
+    per_node: usize,
+) -> Result<HashMap<String, Instant>, BoxError> {
+    const CLIENTS: usize = 16;
+    let total = nodes.len() * per_node;
+    let mut tasks = Vec::with_capacity(CLIENTS);
+    for first in 0..CLIENTS {
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let nodes = nodes.to_vec();
+        tasks.push(tokio::spawn(async move {
+            let mut bound = Vec::with_capacity(total / CLIENTS + 1);
+            for j in (first..total).step_by(CLIENTS) {
+                let node = &nodes[j % nodes.len()];
+                let name = format!("{node}-{}", j / nodes.len());
+                let object: Pod = serde_json::from_value(pod(&name, node))?;
+                api.create(&PostParams::default(), &object).await?;
+                bound.push((name, Instant::now()));
+            }
+            Ok::<_, BoxError>(bound)
+        }));
+    }
+    let mut bound_at = HashMap::with_capacity(total);
+    for task in tasks {
+        bound_at.extend(task.await??);
+    }
+    Ok(bound_at)
 }
 
 #[cfg(test)]

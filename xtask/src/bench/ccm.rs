@@ -33,7 +33,7 @@ use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
 use stratus_testing::{ApiServer, FakeCloud, FakeInstance, Verb};
 use tokio::sync::watch;
 
-use crate::bench::BoxError;
+use crate::error::BoxError;
 
 const NODES: usize = 5_000;
 const SERVICES: usize = 1_000;
@@ -277,7 +277,7 @@ async fn floor_writes(server: &ApiServer) -> Result<f64, BoxError> {
 }
 
 pub(crate) async fn run() -> Result<(), BoxError> {
-    let server = crate::bench::harness_server().start().await?;
+    let server = crate::bench::measure::harness_server().start().await?;
     let client = server.client();
     let controller_runtime = ControllerRuntime::new()?;
     let controllers = controller_runtime.handle()?;
@@ -548,7 +548,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     manager_phase(&server, &controllers, &cloud, &mut metrics).await?;
     metrics.push(("peak_rss_bytes_process", peak_rss() as f64));
 
-    crate::bench::write_results(
+    crate::bench::measure::write_results(
         "ccm",
         &metrics,
         "ratios are floor / measured time: 1.0 = as fast as the floor",

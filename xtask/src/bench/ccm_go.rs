@@ -62,10 +62,11 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use stratus_testing::{FakeCloud, FakeInstance};
 
-use crate::bench::{BoxError, write_side_by_side};
-use crate::bench_ccm::{CLOUD_LATENCY, CLOUD_QPS, node, tainted};
-use crate::bench_kubelet_go::{Plane, control_plane};
+use crate::bench::ccm::{CLOUD_LATENCY, CLOUD_QPS, node, tainted};
+use crate::bench::kubelet_go::{Plane, control_plane};
+use crate::bench::measure::write_side_by_side;
 use crate::demo::ControlPlane;
+use crate::error::BoxError;
 
 /// Nodes per side unless `--nodes` says otherwise.
 const DEFAULT_NODES: usize = 5_000;
@@ -182,7 +183,7 @@ impl Manager {
             .strip_prefix("cloud-state ")
             .filter(|_| read.is_ok())
         else {
-            crate::bench::stop_child(child);
+            crate::bench::measure::stop_child(child);
             return Err(match read {
                 Err(e) => format!("reading the manager's first line: {e}"),
                 Ok(_) => format!("the manager printed {first:?} instead of its cloud's address"),
@@ -205,12 +206,14 @@ impl Manager {
 
     /// Its CPU seconds so far.
     fn cpu(&self) -> Result<f64, BoxError> {
-        crate::bench::process_cpu_seconds(&self.pid()).ok_or_else(|| "the manager is gone".into())
+        crate::bench::measure::process_cpu_seconds(&self.pid())
+            .ok_or_else(|| "the manager is gone".into())
     }
 
     /// Its resident memory now.
     fn rss(&self) -> Result<f64, BoxError> {
-        crate::bench::process_rss_bytes(&self.pid()).ok_or_else(|| "the manager is gone".into())
+        crate::bench::measure::process_rss_bytes(&self.pid())
+            .ok_or_else(|| "the manager is gone".into())
     }
 
     /// Its cloud's calls so far (all methods) and the load balancers that
@@ -243,7 +246,7 @@ impl Manager {
     fn stop(mut self) -> f64 {
         let cpu = self.cpu().unwrap_or(0.0);
         if let Some(child) = self.child.take() {
-            crate::bench::stop_child(child);
+            crate::bench::measure::stop_child(child);
         }
         cpu
     }
@@ -253,7 +256,7 @@ impl Drop for Manager {
     /// A manager left behind by an error is stopped too.
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            crate::bench::stop_child(child);
+            crate::bench::measure::stop_child(child);
         }
     }
 }
