@@ -58,7 +58,7 @@ mod tables;
 
 pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
 pub use converge::{Check, ConvergeError, eventually, poll};
-pub use serving::kubelet::KUBELET_CLIENT_USER;
+pub use serving::kubelet_client::KUBELET_CLIENT_USER;
 pub use serving::server::{ApiServer, ApiServerBuilder, ApiServerError, CaSigner};
 /// The limits on the server's connections ([`ApiServerBuilder::connections`]).
 pub use stratus_accept::ConnectionLimits;

@@ -1,6 +1,6 @@
 //! Reading and writing `metadata` on JSON objects, and timestamps.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The current time as Kubernetes writes it (RFC 3339, seconds).
 pub(crate) fn now() -> String {
@@ -145,6 +145,15 @@ pub(crate) fn drop_empty(obj: &mut Value) {
             !(listed && empty)
         });
     }
+}
+
+/// The metadata-only form of an object.
+pub(crate) fn partial(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub(crate) struct CustomVersion {
     /// The list kind (`names.listKind`).
     pub(crate) list_kind: String,
     /// The scale subresource's paths, if the version declares one.
-    pub(crate) scale: Option<crate::storage::scale::ScalePaths>,
+    pub(crate) scale: Option<ScalePaths>,
     /// For a version that is not the storage version, the storage
     /// version's name: requests are carried out there.
     pub(crate) storage_version: Option<&'static str>,
@@ -233,6 +233,28 @@ pub(crate) fn intern_list(items: &[String]) -> &'static [&'static str] {
     let leaked: &'static [&'static str] = Box::leak(interned.into_boxed_slice());
     map.insert(items.to_vec(), leaked);
     leaked
+}
+
+/// Where a resource keeps what its Scale shows.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ScalePaths {
+    /// `specReplicasPath`, split into fields.
+    pub(crate) spec: Vec<String>,
+    /// `statusReplicasPath`.
+    pub(crate) status: Vec<String>,
+    /// `labelSelectorPath` (a string field); built-in workloads render
+    /// `spec.selector` instead.
+    pub(crate) selector: Option<Vec<String>>,
+}
+
+/// Split a simple JSON path (`.spec.replicas`) into fields.
+pub(crate) fn split_path(json_path: &str) -> Vec<String> {
+    json_path
+        .trim_start_matches('.')
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]

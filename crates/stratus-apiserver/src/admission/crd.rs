@@ -15,9 +15,9 @@ use crate::admission::schema;
 use crate::error::{ApiError, Cause};
 use crate::meta::{self, at, is_terminating, set_at, str_at, strings};
 use crate::registry::{CustomVersion, PrinterColumn, intern, intern_list};
+use crate::registry::{ScalePaths, split_path};
 use crate::resources::{NameRule, ResourceDef};
 use crate::state::Inner;
-use crate::storage::scale::{ScalePaths, split_path};
 use crate::storage::store::Mutation;
 use crate::storage::write::{DeleteOptions, delete_one};
 

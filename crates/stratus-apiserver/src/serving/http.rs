@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::upgrade::OnUpgrade;
 use serde_json::Value;
@@ -19,16 +19,15 @@ use crate::controls::{FaultAction, RequestRecord, Verb};
 use crate::error::ApiError;
 use crate::openapi;
 use crate::serving::discovery;
-use crate::serving::kubelet;
 use crate::serving::wire_format::{self, Negotiated};
+use crate::serving::{kubelet, kubelet_client};
 use crate::state::{Inner, Query, ResourceRequest};
 use crate::storage::conversion;
 use crate::storage::read::{self, Representation};
 use crate::storage::watch;
 use crate::storage::write;
 
-/// The response body type.
-pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
+use crate::serving::body::Body;
 
 fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed_unsync()
@@ -494,7 +493,7 @@ async fn resource(
         }
         (&Method::GET, true, Some("log"))
         | (&Method::GET | &Method::POST, true, Some("exec" | "attach" | "portforward")) => {
-            let target = kubelet::Target::Pod {
+            let target = kubelet_client::Target::Pod {
                 namespace: req.namespace.clone().unwrap_or_default(),
                 name: req.name.clone().unwrap_or_default(),
                 sub: sub.clone().unwrap_or_default(),
@@ -502,7 +501,7 @@ async fn resource(
             kubelet::proxy(inner, target, parts, Bytes::new(), on_upgrade).await
         }
         (_, true, Some("proxy")) => {
-            let target = kubelet::Target::Node {
+            let target = kubelet_client::Target::Node {
                 name: req.name.clone().unwrap_or_default(),
                 path: String::new(),
             };
@@ -855,7 +854,11 @@ pub(crate) async fn handle(
             }
             (None, Ok(Route::Resource(mut r))) => {
                 let warnings = r.warnings.clone();
-                let conversion = conversion::of(&inner, &mut r);
+                let conversion =
+                    conversion::of(inner.defs(), r.def).map(|(storage, conversion)| {
+                        r.def = storage;
+                        conversion
+                    });
                 r.conversion = conversion.clone().map(Arc::new);
                 let watching = r.query.flag("watch");
                 let mut resp = match resource(&inner, &method, r, &parts, body, on_upgrade).await {
@@ -869,7 +872,7 @@ pub(crate) async fn handle(
                 resp
             }
             (None, Ok(Route::NodeProxy { name, path })) => {
-                let target = kubelet::Target::Node { name, path };
+                let target = kubelet_client::Target::Node { name, path };
                 let proxied = match read_body(&inner, body).await {
                     Ok(bytes) => kubelet::proxy(&inner, target, &parts, bytes, on_upgrade).await,
                     Err(e) => Err(e),

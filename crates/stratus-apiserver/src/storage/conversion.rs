@@ -10,8 +10,8 @@ use http_body_util::BodyExt;
 use hyper::body::Frame;
 use serde_json::Value;
 
-use crate::serving::http::Body;
-use crate::state::{Inner, ResourceRequest};
+use crate::registry::Registry;
+use crate::serving::body::Body;
 
 /// The two `apiVersion`s of a converted request.
 #[derive(Debug, Clone)]
@@ -22,18 +22,17 @@ pub(crate) struct Conversion {
     stored: String,
 }
 
-/// If `req` names a version that is not its resource's storage version,
-/// point it at the storage version and say how to convert.
-pub(crate) fn of(inner: &Inner, req: &mut ResourceRequest) -> Option<Conversion> {
-    let storage_version = inner.defs().custom(req.def)?.storage_version?;
-    let def = &inner.defs().get(req.def);
-    let storage = inner.defs().find(def.group, storage_version, def.plural)?;
+/// If resource `def` is a version of a custom resource other than its
+/// storage version: the storage version's index, and how to convert.
+pub(crate) fn of(defs: &Registry, def: usize) -> Option<(usize, Conversion)> {
+    let storage_version = defs.custom(def)?.storage_version?;
+    let served = &defs.get(def);
+    let storage = defs.find(served.group, storage_version, served.plural)?;
     let conversion = Conversion {
-        served: def.api_version(),
-        stored: inner.defs().get(storage).api_version(),
+        served: served.api_version(),
+        stored: defs.get(storage).api_version(),
     };
-    req.def = storage;
-    Some(conversion)
+    Some((storage, conversion))
 }
 
 fn swap(value: &mut Value, from: &str, to: &str) {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::fields;
-use crate::meta::{self, str_at};
+use crate::meta::{self, partial, str_at};
 use crate::resources::ResourceDef;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::{Inner, Query, ResourceRequest};
@@ -177,15 +177,6 @@ impl Filter {
             },
         )
     }
-}
-
-/// The metadata-only form of an object.
-pub(crate) fn partial(obj: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
-    })
 }
 
 /// GET of one object.

@@ -6,33 +6,12 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Cause};
 use crate::meta::{self, at, set_at, str_at};
+use crate::registry::ScalePaths;
 use crate::resources::ResourceDef;
 use crate::state::{Inner, ResourceRequest, parse_object};
 use crate::storage::patch;
 use crate::storage::store::{Mutation, StoreError};
 use crate::storage::write::Answer;
-
-/// Where a resource keeps what its Scale shows.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ScalePaths {
-    /// `specReplicasPath`, split into fields.
-    pub(crate) spec: Vec<String>,
-    /// `statusReplicasPath`.
-    pub(crate) status: Vec<String>,
-    /// `labelSelectorPath` (a string field); built-in workloads render
-    /// `spec.selector` instead.
-    pub(crate) selector: Option<Vec<String>>,
-}
-
-/// Split a simple JSON path (`.spec.replicas`) into fields.
-pub(crate) fn split_path(json_path: &str) -> Vec<String> {
-    json_path
-        .trim_start_matches('.')
-        .split('.')
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
 
 fn paths(inner: &Inner, index: usize, def: &ResourceDef) -> Option<ScalePaths> {
     if def.custom {
@@ -259,6 +238,7 @@ pub(crate) fn patch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::split_path;
 
     #[test]
     fn selectors_render_as_strings() {

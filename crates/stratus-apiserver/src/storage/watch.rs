@@ -13,10 +13,11 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::error::ApiError;
+use crate::meta::partial;
 use crate::state::{Inner, ResourceRequest};
 use crate::storage::dispatch::{self, Interest};
 use crate::storage::event::{Event, EventType};
-use crate::storage::read::{Filter, Representation, partial};
+use crate::storage::read::{Filter, Representation};
 
 /// Where a watch starts.
 enum Start {

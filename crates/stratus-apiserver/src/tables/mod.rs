@@ -5,10 +5,10 @@ pub(crate) mod workloads;
 
 use serde_json::{Value, json};
 
+use crate::meta::partial;
 use crate::meta::{at, str_at};
 use crate::registry::CustomVersion;
 use crate::resources::ResourceDef;
-use crate::storage::read::partial;
 
 /// A human duration as kubectl shows ages (`45s`, `3m20s`, `5h`, `2d3h`).
 pub(crate) fn human_duration(secs: i64) -> String {
