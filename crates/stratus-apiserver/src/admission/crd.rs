@@ -19,7 +19,6 @@ use crate::registry::{ScalePaths, split_path};
 use crate::resources::{NameRule, ResourceDef};
 use crate::state::Inner;
 use crate::storage::store::Mutation;
-use crate::storage::write::{DeleteOptions, delete_one};
 
 /// The API group of CustomResourceDefinitions.
 pub(crate) const GROUP: &str = "apiextensions.k8s.io";
@@ -463,20 +462,26 @@ fn accept_names(inner: &Inner, index: usize, crd: &Value, n: &Names) -> (Value, 
     (out, condition)
 }
 
+/// The objects of a terminating definition, to delete: they stay served
+/// meanwhile, so that clients can remove their finalizers (creates are
+/// refused). Admission does not write; the caller deletes them, then calls
+/// [`finish_if_empty`] to let the definition go once none is left.
+#[derive(Debug, Default)]
+pub(crate) struct Terminating {
+    /// Each object: its resource's index, its namespace (`""` when
+    /// cluster-scoped) and its name.
+    pub(crate) objects: Vec<(usize, String, String)>,
+}
+
 /// Serve a created or updated definition and report it in its status
-/// (`NamesAccepted`, `Established`, `acceptedNames`, `storedVersions`), or
-/// start removing its objects when it is terminating.
-pub(crate) fn reconcile(inner: &Inner, name: &str) {
-    let Some(index) = crd_index(inner) else {
-        return;
-    };
-    let Some(stored) = inner.store().get(index, "", name) else {
-        return;
-    };
+/// (`NamesAccepted`, `Established`, `acceptedNames`, `storedVersions`); for
+/// a terminating one, the objects to delete instead.
+pub(crate) fn reconcile(inner: &Inner, name: &str) -> Option<Terminating> {
+    let index = crd_index(inner)?;
+    let stored = inner.store().get(index, "", name)?;
     let crd = &*stored.object;
     if is_terminating(crd) {
-        terminate(inner, name);
-        return;
+        return Some(terminating(inner, crd));
     }
     let mut conditions = Vec::new();
     let served = resource_of(crd);
@@ -583,10 +588,10 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
         } else {
             // The API server's own controllers write the status as
             // `kube-apiserver`, and own what they wrote.
-            crate::storage::apply::record_update(
+            crate::storage::managed_fields::record_update(
                 &mut next,
                 Some(&cur.object),
-                &crate::storage::apply::Writer {
+                &crate::storage::managed_fields::Writer {
                     manager: "kube-apiserver",
                     operation: "Update",
                     api_version: "apiextensions.k8s.io/v1",
@@ -597,39 +602,23 @@ pub(crate) fn reconcile(inner: &Inner, name: &str) {
             Ok(Mutation::Replace(next))
         }
     });
+    None
 }
 
-/// A terminating definition: delete its objects (still served, so that
-/// clients can remove their finalizers; creates are refused), and let it go
-/// once none is left.
-fn terminate(inner: &Inner, name: &str) {
-    let Some((group, plural)) = inner
-        .store()
-        .get(crd_index(inner).unwrap_or_default(), "", name)
-        .map(|s| {
-            let n = names(&s.object);
-            (n.group, n.plural)
-        })
-    else {
-        return;
-    };
-    let indexes = inner.defs().custom_index(&group, &plural);
-    for &index in &indexes {
+/// The objects of terminating definition `crd`.
+fn terminating(inner: &Inner, crd: &Value) -> Terminating {
+    let n = names(crd);
+    let mut objects = Vec::new();
+    for index in inner.defs().custom_index(&n.group, &n.plural) {
         let (items, _) = inner.store().list(index, None);
-        for item in items {
-            let ns = str_at(&item.object, &["metadata", "namespace"])
+        objects.extend(items.into_iter().map(|item| {
+            let namespace = str_at(&item.object, &["metadata", "namespace"])
                 .unwrap_or_default()
                 .to_owned();
-            let _ = delete_one(
-                inner,
-                index,
-                &ns,
-                meta::name(&item.object),
-                &DeleteOptions::immediate(),
-            );
-        }
+            (index, namespace, meta::name(&item.object).to_owned())
+        }));
     }
-    finish_if_empty(inner, name);
+    Terminating { objects }
 }
 
 /// Remove the cleanup finalizer of a terminating definition whose objects

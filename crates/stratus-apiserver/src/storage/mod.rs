@@ -8,6 +8,7 @@ pub(crate) mod conversion;
 pub(crate) mod dispatch;
 pub(crate) mod disruption;
 pub(crate) mod event;
+pub(crate) mod managed_fields;
 pub(crate) mod patch;
 pub(crate) mod read;
 pub(crate) mod scale;
