@@ -1,5 +1,6 @@
 //! `cargo xtask ci`: every check CI runs, one summary line per step:
-//! formatting, clippy, the workspace tests, the docs, the library crates
+//! formatting, clippy, no import cycle between a crate's modules, the
+//! workspace tests, the docs, the library crates
 //! against each supported Kubernetes minor, packaging every
 //! library crate as crates.io would build it, the generated provider
 //! crates of both kinds and the example kube-rs operator (built and tested
@@ -48,6 +49,14 @@ const STEPS: &[Step] = &[
             "-D",
             "warnings",
         ],
+        env: &[],
+    },
+    Step {
+        // No two source files of a crate import each other, directly or
+        // around a cycle (see xtask/src/module_cycles.rs).
+        name: "module-cycles",
+        program: "cargo",
+        args: &["xtask", "module-cycles"],
         env: &[],
     },
     Step {

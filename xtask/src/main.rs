@@ -38,6 +38,7 @@ mod go_peers;
 mod heap_meter;
 mod kubernetes_versions;
 mod manifests;
+mod module_cycles;
 mod new_provider;
 mod protobuf_schema;
 mod soak;
@@ -71,6 +72,8 @@ tasks:
   fidelity    the harness and the real kube-apiserver answer one request corpus; ratios in target/fidelity.json
   fuzz        every parser of network and user input fed mutated inputs ([--seconds N | --minutes N] [--target NAME] [--list])
   soak        the demo's components as processes under churn and API faults, memory and fds sampled ([--minutes N | --seconds N])
+  module-cycles
+              fail if the source files of a crate import each other in a cycle (prints each cycle)
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
   new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V] [--kubernetes 1.NN]
               write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)
@@ -139,6 +142,7 @@ fn main() -> ExitCode {
         Some("go-peers") => go_peers::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
+        Some("module-cycles") => module_cycles::run(&args[1..]),
         Some("new-provider") => new_provider::run(&args),
         Some("kubernetes-versions") => kubernetes_versions::run(&args[1..]),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
