@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::{ApiServer, ApiServerError};
+use crate::rest::read::{self, Representation};
+use crate::rest::write;
 use crate::state::{Query, ResourceRequest};
-use crate::storage::read::{self, Representation};
-use crate::storage::write;
 
 fn request(
     server: &ApiServer,

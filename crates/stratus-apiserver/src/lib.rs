@@ -3,9 +3,10 @@
 //! real HTTP (or HTTPS): JSON and protobuf, watch, server-side apply, the
 //! built-in API groups, CustomResourceDefinitions, optional RBAC, and
 //! faults to inject. Add it alone as a dev-dependency of any kube-rs
-//! project; it depends on no other Stratus crate except two small leaves:
-//! the shared stream protocols of `stratus-httpstream` and the certificate
-//! authority of `stratus-pki`.
+//! project; it depends on no other Stratus crate except three small
+//! leaves: the shared stream protocols of `stratus-httpstream`, the
+//! certificate authority of `stratus-pki` and the accept loop of
+//! `stratus-accept`.
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -36,6 +37,7 @@ mod auth;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod bench_support;
+mod body;
 mod controls;
 pub mod converge;
 mod error;
@@ -45,20 +47,23 @@ mod flowcontrol;
 #[doc(hidden)]
 pub mod fuzz_support;
 pub mod insecure;
+mod kubelet_client;
 mod meta;
 mod openapi;
 pub mod protobuf;
 mod registry;
 mod resources;
+mod rest;
 mod selectors;
 mod serving;
 mod state;
 mod storage;
 mod tables;
+mod version;
 
 pub use controls::{AccessRequest, Fault, FaultAction, RequestRecord, ReviewUser, Verb};
 pub use converge::{Check, ConvergeError, eventually, poll};
-pub use serving::kubelet_client::KUBELET_CLIENT_USER;
+pub use kubelet_client::KUBELET_CLIENT_USER;
 pub use serving::server::{ApiServer, ApiServerBuilder, ApiServerError, CaSigner};
 /// The limits on the server's connections ([`ApiServerBuilder::connections`]).
 pub use stratus_accept::ConnectionLimits;

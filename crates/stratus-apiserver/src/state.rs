@@ -58,7 +58,7 @@ pub(crate) struct Inner {
     closing: watch::Sender<bool>,
     generate: Mutex<u64>,
     /// The harness's client identity towards kubelets.
-    kubelet: crate::serving::kubelet_client::KubeletClient,
+    kubelet: crate::kubelet_client::KubeletClient,
     /// The key ServiceAccount tokens are signed with.
     token_signer: crate::auth::service_account_jwt::Signer,
 }
@@ -73,7 +73,7 @@ impl Inner {
             }
         }
         let defs = Registry::new(defs);
-        let kubelet = crate::serving::kubelet_client::KubeletClient::new()?;
+        let kubelet = crate::kubelet_client::KubeletClient::new()?;
         let token_signer = crate::auth::service_account_jwt::Signer::new()?;
         let log = RequestLog::with_budget(settings.request_log_bytes);
         Ok(Arc::new(Self {
@@ -139,7 +139,7 @@ impl Inner {
     }
 
     /// The harness's client identity towards kubelets.
-    pub(crate) fn kubelet(&self) -> &crate::serving::kubelet_client::KubeletClient {
+    pub(crate) fn kubelet(&self) -> &crate::kubelet_client::KubeletClient {
         &self.kubelet
     }
 

@@ -38,7 +38,7 @@ pub(crate) fn v2(registry: &Registry, accept: &str) -> (&'static str, bytes::Byt
         // out as octet-stream, as kube-apiserver's does.
         return ("application/octet-stream", bytes::Bytes::from(doc));
     }
-    let version = crate::serving::discovery::version()["gitVersion"].clone();
+    let version = crate::version::version()["gitVersion"].clone();
     let mut definitions = Map::new();
     for (name, schema) in &builtin_schemas::get().definitions {
         definitions.insert(name.clone(), builtin_schemas::as_v2(schema));
@@ -213,7 +213,7 @@ pub(crate) fn group_version(registry: &Registry, group: &str, version: &str) -> 
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": format!("v1.{}.0", crate::serving::discovery::MINOR)},
+        "info": {"title": "Kubernetes", "version": format!("v1.{}.0", crate::version::MINOR)},
         "paths": paths,
         "components": {"schemas": components},
     }))

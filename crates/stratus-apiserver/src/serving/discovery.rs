@@ -4,26 +4,6 @@ use serde_json::{Value, json};
 
 use crate::resources::{ResourceDef, groups};
 
-/// The Kubernetes version the harness reports (the version of the
-/// `k8s-openapi` types it is built with).
-pub(crate) const MINOR: &str = "37";
-
-pub(crate) fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": MINOR,
-        "emulationMajor": "1",
-        "emulationMinor": MINOR,
-        "gitVersion": format!("v1.{MINOR}.0-stratus"),
-        "gitCommit": "0000000000000000000000000000000000000000",
-        "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "n/a (stratus-testing in-memory API server)",
-        "compiler": "rustc",
-        "platform": "linux/amd64",
-    })
-}
-
 pub(crate) fn api_versions(addr: &str) -> Value {
     json!({
         "kind": "APIVersions",

@@ -13,21 +13,22 @@ use hyper::upgrade::OnUpgrade;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::admission::webhooks;
 use crate::auth::rbac;
 use crate::controls::{FaultAction, RequestRecord, Verb};
 use crate::error::ApiError;
+use crate::kubelet_client;
 use crate::openapi;
+use crate::rest::read::{self, Representation};
+use crate::rest::watch;
+use crate::rest::webhooks;
+use crate::rest::write;
 use crate::serving::discovery;
+use crate::serving::kubelet;
 use crate::serving::wire_format::{self, Negotiated};
-use crate::serving::{kubelet, kubelet_client};
 use crate::state::{Inner, Query, ResourceRequest};
 use crate::storage::conversion;
-use crate::storage::read::{self, Representation};
-use crate::storage::watch;
-use crate::storage::write;
 
-use crate::serving::body::Body;
+use crate::body::Body;
 
 fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed_unsync()
@@ -138,7 +139,7 @@ fn route(
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     let (group, version, rest): (&str, &str, &[&str]) = match s.as_slice() {
         [] => return Ok(Route::Document(discovery::root(&inner.defs().served()))),
-        ["version"] => return Ok(Route::Document(discovery::version())),
+        ["version"] => return Ok(Route::Document(crate::version::version())),
         ["healthz" | "readyz" | "livez", ..] => return Ok(Route::Text(200, "ok")),
         ["api"] => {
             return Ok(Route::GroupDiscovery {
@@ -476,20 +477,15 @@ async fn resource(
             read::await_revision(inner, &req).await?;
             negotiated_json(200, read::get(inner, &req, repr)?, negotiated)
         }
-        (&Method::GET, true, Some("scale")) => answer(crate::storage::scale::get(inner, &req)),
+        (&Method::GET, true, Some("scale")) => answer(crate::rest::scale::get(inner, &req)),
         (&Method::PUT, true, Some("scale")) => {
             let body = req.incoming(json_body(inner, parts, body).await?);
-            answer(crate::storage::scale::update(inner, &req, &body))
+            answer(crate::rest::scale::update(inner, &req, &body))
         }
         (&Method::PATCH, true, Some("scale")) => {
             let content_type = header_str(parts, header::CONTENT_TYPE).to_owned();
             let body = req.incoming(read_body(inner, body).await?);
-            answer(crate::storage::scale::patch(
-                inner,
-                &req,
-                &content_type,
-                &body,
-            ))
+            answer(crate::rest::scale::patch(inner, &req, &content_type, &body))
         }
         (&Method::GET, true, Some("log"))
         | (&Method::GET | &Method::POST, true, Some("exec" | "attach" | "portforward")) => {
@@ -526,7 +522,7 @@ async fn resource(
         }
         (&Method::POST, true, Some("token")) => {
             let body = req.incoming(json_body(inner, parts, body).await?);
-            answer(crate::auth::token_request::issue(inner, &req, &body))
+            answer(crate::rest::token_request::issue(inner, &req, &body))
         }
         (&Method::POST, true, Some("eviction")) => {
             let body = req.incoming(json_body(inner, parts, body).await?);

@@ -25,11 +25,11 @@ use serde_json::Value;
 
 use crate::serving::stream_translation::Translation;
 
+use crate::body::Body;
 use crate::error::ApiError;
-use crate::serving::body::Body;
 use crate::state::Inner;
 
-use crate::serving::kubelet_client::Target;
+use crate::kubelet_client::Target;
 
 fn def_of(inner: &Inner, plural: &str) -> Option<usize> {
     inner.defs().core(plural)

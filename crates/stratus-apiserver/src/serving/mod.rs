@@ -3,11 +3,9 @@
 //! WebSocket-to-SPDY translation kube-apiserver does for exec, attach and
 //! port-forward).
 
-pub(crate) mod body;
 pub(crate) mod discovery;
 pub(crate) mod http;
 pub(crate) mod kubelet;
-pub(crate) mod kubelet_client;
 pub(crate) mod server;
 pub(crate) mod stream_translation;
 pub(crate) mod tls;

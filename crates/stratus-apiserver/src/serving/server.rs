@@ -15,9 +15,9 @@ use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
 use crate::auth::rbac;
+use crate::rest::write;
 use crate::serving::{http, tls};
 use crate::state::{Inner, Query, ResourceRequest, Settings};
-use crate::storage::write;
 use crate::{AccessRequest, Fault, RequestRecord, ReviewUser, Verb};
 
 /// Why the server could not start or act.

@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 
 use crate::error::ApiError;
-use crate::serving::kubelet_client::Target;
+use crate::kubelet_client::Target;
 
 /// The WebSocket subprotocol of kubectl's tunnelled port-forward.
 const TUNNELED_PORT_FORWARD: &str = "SPDY/3.1+portforward.k8s.io";

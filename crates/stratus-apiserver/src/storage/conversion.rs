@@ -10,8 +10,8 @@ use http_body_util::BodyExt;
 use hyper::body::Frame;
 use serde_json::Value;
 
+use crate::body::Body;
 use crate::registry::Registry;
-use crate::serving::body::Body;
 
 /// The two `apiVersion`s of a converted request.
 #[derive(Debug, Clone)]

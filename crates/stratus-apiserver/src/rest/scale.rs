@@ -8,10 +8,10 @@ use crate::error::{ApiError, Cause};
 use crate::meta::{self, at, set_at, str_at};
 use crate::registry::ScalePaths;
 use crate::resources::ResourceDef;
+use crate::rest::write::Answer;
 use crate::state::{Inner, ResourceRequest, parse_object};
 use crate::storage::patch;
 use crate::storage::store::{Mutation, StoreError};
-use crate::storage::write::Answer;
 
 fn paths(inner: &Inner, index: usize, def: &ResourceDef) -> Option<ScalePaths> {
     if def.custom {
@@ -161,7 +161,7 @@ fn write(
         let mut next = current.clone();
         let path: Vec<&str> = paths.spec.iter().map(String::as_str).collect();
         set_at(&mut next, &path, json!(replicas));
-        crate::storage::write::bump_generation(current, &mut next);
+        crate::rest::write::bump_generation(current, &mut next);
         Ok(Mutation::Replace(next))
     };
     if req.dry_run() {

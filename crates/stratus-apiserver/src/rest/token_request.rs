@@ -11,8 +11,8 @@ use crate::auth::service_account_jwt::{ISSUER, claims};
 use crate::controls::ReviewUser;
 use crate::error::{ApiError, Cause};
 use crate::meta;
+use crate::rest::write::Answer;
 use crate::state::{Inner, ResourceRequest, parse_object};
-use crate::storage::write::Answer;
 
 /// kube-apiserver's default and minimum token lifetimes.
 const DEFAULT_EXPIRATION: u64 = 3600;

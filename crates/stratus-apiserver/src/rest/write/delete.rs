@@ -281,7 +281,7 @@ pub(crate) fn delete_collection(
 ) -> Result<Answer, ApiError> {
     let def = &inner.defs().get(req.def);
     let opts = delete_options(req, body)?;
-    let filter = crate::storage::read::Filter::of(inner, req.def, &req.query)?;
+    let filter = crate::rest::read::Filter::of(inner, req.def, &req.query)?;
     let (items, _) = inner.store().list(req.def, req.namespace.as_deref());
     let mut deleted = Vec::new();
     for item in items.iter().filter(|s| filter.matches(def, &s.object)) {

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::meta::{set_at, str_at};
 use crate::resources::ResourceDef;
+use crate::rest::apply;
 use crate::state::{Inner, ResourceRequest, parse_object};
-use crate::storage::apply;
 use crate::storage::patch;
 use crate::storage::store::{Mutation, StoreError};
 

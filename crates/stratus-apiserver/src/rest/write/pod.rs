@@ -54,7 +54,7 @@ pub(crate) fn evict(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
         .store()
         .get(req.def, req.ns_key(), &name)
         .ok_or_else(|| ApiError::not_found(def, &name))?;
-    crate::storage::disruption::check(inner, &pod.object)?;
+    crate::rest::disruption::check(inner, &pod.object)?;
     let (stored, _) = delete_one(inner, req.def, req.ns_key(), &name, &opts)?;
     Ok((201, success_status(def, &name, meta::uid(&stored.object))))
 }

@@ -280,7 +280,7 @@ pub(crate) fn server_side_apply(
                 },
                 ..req.clone()
             };
-            let (code, created) = crate::storage::write::create::create(inner, &create_req, &body)?;
+            let (code, created) = crate::rest::write::create::create(inner, &create_req, &body)?;
             // Creation recorded an Update; the apply owns those fields instead.
             if let Some(managed) = managed
                 && code == 201
@@ -316,7 +316,7 @@ pub(crate) fn server_side_apply(
                     let managed = meta::meta(&desired)
                         .and_then(|m| m.get("managedFields"))
                         .cloned();
-                    let mutation = crate::storage::write::object::next_state_for_apply(
+                    let mutation = crate::rest::write::object::next_state_for_apply(
                         inner,
                         def,
                         req,
@@ -338,7 +338,7 @@ pub(crate) fn server_side_apply(
                     StoreError::AlreadyExists => ApiError::already_exists(def, &name),
                     StoreError::Rejected(e) => e,
                 })?;
-            Ok(crate::storage::write::delete::committed(
+            Ok(crate::rest::write::delete::committed(
                 inner, def, stored, deleted,
             ))
         }

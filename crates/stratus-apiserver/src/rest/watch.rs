@@ -14,10 +14,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::error::ApiError;
 use crate::meta::partial;
+use crate::rest::read::{Filter, Representation};
 use crate::state::{Inner, ResourceRequest};
 use crate::storage::dispatch::{self, Interest};
 use crate::storage::event::{Event, EventType};
-use crate::storage::read::{Filter, Representation};
 
 /// Where a watch starts.
 enum Start {

@@ -556,10 +556,10 @@ fn dry(req: &ResourceRequest) -> ResourceRequest {
 fn would_store(inner: &Inner, req: &ResourceRequest, write: &Write<'_>) -> Result<Value, ApiError> {
     let dry = dry(req);
     let (_, obj) = match write {
-        Write::Create(body) => crate::storage::write::create(inner, &dry, body)?,
-        Write::Update(body) => crate::storage::write::update(inner, &dry, body)?,
+        Write::Create(body) => crate::rest::write::create(inner, &dry, body)?,
+        Write::Update(body) => crate::rest::write::update(inner, &dry, body)?,
         Write::Patch(content_type, body) => {
-            crate::storage::write::patch(inner, &dry, content_type, body)?
+            crate::rest::write::patch(inner, &dry, content_type, body)?
         }
         Write::Delete => return Ok(Value::Null),
     };
