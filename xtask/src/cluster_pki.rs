@@ -1,24 +1,23 @@
-//! The real control plane's certificates, laid out as kubeadm lays out
-//! `/etc/kubernetes/pki`: a cluster CA (serving certificates, client
+//! The real control plane's certificates on disk, laid out as kubeadm lays
+//! out `/etc/kubernetes/pki`: a cluster CA (serving certificates, client
 //! certificates, the controller manager's CSR signer), a front-proxy CA
 //! (request-header authentication of aggregated servers), and a
-//! service-account signing key. ECDSA P-256 keys in PKCS#8 PEM, which every
-//! Kubernetes component reads.
+//! service-account signing key. Every certificate and key is made by
+//! `stratus-pki`, the project's one certificate authority (ECDSA P-256
+//! keys in PKCS#8 PEM, which every Kubernetes component reads); this module
+//! only names and writes the files.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
+use stratus_pki::{CertificateAuthority, PkiError};
 
 /// Why the certificates could not be made or written.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum PkiError {
-    /// rcgen refused the parameters.
-    #[error("could not make a certificate: {0}")]
-    Generate(#[from] rcgen::Error),
+pub(crate) enum ClusterPkiError {
+    /// The certificate authority refused.
+    #[error(transparent)]
+    Make(#[from] PkiError),
     /// A file could not be written.
     #[error("could not write {path}: {source}")]
     Write {
@@ -31,8 +30,7 @@ pub(crate) enum PkiError {
 
 /// A certificate authority whose certificate and key are on disk.
 pub(crate) struct Authority {
-    params: CertificateParams,
-    key: KeyPair,
+    ca: CertificateAuthority,
     /// The CA certificate file.
     pub(crate) cert: PathBuf,
     /// The CA key file.
@@ -50,7 +48,7 @@ pub(crate) struct Issued {
 /// What a certificate is for.
 pub(crate) enum Usage<'a> {
     /// A client certificate: Kubernetes reads the user from the common
-    /// name and the groups from the organizations.
+    /// name and the group from the organization (at most one here).
     Client { groups: &'a [&'a str] },
     /// A serving certificate for these DNS names and addresses.
     Serving {
@@ -59,55 +57,42 @@ pub(crate) enum Usage<'a> {
     },
 }
 
-fn write(path: &Path, contents: &str) -> Result<(), PkiError> {
-    std::fs::write(path, contents).map_err(|source| PkiError::Write {
+fn write(path: &Path, contents: &str) -> Result<(), ClusterPkiError> {
+    std::fs::write(path, contents).map_err(|source| ClusterPkiError::Write {
         path: path.to_owned(),
         source,
     })
 }
 
-fn subject(common_name: &str, organizations: &[&str]) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, common_name);
-    for o in organizations {
-        dn.push(DnType::OrganizationName, *o);
-    }
-    dn
-}
-
-/// About a year, as kubeadm's leaf certificates; CAs ten years.
-const LEAF_DAYS: i64 = 365;
-const CA_DAYS: i64 = 3650;
-
-fn validity(params: &mut CertificateParams, days: i64) {
-    let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::minutes(5);
-    params.not_after = now + time::Duration::days(days);
+/// Write `(certificate, key)` to `dir/<name>.crt` and `dir/<name>.key`.
+fn write_pair(
+    dir: &Path,
+    name: &str,
+    (cert, key): (String, String),
+) -> Result<Issued, ClusterPkiError> {
+    let issued = Issued {
+        cert: dir.join(format!("{name}.crt")),
+        key: dir.join(format!("{name}.key")),
+    };
+    write(&issued.cert, &cert)?;
+    write(&issued.key, &key)?;
+    Ok(issued)
 }
 
 impl Authority {
     /// A new CA called `common_name`, written to `dir/<name>.crt|.key`.
-    pub(crate) fn create(dir: &Path, name: &str, common_name: &str) -> Result<Self, PkiError> {
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-            KeyUsagePurpose::KeyCertSign,
-        ];
-        params.distinguished_name = subject(common_name, &[]);
-        validity(&mut params, CA_DAYS);
-        let cert = params.self_signed(&key)?;
-        let authority = Self {
-            cert: dir.join(format!("{name}.crt")),
-            key_file: dir.join(format!("{name}.key")),
-            params,
-            key,
-        };
-        write(&authority.cert, &cert.pem())?;
-        write(&authority.key_file, &authority.key.serialize_pem())?;
-        Ok(authority)
+    pub(crate) fn create(
+        dir: &Path,
+        name: &str,
+        common_name: &str,
+    ) -> Result<Self, ClusterPkiError> {
+        let ca = CertificateAuthority::new(common_name)?;
+        let files = write_pair(dir, name, (ca.ca_pem().to_owned(), ca.key_pem()))?;
+        Ok(Self {
+            ca,
+            cert: files.cert,
+            key_file: files.key,
+        })
     }
 
     /// Issue `<name>.crt|.key` in `dir` for `common_name`.
@@ -117,41 +102,12 @@ impl Authority {
         name: &str,
         common_name: &str,
         usage: Usage<'_>,
-    ) -> Result<Issued, PkiError> {
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        match usage {
-            Usage::Client { groups } => {
-                params.distinguished_name = subject(common_name, groups);
-                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-            }
-            Usage::Serving { dns, ips } => {
-                params.distinguished_name = subject(common_name, &[]);
-                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-                for name in dns {
-                    params
-                        .subject_alt_names
-                        .push(SanType::DnsName((*name).try_into()?));
-                }
-                for ip in ips {
-                    params.subject_alt_names.push(SanType::IpAddress(*ip));
-                }
-            }
-        }
-        validity(&mut params, LEAF_DAYS);
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer)?;
-        let issued = Issued {
-            cert: dir.join(format!("{name}.crt")),
-            key: dir.join(format!("{name}.key")),
+    ) -> Result<Issued, ClusterPkiError> {
+        let pair = match usage {
+            Usage::Client { groups } => self.ca.issue_client(common_name, groups)?,
+            Usage::Serving { dns, ips } => self.ca.issue_serving_pem(common_name, dns, ips)?,
         };
-        write(&issued.cert, &cert.pem())?;
-        write(&issued.key, &key.serialize_pem())?;
-        Ok(issued)
+        write_pair(dir, name, pair)
     }
 }
 
@@ -159,18 +115,25 @@ impl Authority {
 /// `dir/<name>.key` (kube-apiserver signs with it, the controller manager
 /// too), the public key in `dir/<name>.pub` (kube-apiserver verifies with
 /// it).
-pub(crate) fn signing_key(dir: &Path, name: &str) -> Result<(PathBuf, PathBuf), PkiError> {
-    let key = KeyPair::generate()?;
+pub(crate) fn signing_key(dir: &Path, name: &str) -> Result<(PathBuf, PathBuf), ClusterPkiError> {
+    let (private_pem, public_pem) = stratus_pki::signing_key()?;
     let private = dir.join(format!("{name}.key"));
     let public = dir.join(format!("{name}.pub"));
-    write(&private, &key.serialize_pem())?;
-    write(&public, &key.public_key_pem())?;
+    write(&private, &private_pem)?;
+    write(&public, &public_pem)?;
     Ok((private, public))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn subject_and_issuer(file: &Path) -> (String, String) {
+        let pem = std::fs::read(file).unwrap();
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        (cert.subject().to_string(), cert.issuer().to_string())
+    }
 
     #[test]
     fn issues_client_and_serving_certificates_chained_to_the_ca() {
@@ -199,17 +162,16 @@ mod tests {
             )
             .unwrap();
         for file in [&ca.cert, &client.cert, &serving.cert] {
-            let pem = std::fs::read(file).unwrap();
-            let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
-            let cert = pem.parse_x509().unwrap();
-            assert_eq!(cert.issuer().to_string(), "CN=kubernetes");
+            assert_eq!(subject_and_issuer(file).1, "CN=kubernetes");
         }
-        let pem = std::fs::read(&client.cert).unwrap();
-        let (_, pem) = x509_parser::pem::parse_x509_pem(&pem).unwrap();
-        let cert = pem.parse_x509().unwrap();
         assert_eq!(
-            cert.subject().to_string(),
+            subject_and_issuer(&client.cert).0,
             "CN=kubernetes-admin, O=system:masters"
+        );
+        assert!(
+            std::fs::read_to_string(&ca.key_file)
+                .unwrap()
+                .contains("PRIVATE KEY")
         );
         let (private, public) = signing_key(&dir, "sa").unwrap();
         assert!(
@@ -222,6 +184,18 @@ mod tests {
                 .unwrap()
                 .contains("BEGIN PUBLIC KEY")
         );
+        // Two groups cannot be written: a typed error, not a lost group.
+        assert!(matches!(
+            ca.issue(
+                &dir,
+                "two",
+                "someone",
+                Usage::Client {
+                    groups: &["a", "b"]
+                }
+            ),
+            Err(ClusterPkiError::Make(PkiError::SeveralGroups(_)))
+        ));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

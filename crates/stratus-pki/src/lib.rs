@@ -149,6 +149,12 @@ impl CertificateAuthority {
         &self.ca_der
     }
 
+    /// The CA's private key, PKCS#8 PEM, for a component that signs with
+    /// the CA itself (kube-controller-manager's `--cluster-signing-key-file`).
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
     /// A client certificate for `user` in `groups` (subject CN and O, as
     /// Kubernetes reads them), valid for [`CERTIFICATE_VALIDITY`], for
     /// client authentication only: certificate and key, PEM. At most one group
@@ -220,6 +226,36 @@ impl CertificateAuthority {
         })
     }
 
+    /// A serving certificate called `common_name` for exactly `dns_names`
+    /// and `addresses` (no loopback address added), valid for
+    /// [`CERTIFICATE_VALIDITY`], for server authentication only: certificate
+    /// and key, PEM, as Kubernetes components read them from files.
+    ///
+    /// ```
+    /// let ca = stratus_pki::CertificateAuthority::new("kubernetes").unwrap();
+    /// let service: std::net::IpAddr = "10.96.0.1".parse().unwrap();
+    /// let (cert, key) = ca.issue_serving_pem("kube-apiserver", &["kubernetes"], &[service]).unwrap();
+    /// assert!(cert.starts_with("-----BEGIN CERTIFICATE-----") && key.contains("PRIVATE KEY"));
+    /// ```
+    pub fn issue_serving_pem(
+        &self,
+        common_name: &str,
+        dns_names: &[&str],
+        addresses: &[IpAddr],
+    ) -> Result<(String, String), PkiError> {
+        let key = KeyPair::generate().map_err(generate)?;
+        let names: Vec<String> = dns_names.iter().map(|n| (*n).to_owned()).collect();
+        let mut params = CertificateParams::new(names).map_err(generate)?;
+        params
+            .subject_alt_names
+            .extend(addresses.iter().copied().map(SanType::IpAddress));
+        params.distinguished_name = subject(common_name, None);
+        leaf(&mut params, ExtendedKeyUsagePurpose::ServerAuth);
+        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+        let cert = params.signed_by(&key, &issuer).map_err(generate)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
     /// Sign a PEM certificate signing request as it asks (its subject,
     /// alternative names and extensions), valid from now for `validity`: a
     /// certificate (PEM) chained to this CA.
@@ -244,6 +280,19 @@ impl CertificateAuthority {
         let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
         Ok(request.signed_by(&issuer).map_err(generate)?.pem())
     }
+}
+
+/// A key pair for signing that is not a certificate authority (a cluster's
+/// service-account token signer): the private key, PKCS#8 PEM, and the
+/// public key, PEM.
+///
+/// ```
+/// let (private, public) = stratus_pki::signing_key().unwrap();
+/// assert!(private.contains("PRIVATE KEY") && public.contains("BEGIN PUBLIC KEY"));
+/// ```
+pub fn signing_key() -> Result<(String, String), PkiError> {
+    let key = KeyPair::generate().map_err(generate)?;
+    Ok((key.serialize_pem(), key.public_key_pem()))
 }
 
 /// A leaf certificate's validity and usages (client-go's
@@ -555,6 +604,43 @@ mod tests {
         let signed = ca.sign_request(&csr, Duration::from_secs(3600)).unwrap();
         with_parsed(&der_of(&signed), |cert| {
             assert_eq!(validity(cert), (3600, true));
+        });
+    }
+
+    #[test]
+    fn a_serving_certificate_for_addresses_names_exactly_them_and_chains_to_the_ca() {
+        let ca = CertificateAuthority::new("kubernetes").unwrap();
+        let service: IpAddr = "10.96.0.1".parse().unwrap();
+        let (cert, key) = ca
+            .issue_serving_pem("kube-apiserver", &["kubernetes.default"], &[service])
+            .unwrap();
+        assert!(key.contains("PRIVATE KEY"));
+        with_parsed(&der_of(&cert), |parsed| {
+            assert_eq!(parsed.issuer().to_string(), "CN=kubernetes");
+            assert_eq!(parsed.subject().to_string(), "CN=kube-apiserver");
+            let names = &parsed
+                .subject_alternative_name()
+                .unwrap()
+                .unwrap()
+                .value
+                .general_names;
+            assert_eq!(
+                names,
+                &vec![
+                    GeneralName::DNSName("kubernetes.default"),
+                    GeneralName::IPAddress(&[10, 96, 0, 1]),
+                ]
+            );
+            let eku = parsed.extended_key_usage().unwrap().unwrap().value;
+            assert!(eku.server_auth && !eku.client_auth);
+        });
+        // The CA's key is the one its certificate carries.
+        let ca_key = KeyPair::from_pem(&ca.key_pem()).unwrap();
+        with_parsed(ca.ca_der(), |parsed| {
+            assert_eq!(
+                parsed.public_key().subject_public_key.data.as_ref(),
+                ca_key.public_key_raw()
+            );
         });
     }
 
