@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Generate both kinds of provider crate with `cargo xtask new-provider` into
-# a temporary directory outside the workspace, then lint and test each there
-# as a vendor would (path dependencies on this checkout), so the templates
-# cannot rot. The builds share the workspace's target directory.
+# Generate both kinds of provider crate into a temporary directory outside the
+# workspace, then lint and test each there as a vendor would (path
+# dependencies on this checkout), so the templates cannot rot: the manager
+# with `cargo xtask new-provider`, the virtual kubelet with `cargo stratus new`
+# from `cargo install --path cargo-stratus`, as a vendor installs it. The
+# builds share the workspace's target directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -15,14 +17,25 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 # enable two versions.
 unset K8S_OPENAPI_ENABLED_VERSION
 
+# `cargo stratus`, installed where only this script finds it (a debug build
+# from the shared target directory, with the workspace's lock file).
+start=$(date +%s)
+cargo install --quiet --locked --debug --path cargo-stratus --root "$work/cargo-home"
+export PATH="$work/cargo-home/bin:$PATH"
+echo "generated-providers: cargo-stratus installed in $(( $(date +%s) - start )) s"
+
 # The manager on the newest Kubernetes minor (`latest`), the virtual kubelet
-# on the oldest Stratus supports (xtask/src/kubernetes_versions.rs): its
+# on the oldest Stratus supports (`cargo_stratus::KUBERNETES_MINORS`): its
 # tests then run the whole stack, the harness included, on 1.34's types.
 for kind in ccm virtual-kubelet; do
   start=$(date +%s)
-  kubernetes=()
-  if [ "$kind" = virtual-kubelet ]; then kubernetes=(--kubernetes 1.34); fi
-  cargo xtask new-provider --kind "$kind" --name acme --path "$work/$kind" "${kubernetes[@]}"
+  if [ "$kind" = virtual-kubelet ]; then
+    kubernetes=(--kubernetes 1.34)
+    cargo stratus new --kind "$kind" --name acme --path "$work/$kind" --stratus-path "$repo" "${kubernetes[@]}"
+  else
+    kubernetes=()
+    cargo xtask new-provider --kind "$kind" --name acme --path "$work/$kind"
+  fi
   (
     cd "$work/$kind"
     cargo fmt --check

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 /// The configuration-file parser every generated provider starts from
 /// (`--cloud-config`, `--provider-config`), as `new-provider` writes it.
-#[path = "../../templates/common/src/config.rs"]
+#[path = "../../cargo-stratus/templates/common/src/config.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod template_config;
 

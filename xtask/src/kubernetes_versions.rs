@@ -6,22 +6,9 @@
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-/// The Kubernetes minors Stratus supports, oldest first: the four newest
-/// k8s-openapi 0.29 knows (`v1_34` … `latest`, which is 1.37).
-pub(crate) const SUPPORTED: &[&str] = &["1.34", "1.35", "1.36", "1.37"];
-
-/// The k8s-openapi feature of minor `version` (`1.34` → `v1_34`), if it is
-/// one Stratus supports.
-pub(crate) fn feature(version: &str) -> Result<String, String> {
-    if SUPPORTED.contains(&version) {
-        Ok(format!("v{}", version.replace('.', "_")))
-    } else {
-        Err(format!(
-            "Kubernetes {version:?} is not one Stratus supports (one of {})",
-            SUPPORTED.join(", ")
-        ))
-    }
-}
+/// The Kubernetes minors Stratus supports, oldest first (`cargo stratus
+/// new --kubernetes` takes the same).
+const SUPPORTED: &[&str] = cargo_stratus::KUBERNETES_MINORS;
 
 pub(crate) fn run(args: &[String]) -> ExitCode {
     if let Some(arg) = args.first() {
@@ -64,18 +51,5 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
             failed.join(", ")
         );
         ExitCode::FAILURE
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_supported_minor_names_its_feature_and_another_is_refused() {
-        assert_eq!(feature("1.34").unwrap(), "v1_34");
-        assert_eq!(feature("1.37").unwrap(), "v1_37");
-        let refused = feature("1.33").unwrap_err();
-        assert!(refused.contains("1.34, 1.35, 1.36, 1.37"), "{refused}");
     }
 }

@@ -13,7 +13,8 @@
 //!   faults, their memory and descriptors sampled.
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
-//! - `new-provider`: a provider crate generated from `templates/`.
+//! - `new-provider`: `cargo stratus new` (crates/cargo-stratus) with this
+//!   checkout as the generated crate's Stratus.
 //! - `kubernetes-versions`: the library crates checked against each
 //!   supported Kubernetes minor.
 
@@ -39,7 +40,6 @@ mod heap_meter;
 mod kubernetes_versions;
 mod manifests;
 mod module_cycles;
-mod new_provider;
 mod protobuf_schema;
 mod soak;
 
@@ -76,7 +76,8 @@ tasks:
               fail if the source files of a crate import each other in a cycle (prints each cycle)
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
   new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V] [--kubernetes 1.NN]
-              write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI)
+              write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI):
+              `cargo stratus new` (crates/cargo-stratus) with this checkout as Stratus's source
   kubernetes-versions
               check every library crate against each supported Kubernetes minor (1.34 to 1.37)";
 
@@ -143,7 +144,11 @@ fn main() -> ExitCode {
         Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
         Some("module-cycles") => module_cycles::run(&args[1..]),
-        Some("new-provider") => new_provider::run(&args),
+        // `cargo stratus new` with this checkout as Stratus's source.
+        Some("new-provider") => cargo_stratus::run(
+            &[&["new".to_owned()], &args[1..]].concat(),
+            cargo_stratus::Stratus::Path(generated::root()),
+        ),
         Some("kubernetes-versions") => kubernetes_versions::run(&args[1..]),
         Some("protobuf-schema") => protobuf_schema::run(&args[1..]),
         Some("-h" | "--help" | "help") => {

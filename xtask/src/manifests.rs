@@ -78,16 +78,10 @@ fn render() -> Result<Vec<(&'static str, String)>, String> {
     ])
 }
 
-/// Objects as YAML documents separated by `---`.
-pub(crate) fn documents(objects: &[Value]) -> Result<String, String> {
-    let mut out = String::new();
-    for (i, object) in objects.iter().enumerate() {
-        if i > 0 {
-            out.push_str("---\n");
-        }
-        out.push_str(&serde_saphyr::to_string(object).map_err(|e| e.to_string())?);
-    }
-    Ok(out)
+/// Objects as YAML documents separated by `---` (as `cargo stratus new`
+/// writes its manifests).
+fn documents(objects: &[Value]) -> Result<String, String> {
+    cargo_stratus::documents(objects).map_err(|e| e.to_string())
 }
 
 /// The files under `docs/deploy/`, relative to the workspace root.

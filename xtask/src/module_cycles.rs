@@ -14,7 +14,7 @@
 //! Every strongly connected set of more than one module is a cycle; the task
 //! prints each (its modules, and each module's arrows inside it) and fails
 //! if there is any. It reads the workspace's crates (`crates/*`,
-//! `examples/*` and `xtask`).
+//! `examples/*`, `xtask` and `cargo-stratus`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,6 +22,9 @@ use std::process::ExitCode;
 
 /// A module: its path from the crate root (empty for the root).
 type Module = Vec<String>;
+
+/// A cycle: each of its modules, and the modules of the cycle it imports.
+type Cycle = Vec<(Module, Vec<String>)>;
 
 /// Where the crates are, relative to the workspace root.
 const CRATE_FOLDERS: &[&str] = &["crates", "examples"];
@@ -92,8 +95,10 @@ fn crate_sources(root: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
             }
         }
     }
-    if root.join("xtask/src").is_dir() {
-        out.push(("xtask".to_owned(), root.join("xtask/src")));
+    for tool in ["xtask", "cargo-stratus"] {
+        if root.join(tool).join("src").is_dir() {
+            out.push((tool.to_owned(), root.join(tool).join("src")));
+        }
     }
     out.sort();
     Ok(out)
@@ -106,7 +111,7 @@ fn file_name(path: &Path) -> String {
 }
 
 /// A crate's cycles: for each, its modules and each one's targets inside it.
-pub(crate) fn crate_cycles(src: &Path) -> std::io::Result<Vec<Vec<(Module, Vec<String>)>>> {
+pub(crate) fn crate_cycles(src: &Path) -> std::io::Result<Vec<Cycle>> {
     let files = modules(src)?;
     let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (module, path) in &files {
@@ -119,7 +124,7 @@ pub(crate) fn crate_cycles(src: &Path) -> std::io::Result<Vec<Vec<(Module, Vec<S
             continue;
         }
         let members: BTreeSet<&Module> = component.iter().collect();
-        let mut cycle: Vec<(Module, Vec<String>)> = component
+        let mut cycle: Cycle = component
             .iter()
             .map(|m| {
                 let targets = graph[m]
