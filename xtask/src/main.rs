@@ -22,7 +22,6 @@ mod apiserver;
 mod bench;
 mod ci;
 mod cluster;
-mod cluster_pki;
 mod demo;
 mod demo_local_cloud;
 mod demo_offload;

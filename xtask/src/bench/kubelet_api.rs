@@ -608,7 +608,7 @@ async fn go_side(
     binary: &std::path::Path,
     pods: &Api<Pod>,
 ) -> Result<GoFigures, BoxError> {
-    use crate::cluster_pki::{Authority, Usage};
+    use crate::cluster::pki::{Authority, Usage};
     let dir =
         std::env::temp_dir().join(format!("stratus-bench-kubelet-api-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;

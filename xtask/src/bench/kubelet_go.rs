@@ -122,7 +122,7 @@ impl Plane {
     }
 
     /// A fresh one of `kind`; a real one without kube-controller-manager's
-    /// controllers `disabled` ([`crate::cluster::up_without`]).
+    /// controllers `disabled` ([`crate::cluster::lifecycle::up_without`]).
     pub(crate) async fn start_without(
         kind: ControlPlane,
         disabled: &[&str],
