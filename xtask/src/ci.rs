@@ -256,9 +256,18 @@ fn missing_linter(step: &Step, cargo: &str) -> Option<&'static str> {
     (!present).then_some(if tool == "fmt" { "rustfmt" } else { "clippy" })
 }
 
-/// Run every step (all of them, even after a failure) and print a summary.
 /// Where the package step builds.
 const PACKAGE_TARGET_DIR: &str = "target/package-build";
+
+/// How the build files of the workspace's packed crates start (the
+/// library crates and cargo-stratus).
+const PACKED_PREFIXES: &[&str] = &[
+    "stratus",
+    "libstratus",
+    "cargo-stratus",
+    "cargo_stratus",
+    "libcargo_stratus",
+];
 
 /// `cargo package` verifies each crate against the others through a
 /// temporary local registry. Cargo unpacks a registry crate once per
@@ -274,7 +283,10 @@ fn forget_packed_workspace_crates() {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with("stratus") || name.starts_with("libstratus") {
+            if PACKED_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
                 let path = entry.path();
                 let _ = if path.is_dir() {
                     std::fs::remove_dir_all(&path)
@@ -303,11 +315,9 @@ fn forget_packed_workspace_crates() {
             continue;
         };
         for unpacked in crates.flatten() {
-            if unpacked
-                .file_name()
-                .to_string_lossy()
-                .starts_with("stratus")
-            {
+            let name = unpacked.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("stratus") || name.starts_with("cargo-stratus") {
                 let _ = std::fs::remove_dir_all(unpacked.path());
             }
         }
