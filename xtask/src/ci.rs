@@ -394,6 +394,7 @@ fn run_step(program: &str, step: &Step) -> std::io::Result<(bool, Vec<String>)> 
     Ok((status.success(), lines))
 }
 
+/// Run every step (all of them, even after a failure) and print a summary.
 pub(crate) fn run(args: &[String]) -> ExitCode {
     if let Some(arg) = args.first() {
         eprintln!("cargo xtask ci takes no arguments (got {arg:?})");
