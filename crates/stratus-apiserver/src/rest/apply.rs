@@ -12,13 +12,12 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::meta::{self, str_at};
 use crate::state::{Inner, ResourceRequest};
-use crate::storage::patch::ListStrategy;
-use crate::storage::store::{Mutation, StoreError};
-
 use crate::storage::managed_fields::{
     Elem, Entry, FieldSet, Lists, Path, SYSTEM_META, fields_of, lookup, read_entries, remove_path,
     render, write_entries,
 };
+use crate::storage::patch::ListStrategy;
+use crate::storage::store::{Mutation, StoreError};
 
 /// Merge an apply configuration into the live object (lists by their
 /// strategy, maps recursively).

@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::auth::rbac;
+use crate::body::Body;
 use crate::controls::{FaultAction, RequestRecord, Verb};
 use crate::error::ApiError;
 use crate::kubelet_client;
@@ -27,8 +28,6 @@ use crate::serving::kubelet;
 use crate::serving::wire_format::{self, Negotiated};
 use crate::state::{Inner, Query, ResourceRequest};
 use crate::storage::conversion;
-
-use crate::body::Body;
 
 fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed_unsync()

@@ -23,13 +23,11 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use serde_json::Value;
 
-use crate::serving::stream_translation::Translation;
-
 use crate::body::Body;
 use crate::error::ApiError;
-use crate::state::Inner;
-
 use crate::kubelet_client::Target;
+use crate::serving::stream_translation::Translation;
+use crate::state::Inner;
 
 fn def_of(inner: &Inner, plural: &str) -> Option<usize> {
     inner.defs().core(plural)
