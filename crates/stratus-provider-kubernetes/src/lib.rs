@@ -65,6 +65,7 @@ mod node;
 mod provider;
 pub mod rbac;
 mod remote_client;
+mod remote_events;
 mod remote_watch;
 mod stats;
 mod streams;

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::config::OffloadConfig;
 use crate::dependencies::{self, Dependency, references, remote_error};
 use crate::naming::{HomeIdentity, NODE_LABEL, node_label_value};
-use crate::translate::{ended_status, home_status, remote_namespace, to_remote, was_evicted};
+use crate::translate::{ended_status, home_status, remote_namespace, to_remote};
 
 /// The reason of a home pod whose remote pod was deleted by someone else.
 pub const REMOTE_POD_DELETED: &str = "RemotePodDeleted";
@@ -84,7 +84,7 @@ pub(crate) struct Inner {
     namespaces: tokio::sync::Mutex<HashSet<String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -191,32 +191,6 @@ impl KubernetesProvider {
     }
 }
 
-impl crate::remote_watch::RemotePods for Inner {
-    fn remote(&self) -> &kube::Client {
-        &self.remote
-    }
-
-    fn node_name(&self) -> &str {
-        &self.node_name
-    }
-
-    fn node_label(&self) -> &str {
-        &self.node_label
-    }
-
-    fn relisted(self: &Arc<Self>, listed: Vec<Pod>) {
-        Inner::relisted(self, listed)
-    }
-
-    fn observed(self: &Arc<Self>, pod: Pod) {
-        Inner::observed(self, pod)
-    }
-
-    fn removed(self: &Arc<Self>, pod: &Pod) {
-        Inner::removed(self, pod)
-    }
-}
-
 impl Inner {
     /// Wait for the first listing of the remote pods.
     async fn wait_synced(&self) {
@@ -237,13 +211,13 @@ impl Inner {
         }
     }
 
-    fn home_pod(&self, t: &Tracked) -> Pod {
+    pub(crate) fn home_pod(&self, t: &Tracked) -> Pod {
         let mut pod = t.home.clone();
         pod.status = Some(self.status_of(t));
         pod
     }
 
-    fn notify(&self, pods: Vec<Pod>) {
+    pub(crate) fn notify(&self, pods: Vec<Pod>) {
         if pods.is_empty() {
             return;
         }
@@ -252,128 +226,8 @@ impl Inner {
         }
     }
 
-    /// A remote pod of this node was listed or changed.
-    pub(crate) fn observed(self: &Arc<Self>, remote: Pod) {
-        let Some(identity) = HomeIdentity::of_remote(&remote, &self.node_label) else {
-            return;
-        };
-        let key = identity.key();
-        let mut stale = None;
-        let notify = {
-            let mut pods = lock(&self.pods);
-            match pods.get_mut(&key) {
-                Some(t) if t.identity.uid == identity.uid => {
-                    // Deleted in the remote cluster by someone else: the
-                    // home pod fails now, before the remote kubelet reports
-                    // its containers' end as an ordinary completion.
-                    let lost = remote.metadata.deletion_timestamp.is_some()
-                        && !t.deleting
-                        && t.ended.is_none();
-                    if lost {
-                        lose(t, &remote);
-                    }
-                    let ended = t.ended.is_some();
-                    t.remote = Some(remote);
-                    (!ended || lost).then(|| self.home_pod(t))
-                }
-                Some(_) => {
-                    // A remote pod of an earlier home pod of the same name.
-                    stale = Some(remote);
-                    None
-                }
-                None => {
-                    // Made before a restart: adopt it.
-                    let t = adopt(remote, identity);
-                    tracing::info!(pod = %key, remote = %t.remote_name, "adopted an offloaded pod");
-                    let pod = self.home_pod(&t);
-                    pods.insert(key, t);
-                    Some(pod)
-                }
-            }
-        };
-        self.notify(notify.into_iter().collect());
-        if let Some(stale) = stale {
-            let inner = self.clone();
-            tokio::spawn(async move { inner.delete_stale(stale).await });
-        }
-    }
-
-    /// A remote pod of this node is gone.
-    pub(crate) fn removed(self: &Arc<Self>, remote: &Pod) {
-        let Some(identity) = HomeIdentity::of_remote(remote, &self.node_label) else {
-            return;
-        };
-        let key = identity.key();
-        let mut released = None;
-        let notify = {
-            let mut pods = lock(&self.pods);
-            let Some(t) = pods.get_mut(&key) else {
-                return;
-            };
-            let same = t.identity.uid == identity.uid
-                && t.remote
-                    .as_ref()
-                    .is_none_or(|r| r.metadata.uid == remote.metadata.uid);
-            if !same {
-                return;
-            }
-            if t.ended.is_some() {
-                t.remote = None;
-                return;
-            }
-            let last = remote
-                .status
-                .as_ref()
-                .or(t.remote.as_ref().and_then(|r| r.status.as_ref()));
-            if t.deleting {
-                let status = deleted_status(last, &t.home);
-                let Some(t) = pods.remove(&key) else { return };
-                let mut pod = t.home.clone();
-                pod.status = Some(status);
-                released = Some((t.remote_namespace.clone(), t.dependencies.clone()));
-                pod
-            } else {
-                lose(t, remote);
-                t.remote = None;
-                self.home_pod(t)
-            }
-        };
-        self.notify(vec![notify]);
-        if let Some((namespace, deps)) = released {
-            let inner = self.clone();
-            tokio::spawn(async move { inner.release(&namespace, deps).await });
-        }
-    }
-
-    /// The remote listing after a (re)list: pods the node knew but the
-    /// listing lacks were removed while the watch was down.
-    pub(crate) fn relisted(self: &Arc<Self>, listed: Vec<Pod>) {
-        let present: HashSet<(String, String)> = listed
-            .iter()
-            .filter_map(|p| Some((p.metadata.namespace.clone()?, p.metadata.name.clone()?)))
-            .collect();
-        let missing: Vec<Pod> = lock(&self.pods)
-            .values()
-            .filter_map(|t| t.remote.clone())
-            .filter(|r| {
-                let id = (
-                    r.metadata.namespace.clone().unwrap_or_default(),
-                    r.metadata.name.clone().unwrap_or_default(),
-                );
-                !present.contains(&id)
-            })
-            .collect();
-        for pod in listed {
-            self.observed(pod);
-        }
-        for pod in missing {
-            self.removed(&pod);
-        }
-        self.synced.send_replace(true);
-    }
-
     /// Delete a remote pod left by an earlier home pod of the same name.
-    async fn delete_stale(&self, stale: Pod) {
+    pub(crate) async fn delete_stale(&self, stale: Pod) {
         let (Some(namespace), Some(name)) = (
             stale.metadata.namespace.clone(),
             stale.metadata.name.clone(),
@@ -403,7 +257,7 @@ impl Inner {
 
     /// Delete the copies in `namespace` among `deps` that no tracked pod
     /// uses any more.
-    async fn release(&self, namespace: &str, deps: BTreeSet<Dependency>) {
+    pub(crate) async fn release(&self, namespace: &str, deps: BTreeSet<Dependency>) {
         let unused: Vec<Dependency> = {
             let pods = lock(&self.pods);
             let used = dependencies::in_use(
@@ -489,57 +343,9 @@ impl Inner {
     }
 }
 
-/// End `t` as Failed: its remote pod was evicted or deleted by someone
-/// other than the node.
-fn lose(t: &mut Tracked, remote: &Pod) {
-    let (reason, what) = if was_evicted(remote) {
-        ("Evicted", "was evicted")
-    } else {
-        (REMOTE_POD_DELETED, "was deleted in the remote cluster")
-    };
-    let message = format!(
-        "the remote pod {}/{} {what}",
-        t.remote_namespace, t.remote_name
-    );
-    tracing::warn!(pod = %t.identity.key(), reason, "the remote pod ended without the node");
-    let last = remote
-        .status
-        .as_ref()
-        .or(t.remote.as_ref().and_then(|r| r.status.as_ref()));
-    let mut ended = ended_status(
-        last,
-        &t.home,
-        "Failed",
-        137,
-        "ContainerStatusUnknown",
-        &message,
-    );
-    ended.reason = Some(reason.to_owned());
-    t.ended = Some(ended);
-}
-
-/// The tracking entry of a remote pod made before a restart.
-fn adopt(remote: Pod, identity: HomeIdentity) -> Tracked {
-    let mut home = Pod::default();
-    home.metadata.namespace = Some(identity.namespace.clone());
-    home.metadata.name = Some(identity.name.clone());
-    home.metadata.uid = Some(identity.uid.clone());
-    home.spec = remote.spec.clone();
-    Tracked {
-        remote_namespace: remote.metadata.namespace.clone().unwrap_or_default(),
-        remote_name: remote.metadata.name.clone().unwrap_or_default(),
-        dependencies: references(&remote).into_keys().collect(),
-        identity,
-        home,
-        remote: Some(remote),
-        ended: None,
-        deleting: false,
-    }
-}
-
 /// The final status of a pod the node deleted: what the remote kubelet
 /// last reported, with containers still running ended by the deletion.
-fn deleted_status(last: Option<&PodStatus>, home: &Pod) -> PodStatus {
+pub(crate) fn deleted_status(last: Option<&PodStatus>, home: &Pod) -> PodStatus {
     let mut status = ended_status(
         last,
         home,
