@@ -6,6 +6,7 @@
 pub(crate) mod discovery;
 pub(crate) mod http;
 pub(crate) mod kubelet;
+pub(crate) mod route;
 pub(crate) mod server;
 pub(crate) mod stream_translation;
 pub(crate) mod tls;
