@@ -4,12 +4,13 @@ use async_trait::async_trait;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapEnvSource, ConfigMapKeySelector, Container, EnvFromSource, EnvVarSource,
-    ObjectFieldSelector, PodSpec, PodStatus, ResourceFieldSelector, Secret, SecretEnvSource,
-    SecretKeySelector, ServicePort, ServiceSpec,
+    ObjectFieldSelector, PodSpec, PodStatus, ResourceFieldSelector, ResourceRequirements, Secret,
+    SecretEnvSource, SecretKeySelector, Service, ServicePort, ServiceSpec,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
-use crate::InMemoryResources;
+use crate::{InMemoryResources, PodError};
 
 fn cm(ns: &str, name: &str, data: &[(&str, &str)]) -> ConfigMap {
     let mut c = ConfigMap::default();
