@@ -1,11 +1,12 @@
-//! The daemon: the API server, the cloud's state and its state file.
+//! The daemon's HTTP API: the accept loop, each request routed to its
+//! handler, validation, faults, and the state file written after each
+//! change.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,357 +14,16 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use stratus_accept::{Acceptor, ConnectionLimits, http_builder, serve_connection};
-use tokio::sync::{Mutex, watch};
+use tokio::sync::watch;
 
 use crate::AddressRange;
 use crate::api::{
     ApiError, ErrorCode, Faults, Instance, List, LoadBalancer, LoadBalancerSpec, MAX_PAGE, Route,
 };
-use crate::proxy::{Balancer, DataPlane};
 
-/// How the daemon is set up.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Where its API listens (`127.0.0.1:0` picks a port).
-    pub listen: SocketAddr,
-    /// The range load-balancer addresses come from.
-    pub address_range: AddressRange,
-    /// The addresses the cloud connects to: a backend elsewhere stays in
-    /// its load balancer's record but gets no connection and no health
-    /// check, so that the cloud sends traffic only where its operator
-    /// allows. IPv4 only.
-    pub allowed_backends: Vec<AddressRange>,
-    /// The range pod CIDRs are routed in. When set, every route (whose
-    /// CIDR must lie in it) is programmed into this machine's kernel as a
-    /// local route on the loopback interface, so its addresses are this
-    /// machine's own and pods may bind them; the route is removed when it
-    /// is deleted or the daemon stops, and written again from the state
-    /// file when it starts. Backends in it are allowed. Needs
-    /// `CAP_NET_ADMIN` and iproute2's `ip`. `None` (the default): routes
-    /// are only recorded.
-    pub pod_network: Option<AddressRange>,
-    /// Where the state is kept across restarts; `None` keeps it in memory.
-    pub state_file: Option<PathBuf>,
-    /// Faults injected from the start.
-    pub faults: Faults,
-    /// How often an unhealthy backend is checked again.
-    pub health_interval: Duration,
-    /// How long a connection to a backend may take.
-    pub connect_timeout: Duration,
-    /// How long open connections of a removed listener may go on.
-    pub drain_timeout: Duration,
-    /// How long a UDP client's session lives without a datagram.
-    pub udp_idle: Duration,
-    /// Who moves the load balancers' traffic: this process (the default)
-    /// or the kernel.
-    pub forwarding: Forwarding,
-}
+use super::state::{Cloud, FaultState, Lb, Saved, State, balancer};
 
-/// Who moves a load balancer's traffic.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Forwarding {
-    /// This process: it accepts each connection (each UDP client) and
-    /// relays it to a backend (`splice(2)` for TCP on Linux), trying the
-    /// next backend when one does not answer.
-    #[default]
-    Proxy,
-    /// The kernel: an nftables DNAT rule per listener sends new
-    /// connections to the healthy backends in turn (every backend is
-    /// health-checked each interval); the proxy still holds the ports and
-    /// serves what no rule covers. Needs `CAP_NET_ADMIN` and `nft`.
-    Kernel,
-}
-
-impl Default for Config {
-    /// `127.0.0.1:0`, addresses from `127.77.0.0/16`, backends in
-    /// `127.0.0.0/8` (this machine's loopback) only, routes recorded but
-    /// not programmed, no state file, no faults, health checks every
-    /// second, 1 s to connect, 10 s of draining, UDP sessions idle out
-    /// after 30 s, traffic relayed by this process.
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            address_range: "127.77.0.0/16"
-                .parse()
-                .unwrap_or_else(|_| unreachable!("a valid range")),
-            allowed_backends: vec![
-                "127.0.0.0/8"
-                    .parse()
-                    .unwrap_or_else(|_| unreachable!("a valid range")),
-            ],
-            pod_network: None,
-            state_file: None,
-            faults: Faults::default(),
-            health_interval: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(1),
-            drain_timeout: Duration::from_secs(10),
-            udp_idle: Duration::from_secs(30),
-            forwarding: Forwarding::Proxy,
-        }
-    }
-}
-
-/// Why the daemon did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The API's address cannot be listened on.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Kernel forwarding was asked for and its rules cannot be written.
-    #[error("kernel forwarding: {0}")]
-    Forwarding(#[from] crate::nat::NatError),
-    /// The state file cannot be read or does not parse.
-    #[error("state file {path}: {why}")]
-    StateFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        why: String,
-    },
-}
-
-/// What the state file holds.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Saved {
-    instances: Vec<Instance>,
-    load_balancers: Vec<LoadBalancer>,
-    routes: Vec<Route>,
-}
-
-/// A load balancer: what it is and its data plane.
-#[derive(Debug)]
-struct Lb {
-    record: LoadBalancer,
-    plane: Balancer,
-}
-
-/// Everything the cloud has.
-#[derive(Debug, Default)]
-struct State {
-    instances: BTreeMap<String, Instance>,
-    load_balancers: BTreeMap<String, Lb>,
-    routes: BTreeMap<String, Route>,
-}
-
-impl State {
-    /// The CIDRs of the routes, each once: what the kernel has with a pod
-    /// network.
-    fn programmed(&self) -> Vec<AddressRange> {
-        let mut cidrs: Vec<AddressRange> = self
-            .routes
-            .values()
-            .filter_map(|r| r.destination_cidr.parse().ok())
-            .collect();
-        cidrs.sort_by_key(|c| c.to_string());
-        cidrs.dedup();
-        cidrs
-    }
-}
-
-/// The fault state: the configuration and the token bucket.
-#[derive(Debug)]
-struct FaultState {
-    faults: Faults,
-    tokens: f64,
-    refilled: Instant,
-}
-
-impl FaultState {
-    fn new(faults: Faults) -> Self {
-        Self {
-            tokens: f64::from(burst(&faults)),
-            faults,
-            refilled: Instant::now(),
-        }
-    }
-
-    /// Take a token; the wait until one is there if none is.
-    fn take(&mut self) -> Result<(), Duration> {
-        let rate = f64::from(self.faults.calls_per_second);
-        if rate == 0.0 {
-            return Ok(());
-        }
-        let now = Instant::now();
-        let elapsed = now.duration_since(self.refilled).as_secs_f64();
-        self.refilled = now;
-        self.tokens = (self.tokens + elapsed * rate).min(f64::from(burst(&self.faults)));
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / rate))
-        }
-    }
-}
-
-fn burst(faults: &Faults) -> u32 {
-    if faults.burst == 0 {
-        faults.calls_per_second
-    } else {
-        faults.burst
-    }
-}
-
-struct Cloud {
-    config: Config,
-    /// The kernel's rules, with kernel forwarding.
-    nat: Option<crate::nat::Nat>,
-    state: Mutex<State>,
-    faults: std::sync::Mutex<FaultState>,
-    /// API calls answered (faults included), by `METHOD /v1/kind[/{name}]`.
-    calls: std::sync::Mutex<BTreeMap<String, u64>>,
-}
-
-/// A running local cloud.
-///
-/// ```
-/// use stratus_local_cloud::{Config, LocalCloud};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let cloud = LocalCloud::start(Config::default()).await?;
-/// println!("the cloud's API is at http://{}", cloud.addr());
-/// cloud.stop().await;
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug)]
-pub struct LocalCloud {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl LocalCloud {
-    /// Load the state file (if any), bind every load balancer it has,
-    /// program its routes (with a pod network), and serve the API.
-    pub async fn start(mut config: Config) -> Result<Self, StartError> {
-        if let Some(pods) = config.pod_network {
-            config.allowed_backends.push(pods);
-        }
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| StartError::Listen {
-                addr: config.listen,
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
-        })?;
-        let nat = match config.forwarding {
-            Forwarding::Kernel => Some(crate::nat::Nat::start().await?),
-            Forwarding::Proxy => None,
-        };
-        let state = restore(&config, nat.as_ref()).await?;
-        let cloud = Arc::new(Cloud {
-            nat,
-            faults: std::sync::Mutex::new(FaultState::new(config.faults.clone())),
-            config,
-            state: Mutex::new(state),
-            calls: std::sync::Mutex::default(),
-        });
-        let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, cloud, stopped));
-        tracing::info!(%addr, "local cloud serving");
-        Ok(Self { addr, stop, task })
-    }
-
-    /// The API's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// Stop serving, close every load balancer's listeners and remove the
-    /// kernel's routes and forwarding rules (the state stays in the state
-    /// file).
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
-    }
-}
-
-/// A load balancer's data plane on `address`, as `config` says.
-fn balancer(address: IpAddr, config: &Config, nat: Option<&crate::nat::Nat>) -> Balancer {
-    let plane = DataPlane {
-        health_interval: config.health_interval,
-        connect_timeout: config.connect_timeout,
-        drain_timeout: config.drain_timeout,
-        udp_idle: config.udp_idle,
-    };
-    Balancer::new(
-        address,
-        plane,
-        Arc::from(config.allowed_backends.as_slice()),
-        nat.cloned(),
-    )
-}
-
-async fn restore(config: &Config, nat: Option<&crate::nat::Nat>) -> Result<State, StartError> {
-    let mut state = State::default();
-    let Some(path) = &config.state_file else {
-        return Ok(state);
-    };
-    let text = match tokio::fs::read(path).await {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(state),
-        Err(e) => {
-            return Err(StartError::StateFile {
-                path: path.clone(),
-                why: e.to_string(),
-            });
-        }
-    };
-    let saved: Saved = serde_json::from_slice(&text).map_err(|e| StartError::StateFile {
-        path: path.clone(),
-        why: e.to_string(),
-    })?;
-    state.instances = saved
-        .instances
-        .into_iter()
-        .map(|i| (i.id.clone(), i))
-        .collect();
-    state.routes = saved
-        .routes
-        .into_iter()
-        .map(|r| (r.name.clone(), r))
-        .collect();
-    if config.pod_network.is_some() {
-        for cidr in state.programmed() {
-            if let Err(e) = crate::kernel::add(cidr).await {
-                // Kept: the next PUT of the route writes it again.
-                tracing::error!(error = %e, "a restored route cannot be programmed");
-            }
-        }
-    }
-    for record in saved.load_balancers {
-        let address: IpAddr = record.address.parse().map_err(|_| StartError::StateFile {
-            path: path.clone(),
-            why: format!(
-                "load balancer {}: bad address {:?}",
-                record.name, record.address
-            ),
-        })?;
-        let mut plane = balancer(address, config, nat);
-        if let Err(e) = plane.apply(&record.spec).await {
-            // Kept: the next PUT binds what is missing.
-            tracing::error!(lb = %record.name, addr = %e.addr, error = %e.source,
-                "a restored load balancer's port cannot be listened on");
-        }
-        state
-            .load_balancers
-            .insert(record.name.clone(), Lb { record, plane });
-    }
-    Ok(state)
-}
-
-async fn serve(
+pub(super) async fn serve(
     listener: tokio::net::TcpListener,
     cloud: Arc<Cloud>,
     mut stopped: watch::Receiver<bool>,
@@ -407,9 +67,9 @@ async fn serve(
     }
 }
 
-type Reply = Response<Full<Bytes>>;
+pub(super) type Reply = Response<Full<Bytes>>;
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Reply {
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Reply {
     let body = serde_json::to_vec(value).unwrap_or_default();
     Response::builder()
         .status(status)
@@ -418,7 +78,7 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Reply {
         .unwrap_or_default()
 }
 
-fn no_content() -> Reply {
+pub(super) fn no_content() -> Reply {
     Response::builder()
         .status(StatusCode::NO_CONTENT)
         .body(Full::new(Bytes::new()))
@@ -427,10 +87,10 @@ fn no_content() -> Reply {
 
 /// A failed call.
 #[derive(Debug)]
-struct Failure(ApiError);
+pub(super) struct Failure(ApiError);
 
 impl Failure {
-    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(super) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self(ApiError {
             code,
             message: message.into(),
@@ -438,7 +98,7 @@ impl Failure {
         })
     }
 
-    fn reply(self) -> Reply {
+    pub(super) fn reply(self) -> Reply {
         let status =
             StatusCode::from_u16(self.0.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut reply = json(status, &self.0);
@@ -452,7 +112,7 @@ impl Failure {
     }
 }
 
-async fn handle(cloud: &Cloud, req: Request<Incoming>) -> Reply {
+pub(super) async fn handle(cloud: &Cloud, req: Request<Incoming>) -> Reply {
     match route(cloud, req).await {
         Ok(reply) => reply,
         Err(failure) => failure.reply(),
@@ -460,9 +120,11 @@ async fn handle(cloud: &Cloud, req: Request<Incoming>) -> Reply {
 }
 
 /// The largest request body the API reads.
-const MAX_BODY: usize = 4 * 1024 * 1024;
+pub(super) const MAX_BODY: usize = 4 * 1024 * 1024;
 
-async fn body<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Result<T, Failure> {
+pub(super) async fn body<T: for<'de> Deserialize<'de>>(
+    req: Request<Incoming>,
+) -> Result<T, Failure> {
     let bytes = http_body_util::Limited::new(req.into_body(), MAX_BODY)
         .collect()
         .await
@@ -478,7 +140,7 @@ async fn body<T: for<'de> Deserialize<'de>>(req: Request<Incoming>) -> Result<T,
 }
 
 /// The query's pairs (no percent-decoding: names here are plain).
-fn query(req: &Request<Incoming>) -> HashMap<String, String> {
+pub(super) fn query(req: &Request<Incoming>) -> HashMap<String, String> {
     req.uri()
         .query()
         .unwrap_or_default()
@@ -489,7 +151,7 @@ fn query(req: &Request<Incoming>) -> HashMap<String, String> {
 }
 
 /// Apply the injected faults to an API call.
-async fn fault(cloud: &Cloud) -> Result<(), Failure> {
+pub(super) async fn fault(cloud: &Cloud) -> Result<(), Failure> {
     let (latency, verdict) = {
         let mut f = cloud
             .faults
@@ -515,7 +177,7 @@ async fn fault(cloud: &Cloud) -> Result<(), Failure> {
     verdict
 }
 
-fn valid_name(name: &str) -> Result<(), Failure> {
+pub(super) fn valid_name(name: &str) -> Result<(), Failure> {
     let ok = !name.is_empty()
         && name.len() <= 253
         && name
@@ -531,7 +193,7 @@ fn valid_name(name: &str) -> Result<(), Failure> {
     }
 }
 
-async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> {
+pub(super) async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> {
     let path = req.uri().path().to_owned();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method().clone();
@@ -697,13 +359,13 @@ async fn route(cloud: &Cloud, req: Request<Incoming>) -> Result<Reply, Failure> 
     }
 }
 
-fn not_found(what: &str, name: &str) -> Failure {
+pub(super) fn not_found(what: &str, name: &str) -> Failure {
     Failure::new(ErrorCode::NotFound, format!("{what} {name:?} not found"))
 }
 
 /// The range of a route's CIDR, which must lie in the pod network to be
 /// programmed.
-fn routable(cidr: &str, pods: AddressRange) -> Result<AddressRange, Failure> {
+pub(super) fn routable(cidr: &str, pods: AddressRange) -> Result<AddressRange, Failure> {
     let range: AddressRange = cidr
         .parse()
         .map_err(|e: crate::RangeError| Failure::new(ErrorCode::Invalid, e.to_string()))?;
@@ -719,7 +381,7 @@ fn routable(cidr: &str, pods: AddressRange) -> Result<AddressRange, Failure> {
 
 /// Remove the kernel route of `old` (a route just deleted or replaced)
 /// unless a route still in `state` has the same CIDR.
-async fn unprogram(state: &State, old: Option<&Route>) -> Result<(), Failure> {
+pub(super) async fn unprogram(state: &State, old: Option<&Route>) -> Result<(), Failure> {
     let Some(Ok(cidr)) = old.map(|r| r.destination_cidr.parse::<AddressRange>()) else {
         return Ok(());
     };
@@ -731,7 +393,7 @@ async fn unprogram(state: &State, old: Option<&Route>) -> Result<(), Failure> {
         .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))
 }
 
-fn valid_cidr(cidr: &str) -> Result<(), Failure> {
+pub(super) fn valid_cidr(cidr: &str) -> Result<(), Failure> {
     let ok = cidr.split_once('/').is_some_and(|(ip, prefix)| {
         match (ip.parse::<IpAddr>(), prefix.parse::<u8>()) {
             (Ok(IpAddr::V4(_)), Ok(p)) => p <= 32,
@@ -749,7 +411,7 @@ fn valid_cidr(cidr: &str) -> Result<(), Failure> {
     }
 }
 
-fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
+pub(super) fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
     let invalid = |why: String| Err(Failure::new(ErrorCode::Invalid, why));
     if spec.listeners.is_empty() {
         return invalid("a load balancer needs at least one listener".into());
@@ -790,9 +452,9 @@ fn validate(spec: &LoadBalancerSpec) -> Result<(), Failure> {
 
 /// How many fresh addresses a new load balancer tries before giving up on
 /// ports something else on the machine holds.
-const ADDRESS_ATTEMPTS: usize = 16;
+pub(super) const ADDRESS_ATTEMPTS: usize = 16;
 
-async fn ensure(
+pub(super) async fn ensure(
     cloud: &Cloud,
     state: &mut State,
     name: String,
@@ -853,7 +515,7 @@ async fn ensure(
     ))
 }
 
-fn port_in_use(e: &crate::proxy::BindError) -> Failure {
+pub(super) fn port_in_use(e: &crate::proxy::BindError) -> Failure {
     Failure::new(
         ErrorCode::PortInUse,
         format!("cannot listen on {:?} {}: {}", e.protocol, e.addr, e.source),
@@ -861,7 +523,7 @@ fn port_in_use(e: &crate::proxy::BindError) -> Failure {
 }
 
 /// One page of `items` (in key order) after `?continue=`, at most `?limit=`.
-fn page<'a, T: Clone + 'a>(
+pub(super) fn page<'a, T: Clone + 'a>(
     items: impl Iterator<Item = (&'a String, &'a T)>,
     q: &HashMap<String, String>,
 ) -> Result<List<T>, Failure> {
@@ -888,7 +550,7 @@ fn page<'a, T: Clone + 'a>(
 }
 
 /// Write the state file (atomically: a temporary file renamed over it).
-async fn save(cloud: &Cloud, state: &State) -> Result<(), Failure> {
+pub(super) async fn save(cloud: &Cloud, state: &State) -> Result<(), Failure> {
     let Some(path) = &cloud.config.state_file else {
         return Ok(());
     };
@@ -918,25 +580,9 @@ async fn save(cloud: &Cloud, state: &State) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
 
-    #[test]
-    fn the_bucket_refuses_beyond_its_burst_and_says_how_long_to_wait() {
-        let mut f = FaultState::new(Faults {
-            calls_per_second: 10,
-            burst: 2,
-            ..Faults::default()
-        });
-        assert!(f.take().is_ok());
-        assert!(f.take().is_ok());
-        let wait = f.take().unwrap_err();
-        assert!(
-            wait <= Duration::from_millis(100) && wait > Duration::ZERO,
-            "{wait:?}"
-        );
-        let mut unlimited = FaultState::new(Faults::default());
-        assert!((0..1000).all(|_| unlimited.take().is_ok()));
-    }
+    use super::*;
 
     #[test]
     fn pages_follow_the_continue_token() {
