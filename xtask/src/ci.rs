@@ -110,8 +110,9 @@ const STEPS: &[Step] = &[
         ],
     },
     Step {
-        // Both kinds of `cargo xtask new-provider` crate, generated outside
-        // the workspace, linted and tested there.
+        // Both kinds of provider crate, generated outside the workspace
+        // (`cargo stratus new` from `cargo install --path cargo-stratus`,
+        // and its `cargo xtask new-provider` alias), linted and tested there.
         name: "generated-providers",
         program: "bash",
         args: &["scripts/generated-providers.sh"],

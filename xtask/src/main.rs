@@ -13,7 +13,7 @@
 //!   faults, their memory and descriptors sampled.
 //! - `bench`: benchmarks, reported as ratios to a floor.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
-//! - `new-provider`: `cargo stratus new` (crates/cargo-stratus) with this
+//! - `new-provider`: `cargo stratus new` (cargo-stratus/) with this
 //!   checkout as the generated crate's Stratus.
 //! - `kubernetes-versions`: the library crates checked against each
 //!   supported Kubernetes minor.
@@ -76,7 +76,7 @@ tasks:
   manifests   write docs/deploy/ (RBAC from the controllers' declarations, Deployment, DaemonSet); --check compares
   new-provider --kind ccm|virtual-kubelet --name NAME [--path DIR] [--stratus-version V] [--kubernetes 1.NN]
               write a provider crate (skeleton answering NotImplemented, main.rs, tests, Dockerfile, manifests, CI):
-              `cargo stratus new` (crates/cargo-stratus) with this checkout as Stratus's source
+              `cargo stratus new` (cargo-stratus/) with this checkout as Stratus's source
   kubernetes-versions
               check every library crate against each supported Kubernetes minor (1.34 to 1.37)";
 
