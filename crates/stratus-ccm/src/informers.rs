@@ -2,22 +2,20 @@
 //! of Services, however many controllers read them (client-go's shared
 //! informer factory).
 //!
-//! Each controller built alone watches for itself; handed the manager's
-//! [`SharedInformers`] (the manager does this for every controller it
-//! starts), it subscribes to the common watch instead.
+//! Every controller takes the informers it reads as constructor inputs,
+//! as `k8s.io/cloud-provider`'s controllers take theirs, and never builds
+//! one of its own.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use stratus_ccm::informers::{ReadsNodes, SharedInformers};
+//! use stratus_ccm::informers::SharedInformers;
 //! use stratus_ccm::lifecycle::{LifecycleConfig, LifecycleController};
 //! use stratus_ccm::node::{NodeController, NodeControllerConfig};
 //!
 //! # async fn run(client: kube::Client, cloud: Arc<dyn stratus_cloud::CloudProvider>, stop: tokio::sync::watch::Receiver<bool>) {
 //! let informers = SharedInformers::new(client.clone());
-//! let node = NodeController::new(client.clone(), cloud.clone(), NodeControllerConfig::default())
-//!     .with_node_informer(informers.nodes().clone());
-//! let lifecycle = LifecycleController::new(client, cloud, LifecycleConfig::default())
-//!     .with_node_informer(informers.nodes().clone());
+//! let node = NodeController::new(client.clone(), informers.nodes(), cloud.clone(), NodeControllerConfig::default());
+//! let lifecycle = LifecycleController::new(client, informers.nodes(), cloud, LifecycleConfig::default());
 //! // One Node list and one Node watch between them.
 //! tokio::join!(node.run(stop.clone()), lifecycle.run(stop));
 //! # }
@@ -60,19 +58,5 @@ impl SharedInformers {
     /// Every Service.
     pub fn services(&self) -> &SharedInformer<Service> {
         &self.services
-    }
-}
-
-/// A controller that reads Nodes: by default through a watch of its own,
-/// or through a shared one.
-pub trait ReadsNodes: Sized {
-    /// The informer the controller subscribes to when it runs.
-    fn node_informer(&mut self) -> &mut SharedInformer<Node>;
-
-    /// Read Nodes through `nodes` (shared with other controllers) instead
-    /// of a watch of its own.
-    fn with_node_informer(mut self, nodes: SharedInformer<Node>) -> Self {
-        *self.node_informer() = nodes;
-        self
     }
 }

@@ -11,6 +11,7 @@ use crate::metrics::CcmMetrics;
 /// ```no_run
 /// use std::sync::Arc;
 /// use stratus_ccm::Instrumented;
+/// use stratus_ccm::informers::SharedInformers;
 /// use stratus_ccm::metrics::CcmMetrics;
 /// use stratus_ccm::node::{NodeController, NodeControllerConfig};
 /// use stratus_runtime::health::{ControllerHealth, HealthChecks};
@@ -21,7 +22,8 @@ use crate::metrics::CcmMetrics;
 /// let checks = HealthChecks::new();
 /// let health = ControllerHealth::new();
 /// checks.add("cloud-node-controller", health.clone());
-/// let controller = NodeController::new(client, cloud, NodeControllerConfig::default())
+/// let informers = SharedInformers::new(client.clone());
+/// let controller = NodeController::new(client, informers.nodes(), cloud, NodeControllerConfig::default())
 ///     .with_metrics(metrics)
 ///     .with_health(health);
 /// # let _ = controller;

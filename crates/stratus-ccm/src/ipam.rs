@@ -14,12 +14,14 @@
 //! Run it only with `--allocate-node-cidrs` (the manager command decides).
 //!
 //! ```no_run
+//! use stratus_ccm::informers::SharedInformers;
 //! use stratus_ccm::ipam::{NodeIpamConfig, NodeIpamController};
 //!
 //! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let informers = SharedInformers::new(client.clone());
 //! let config = NodeIpamConfig::new(vec!["10.244.0.0/16".parse()?]);
 //! let (_stop, stopped) = tokio::sync::watch::channel(false);
-//! NodeIpamController::new(client, config)?.run(stopped).await;
+//! NodeIpamController::new(client, informers.nodes(), config)?.run(stopped).await;
 //! # Ok(())
 //! # }
 //! ```
@@ -28,6 +30,7 @@ mod cidr_set;
 pub use cidr_set::{CidrSet, CidrSetError};
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::names::events;
 use k8s_openapi::api::core::v1::Node;
@@ -36,9 +39,10 @@ use kube_runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 use stratus_cloud::helpers::Cidr;
 use stratus_cloud::names::controllers;
+use stratus_runtime::controller::Controller;
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
-use stratus_runtime::workqueue::{WorkQueue, default_controller_rate_limiter};
+use stratus_runtime::workqueue::{Action, Retry, WorkQueue, default_controller_rate_limiter};
 use tokio::sync::watch;
 
 use crate::metrics::CcmMetrics;
@@ -120,15 +124,29 @@ pub enum IpamConfigError {
     Mask(CidrSetError),
 }
 
+/// Why one Node got no pod CIDRs this time (retried with backoff).
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error("no pod CIDR left in {0}")]
+    Exhausted(Cidr),
+    #[error("could not write the node's pod CIDRs: {0}")]
+    Write(#[from] kube::Error),
+}
+
+impl Retry for SyncError {}
+
 /// The node-ipam controller.
 pub struct NodeIpamController {
     client: kube::Client,
-    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    /// The shared Node informer it reads.
     nodes: SharedInformer<Node>,
     config: NodeIpamConfig,
     sets: Vec<CidrSet>,
     /// The CIDRs each Node holds, to release them when it goes.
     assigned: HashMap<String, Vec<Cidr>>,
+    /// Whether the existing Nodes' CIDRs were marked in use (at the first
+    /// reconcile, once the cache holds the first list).
+    occupied: bool,
     recorder: EventRecorder,
     metrics: CcmMetrics,
     health: ControllerHealth,
@@ -143,63 +161,56 @@ impl std::fmt::Debug for NodeIpamController {
 }
 
 impl NodeIpamController {
-    /// A controller for `config`, or why the settings are invalid.
-    pub fn new(client: kube::Client, config: NodeIpamConfig) -> Result<Self, IpamConfigError> {
+    /// A controller reading `nodes` for `config`, or why the settings are
+    /// invalid.
+    pub fn new(
+        client: kube::Client,
+        nodes: &SharedInformer<Node>,
+        config: NodeIpamConfig,
+    ) -> Result<Self, IpamConfigError> {
         let sets = config.cidr_sets()?;
         let recorder = EventRecorder::new(client.clone(), controllers::NODE_IPAM.event_component);
-        let nodes = SharedInformer::new(Api::all(client.clone()));
         Ok(Self {
             client,
-            nodes,
+            nodes: nodes.clone(),
             config,
             sets,
             assigned: HashMap::new(),
+            occupied: false,
             recorder,
             metrics: CcmMetrics::default(),
             health: ControllerHealth::new(),
         })
     }
 
-    /// Run until `stop` becomes true.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
-        let queue: WorkQueue<String> = WorkQueue::with_metrics(
+    /// Run until `stop` becomes true: one worker, one Node at a time.
+    pub async fn run(self, stop: watch::Receiver<bool>) {
+        let controller = Controller::new(WorkQueue::with_metrics(
             default_controller_rate_limiter(),
             self.metrics.runtime.workqueue.queue("nodeipam"),
-        );
-        let feed = queue.clone();
-        let health = self.health.clone();
-        let informer = self.nodes.subscribe(&health, move |n| {
-            if let Some(name) = n.metadata.name.clone() {
-                feed.add(name);
-            }
-        });
-        let store = informer.store().clone();
-        tokio::select! {
-            _ = informer.wait_until_ready() => {}
-            _ = stop.changed() => return,
-        }
-        self.occupy_existing(&store);
-        loop {
-            let key = tokio::select! {
-                k = queue.get() => k,
-                _ = stop.changed() => None,
-            };
-            let Some(key) = key else { break };
-            let started = std::time::Instant::now();
-            let result = self.sync(&store, &key).await;
+        ))
+        .health(self.health.clone())
+        .reconcile_metrics(
             self.metrics
                 .runtime
                 .reconcile
-                .controller(controllers::NODE_IPAM.canonical)
-                .observe(&result, started.elapsed());
-            match result {
-                Ok(()) => queue.forget(&key),
-                Err(()) => queue.add_rate_limited(key.clone()),
+                .controller(controllers::NODE_IPAM.canonical),
+        )
+        .watches(&self.nodes, |n: &Node| n.metadata.name.clone());
+        let store = self.nodes.store().clone();
+        let this = Arc::new(tokio::sync::Mutex::new(self));
+        let reconcile = move |name: String| {
+            let (this, store) = (this.clone(), store.clone());
+            async move {
+                let mut this = this.lock().await;
+                if !this.occupied {
+                    this.occupy_existing(&store);
+                    this.occupied = true;
+                }
+                this.sync(&store, &name).await.map(|()| Action::Done)
             }
-            queue.done(&key);
-        }
-        queue.shut_down();
-        health.stopped();
+        };
+        controller.run(reconcile, stop).await;
     }
 
     /// Mark the service ranges and every existing Node's pod CIDRs in use.
@@ -267,7 +278,7 @@ impl NodeIpamController {
 
     /// One Node: release a deleted one's CIDRs, adopt existing ones, or
     /// allocate and write new ones. `Err` asks for a retry.
-    async fn sync(&mut self, store: &Store<Node>, name: &str) -> Result<(), ()> {
+    async fn sync(&mut self, store: &Store<Node>, name: &str) -> Result<(), SyncError> {
         let Some(node) = store.get(&ObjectRef::new(name)) else {
             if let Some(held) = self.assigned.remove(name) {
                 self.release(&held);
@@ -286,19 +297,20 @@ impl NodeIpamController {
             self.release(&held);
         }
         let mut cidrs = Vec::with_capacity(self.sets.len());
+        let mut exhausted = None;
         for set in &mut self.sets {
             match set.allocate_next() {
                 Some(c) => cidrs.push(c),
                 None => {
-                    tracing::warn!(node = %name, cluster = %set.cluster(), "no pod CIDR left");
+                    exhausted = Some(set.cluster());
                     break;
                 }
             }
         }
-        if cidrs.len() < self.sets.len() {
+        if let Some(cluster) = exhausted {
             self.release(&cidrs);
             self.event(&node, events::CIDR_NOT_AVAILABLE).await;
-            return Err(());
+            return Err(SyncError::Exhausted(cluster));
         }
         let texts: Vec<String> = cidrs.iter().map(Cidr::to_string).collect();
         let patch = json!({"spec": {"podCIDR": texts[0], "podCIDRs": texts}});
@@ -317,10 +329,9 @@ impl NodeIpamController {
                 Ok(())
             }
             Err(e) => {
-                tracing::warn!(node = %name, error = %e, "could not write the node's pod CIDRs");
                 self.release(&cidrs);
                 self.event(&node, events::CIDR_ASSIGNMENT_FAILED).await;
-                Err(())
+                Err(e.into())
             }
         }
     }
@@ -329,11 +340,5 @@ impl NodeIpamController {
 impl crate::Instrumented for NodeIpamController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
-    }
-}
-
-impl crate::informers::ReadsNodes for NodeIpamController {
-    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
-        &mut self.nodes
     }
 }

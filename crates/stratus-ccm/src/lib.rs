@@ -3,7 +3,6 @@
 //! - [`node`]: the cloud-node controller (node initialization).
 //! - [`lifecycle`]: the cloud-node-lifecycle controller (shutdown taint,
 //!   deletion of nodes whose instance is gone, with a safeguard).
-//!
 //! - [`service`]: the service load-balancer controller.
 //! - [`route`]: the node-route controller.
 //! - [`ipam`]: the node-ipam controller (`RangeAllocator` semantics).
@@ -14,17 +13,27 @@
 //! - [`metrics`]: the controllers' Prometheus metrics (Go's names where Go
 //!   has them).
 //!
-//! Every controller takes `with_metrics` and `with_health` (the
-//! [`Instrumented`] trait) before `run`.
+//! - [`informers`]: the shared Node and Service informers every controller
+//!   takes as a constructor input.
+//!
+//! Every controller has one shape, `stratus_runtime::controller::Controller`
+//! (shared informers feeding a work queue, workers running a reconcile per
+//! key), takes the shared informers it reads when it is built, and takes
+//! `with_metrics` and `with_health` (the [`Instrumented`] trait) before
+//! `run`.
 //!
 //! ```no_run
 //! use std::sync::Arc;
+//! use stratus_ccm::informers::SharedInformers;
 //! use stratus_ccm::node::{NodeController, NodeControllerConfig};
 //! use stratus_cloud::CloudProvider;
 //!
 //! # async fn run(client: kube::Client, cloud: Arc<dyn CloudProvider>) {
+//! let informers = SharedInformers::new(client.clone());
 //! let (_stop, stopped) = tokio::sync::watch::channel(false);
-//! NodeController::new(client, cloud, NodeControllerConfig::default()).run(stopped).await;
+//! NodeController::new(client, informers.nodes(), cloud, NodeControllerConfig::default())
+//!     .run(stopped)
+//!     .await;
 //! # }
 //! ```
 

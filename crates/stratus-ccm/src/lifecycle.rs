@@ -17,9 +17,12 @@
 //! deletes a node.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
+use stratus_runtime::controller::Controller;
 use stratus_runtime::informer::SharedInformer;
+use stratus_runtime::workqueue::{Action, WorkQueue, default_controller_rate_limiter};
 
 use crate::metrics::CcmMetrics;
 use crate::names::events;
@@ -32,6 +35,9 @@ use stratus_cloud::{CloudError, CloudProvider, InstanceState, check_batch_len};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
 use tokio::sync::watch;
+
+/// The one key of the controller's queue: a monitoring pass.
+const PASS: &str = "nodes";
 
 /// Settings of the lifecycle controller.
 #[derive(Debug, Clone)]
@@ -88,7 +94,7 @@ fn age(node: &Node) -> Duration {
 /// The cloud-node-lifecycle controller.
 pub struct LifecycleController {
     client: kube::Client,
-    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    /// The shared Node informer it reads.
     nodes: SharedInformer<Node>,
     cloud: Arc<dyn CloudProvider>,
     config: LifecycleConfig,
@@ -107,11 +113,12 @@ impl std::fmt::Debug for LifecycleController {
 }
 
 impl LifecycleController {
-    /// A controller for `cloud`, which must offer instances (V2, or the
-    /// legacy Instances and Zones, adapted by
+    /// A controller reading `nodes` for `cloud`, which must offer
+    /// instances (V2, or the legacy Instances and Zones, adapted by
     /// [`with_legacy_instances`](stratus_cloud::legacy::with_legacy_instances)).
     pub fn new(
         client: kube::Client,
+        nodes: &SharedInformer<Node>,
         cloud: Arc<dyn CloudProvider>,
         config: LifecycleConfig,
     ) -> Self {
@@ -121,10 +128,9 @@ impl LifecycleController {
             client.clone(),
             controllers::CLOUD_NODE_LIFECYCLE.event_component,
         );
-        let nodes = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
-            nodes,
+            nodes: nodes.clone(),
             cloud,
             config,
             recorder,
@@ -134,41 +140,38 @@ impl LifecycleController {
         }
     }
 
-    /// Run until `stop` becomes true.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+    /// Run until `stop` becomes true: a pass once the Node cache holds
+    /// its first list, then each one a period after the previous one
+    /// finished (sliding, as Go's `wait.UntilWithContext`).
+    pub async fn run(self, stop: watch::Receiver<bool>) {
         if self.cloud.instances_v2().is_none() {
             tracing::warn!(
                 "the cloud provider offers neither InstancesV2 nor Instances; the lifecycle controller does not start"
             );
             return;
         }
-        let health = self
-            .health
-            .clone()
-            .expect_pass_every(self.config.monitor_period);
-        let nodes = self.nodes.subscribe(&health, |_| {});
-        let store = nodes.store();
-        // Sliding, as Go's `wait.UntilWithContext`: a pass at once, then
-        // each one a period after the previous one finished.
-        let mut wait = Duration::ZERO;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = stop.changed() => break,
-            }
-            wait = self.config.monitor_period;
-            if nodes.wait_until_ready().await.is_ok() {
-                let started = std::time::Instant::now();
-                self.pass(store).await;
+        let period = self.config.monitor_period;
+        let controller = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
+            .health(self.health.clone())
+            .passes_every(period)
+            .reconcile_metrics(
                 self.metrics
                     .runtime
                     .reconcile
-                    .controller(controllers::CLOUD_NODE_LIFECYCLE.canonical)
-                    .observe_success(started.elapsed());
-                health.pass_completed();
+                    .controller(controllers::CLOUD_NODE_LIFECYCLE.canonical),
+            )
+            .watches(&self.nodes, |_: &Node| None);
+        controller.queue().add(PASS);
+        let store = self.nodes.store().clone();
+        let this = Arc::new(tokio::sync::Mutex::new(self));
+        let reconcile = move |_: &'static str| {
+            let (this, store) = (this.clone(), store.clone());
+            async move {
+                this.lock().await.pass(&store).await;
+                Ok::<_, Infallible>(Action::RequeueAfter(period))
             }
-        }
-        health.stopped();
+        };
+        controller.run(reconcile, stop).await;
     }
 
     /// One monitoring pass.
@@ -330,11 +333,5 @@ impl LifecycleController {
 impl crate::Instrumented for LifecycleController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
-    }
-}
-
-impl crate::informers::ReadsNodes for LifecycleController {
-    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
-        &mut self.nodes
     }
 }

@@ -41,6 +41,7 @@ pub use cloud_labels::MANAGED_LABELS_ANNOTATION;
 use crate::metrics::{CcmMetrics, seconds_since};
 use futures_util::StreamExt;
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use stratus_runtime::health::ControllerHealth;
@@ -56,9 +57,13 @@ use stratus_cloud::helpers::{
 };
 use stratus_cloud::names::{annotations, controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
+use stratus_runtime::controller::Controller;
 use stratus_runtime::events::{EventRecorder, EventType};
-use stratus_runtime::workqueue::{Retry, WorkQueue, default_controller_rate_limiter};
-use tokio::sync::{Semaphore, watch};
+use stratus_runtime::workqueue::{Action, Retry, WorkQueue, default_controller_rate_limiter};
+use tokio::sync::watch;
+
+/// The one key of the address-refresh pass's queue.
+const REFRESH: &str = "addresses";
 
 /// The Warning event recorded on a Node when its initialization fails, once
 /// per streak of failures (not in Go, which records nothing): a bad
@@ -179,7 +184,7 @@ pub(crate) fn reference(node: &Node) -> ObjectReference {
 /// The cloud-node controller.
 pub struct NodeController {
     client: kube::Client,
-    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    /// The shared Node informer it reads.
     nodes: SharedInformer<Node>,
     cloud: Arc<dyn CloudProvider>,
     config: NodeControllerConfig,
@@ -197,21 +202,21 @@ impl std::fmt::Debug for NodeController {
 }
 
 impl NodeController {
-    /// A controller for `cloud`, which must offer instances (V2, or the
-    /// legacy Instances and Zones, adapted by
+    /// A controller reading `nodes` for `cloud`, which must offer
+    /// instances (V2, or the legacy Instances and Zones, adapted by
     /// [`with_legacy_instances`](stratus_cloud::legacy::with_legacy_instances)).
     pub fn new(
         client: kube::Client,
+        nodes: &SharedInformer<Node>,
         cloud: Arc<dyn CloudProvider>,
         config: NodeControllerConfig,
     ) -> Self {
         // Legacy Instances and Zones answer for InstancesV2 (as in Go).
         let cloud = stratus_cloud::legacy::with_legacy_instances(cloud);
         let recorder = EventRecorder::new(client.clone(), controllers::CLOUD_NODE.event_component);
-        let nodes = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
-            nodes,
+            nodes: nodes.clone(),
             cloud,
             config,
             recorder,
@@ -220,112 +225,90 @@ impl NodeController {
         }
     }
 
-    /// Run until `stop` becomes true.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    /// Run until `stop` becomes true: three controllers over the shared
+    /// Node informer, one shape: initialization (batched), the beta-label
+    /// mirror (Go's `reconcileNodeLabels`), and the address refresh pass
+    /// every `status_update_frequency` (sliding, as Go's `wait.Until`).
+    pub async fn run(self, stop: watch::Receiver<bool>) {
         if self.cloud.instances_v2().is_none() {
             tracing::warn!(
                 "the cloud provider offers neither InstancesV2 nor Instances; the cloud-node controller does not start"
             );
             return;
         }
-        let queue: WorkQueue<String> = WorkQueue::with_metrics(
+        let resync = self.config.resync_period.unwrap_or_default();
+        let init = Controller::new(WorkQueue::with_metrics(
             default_controller_rate_limiter(),
             self.metrics.runtime.workqueue.queue("Nodes"),
-        );
-        let health = self
-            .health
-            .clone()
-            .expect_pass_every(self.config.status_update_frequency);
-        // Initialized Nodes whose beta labels need mirroring (Go's
-        // `reconcileNodeLabels`), written by a worker of their own.
-        let labels: WorkQueue<String> = WorkQueue::with_metrics(
+        ))
+        .workers(self.config.workers)
+        .health(self.health.clone())
+        .reconcile_metrics(
+            self.metrics
+                .runtime
+                .reconcile
+                .controller(controllers::CLOUD_NODE.canonical),
+        )
+        .watches_resynced(&self.nodes, resync, |node: &Node| {
+            node.metadata
+                .name
+                .clone()
+                .filter(|_| is_uninitialized(node))
+        });
+        let labels = Controller::new(WorkQueue::with_metrics(
             default_controller_rate_limiter(),
             self.metrics.runtime.workqueue.queue("NodeLabels"),
-        );
-        let (feed_queue, feed_labels) = (queue.clone(), labels.clone());
-        let informer = self
-            .nodes
-            .subscribe(&health, move |node| {
-                let Some(name) = node.metadata.name.clone() else {
-                    return;
-                };
-                if is_uninitialized(node) {
-                    feed_queue.add(name);
-                } else if !cloud_labels::mirror_beta_labels(
-                    node.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                )
-                .is_empty()
-                {
-                    feed_labels.add(name);
-                }
-            })
-            .resync_every(self.config.resync_period.unwrap_or_default());
-        let store = informer.store().clone();
-        // The first list is published as a whole; wait for it so a burst of
-        // nodes at start-up is batched from the store, not read one by one.
-        tokio::select! {
-            _ = informer.wait_until_ready() => {}
-            _ = stop.changed() => return,
-        }
+        ))
+        .health(self.health.clone())
+        .watches_resynced(&self.nodes, resync, |node: &Node| {
+            let labels = node.metadata.labels.as_ref();
+            let mirrored = cloud_labels::mirror_beta_labels(labels.unwrap_or(&BTreeMap::new()));
+            node.metadata
+                .name
+                .clone()
+                .filter(|_| !is_uninitialized(node) && !mirrored.is_empty())
+        });
+        let period = self.config.status_update_frequency;
+        let refresh = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
+            .health(self.health.clone())
+            .passes_every(period)
+            .watches(&self.nodes, |_: &Node| None);
+        refresh.queue().add_after(REFRESH, period);
+        let (window, max) = (self.config.batch_window, self.batch_limit());
+        let queue = init.queue().clone();
+        let store = self.nodes.store().clone();
         let this = Arc::new(self);
-        let label_worker = {
+        let initialize = {
             let (this, store) = (this.clone(), store.clone());
-            tokio::spawn(stratus_runtime::workqueue::run_workers(
-                labels.clone(),
-                1,
-                move |name: String| {
-                    let (this, store) = (this.clone(), store.clone());
-                    async move {
-                        if let Some(node) = store.get(&ObjectRef::new(&name)) {
-                            this.mirror_beta_labels(&node).await?;
-                        }
-                        Ok::<_, SyncError>(stratus_runtime::workqueue::Action::Done)
+            move |names: Vec<String>| {
+                let (this, store, queue) = (this.clone(), store.clone(), queue.clone());
+                async move { this.sync_batch(&store, &queue, names).await }
+            }
+        };
+        let mirror = {
+            let (this, store) = (this.clone(), store.clone());
+            move |name: String| {
+                let (this, store) = (this.clone(), store.clone());
+                async move {
+                    if let Some(node) = store.get(&ObjectRef::new(&name)) {
+                        this.mirror_beta_labels(&node).await?;
                     }
-                },
-            ))
-        };
-        let refresher = {
-            let (this, store) = (this.clone(), store.clone());
-            tokio::spawn(async move {
-                // Sliding, as Go's `wait.Until`: the next pass starts a period
-                // after the previous one finished.
-                loop {
-                    tokio::time::sleep(this.config.status_update_frequency).await;
-                    this.refresh_addresses(&store).await;
-                    this.health.pass_completed();
-                }
-            })
-        };
-        let permits = Arc::new(Semaphore::new(this.config.workers.max(1)));
-        loop {
-            let first = tokio::select! {
-                k = queue.get() => k,
-                _ = stop.changed() => None,
-            };
-            let Some(first) = first else { break };
-            let mut batch = vec![first];
-            let limit = this.batch_limit();
-            let deadline = tokio::time::Instant::now() + this.config.batch_window;
-            while batch.len() < limit {
-                match tokio::time::timeout_at(deadline, queue.get()).await {
-                    Ok(Some(k)) => batch.push(k),
-                    _ => break,
+                    Ok::<_, SyncError>(Action::Done)
                 }
             }
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                break;
-            };
-            let (this, queue, store) = (this.clone(), queue.clone(), store.clone());
-            tokio::spawn(async move {
-                this.sync_batch(&store, &queue, batch).await;
-                drop(permit);
-            });
-        }
-        queue.shut_down_with_drain().await;
-        labels.shut_down();
-        let _ = label_worker.await;
-        refresher.abort();
-        this.health.stopped();
+        };
+        let pass = move |_: &'static str| {
+            let (this, store) = (this.clone(), store.clone());
+            async move {
+                this.refresh_addresses(&store).await;
+                Ok::<_, Infallible>(Action::RequeueAfter(period))
+            }
+        };
+        tokio::join!(
+            init.run_batched(window, max, initialize, stop.clone()),
+            labels.run(mirror, stop.clone()),
+            refresh.run(pass, stop),
+        );
     }
 
     /// Go's `reconcileNodeLabels` for one initialized node: the GA labels
@@ -514,8 +497,15 @@ impl NodeController {
         provider.min(self.config.max_batch.max(1))
     }
 
-    /// Fetch metadata for the batch and initialize each node.
-    async fn sync_batch(&self, store: &Store<Node>, queue: &WorkQueue<String>, keys: Vec<String>) {
+    /// Fetch metadata for the batch and initialize each node; the outcome
+    /// of each node that still needed it (a node initialized or deleted
+    /// meanwhile is left out).
+    async fn sync_batch(
+        &self,
+        store: &Store<Node>,
+        queue: &WorkQueue<String>,
+        keys: Vec<String>,
+    ) -> Vec<(String, Result<Action, SyncError>)> {
         let api: Api<Node> = Api::all(self.client.clone());
         let mut nodes = Vec::with_capacity(keys.len());
         for key in &keys {
@@ -525,62 +515,43 @@ impl NodeController {
                 Some(n) => Some((*n).clone()),
                 None => api.get_opt(key).await.ok().flatten(),
             };
-            match node.filter(is_uninitialized) {
-                Some(n) => nodes.push(n),
-                None => {
-                    queue.forget(key);
-                    queue.done(key);
-                }
-            }
+            nodes.extend(node.filter(is_uninitialized));
         }
         if nodes.is_empty() {
-            return;
+            return Vec::new();
         }
         let metadata = self.metadata(&nodes).await;
         // The writes of one batch go out concurrently: a batch of 500 nodes
         // written one after another would leave the API server idle between
         // round trips.
         let writes = self.config.write_concurrency.max(1);
-        let reconciles = &self
-            .metrics
-            .runtime
-            .reconcile
-            .controller(controllers::CLOUD_NODE.canonical);
-        futures_util::stream::iter(nodes.iter().zip(metadata))
-            .for_each_concurrent(writes, |(node, meta)| async move {
+        futures_util::stream::iter(nodes.into_iter().zip(metadata))
+            .map(|(node, meta)| async move {
                 let name = node.metadata.name.clone().unwrap_or_default();
-                let started = std::time::Instant::now();
                 let result = match meta {
-                    Ok(Some(meta)) => self.initialize(node, meta).await,
+                    Ok(Some(meta)) => self.initialize(&node, meta).await,
                     // Go: no metadata means skip; the taint stays until the node changes.
                     Ok(None) => Ok(()),
                     Err(e) => Err(SyncError::Cloud(e)),
                 };
-                reconciles.observe(&result, started.elapsed());
-                match result {
-                    Ok(()) => queue.forget(&name),
-                    Err(e) => {
-                        tracing::warn!(node = %name, error = %e, "failed to initialize node");
-                        // One event per failure streak, not one per retry.
-                        if queue.num_requeues(&name) == 0 {
-                            self.recorder
-                                .record(
-                                    &reference(node),
-                                    EventType::Warning,
-                                    INITIALIZATION_FAILED,
-                                    &format!("Failed to initialize the node: {e}"),
-                                )
-                                .await;
-                        }
-                        match e.retry_after() {
-                            Some(d) => queue.add_after(name.clone(), d),
-                            None => queue.add_rate_limited(name.clone()),
-                        }
-                    }
+                // One event per failure streak, not one per retry.
+                if let Err(e) = &result
+                    && queue.num_requeues(&name) == 0
+                {
+                    self.recorder
+                        .record(
+                            &reference(&node),
+                            EventType::Warning,
+                            INITIALIZATION_FAILED,
+                            &format!("Failed to initialize the node: {e}"),
+                        )
+                        .await;
                 }
-                queue.done(&name);
+                (name, result.map(|()| Action::Done))
             })
-            .await;
+            .buffer_unordered(writes)
+            .collect()
+            .await
     }
 
     /// One metadata answer per node: one batched call when offered,
@@ -786,11 +757,5 @@ impl NodeController {
 impl crate::Instrumented for NodeController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
-    }
-}
-
-impl crate::informers::ReadsNodes for NodeController {
-    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
-        &mut self.nodes
     }
 }

@@ -27,10 +27,17 @@
 //! - a failed create records `FailedToCreateRoute` on the Node and is
 //!   retried at the next reconcile.
 
+mod schedule;
+
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use stratus_runtime::controller::Controller;
 use stratus_runtime::informer::SharedInformer;
+use stratus_runtime::workqueue::{Action, WorkQueue, default_controller_rate_limiter};
+
+use schedule::{Next, Schedule};
 
 use crate::metrics::CcmMetrics;
 use crate::names::events;
@@ -45,7 +52,14 @@ use stratus_cloud::names::{conditions, controllers};
 use stratus_cloud::{CloudProvider, Route, Routes};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
+
+/// The one key of the controller's queue: a pass over every route.
+const PASS: &str = "routes";
+
+fn lock(schedule: &Mutex<Schedule>) -> MutexGuard<'_, Schedule> {
+    schedule.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Settings of the route controller.
 #[derive(Debug, Clone)]
@@ -85,7 +99,7 @@ impl RouteControllerConfig {
 /// The node-route controller.
 pub struct RouteController {
     client: kube::Client,
-    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    /// The shared Node informer it reads.
     nodes: SharedInformer<Node>,
     cloud: Arc<dyn CloudProvider>,
     config: RouteControllerConfig,
@@ -163,17 +177,17 @@ impl RouteInputs {
 }
 
 impl RouteController {
-    /// A controller for `cloud`, which must offer routes.
+    /// A controller reading `nodes` for `cloud`, which must offer routes.
     pub fn new(
         client: kube::Client,
+        nodes: &SharedInformer<Node>,
         cloud: Arc<dyn CloudProvider>,
         config: RouteControllerConfig,
     ) -> Self {
         let recorder = EventRecorder::new(client.clone(), controllers::NODE_ROUTE.event_component);
-        let nodes = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
-            nodes,
+            nodes: nodes.clone(),
             cloud,
             config,
             recorder,
@@ -196,7 +210,7 @@ impl RouteController {
 
     /// Run until `stop` becomes true: reconcile every period, or on the
     /// Node changes that matter at most once per period (watch-based).
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    pub async fn run(self, stop: watch::Receiver<bool>) {
         if self.cloud.routes().is_none() {
             tracing::warn!(
                 "the cloud provider offers no routes; the route controller does not start"
@@ -209,85 +223,65 @@ impl RouteController {
         }
         let period = self.config.reconcile_period;
         let watch_based = self.config.watch_based;
-        let changed = Arc::new(Notify::new());
-        let notify = changed.clone();
-        let health = self.health.clone();
         // Passes are due every period only in the periodic mode.
         let health = if watch_based {
-            health
+            self.health.clone()
         } else {
-            health.expect_pass_every(period)
+            self.health.clone().expect_pass_every(period)
         };
+        let schedule = Arc::new(Mutex::new(Schedule::new(
+            period,
+            watch_based,
+            self.config.resync_period,
+        )));
         let mut inputs = RouteInputs::new(self.nodes.store().clone());
-        let nodes = self.nodes.subscribe(&health, move |node| {
-            if watch_based && inputs.changed(node) {
-                notify.notify_one();
-            }
-        });
-        let store = nodes.store();
-        if nodes.wait_until_ready().await.is_err() {
-            health.stopped();
-            return;
-        }
-        // Go's `NonSlidingUntil` in the periodic mode.
-        let mut ticker = tokio::time::interval(period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last: Option<Instant> = None;
-        let mut retry_at: Option<Instant> = None;
-        loop {
-            if watch_based {
-                // The first pass at once; then a change (or a retry) is due.
-                if let Some(last) = last {
-                    // A failed pass is retried a period later; every pass
-                    // a resync period after the last one.
-                    let resync = self.config.resync_period.map(|r| last + r);
-                    let wake = match (retry_at, resync) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                    let timer = async {
-                        match wake {
-                            Some(at) => tokio::time::sleep_until(at.into()).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        _ = changed.notified() => {}
-                        _ = timer => {}
-                        _ = stop.changed() => break,
+        let seen = schedule.clone();
+        let controller = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
+            .health(health.clone())
+            .watches(&self.nodes, move |node: &Node| {
+                (watch_based && inputs.changed(node)).then(|| {
+                    lock(&seen).changed();
+                    PASS
+                })
+            });
+        controller.queue().add(PASS);
+        let store = self.nodes.store().clone();
+        let this = Arc::new(self);
+        let reconcile = move |_: &'static str| {
+            let (this, store, schedule, health) = (
+                this.clone(),
+                store.clone(),
+                schedule.clone(),
+                health.clone(),
+            );
+            async move {
+                let next = lock(&schedule).next(Instant::now());
+                if next == Next::Pass {
+                    let started = Instant::now();
+                    let ok = this.reconcile(&store).await;
+                    let reconciles = this
+                        .metrics
+                        .runtime
+                        .reconcile
+                        .controller(controllers::NODE_ROUTE.canonical);
+                    if ok {
+                        reconciles.observe_success(started.elapsed());
+                    } else {
+                        reconciles.observe_error(started.elapsed());
                     }
+                    health.pass_completed();
+                    lock(&schedule).passed(started, ok);
                 }
-                // At most one pass per period (Go's token bucket).
-                if let Some(last) = last {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until((last + period).into()) => {}
-                        _ = stop.changed() => break,
-                    }
-                }
-            } else {
-                tokio::select! {
-                    _ = ticker.tick() => {}
-                    _ = stop.changed() => break,
-                }
+                let next = lock(&schedule).next(Instant::now());
+                let action = match next {
+                    Next::Pass => Action::RequeueAfter(Duration::ZERO),
+                    Next::Wait(delay) => Action::RequeueAfter(delay),
+                    Next::Idle => Action::Done,
+                };
+                Ok::<_, Infallible>(action)
             }
-            let started = Instant::now();
-            last = Some(started);
-            let ok = self.reconcile(store).await;
-            retry_at = (!ok).then(|| started + period);
-            let took = started.elapsed();
-            let reconciles = self
-                .metrics
-                .runtime
-                .reconcile
-                .controller(controllers::NODE_ROUTE.canonical);
-            if ok {
-                reconciles.observe_success(took);
-            } else {
-                reconciles.observe_error(took);
-            }
-            health.pass_completed();
-        }
-        health.stopped();
+        };
+        controller.run(reconcile, stop).await;
     }
 
     /// One reconcile; false if some cloud operation failed.
@@ -471,11 +465,5 @@ impl RouteController {
 impl crate::Instrumented for RouteController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
-    }
-}
-
-impl crate::informers::ReadsNodes for RouteController {
-    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
-        &mut self.nodes
     }
 }

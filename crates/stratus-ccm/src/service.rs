@@ -43,8 +43,10 @@
 //!   ones changed or deleted in the cloud are ensured again.
 
 use std::collections::{BTreeSet, HashMap};
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use stratus_runtime::controller::Controller;
 use stratus_runtime::informer::SharedInformer;
 
 use crate::metrics::CcmMetrics;
@@ -62,8 +64,16 @@ use stratus_cloud::names::{controllers, finalizers};
 use stratus_cloud::{CloudError, CloudProvider, LoadBalancer, LoadBalancerClasses};
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
-use stratus_runtime::workqueue::{ItemExponentialBackoff, WorkQueue};
-use tokio::sync::{Notify, watch};
+use stratus_runtime::workqueue::{
+    Action, ItemExponentialBackoff, Retry, WorkQueue, default_controller_rate_limiter,
+};
+use tokio::sync::watch;
+
+/// The one key of the queue of load-balancer host updates.
+const NODES: &str = "nodes";
+
+/// The one key of the drift check's queue.
+const DRIFT: &str = "drift";
 
 /// How many times a host update the cloud throttled is tried again in place
 /// (after the delay the cloud asked for) before it falls back to a full
@@ -281,9 +291,9 @@ enum SyncError {
     RemoveFinalizer(kube::Error),
 }
 
-impl SyncError {
+impl Retry for SyncError {
     /// The delay the cloud asked for before the next try, if it did.
-    fn retry_delay(&self) -> Option<std::time::Duration> {
+    fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             Self::Cloud(c) => c.retry_delay(),
             _ => None,
@@ -313,9 +323,9 @@ struct Shared {
 /// The service load-balancer controller.
 pub struct ServiceController {
     client: kube::Client,
-    /// The Nodes it reads: its own watch unless it was handed a shared one.
+    /// The shared Node informer it reads.
     nodes: SharedInformer<Node>,
-    /// The Services it reads, likewise.
+    /// The shared Service informer it reads.
     services: SharedInformer<Service>,
     cloud: Arc<dyn CloudProvider>,
     config: ServiceControllerConfig,
@@ -332,18 +342,19 @@ impl std::fmt::Debug for ServiceController {
 }
 
 impl ServiceController {
-    /// A controller for `cloud`, which must offer load balancers.
+    /// A controller reading `services` and `nodes` for `cloud`, which
+    /// must offer load balancers.
     pub fn new(
         client: kube::Client,
+        services: &SharedInformer<Service>,
+        nodes: &SharedInformer<Node>,
         cloud: Arc<dyn CloudProvider>,
         config: ServiceControllerConfig,
     ) -> Self {
-        let nodes = SharedInformer::new(Api::all(client.clone()));
-        let services = SharedInformer::new(Api::all(client.clone()));
         Self {
             client,
-            nodes,
-            services,
+            nodes: nodes.clone(),
+            services: services.clone(),
             cloud,
             config,
             metrics: CcmMetrics::default(),
@@ -351,50 +362,55 @@ impl ServiceController {
         }
     }
 
-    /// Read Services through `services` (shared with other controllers)
-    /// instead of a watch of its own.
-    pub fn with_service_informer(mut self, services: SharedInformer<Service>) -> Self {
-        self.services = services;
-        self
-    }
-
-    /// Run until `stop` becomes true.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    /// Run until `stop` becomes true: three controllers, one shape: the
+    /// Services (`workers` at once), the load-balancer hosts after Node
+    /// changes (gathered for [`NODE_SYNC_DEBOUNCE`]), and the drift check
+    /// when it is on.
+    pub async fn run(self, stop: watch::Receiver<bool>) {
         if self.cloud.load_balancer().is_none() {
             tracing::warn!(
                 "the cloud provider offers no load balancers; the service controller does not start"
             );
             return;
         }
+        let node_generation = Arc::new(AtomicU64::new(0));
+        let node_sync = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
+            .health(self.health.clone());
+        let (node_queue, generation) = (node_sync.queue().clone(), node_generation.clone());
+        let mut relevant = RelevantChanges::new(self.services.store().clone());
         // Go's service queue: per-Service exponential backoff (5 s to 300
         // s), not the generic controller limiter (5 ms to 1000 s).
-        let queue: WorkQueue<String> = WorkQueue::with_metrics(
+        let services = Controller::new(WorkQueue::with_metrics(
             ItemExponentialBackoff::new(self.config.min_retry_delay, self.config.max_retry_delay),
             self.metrics.runtime.workqueue.queue("service"),
-        );
-        let q = queue.clone();
-        let health = self.health.clone();
-        let mut relevant = RelevantChanges::new(self.services.store().clone());
-        let service_informer = self
-            .services
-            .subscribe(&health, move |svc| {
-                if relevant.changed(svc) {
-                    q.add(key_of(svc));
-                }
-            })
-            .resync_every(self.config.resync_period.unwrap_or_default());
-        let node_changed = Arc::new(Notify::new());
-        let notify = node_changed.clone();
-        let node_generation = Arc::new(AtomicU64::new(0));
-        let generation = node_generation.clone();
-        let node_informer = self.nodes.subscribe(&health, move |_| {
+        ))
+        .workers(self.config.workers)
+        .health(self.health.clone())
+        .reconcile_metrics(
+            self.metrics
+                .runtime
+                .reconcile
+                .controller(controllers::SERVICE_LB.canonical),
+        )
+        .watches_resynced(
+            &self.services,
+            self.config.resync_period.unwrap_or_default(),
+            move |svc: &Service| relevant.changed(svc).then(|| key_of(svc)),
+        )
+        .watches(&self.nodes, move |_: &Node| {
             generation.fetch_add(1, Ordering::SeqCst);
-            notify.notify_one();
+            // Coalesce a burst of node changes (a rollout, a batch of
+            // initializations) into one host update per load balancer.
+            node_queue.add_after(NODES, NODE_SYNC_DEBOUNCE);
+            None
         });
-        let (services, nodes) = (
-            service_informer.store().clone(),
-            node_informer.store().clone(),
-        );
+        let drift = self.config.drift_check_period.map(|period| {
+            let drift = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
+                .health(self.health.clone());
+            drift.queue().add_after(DRIFT, period);
+            (drift, period)
+        });
+        let queue = services.queue().clone();
         let shared = Arc::new(Shared {
             recorder: EventRecorder::new(
                 self.client.clone(),
@@ -403,8 +419,8 @@ impl ServiceController {
             client: self.client.clone(),
             cloud: self.cloud.clone(),
             config: self.config.clone(),
-            services: services.clone(),
-            nodes: nodes.clone(),
+            services: self.services.store().clone(),
+            nodes: self.nodes.store().clone(),
             states: Mutex::new(HashMap::new()),
             metrics: self.metrics.clone(),
             node_generation,
@@ -414,83 +430,43 @@ impl ServiceController {
                 backends: Arc::default(),
             }),
         });
-
-        let _ = tokio::join!(
-            service_informer.wait_until_ready(),
-            node_informer.wait_until_ready()
-        );
-
-        let node_sync = {
+        let sync_service = {
             let shared = shared.clone();
-            let queue = queue.clone();
-            tokio::spawn(async move {
-                loop {
-                    node_changed.notified().await;
-                    // Coalesce a burst of node changes (a rollout, a batch of
-                    // initializations) into one host update per load balancer.
-                    tokio::time::sleep(NODE_SYNC_DEBOUNCE).await;
+            move |key: String| {
+                let shared = shared.clone();
+                async move { shared.sync_service(&key).await.map(|()| Action::Done) }
+            }
+        };
+        let sync_nodes = {
+            let (shared, queue) = (shared.clone(), queue.clone());
+            move |_: &'static str| {
+                let (shared, queue) = (shared.clone(), queue.clone());
+                async move {
                     let started = std::time::Instant::now();
                     shared.sync_nodes(&queue).await;
                     shared
                         .metrics
                         .nodesync_latency
                         .observe(started.elapsed().as_secs_f64());
+                    Ok::<_, Infallible>(Action::Done)
                 }
-            })
+            }
         };
-        let drift_check = self.config.drift_check_period.map(|period| {
-            let shared = shared.clone();
-            let queue = queue.clone();
-            tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(period);
-                ticker.tick().await;
-                loop {
-                    ticker.tick().await;
+        let drift_stop = stop.clone();
+        let drift_check = async move {
+            if let Some((drift, period)) = drift {
+                let check = move |_: &'static str| {
                     shared.forget_ensured(&queue);
-                }
-            })
-        });
-        let workers = {
-            let shared = shared.clone();
-            let queue = queue.clone();
-            tokio::spawn(async move {
-                let mut tasks = Vec::new();
-                for _ in 0..shared.config.workers.max(1) {
-                    let (shared, queue) = (shared.clone(), queue.clone());
-                    let reconciles = shared
-                        .metrics
-                        .runtime
-                        .reconcile
-                        .controller(controllers::SERVICE_LB.canonical);
-                    tasks.push(tokio::spawn(async move {
-                        while let Some(key) = queue.get().await {
-                            let started = std::time::Instant::now();
-                            let result = shared.sync_service(&key).await;
-                            reconciles.observe(&result, started.elapsed());
-                            match result {
-                                Ok(()) => queue.forget(&key),
-                                Err(e) => match e.retry_delay() {
-                                    Some(d) => queue.add_after(key.clone(), d),
-                                    None => queue.add_rate_limited(key.clone()),
-                                },
-                            }
-                            queue.done(&key);
-                        }
-                    }));
-                }
-                for t in tasks {
-                    let _ = t.await;
-                }
-            })
+                    async move { Ok::<_, Infallible>(Action::RequeueAfter(period)) }
+                };
+                drift.run(check, drift_stop).await;
+            }
         };
-        let _ = stop.changed().await;
-        queue.shut_down_with_drain().await;
-        node_sync.abort();
-        if let Some(task) = drift_check {
-            task.abort();
-        }
-        let _ = workers.await;
-        health.stopped();
+        tokio::join!(
+            services.run(sync_service, stop.clone()),
+            node_sync.run(sync_nodes, stop),
+            drift_check,
+        );
     }
 }
 
@@ -1026,12 +1002,6 @@ impl Shared {
 impl crate::Instrumented for ServiceController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
-    }
-}
-
-impl crate::informers::ReadsNodes for ServiceController {
-    fn node_informer(&mut self) -> &mut SharedInformer<Node> {
-        &mut self.nodes
     }
 }
 

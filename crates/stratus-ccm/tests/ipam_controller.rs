@@ -5,6 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
+use stratus_ccm::informers::SharedInformers;
 use stratus_ccm::ipam::{IpamConfigError, NodeIpamConfig, NodeIpamController};
 use stratus_testing::eventually;
 use stratus_testing::{NodeSpec, TestCluster};
@@ -48,9 +49,13 @@ async fn allocates_releases_and_reports_exhaustion() {
     config.service_cidrs = vec!["10.244.3.0/24".parse().unwrap()];
     let (_stop, stopped) = watch::channel(false);
     tokio::spawn(
-        NodeIpamController::new(cluster.client(), config)
-            .unwrap()
-            .run(stopped),
+        NodeIpamController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            config,
+        )
+        .unwrap()
+        .run(stopped),
     );
 
     let _a = cluster
@@ -122,9 +127,13 @@ async fn dual_stack_nodes_get_one_cidr_per_family() {
     config.node_cidr_mask_size_ipv4 = 25;
     let (_stop, stopped) = watch::channel(false);
     tokio::spawn(
-        NodeIpamController::new(cluster.client(), config)
-            .unwrap()
-            .run(stopped),
+        NodeIpamController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            config,
+        )
+        .unwrap()
+        .run(stopped),
     );
     let _n = cluster
         .add_node(NodeSpec::new("n").with_heartbeat(Duration::from_secs(3600)))

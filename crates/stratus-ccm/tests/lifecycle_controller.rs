@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
+use stratus_ccm::informers::SharedInformers;
 use stratus_ccm::lifecycle::{LifecycleConfig, LifecycleController};
 use stratus_cloud::InstanceState;
 use stratus_testing::eventually;
@@ -46,7 +47,13 @@ fn start(cluster: &TestCluster, cloud: &FakeCloud, period: Duration) -> watch::S
         ..Default::default()
     };
     tokio::spawn(
-        LifecycleController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+        LifecycleController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .run(stopped),
     );
     stop
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use stratus_ccm::Instrumented;
+use stratus_ccm::informers::SharedInformers;
 use stratus_ccm::node::{NodeController, NodeControllerConfig};
 use stratus_cloud::CloudErrorKind;
 use stratus_cloud::CloudProvider as _;
@@ -41,6 +42,7 @@ fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
     let controller = NodeController::new(
         cluster.client(),
+        SharedInformers::new(cluster.client()).nodes(),
         Arc::new(cloud.clone()),
         NodeControllerConfig::default(),
     );
@@ -208,7 +210,13 @@ async fn addresses_are_refreshed_in_batches() {
         ..Default::default()
     };
     tokio::spawn(
-        NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+        NodeController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("initialized", WAIT, || all_initialized(&nodes)).await;
@@ -310,9 +318,14 @@ async fn labels_are_refreshed_when_enabled_and_metrics_reported() {
         ..Default::default()
     };
     tokio::spawn(
-        NodeController::new(cluster.client(), Arc::new(cloud.clone()), config)
-            .with_metrics(metrics)
-            .run(stopped),
+        NodeController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .with_metrics(metrics)
+        .run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("initialized", WAIT, || all_initialized(&nodes)).await;
@@ -410,6 +423,7 @@ async fn a_failing_watch_makes_the_controller_unhealthy_until_it_recovers() {
     tokio::spawn(
         NodeController::new(
             cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
             Arc::new(cloud.clone()),
             NodeControllerConfig::default(),
         )
@@ -536,7 +550,15 @@ async fn initialized_once_listed(resync_period: Option<Duration>) -> bool {
         resync_period,
         ..Default::default()
     };
-    tokio::spawn(NodeController::new(cluster.client(), provider.clone(), config).run(stopped));
+    tokio::spawn(
+        NodeController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            provider.clone(),
+            config,
+        )
+        .run(stopped),
+    );
     let nodes: Api<Node> = Api::all(cluster.client());
     // Skipped: the cloud does not know the instance yet.
     eventually("the node looked at", WAIT, || async {
@@ -657,7 +679,13 @@ async fn the_refresh_asks_about_status_update_workers_nodes_at_once() {
             ..Default::default()
         };
         tokio::spawn(
-            NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+            NodeController::new(
+                cluster.client(),
+                SharedInformers::new(cluster.client()).nodes(),
+                Arc::new(cloud.clone()),
+                config,
+            )
+            .run(stopped),
         );
         stop
     };
@@ -722,7 +750,13 @@ async fn a_legacy_provider_initializes_by_name_and_refreshes_only_addresses() {
         ..Default::default()
     };
     tokio::spawn(
-        NodeController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+        NodeController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("initialized", WAIT, || all_initialized(&nodes)).await;
@@ -828,6 +862,7 @@ async fn a_foreign_provider_id_is_refused_and_invalid_addresses_dropped() {
     tokio::spawn(
         NodeController::new(
             cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
             Arc::new(OtherIds(cloud.clone())),
             NodeControllerConfig::default(),
         )

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use stratus_ccm::Instrumented;
+use stratus_ccm::informers::SharedInformers;
 use stratus_ccm::route::{RouteController, RouteControllerConfig};
 use stratus_cloud::{CloudErrorKind, CloudProvider, Route};
 use stratus_testing::eventually;
@@ -79,7 +80,13 @@ async fn routes_follow_pod_cidrs() {
     let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
     config.reconcile_period = Duration::from_millis(300);
     tokio::spawn(
-        RouteController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+        RouteController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .run(stopped),
     );
 
     eventually("three node routes", WAIT, || async {
@@ -196,9 +203,14 @@ async fn routes_survive_api_faults_and_report_metrics() {
     let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
     config.reconcile_period = Duration::from_millis(500);
     tokio::spawn(
-        RouteController::new(cluster.client(), Arc::new(cloud.clone()), config)
-            .with_metrics(metrics)
-            .run(stopped),
+        RouteController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .with_metrics(metrics)
+        .run(stopped),
     );
     // A node added while the watches are cut, another after a compaction.
     server.drop_watches();
@@ -291,7 +303,13 @@ fn start_routes(
     config.reconcile_period = period;
     config.watch_based = watch_based;
     tokio::spawn(
-        RouteController::new(cluster.client(), Arc::new(cloud.clone()), config).run(stopped),
+        RouteController::new(
+            cluster.client(),
+            SharedInformers::new(cluster.client()).nodes(),
+            Arc::new(cloud.clone()),
+            config,
+        )
+        .run(stopped),
     );
     stop
 }

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use stratus_ccm::Instrumented;
+use stratus_ccm::informers::SharedInformers;
 use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
 use stratus_cloud::{CloudErrorKind, LoadBalancerClasses};
 use stratus_testing::eventually;
@@ -62,8 +63,13 @@ fn fast_retries() -> ServiceControllerConfig {
 
 fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    let controller =
-        ServiceController::new(cluster.client(), Arc::new(cloud.clone()), fast_retries());
+    let controller = ServiceController::new(
+        cluster.client(),
+        SharedInformers::new(cluster.client()).services(),
+        SharedInformers::new(cluster.client()).nodes(),
+        Arc::new(cloud.clone()),
+        fast_retries(),
+    );
     tokio::spawn(controller.run(stopped));
     stop
 }
@@ -343,8 +349,14 @@ fn start_with(
     metrics: stratus_ccm::metrics::CcmMetrics,
 ) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    let controller = ServiceController::new(cluster.client(), Arc::new(cloud.clone()), config)
-        .with_metrics(metrics);
+    let controller = ServiceController::new(
+        cluster.client(),
+        SharedInformers::new(cluster.client()).services(),
+        SharedInformers::new(cluster.client()).nodes(),
+        Arc::new(cloud.clone()),
+        config,
+    )
+    .with_metrics(metrics);
     tokio::spawn(controller.run(stopped));
     stop
 }

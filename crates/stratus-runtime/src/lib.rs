@@ -33,6 +33,9 @@
 //!   and authorization (SubjectAccessReview) with caches, as Kubernetes
 //!   components protect their HTTPS endpoints.
 //! - [`client`]: a `kube::Client` with a QPS / burst budget and a user agent.
+//! - [`controller`]: one controller shape: shared informers feeding a
+//!   work queue, workers running a `reconcile` per key (or per batch),
+//!   with health and reconcile metrics.
 //! - [`command`]: what the manager and virtual-kubelet commands share
 //!   (parsing with the vendor's flags flattened in, [`command::NoFlags`],
 //!   [`command::VendorFlags`]).
@@ -62,6 +65,7 @@ pub mod admission;
 pub mod auth;
 pub mod client;
 pub mod command;
+pub mod controller;
 pub mod duration;
 pub mod events;
 pub mod health;

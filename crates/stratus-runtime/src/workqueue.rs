@@ -506,6 +506,35 @@ pub trait Retry {
     }
 }
 
+/// Queue `key` again as its reconcile's `result` asks: forget its retries
+/// on success (again after the delay of [`Action::RequeueAfter`]); after
+/// an error, log it and retry after the delay the error asks for, or with
+/// the queue's backoff. The caller marks the key done.
+pub(crate) fn requeue<K, E>(queue: &WorkQueue<K>, key: &K, result: Result<Action, E>)
+where
+    K: Clone + Eq + Hash + std::fmt::Display + Send + Sync + 'static,
+    E: Retry + std::fmt::Display,
+{
+    match result {
+        Ok(Action::Done) => queue.forget(key),
+        Ok(Action::RequeueAfter(delay)) => {
+            queue.forget(key);
+            queue.add_after(key.clone(), delay);
+        }
+        Err(e) => {
+            let retries = queue.num_requeues(key);
+            tracing::warn!(%key, error = %e, retries, "reconcile failed; queued again");
+            match e.retry_after() {
+                Some(delay) => queue.add_after(key.clone(), delay),
+                None => queue.add_rate_limited(key.clone()),
+            }
+        }
+    }
+}
+
+/// A reconcile that cannot fail.
+impl Retry for std::convert::Infallible {}
+
 /// Run `workers` workers over `queue` until it is shut down; each key is
 /// handled by at most one worker at a time. A failed key is logged (a
 /// warning with the key, the error and how many backoff retries it had
@@ -525,21 +554,8 @@ where
         let handler = handler.clone();
         tasks.push(tokio::spawn(async move {
             while let Some(key) = queue.get().await {
-                match handler(key.clone()).await {
-                    Ok(Action::Done) => queue.forget(&key),
-                    Ok(Action::RequeueAfter(d)) => {
-                        queue.forget(&key);
-                        queue.add_after(key.clone(), d);
-                    }
-                    Err(e) => {
-                        let retries = queue.num_requeues(&key);
-                        tracing::warn!(%key, error = %e, retries, "handling failed; queued again");
-                        match e.retry_after() {
-                            Some(d) => queue.add_after(key.clone(), d),
-                            None => queue.add_rate_limited(key.clone()),
-                        }
-                    }
-                }
+                let result = handler(key.clone()).await;
+                requeue(&queue, &key, result);
                 queue.done(&key);
             }
         }));

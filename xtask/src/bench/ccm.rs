@@ -28,6 +28,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use serde_json::json;
+use stratus_ccm::informers::SharedInformers;
 use stratus_ccm::node::{NodeController, NodeControllerConfig};
 use stratus_ccm::service::{ServiceController, ServiceControllerConfig};
 use stratus_testing::{ApiServer, FakeCloud, FakeInstance, Verb};
@@ -352,7 +353,13 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let t0 = Instant::now();
     let provider = Arc::new(cloud.clone());
     let controller = spawn_controller(&controllers, server.config()?, move |client| {
-        NodeController::new(client, provider, config).run(stopped)
+        NodeController::new(
+            client.clone(),
+            SharedInformers::new(client).nodes(),
+            provider,
+            config,
+        )
+        .run(stopped)
     });
     let seen = untainted.clone();
     wait_until("every node initialized", Duration::from_secs(120), || {
@@ -414,7 +421,13 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let t1 = Instant::now();
     let provider = Arc::new(cloud.clone());
     let controller = spawn_controller(&controllers, server.config()?, move |client| {
-        NodeController::new(client, provider, config).run(stopped)
+        NodeController::new(
+            client.clone(),
+            SharedInformers::new(client).nodes(),
+            provider,
+            config,
+        )
+        .run(stopped)
     });
     let check = nodes.clone();
     wait_until("every address refreshed", Duration::from_secs(120), || {
@@ -458,7 +471,15 @@ pub(crate) async fn run() -> Result<(), BoxError> {
             workers: WORKERS,
             ..Default::default()
         };
-        ServiceController::new(client, provider, config).run(stopped)
+        let informers = SharedInformers::new(client.clone());
+        ServiceController::new(
+            client,
+            informers.services(),
+            informers.nodes(),
+            provider,
+            config,
+        )
+        .run(stopped)
     });
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let check = services.clone();

@@ -7,7 +7,6 @@ use stratus_cloud::names::controllers as names;
 use super::managed::{ControllerContext, ManagedController, StartError, Started};
 use super::options::parse_cidr_list;
 use crate::Instrumented;
-use crate::informers::ReadsNodes;
 use crate::ipam::{NodeIpamConfig, NodeIpamController};
 use crate::lifecycle::{LifecycleConfig, LifecycleController};
 use crate::node::{NodeController, NodeControllerConfig};
@@ -111,8 +110,7 @@ fn cloud_node(ctx: ControllerContext) -> Start {
         resync_period: Some(ctx.resync_period),
         ..NodeControllerConfig::default()
     };
-    let controller = NodeController::new(ctx.client, ctx.provider, config)
-        .with_node_informer(ctx.informers.nodes().clone())
+    let controller = NodeController::new(ctx.client, ctx.informers.nodes(), ctx.provider, config)
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
@@ -128,10 +126,10 @@ fn cloud_node_lifecycle(ctx: ControllerContext) -> Start {
         gone_confirmations: o.node_gone_confirmations,
         min_node_age: o.node_min_age_before_deletion,
     };
-    let controller = LifecycleController::new(ctx.client, ctx.provider, config)
-        .with_node_informer(ctx.informers.nodes().clone())
-        .with_metrics(ctx.metrics)
-        .with_health(ctx.health);
+    let controller =
+        LifecycleController::new(ctx.client, ctx.informers.nodes(), ctx.provider, config)
+            .with_metrics(ctx.metrics)
+            .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
 }
 
@@ -151,11 +149,15 @@ fn service_lb(ctx: ControllerContext) -> Start {
         resync_period: Some(ctx.resync_period),
         ..ServiceControllerConfig::default()
     };
-    let controller = ServiceController::new(ctx.client, ctx.provider, config)
-        .with_node_informer(ctx.informers.nodes().clone())
-        .with_service_informer(ctx.informers.services().clone())
-        .with_metrics(ctx.metrics)
-        .with_health(ctx.health);
+    let controller = ServiceController::new(
+        ctx.client,
+        ctx.informers.services(),
+        ctx.informers.nodes(),
+        ctx.provider,
+        config,
+    )
+    .with_metrics(ctx.metrics)
+    .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
 }
 
@@ -181,8 +183,7 @@ fn node_route(ctx: ControllerContext) -> Start {
     config.reconcile_period = o.route_reconciliation_period;
     config.watch_based = o.feature_gates()?["CloudControllerManagerWatchBasedRoutesReconciliation"];
     config.resync_period = Some(ctx.resync_period);
-    let controller = RouteController::new(ctx.client, ctx.provider, config)
-        .with_node_informer(ctx.informers.nodes().clone())
+    let controller = RouteController::new(ctx.client, ctx.informers.nodes(), ctx.provider, config)
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
@@ -200,8 +201,7 @@ fn node_ipam(ctx: ControllerContext) -> Start {
         parse_cidr_list("--service-cluster-ip-range", &o.service_cluster_ip_range)?;
     config.node_cidr_mask_size_ipv4 = ipv4_mask;
     config.node_cidr_mask_size_ipv6 = ipv6_mask;
-    let controller = NodeIpamController::new(ctx.client, config)?
-        .with_node_informer(ctx.informers.nodes().clone())
+    let controller = NodeIpamController::new(ctx.client, ctx.informers.nodes(), config)?
         .with_metrics(ctx.metrics)
         .with_health(ctx.health);
     Ok(Started::run(controller.run(ctx.stop)))
