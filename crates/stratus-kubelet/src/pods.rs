@@ -64,10 +64,11 @@ use kube_runtime::reflector::Store;
 use kube_runtime::watcher;
 use stratus_pod::env::ResolveOptions;
 use stratus_pod::{PodError, PodLifecycleHandler, PodResources, PodStatusCallback};
+use stratus_runtime::controller::Controller;
 use stratus_runtime::events::{EventRecorder, EventType};
 use stratus_runtime::health::ControllerHealth;
-use stratus_runtime::informer::Informer;
-use stratus_runtime::workqueue::{Retry, WorkQueue, default_controller_rate_limiter, run_workers};
+use stratus_runtime::informer::SharedInformer;
+use stratus_runtime::workqueue::{Retry, WorkQueue, default_controller_rate_limiter};
 use tokio::sync::watch;
 
 pub use rules::{pods_equal, running, status_patch};
@@ -188,6 +189,8 @@ impl Retry for SyncError {
 /// Runs the pods of one virtual node in its provider.
 pub struct PodController {
     client: kube::Client,
+    /// The shared informer of the node's pods.
+    pods: SharedInformer<Pod>,
     provider: Arc<dyn PodLifecycleHandler>,
     node_name: String,
     config: PodControllerConfig,
@@ -240,9 +243,21 @@ fn split(key: &str) -> (&str, &str) {
 }
 
 impl PodController {
-    /// The controller of the pods bound to `node_name`.
+    /// The shared informer of the pods bound to `node_name` (a watch with
+    /// `spec.nodeName=<node_name>`): the one a [`PodController`] of that
+    /// node is built with.
+    pub fn informer(client: kube::Client, node_name: &str) -> SharedInformer<Pod> {
+        SharedInformer::with_config(
+            Api::all(client),
+            watcher::Config::default().fields(&format!("spec.nodeName={node_name}")),
+        )
+    }
+
+    /// The controller of the pods bound to `node_name`, read through
+    /// `pods` ([`PodController::informer`] of that node).
     pub fn new(
         client: kube::Client,
+        pods: &SharedInformer<Pod>,
         provider: Arc<dyn PodLifecycleHandler>,
         node_name: impl Into<String>,
         config: PodControllerConfig,
@@ -250,6 +265,7 @@ impl PodController {
         Self {
             resources: Arc::new(ApiResources::new(client.clone(), Duration::from_secs(30))),
             client,
+            pods: pods.clone(),
             provider,
             node_name: node_name.into(),
             config,
@@ -294,39 +310,42 @@ impl PodController {
         self
     }
 
-    /// Run until `stop` becomes true.
+    /// Run until `stop` becomes true: two controllers of one shape, the
+    /// pods' sync (`sync_workers` at once) fed by the node's pod informer,
+    /// and the status writes (`status_workers` at once) fed by the
+    /// provider; beside them, the dangling-pod sweep and the gauges.
     pub async fn run(self, mut stop: watch::Receiver<bool>) {
         let queue_metrics = |what: &str| {
             self.metrics
                 .workqueue
                 .queue(&format!("{what}/{}", self.node_name))
         };
-        let sync =
-            WorkQueue::with_metrics(default_controller_rate_limiter(), queue_metrics("pod-sync"));
-        let status = WorkQueue::with_metrics(
+        let (listed_tx, mut listed) = watch::channel(0u64);
+        let sync = Controller::new(WorkQueue::with_metrics(
+            default_controller_rate_limiter(),
+            queue_metrics("pod-sync"),
+        ))
+        .workers(self.config.sync_workers)
+        .health(self.health.clone())
+        .watches_listed(
+            &self.pods,
+            |pod: &Pod| Some(rules::key_of(pod)),
+            move || listed_tx.send_modify(|n| *n += 1),
+        );
+        let status = Controller::new(WorkQueue::with_metrics(
             default_controller_rate_limiter(),
             queue_metrics("pod-status"),
-        );
-        let (listed_tx, mut listed) = watch::channel(0u64);
-        let informer = {
-            let sync = sync.clone();
-            Informer::start_with(
-                Api::<Pod>::all(self.client.clone()),
-                watcher::Config::default().fields(&format!("spec.nodeName={}", self.node_name)),
-                &self.health,
-                move |pod: &Pod| sync.add(rules::key_of(pod)),
-                move || {
-                    listed_tx.send_modify(|n| *n += 1);
-                },
-            )
-        };
+        ))
+        .workers(self.config.status_workers)
+        .health(self.health.clone());
+        let store = self.pods.store().clone();
         let shared = Arc::new(Shared {
             client: self.client.clone(),
             provider: self.provider.clone(),
             config: self.config.clone(),
-            pods: informer.store().clone(),
-            sync: sync.clone(),
-            status: status.clone(),
+            pods: store.clone(),
+            sync: sync.queue().clone(),
+            status: status.queue().clone(),
             states: state::PodStates::default(),
             // Go's source: `<node>/pod-controller`.
             events: EventRecorder::new(
@@ -372,65 +391,60 @@ impl PodController {
             self.client.clone(),
             self.provider.clone(),
             self.resources.clone(),
-            informer.store().clone(),
+            store,
             self.config.reference_rescan,
             stop.clone(),
         ));
-        let sync_workers = {
+        let sync_pod = {
             let shared = shared.clone();
-            tokio::spawn(run_workers(
-                sync.clone(),
-                self.config.sync_workers,
-                move |key| {
-                    let shared = shared.clone();
-                    async move { shared.sync_pod(&key).await }
-                },
-            ))
+            move |key: String| {
+                let shared = shared.clone();
+                async move { shared.sync_pod(&key).await }
+            }
         };
-        let status_workers = {
+        let write_status = {
             let shared = shared.clone();
-            tokio::spawn(run_workers(
-                status.clone(),
-                self.config.status_workers,
-                move |key| {
-                    let shared = shared.clone();
-                    async move { shared.write_status(&key).await }
-                },
-            ))
+            move |key: String| {
+                let shared = shared.clone();
+                async move { shared.write_status(&key).await }
+            }
         };
 
+        let stopped = stop.clone();
         // Dangling pods: after each complete list, and periodically.
-        let mut sweep = tokio::time::interval(self.config.dangling_sweep_period);
-        sweep.reset();
-        let mut gauges = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tokio::select! {
-                _ = gauges.tick() => shared.refresh_gauges(),
-                _ = stratus_runtime::stopped(&mut stop) => break,
-                changed = listed.changed() => {
-                    if changed.is_err() { break; }
-                    // The informer has queued every pod of the list (and
-                    // every pod the list no longer has) against the new
-                    // store.
-                    self.ready.send_replace(true);
-                    shared.sweep_dangling().await;
-                }
-                _ = sweep.tick() => {
-                    if *listed.borrow() > 0 {
+        let housekeeping = async {
+            let mut sweep = tokio::time::interval(self.config.dangling_sweep_period);
+            sweep.reset();
+            let mut gauges = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    _ = gauges.tick() => shared.refresh_gauges(),
+                    _ = stratus_runtime::stopped(&mut stop) => break,
+                    changed = listed.changed() => {
+                        if changed.is_err() { break; }
+                        // The informer has queued every pod of the list (and
+                        // every pod the list no longer has) against the new
+                        // store.
+                        self.ready.send_replace(true);
                         shared.sweep_dangling().await;
+                    }
+                    _ = sweep.tick() => {
+                        if *listed.borrow() > 0 {
+                            shared.sweep_dangling().await;
+                        }
                     }
                 }
             }
-        }
+        };
+        tokio::join!(
+            sync.run(sync_pod, stopped.clone()),
+            status.run(write_status, stopped),
+            housekeeping,
+        );
         references.abort();
-        sync.shut_down();
-        status.shut_down();
         if let Some(p) = poller {
             p.abort();
         }
-        let _ = sync_workers.await;
-        let _ = status_workers.await;
-        drop(informer);
         self.health.stopped();
     }
 }

@@ -136,9 +136,16 @@ impl VirtualNodeBuilder {
         if let Some(checks) = &self.checks {
             checks.add(format!("pods/{name}"), pod_health.clone());
         }
-        let mut pods = PodController::new(self.client.clone(), provider, name.clone(), self.pods)
-            .with_resources(resources)
-            .with_health(pod_health);
+        let informer = PodController::informer(self.client.clone(), &name);
+        let mut pods = PodController::new(
+            self.client.clone(),
+            &informer,
+            provider,
+            name.clone(),
+            self.pods,
+        )
+        .with_resources(resources)
+        .with_health(pod_health);
         if let Some(metrics) = self.metrics {
             pods = pods.with_metrics(metrics);
         }

@@ -42,7 +42,13 @@ fn start(api: &ApiServer, provider: &MockPodProvider) -> watch::Sender<bool> {
         ..Default::default()
     };
     let (stop, stopped) = watch::channel(false);
-    let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config);
+    let controller = PodController::new(
+        api.client(),
+        &PodController::informer(api.client(), NODE),
+        Arc::new(provider.clone()),
+        NODE,
+        config,
+    );
     tokio::spawn(controller.run(stopped));
     stop
 }

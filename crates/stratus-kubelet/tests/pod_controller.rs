@@ -34,7 +34,13 @@ async fn setup(provider: &MockPodProvider) -> (ApiServer, watch::Sender<bool>, A
 
 fn start(api: &ApiServer, provider: &MockPodProvider) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config());
+    let controller = PodController::new(
+        api.client(),
+        &PodController::informer(api.client(), NODE),
+        Arc::new(provider.clone()),
+        NODE,
+        config(),
+    );
     tokio::spawn(controller.run(stopped));
     stop
 }
@@ -235,7 +241,14 @@ async fn never_restart_retries_bound_the_retries_of_a_never_pod() {
         ..config()
     };
     tokio::spawn(
-        PodController::new(api.client(), Arc::new(provider.clone()), NODE, config).run(stopped),
+        PodController::new(
+            api.client(),
+            &PodController::informer(api.client(), NODE),
+            Arc::new(provider.clone()),
+            NODE,
+            config,
+        )
+        .run(stopped),
     );
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let never = serde_json::json!({"spec": {"restartPolicy": "Never"}});
@@ -299,8 +312,14 @@ async fn dangling_pods_are_deleted_as_go_and_the_safeguard_is_explicit() {
             dangling_safeguard: safeguard,
             ..config()
         };
-        let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config)
-            .with_metrics(metrics);
+        let controller = PodController::new(
+            api.client(),
+            &PodController::informer(api.client(), NODE),
+            Arc::new(provider.clone()),
+            NODE,
+            config,
+        )
+        .with_metrics(metrics);
         tokio::spawn(controller.run(stopped));
         (stop, registry)
     };
@@ -542,8 +561,14 @@ async fn a_failed_force_delete_then_the_pod_gone_leaves_no_state() {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = stratus_kubelet::metrics::KubeletMetrics::register(&mut registry);
     let (_stop, stopped) = watch::channel(false);
-    let controller = PodController::new(api.client(), Arc::new(provider.clone()), NODE, config())
-        .with_metrics(metrics);
+    let controller = PodController::new(
+        api.client(),
+        &PodController::informer(api.client(), NODE),
+        Arc::new(provider.clone()),
+        NODE,
+        config(),
+    )
+    .with_metrics(metrics);
     tokio::spawn(controller.run(stopped));
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let states = || {

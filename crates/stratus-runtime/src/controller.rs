@@ -178,10 +178,43 @@ where
     /// The same, with every cached object mapped again each `period`
     /// (client-go's resync; zero: never).
     pub fn watches_resynced<T, I>(
-        mut self,
+        self,
         informer: &SharedInformer<T>,
         period: Duration,
+        map: impl FnMut(&T) -> I + Send + 'static,
+    ) -> Self
+    where
+        T: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+        I: IntoIterator<Item = K>,
+    {
+        self.subscribe(informer, period, map, || {})
+    }
+
+    /// The same as [`Controller::watches`], with `on_listed` called after
+    /// each complete (re)list, once its objects are queued: the moment to
+    /// look for objects deleted while the watch was away.
+    pub fn watches_listed<T, I>(
+        self,
+        informer: &SharedInformer<T>,
+        map: impl FnMut(&T) -> I + Send + 'static,
+        on_listed: impl FnMut() + Send + 'static,
+    ) -> Self
+    where
+        T: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+        I: IntoIterator<Item = K>,
+    {
+        self.subscribe(informer, Duration::ZERO, map, on_listed)
+    }
+
+    /// Subscribe to `informer` when the controller runs.
+    fn subscribe<T, I>(
+        mut self,
+        informer: &SharedInformer<T>,
+        resync: Duration,
         mut map: impl FnMut(&T) -> I + Send + 'static,
+        on_listed: impl FnMut() + Send + 'static,
     ) -> Self
     where
         T: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -191,13 +224,14 @@ where
         let informer = informer.clone();
         self.subscriptions.push(Box::new(move |queue, health| {
             let queue = queue.clone();
+            let on_change = move |object: &T| {
+                for key in map(object) {
+                    queue.add(key);
+                }
+            };
             let subscription = informer
-                .subscribe(health, move |object| {
-                    for key in map(object) {
-                        queue.add(key);
-                    }
-                })
-                .resync_every(period);
+                .subscribe_with(health, on_change, on_listed)
+                .resync_every(resync);
             Box::new(subscription)
         }));
         self

@@ -95,7 +95,8 @@ async fn reconciles_each_object_after_the_first_list_and_retries_as_asked() {
                     return Err(NotYet);
                 }
             }
-            let patch = serde_json::json!({"metadata": {"annotations": {"example.com/reconciled": "yes"}}});
+            let patch =
+                serde_json::json!({"metadata": {"annotations": {"example.com/reconciled": "yes"}}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .unwrap();
