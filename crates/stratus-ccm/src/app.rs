@@ -39,7 +39,7 @@ pub use manager::{
 };
 pub use options::{FEATURE_GATES, ManagerOptions, OptionsError, VmoduleRule, parse_cidr_list};
 pub use registry::{
-    CloudFactory, EXTERNAL_PROVIDER, ProviderRegistry, RegistryError, global_registry,
+    CloudFactory, EXTERNAL_PROVIDER, InitError, ProviderRegistry, RegistryError, global_registry,
     init_cloud_provider, is_cloud_provider, is_external, register_cloud_provider,
 };
 pub use stratus_runtime::admission::{HandlerError, Webhook};

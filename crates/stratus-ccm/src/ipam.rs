@@ -190,12 +190,7 @@ impl NodeIpamController {
             self.metrics.runtime.workqueue.queue("nodeipam"),
         ))
         .health(self.health.clone())
-        .reconcile_metrics(
-            self.metrics
-                .runtime
-                .reconcile
-                .controller(controllers::NODE_IPAM.canonical),
-        )
+        .reconcile_metrics(self.metrics.reconciles(controllers::NODE_IPAM))
         .watches(&self.nodes, |n: &Node| n.metadata.name.clone());
         let store = self.nodes.store().clone();
         let this = Arc::new(tokio::sync::Mutex::new(self));

@@ -154,12 +154,7 @@ impl LifecycleController {
         let controller = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
             .health(self.health.clone())
             .passes_every(period)
-            .reconcile_metrics(
-                self.metrics
-                    .runtime
-                    .reconcile
-                    .controller(controllers::CLOUD_NODE_LIFECYCLE.canonical),
-            )
+            .reconcile_metrics(self.metrics.reconciles(controllers::CLOUD_NODE_LIFECYCLE))
             .watches(&self.nodes, |_: &Node| None);
         controller.queue().add(PASS);
         let store = self.nodes.store().clone();

@@ -47,6 +47,14 @@ pub struct CcmMetrics {
 }
 
 impl CcmMetrics {
+    /// The `stratus_reconcile_*` handles of the controller `names`.
+    pub(crate) fn reconciles(
+        &self,
+        names: stratus_cloud::names::ControllerNames,
+    ) -> stratus_runtime::metrics::ControllerReconcileMetrics {
+        self.runtime.reconcile.controller(names.canonical)
+    }
+
     /// Register every family into `registry`.
     pub fn register(registry: &mut Registry) -> Self {
         // Go's buckets: node metrics ExponentialBuckets(1, 4, 6), service

@@ -243,12 +243,7 @@ impl NodeController {
         ))
         .workers(self.config.workers)
         .health(self.health.clone())
-        .reconcile_metrics(
-            self.metrics
-                .runtime
-                .reconcile
-                .controller(controllers::CLOUD_NODE.canonical),
-        )
+        .reconcile_metrics(self.metrics.reconciles(controllers::CLOUD_NODE))
         .watches_resynced(&self.nodes, resync, |node: &Node| {
             node.metadata
                 .name

@@ -259,11 +259,7 @@ impl RouteController {
                 if next == Next::Pass {
                     let started = Instant::now();
                     let ok = this.reconcile(&store).await;
-                    let reconciles = this
-                        .metrics
-                        .runtime
-                        .reconcile
-                        .controller(controllers::NODE_ROUTE.canonical);
+                    let reconciles = this.metrics.reconciles(controllers::NODE_ROUTE);
                     if ok {
                         reconciles.observe_success(started.elapsed());
                     } else {

@@ -386,12 +386,7 @@ impl ServiceController {
         ))
         .workers(self.config.workers)
         .health(self.health.clone())
-        .reconcile_metrics(
-            self.metrics
-                .runtime
-                .reconcile
-                .controller(controllers::SERVICE_LB.canonical),
-        )
+        .reconcile_metrics(self.metrics.reconciles(controllers::SERVICE_LB))
         .watches_resynced(
             &self.services,
             self.config.resync_period.unwrap_or_default(),

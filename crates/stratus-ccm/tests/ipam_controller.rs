@@ -11,6 +11,18 @@ use stratus_testing::eventually;
 use stratus_testing::{NodeSpec, TestCluster};
 use tokio::sync::watch;
 
+/// The controller under test, reading Nodes through an informer of its own.
+fn controller(
+    cluster: &TestCluster,
+    config: NodeIpamConfig,
+) -> Result<NodeIpamController, IpamConfigError> {
+    NodeIpamController::new(
+        cluster.client(),
+        SharedInformers::new(cluster.client()).nodes(),
+        config,
+    )
+}
+
 /// How long a test waits for the controllers to converge.
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -48,15 +60,7 @@ async fn allocates_releases_and_reports_exhaustion() {
     let mut config = NodeIpamConfig::new(vec!["10.244.0.0/22".parse().unwrap()]);
     config.service_cidrs = vec!["10.244.3.0/24".parse().unwrap()];
     let (_stop, stopped) = watch::channel(false);
-    tokio::spawn(
-        NodeIpamController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            config,
-        )
-        .unwrap()
-        .run(stopped),
-    );
+    tokio::spawn(controller(&cluster, config).unwrap().run(stopped));
 
     let _a = cluster
         .add_node(NodeSpec::new("a").with_heartbeat(hb))
@@ -126,15 +130,7 @@ async fn dual_stack_nodes_get_one_cidr_per_family() {
     ]);
     config.node_cidr_mask_size_ipv4 = 25;
     let (_stop, stopped) = watch::channel(false);
-    tokio::spawn(
-        NodeIpamController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            config,
-        )
-        .unwrap()
-        .run(stopped),
-    );
+    tokio::spawn(controller(&cluster, config).unwrap().run(stopped));
     let _n = cluster
         .add_node(NodeSpec::new("n").with_heartbeat(Duration::from_secs(3600)))
         .await

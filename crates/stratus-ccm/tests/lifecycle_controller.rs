@@ -12,6 +12,20 @@ use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, FakeInstance, Fault, FaultAction, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
+/// The controller under test, reading Nodes through an informer of its own.
+fn controller(
+    cluster: &TestCluster,
+    cloud: std::sync::Arc<dyn stratus_cloud::CloudProvider>,
+    config: LifecycleConfig,
+) -> LifecycleController {
+    LifecycleController::new(
+        cluster.client(),
+        SharedInformers::new(cluster.client()).nodes(),
+        cloud,
+        config,
+    )
+}
+
 /// How long a test waits for the controllers to converge.
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -46,15 +60,7 @@ fn start(cluster: &TestCluster, cloud: &FakeCloud, period: Duration) -> watch::S
         monitor_period: period,
         ..Default::default()
     };
-    tokio::spawn(
-        LifecycleController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(cluster, Arc::new(cloud.clone()), config).run(stopped));
     stop
 }
 

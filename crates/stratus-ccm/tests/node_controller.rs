@@ -14,6 +14,20 @@ use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, FakeInstance, NodeSpec, TestCluster, Verb};
 use tokio::sync::watch;
 
+/// The controller under test, reading Nodes through an informer of its own.
+fn controller(
+    cluster: &TestCluster,
+    cloud: std::sync::Arc<dyn stratus_cloud::CloudProvider>,
+    config: NodeControllerConfig,
+) -> NodeController {
+    NodeController::new(
+        cluster.client(),
+        SharedInformers::new(cluster.client()).nodes(),
+        cloud,
+        config,
+    )
+}
+
 /// How long a test waits for the controllers to converge.
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -40,9 +54,8 @@ async fn all_initialized(nodes: &Api<Node>) -> bool {
 
 fn start(cluster: &TestCluster, cloud: &FakeCloud) -> watch::Sender<bool> {
     let (stop, stopped) = watch::channel(false);
-    let controller = NodeController::new(
-        cluster.client(),
-        SharedInformers::new(cluster.client()).nodes(),
+    let controller = controller(
+        cluster,
         Arc::new(cloud.clone()),
         NodeControllerConfig::default(),
     );
@@ -209,15 +222,7 @@ async fn addresses_are_refreshed_in_batches() {
         status_update_frequency: Duration::from_millis(300),
         ..Default::default()
     };
-    tokio::spawn(
-        NodeController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(&cluster, Arc::new(cloud.clone()), config).run(stopped));
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("initialized", WAIT, || all_initialized(&nodes)).await;
     cloud.update_instance("r5", |i| i.addresses[0].address = "10.9.9.9".into());
@@ -318,14 +323,9 @@ async fn labels_are_refreshed_when_enabled_and_metrics_reported() {
         ..Default::default()
     };
     tokio::spawn(
-        NodeController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .with_metrics(metrics)
-        .run(stopped),
+        controller(&cluster, Arc::new(cloud.clone()), config)
+            .with_metrics(metrics)
+            .run(stopped),
     );
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("initialized", WAIT, || all_initialized(&nodes)).await;
@@ -421,9 +421,8 @@ async fn a_failing_watch_makes_the_controller_unhealthy_until_it_recovers() {
     let health = ControllerHealth::new().watch_grace(Duration::from_millis(100));
     let (_stop, stopped) = watch::channel(false);
     tokio::spawn(
-        NodeController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
+        controller(
+            &cluster,
             Arc::new(cloud.clone()),
             NodeControllerConfig::default(),
         )
@@ -550,15 +549,7 @@ async fn initialized_once_listed(resync_period: Option<Duration>) -> bool {
         resync_period,
         ..Default::default()
     };
-    tokio::spawn(
-        NodeController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            provider.clone(),
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(&cluster, provider.clone(), config).run(stopped));
     let nodes: Api<Node> = Api::all(cluster.client());
     // Skipped: the cloud does not know the instance yet.
     eventually("the node looked at", WAIT, || async {
@@ -678,15 +669,7 @@ async fn the_refresh_asks_about_status_update_workers_nodes_at_once() {
             status_update_workers: workers,
             ..Default::default()
         };
-        tokio::spawn(
-            NodeController::new(
-                cluster.client(),
-                SharedInformers::new(cluster.client()).nodes(),
-                Arc::new(cloud.clone()),
-                config,
-            )
-            .run(stopped),
-        );
+        tokio::spawn(controller(&cluster, Arc::new(cloud.clone()), config).run(stopped));
         stop
     };
     let stop = run(1);
@@ -749,15 +732,7 @@ async fn a_legacy_provider_initializes_by_name_and_refreshes_only_addresses() {
         status_update_frequency: Duration::from_millis(200),
         ..Default::default()
     };
-    tokio::spawn(
-        NodeController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(&cluster, Arc::new(cloud.clone()), config).run(stopped));
     let nodes: Api<Node> = Api::all(cluster.client());
     eventually("initialized", WAIT, || all_initialized(&nodes)).await;
     let node = nodes.get("legacy").await.unwrap();
@@ -860,9 +835,8 @@ async fn a_foreign_provider_id_is_refused_and_invalid_addresses_dropped() {
         .unwrap();
     let (_stop, stopped) = watch::channel(false);
     tokio::spawn(
-        NodeController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
+        controller(
+            &cluster,
             Arc::new(OtherIds(cloud.clone())),
             NodeControllerConfig::default(),
         )

@@ -14,6 +14,20 @@ use stratus_testing::eventually;
 use stratus_testing::{FakeCloud, NodeSpec, TestCluster};
 use tokio::sync::watch;
 
+/// The controller under test, reading Nodes through an informer of its own.
+fn controller(
+    cluster: &TestCluster,
+    cloud: std::sync::Arc<dyn stratus_cloud::CloudProvider>,
+    config: RouteControllerConfig,
+) -> RouteController {
+    RouteController::new(
+        cluster.client(),
+        SharedInformers::new(cluster.client()).nodes(),
+        cloud,
+        config,
+    )
+}
+
 /// How long a test waits for the controllers to converge.
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -79,15 +93,7 @@ async fn routes_follow_pod_cidrs() {
     let (_stop, stopped) = watch::channel(false);
     let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
     config.reconcile_period = Duration::from_millis(300);
-    tokio::spawn(
-        RouteController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(&cluster, Arc::new(cloud.clone()), config).run(stopped));
 
     eventually("three node routes", WAIT, || async {
         let r = cloud.routes_list();
@@ -203,14 +209,9 @@ async fn routes_survive_api_faults_and_report_metrics() {
     let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
     config.reconcile_period = Duration::from_millis(500);
     tokio::spawn(
-        RouteController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .with_metrics(metrics)
-        .run(stopped),
+        controller(&cluster, Arc::new(cloud.clone()), config)
+            .with_metrics(metrics)
+            .run(stopped),
     );
     // A node added while the watches are cut, another after a compaction.
     server.drop_watches();
@@ -302,15 +303,7 @@ fn start_routes(
     let mut config = RouteControllerConfig::new(vec!["10.244.0.0/16".parse().unwrap()]);
     config.reconcile_period = period;
     config.watch_based = watch_based;
-    tokio::spawn(
-        RouteController::new(
-            cluster.client(),
-            SharedInformers::new(cluster.client()).nodes(),
-            Arc::new(cloud.clone()),
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(cluster, Arc::new(cloud.clone()), config).run(stopped));
     stop
 }
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use stratus_kubelet::app::{CommandError, ProviderInit, register_pod_provider, run_with_args};
+use stratus_kubelet::app::{
+    CommandError, ProviderInit, RegistryError, register_pod_provider, run_with_args,
+};
 use stratus_testing::http_status::{get, insecure_client};
 use stratus_testing::{ApiServer, MockPodProvider, ReviewUser};
 use tokio::sync::watch;
@@ -49,7 +51,10 @@ async fn a_registered_provider_runs_from_gos_flags() {
     let err = run_with_args(["virtual-kubelet", "--provider=nope"], never)
         .await
         .unwrap_err();
-    assert!(matches!(err, CommandError::UnknownProvider { .. }));
+    assert!(matches!(
+        err,
+        CommandError::Registry(RegistryError::Unknown { .. })
+    ));
     assert!(err.to_string().contains("command-test"), "{err}");
 
     let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -290,7 +295,7 @@ async fn a_built_in_provider_gets_the_flags_typed() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, CommandError::UnknownProvider { name, .. } if name == "not-registered"),
+        matches!(&err, CommandError::Registry(RegistryError::Unknown { name, .. }) if name == "not-registered"),
         "{err}"
     );
     let _ = std::fs::remove_file(&kubeconfig);

@@ -32,15 +32,25 @@ async fn setup(provider: &MockPodProvider) -> (ApiServer, watch::Sender<bool>, A
     (api, stop, pods)
 }
 
-fn start(api: &ApiServer, provider: &MockPodProvider) -> watch::Sender<bool> {
-    let (stop, stopped) = watch::channel(false);
-    let controller = PodController::new(
+/// The controller under test, for the node `NODE`.
+fn controller(
+    api: &ApiServer,
+    provider: &MockPodProvider,
+    config: PodControllerConfig,
+) -> PodController {
+    let pods = PodController::informer(api.client(), NODE);
+    PodController::new(
         api.client(),
-        &PodController::informer(api.client(), NODE),
+        &pods,
         Arc::new(provider.clone()),
         NODE,
-        config(),
-    );
+        config,
+    )
+}
+
+fn start(api: &ApiServer, provider: &MockPodProvider) -> watch::Sender<bool> {
+    let (stop, stopped) = watch::channel(false);
+    let controller = controller(api, provider, config());
     tokio::spawn(controller.run(stopped));
     stop
 }
@@ -240,16 +250,7 @@ async fn never_restart_retries_bound_the_retries_of_a_never_pod() {
         never_restart_retries: 2,
         ..config()
     };
-    tokio::spawn(
-        PodController::new(
-            api.client(),
-            &PodController::informer(api.client(), NODE),
-            Arc::new(provider.clone()),
-            NODE,
-            config,
-        )
-        .run(stopped),
-    );
+    tokio::spawn(controller(&api, &provider, config).run(stopped));
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let never = serde_json::json!({"spec": {"restartPolicy": "Never"}});
     let transient = || PodError::unavailable(None, "the backend answered 503");
@@ -312,14 +313,7 @@ async fn dangling_pods_are_deleted_as_go_and_the_safeguard_is_explicit() {
             dangling_safeguard: safeguard,
             ..config()
         };
-        let controller = PodController::new(
-            api.client(),
-            &PodController::informer(api.client(), NODE),
-            Arc::new(provider.clone()),
-            NODE,
-            config,
-        )
-        .with_metrics(metrics);
+        let controller = controller(api, provider, config).with_metrics(metrics);
         tokio::spawn(controller.run(stopped));
         (stop, registry)
     };
@@ -561,14 +555,7 @@ async fn a_failed_force_delete_then_the_pod_gone_leaves_no_state() {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = stratus_kubelet::metrics::KubeletMetrics::register(&mut registry);
     let (_stop, stopped) = watch::channel(false);
-    let controller = PodController::new(
-        api.client(),
-        &PodController::informer(api.client(), NODE),
-        Arc::new(provider.clone()),
-        NODE,
-        config(),
-    )
-    .with_metrics(metrics);
+    let controller = controller(&api, &provider, config()).with_metrics(metrics);
     tokio::spawn(controller.run(stopped));
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let states = || {

@@ -49,6 +49,8 @@
 //!   semantics, interoperable with Go managers on the same Lease.
 //! - [`metrics`]: prometheus-client families for work queues (client-go's
 //!   `workqueue_*` names), reconciles and cloud calls.
+//! - [`registry`]: factories by name, the one registry type of the
+//!   manager and virtual-kubelet commands.
 //! - [`serving`]: the HTTPS accept loop of the admin, webhook and kubelet
 //!   servers (HTTP/1.1, HTTP/2, upgrades, verified client certificates).
 //! - [`tls`]: serving certificates, self-signed in memory or from PEM
@@ -72,6 +74,7 @@ pub mod health;
 pub mod informer;
 pub mod leader_election;
 pub mod metrics;
+pub mod registry;
 pub mod serving;
 pub mod tls;
 pub mod tls_policy;

@@ -353,13 +353,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let t0 = Instant::now();
     let provider = Arc::new(cloud.clone());
     let controller = spawn_controller(&controllers, server.config()?, move |client| {
-        NodeController::new(
-            client.clone(),
-            SharedInformers::new(client).nodes(),
-            provider,
-            config,
-        )
-        .run(stopped)
+        node_controller(client, provider, config).run(stopped)
     });
     let seen = untainted.clone();
     wait_until("every node initialized", Duration::from_secs(120), || {
@@ -421,13 +415,7 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     let t1 = Instant::now();
     let provider = Arc::new(cloud.clone());
     let controller = spawn_controller(&controllers, server.config()?, move |client| {
-        NodeController::new(
-            client.clone(),
-            SharedInformers::new(client).nodes(),
-            provider,
-            config,
-        )
-        .run(stopped)
+        node_controller(client, provider, config).run(stopped)
     });
     let check = nodes.clone();
     wait_until("every address refreshed", Duration::from_secs(120), || {
@@ -577,4 +565,18 @@ pub(crate) async fn run() -> Result<(), BoxError> {
     drop(controller_runtime);
     server.shutdown().await;
     Ok(())
+}
+
+/// The cloud-node controller, reading Nodes through an informer of its own.
+fn node_controller(
+    client: kube::Client,
+    provider: Arc<stratus_testing::FakeCloud>,
+    config: NodeControllerConfig,
+) -> NodeController {
+    NodeController::new(
+        client.clone(),
+        SharedInformers::new(client).nodes(),
+        provider,
+        config,
+    )
 }

@@ -6,12 +6,13 @@
 //! There is one global registry, for mains that register in a few lines, and
 //! the [`ProviderRegistry`] value itself, for code that avoids globals.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use stratus_cloud::{CloudError, CloudProvider};
+use stratus_runtime::registry::Registry;
+pub use stratus_runtime::registry::RegistryError;
 
 /// The provider name that means "the cloud provider runs outside this
 /// process": initialization gives no provider.
@@ -22,30 +23,14 @@ pub const EXTERNAL_PROVIDER: &str = "external";
 pub type CloudFactory =
     Arc<dyn Fn(Option<&[u8]>) -> Result<Arc<dyn CloudProvider>, CloudError> + Send + Sync>;
 
-/// Why a registry operation failed.
+/// Why building a provider failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum RegistryError {
-    /// A provider with this name is already registered (Go exits the process).
-    #[error("cloud provider {name:?} was registered twice")]
-    Duplicate {
-        /// The name.
-        name: String,
-    },
-    /// The name cannot be registered: it is empty or `external`.
-    #[error("{name:?} cannot be registered as a cloud provider name")]
-    ReservedName {
-        /// The name.
-        name: String,
-    },
-    /// No provider is registered under this name.
-    #[error("unknown cloud provider {name:?} (registered: {})", registered_list(.registered))]
-    Unknown {
-        /// The name asked for.
-        name: String,
-        /// The names that are registered, sorted.
-        registered: Vec<String>,
-    },
+pub enum InitError {
+    /// Nothing is registered under the name (the error lists the
+    /// registered names).
+    #[error(transparent)]
+    Name(#[from] RegistryError),
     /// The cloud config file could not be read.
     #[error("couldn't open cloud provider configuration {}: {source}", .path.display())]
     ReadConfig {
@@ -64,14 +49,6 @@ pub enum RegistryError {
         #[source]
         source: CloudError,
     },
-}
-
-fn registered_list(names: &[String]) -> String {
-    if names.is_empty() {
-        "none".to_owned()
-    } else {
-        names.join(", ")
-    }
 }
 
 /// True if `name` means the provider runs elsewhere (Go: `IsExternal`).
@@ -101,46 +78,42 @@ pub fn is_external(name: &str) -> bool {
 /// let err = registry.get("nope", None).err().unwrap();
 /// assert!(err.to_string().contains("registered: tiny"));
 /// ```
-#[derive(Default)]
 pub struct ProviderRegistry {
-    factories: RwLock<BTreeMap<String, CloudFactory>>,
+    factories: Registry<CloudFactory>,
+}
+
+impl Default for ProviderRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ProviderRegistry {
     /// An empty registry.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            factories: Registry::new("cloud provider", &[EXTERNAL_PROVIDER]),
+        }
     }
 
     /// Register `factory` under `name`. A second registration of the same
-    /// name is an error (Go exits the process instead).
+    /// name is an error (Go exits the process instead), as are the empty
+    /// name and `external`.
     pub fn register<F>(&self, name: &str, factory: F) -> Result<(), RegistryError>
     where
         F: Fn(Option<&[u8]>) -> Result<Arc<dyn CloudProvider>, CloudError> + Send + Sync + 'static,
     {
-        if name.is_empty() || is_external(name) {
-            return Err(RegistryError::ReservedName {
-                name: name.to_owned(),
-            });
-        }
-        let mut factories = self.factories.write().unwrap_or_else(|e| e.into_inner());
-        if factories.contains_key(name) {
-            return Err(RegistryError::Duplicate {
-                name: name.to_owned(),
-            });
-        }
-        factories.insert(name.to_owned(), Arc::new(factory));
-        Ok(())
+        self.factories.register(name, Arc::new(factory))
     }
 
     /// True if a provider is registered under `name` (Go: `IsCloudProvider`).
     pub fn contains(&self, name: &str) -> bool {
-        self.read().contains_key(name)
+        self.factories.contains(name)
     }
 
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.read().keys().cloned().collect()
+        self.factories.names()
     }
 
     /// Build the provider `name` from `config` (Go: `GetCloudProvider`, but an
@@ -149,16 +122,9 @@ impl ProviderRegistry {
         &self,
         name: &str,
         config: Option<&[u8]>,
-    ) -> Result<Arc<dyn CloudProvider>, RegistryError> {
-        let factory = self
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| RegistryError::Unknown {
-                name: name.to_owned(),
-                registered: self.names(),
-            })?;
-        factory(config).map_err(|source| RegistryError::Init {
+    ) -> Result<Arc<dyn CloudProvider>, InitError> {
+        let factory = self.factories.get(name)?;
+        factory(config).map_err(|source| InitError::Init {
             name: name.to_owned(),
             source,
         })
@@ -175,32 +141,20 @@ impl ProviderRegistry {
         &self,
         name: &str,
         config_path: Option<&Path>,
-    ) -> Result<Option<Arc<dyn CloudProvider>>, RegistryError> {
+    ) -> Result<Option<Arc<dyn CloudProvider>>, InitError> {
         if name.is_empty() || is_external(name) {
             return Ok(None);
         }
-        if !self.contains(name) {
-            return Err(RegistryError::Unknown {
-                name: name.to_owned(),
-                registered: self.names(),
-            });
-        }
+        // An unknown name is an error before the file is read.
+        self.factories.get(name)?;
         let config = match config_path.filter(|p| !p.as_os_str().is_empty()) {
-            Some(path) => {
-                Some(
-                    std::fs::read(path).map_err(|source| RegistryError::ReadConfig {
-                        path: path.to_owned(),
-                        source,
-                    })?,
-                )
-            }
+            Some(path) => Some(std::fs::read(path).map_err(|source| InitError::ReadConfig {
+                path: path.to_owned(),
+                source,
+            })?),
             None => None,
         };
         self.get(name, config.as_deref()).map(Some)
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, CloudFactory>> {
-        self.factories.read().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -236,7 +190,7 @@ pub fn is_cloud_provider(name: &str) -> bool {
 pub fn init_cloud_provider(
     name: &str,
     config_path: Option<&Path>,
-) -> Result<Option<Arc<dyn CloudProvider>>, RegistryError> {
+) -> Result<Option<Arc<dyn CloudProvider>>, InitError> {
     global_registry().init(name, config_path)
 }
 
@@ -307,7 +261,7 @@ mod tests {
             "unknown cloud provider \"aws\" (registered: broken, echo)"
         );
         match err {
-            RegistryError::Unknown { registered, .. } => {
+            InitError::Name(RegistryError::Unknown { registered, .. }) => {
                 assert_eq!(registered, vec!["broken".to_owned(), "echo".to_owned()])
             }
             other => panic!("unexpected {other:?}"),
@@ -347,7 +301,7 @@ mod tests {
         let registry = echo_registry(Default::default());
         let path = Path::new("/nonexistent/stratus/cloud.conf");
         let err = registry.init("echo", Some(path)).err().expect("read error");
-        assert!(matches!(err, RegistryError::ReadConfig { .. }));
+        assert!(matches!(err, InitError::ReadConfig { .. }));
         assert!(
             err.to_string().starts_with(
                 "couldn't open cloud provider configuration /nonexistent/stratus/cloud.conf: "
@@ -365,7 +319,7 @@ mod tests {
             "could not init cloud provider \"broken\": missing token"
         );
         match err {
-            RegistryError::Init { source, .. } => assert!(source.is_invalid_input()),
+            InitError::Init { source, .. } => assert!(source.is_invalid_input()),
             other => panic!("unexpected {other:?}"),
         }
     }

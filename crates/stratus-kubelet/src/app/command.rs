@@ -17,7 +17,7 @@ use stratus_runtime::health::HealthChecks;
 
 use super::options::{KubeletOptions, ListenAddr};
 use super::registry::{
-    AsyncFactory, ProviderInit, Providers, ProvidersFuture, factory, registered_providers,
+    AsyncFactory, ProviderInit, Providers, ProvidersFuture, RegistryError, factory,
 };
 use crate::api::serving_certificate::{CsrConfig, ServingCertificateRotation};
 use crate::api::{ApiAuth, KubeletApi, KubeletServer};
@@ -47,14 +47,10 @@ pub enum CommandError {
     /// The arguments do not parse (also `--help` and `--version`).
     #[error(transparent)]
     Args(#[from] clap::Error),
-    /// `--provider` names no registered provider.
-    #[error("unknown provider {name:?} (registered: {registered})")]
-    UnknownProvider {
-        /// `--provider`.
-        name: String,
-        /// The registered names, comma separated.
-        registered: String,
-    },
+    /// `--provider` names no registered provider (the error lists the
+    /// registered names).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     /// The API client could not be built.
     #[error("cannot build the API client: {0}")]
     Client(String),
@@ -623,10 +619,7 @@ async fn run(
     }
     let make = match built_in {
         Some(make) => make,
-        None => factory(&o.provider).ok_or_else(|| CommandError::UnknownProvider {
-            name: o.provider.clone(),
-            registered: registered_providers().join(", "),
-        })?,
+        None => factory(&o.provider)?,
     };
     let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
     let client = client(&o.kubeconfig, &rest_client).await?;

@@ -1,10 +1,11 @@
 //! Pod providers by name (Go: the provider registry of
 //! `cmd/virtual-kubelet`), chosen with `--provider`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 use stratus_runtime::command::VendorFlags;
+use stratus_runtime::registry::Registry;
+pub use stratus_runtime::registry::RegistryError;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -94,21 +95,8 @@ pub type ProvidersFuture = Pin<Box<dyn Future<Output = Result<Providers, String>
 /// How the registry keeps every factory.
 pub(crate) type AsyncFactory = Arc<dyn Fn(ProviderInit) -> ProvidersFuture + Send + Sync>;
 
-/// A registration that could not be made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
-    /// The name is taken.
-    #[error("a pod provider named {0:?} is already registered")]
-    Duplicate(String),
-    /// The name is empty.
-    #[error("a pod provider needs a name")]
-    EmptyName,
-}
-
-fn registry() -> &'static Mutex<BTreeMap<String, AsyncFactory>> {
-    static REGISTRY: OnceLock<Mutex<BTreeMap<String, AsyncFactory>>> = OnceLock::new();
-    REGISTRY.get_or_init(Default::default)
-}
+/// The process-wide registry of pod providers.
+static REGISTRY: Registry<AsyncFactory> = Registry::new("pod provider", &[]);
 
 /// Register `factory` under `name` for `--provider=name`.
 ///
@@ -119,10 +107,10 @@ fn registry() -> &'static Mutex<BTreeMap<String, AsyncFactory>> {
 /// let factory = |_init| Err::<Arc<dyn stratus_pod::PodLifecycleHandler>, _>("not today".to_string());
 /// register_pod_provider("doc-example", factory).unwrap();
 /// assert!(registered_providers().contains(&"doc-example".to_string()));
-/// assert_eq!(
+/// assert!(matches!(
 ///     register_pod_provider("doc-example", factory),
-///     Err(RegistryError::Duplicate("doc-example".into()))
-/// );
+///     Err(RegistryError::Duplicate { .. })
+/// ));
 /// ```
 pub fn register_pod_provider(
     name: &str,
@@ -170,33 +158,16 @@ pub fn register_provider<F>(
 where
     F: Future<Output = Result<Providers, String>> + Send + 'static,
 {
-    if name.trim().is_empty() {
-        return Err(RegistryError::EmptyName);
-    }
-    let mut providers = registry().lock().unwrap_or_else(PoisonError::into_inner);
-    if providers.contains_key(name) {
-        return Err(RegistryError::Duplicate(name.to_owned()));
-    }
     let factory: AsyncFactory = Arc::new(move |init| Box::pin(factory(init)));
-    providers.insert(name.to_owned(), factory);
-    Ok(())
+    REGISTRY.register(name, factory)
 }
 
 /// The registered names, sorted.
 pub fn registered_providers() -> Vec<String> {
-    registry()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .keys()
-        .cloned()
-        .collect()
+    REGISTRY.names()
 }
 
-/// The factory registered as `name`.
-pub(crate) fn factory(name: &str) -> Option<AsyncFactory> {
-    registry()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(name)
-        .cloned()
+/// The factory registered as `name`, or an error listing the names.
+pub(crate) fn factory(name: &str) -> Result<AsyncFactory, RegistryError> {
+    REGISTRY.get(name)
 }
