@@ -42,6 +42,11 @@
 //!   was ensured, so every load balancer goes through that check, and the
 //!   ones changed or deleted in the cloud are ensured again.
 
+mod changes;
+mod hosts;
+
+use changes::{RelevantChanges, fingerprint, has_ingress, key_of};
+
 use std::collections::{BTreeSet, HashMap};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,51 +166,6 @@ fn backends(nodes: &[Node]) -> Backends {
         .collect()
 }
 
-fn key_of(svc: &Service) -> String {
-    format!(
-        "{}/{}",
-        svc.metadata.namespace.as_deref().unwrap_or("default"),
-        svc.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
-/// A hash of what Go's `needsUpdate` compares: the type and class (whether
-/// a load balancer is wanted), source ranges, ports (name, protocol, port,
-/// node port, target port), session affinity and its config, load-balancer
-/// IP, external IPs, external traffic policy, health-check node port,
-/// annotations and UID; and whether the Service is being deleted. Any
-/// other spec change (a selector, say) does not re-ensure, as in Go. A
-/// hash, not the fields: it is kept per Service.
-fn fingerprint(svc: &Service) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let spec = svc.spec.clone().unwrap_or_default();
-    let ports: Vec<_> = spec
-        .ports
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| json!([p.name, p.protocol, p.port, p.node_port, p.target_port]))
-        .collect();
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    json!({
-        "type": spec.type_,
-        "class": spec.load_balancer_class,
-        "sourceRanges": spec.load_balancer_source_ranges,
-        "ports": ports,
-        "sessionAffinity": spec.session_affinity,
-        "sessionAffinityConfig": spec.session_affinity_config,
-        "loadBalancerIP": spec.load_balancer_ip,
-        "externalIPs": spec.external_ips,
-        "externalTrafficPolicy": spec.external_traffic_policy,
-        "healthCheckNodePort": spec.health_check_node_port,
-        "annotations": svc.metadata.annotations,
-        "uid": svc.metadata.uid,
-        "deleting": svc.metadata.deletion_timestamp.is_some(),
-    })
-    .to_string()
-    .hash(&mut hasher);
-    hasher.finish()
-}
-
 /// What the controller knows of one Service's load balancer (Go keeps the
 /// same in its service cache and `lastSyncedNodes`).
 #[derive(Default)]
@@ -221,50 +181,6 @@ struct LoadBalancerState {
     /// Service that has not changed since (a status write, a resync) is not
     /// ensured again.
     ensured: Option<u64>,
-}
-
-/// Go's `UpdateFunc` filter: a Service is queued when it is new or gone,
-/// when what `needsUpdate` compares changed ([`fingerprint`]), or when it
-/// needs cleanup; not for the controller's own finalizer and status
-/// writes, nor for a resync of one that did not change (a failed Service
-/// waits for its backoff, as in Go).
-struct RelevantChanges {
-    /// The informer's cache: a Service missing from it was deleted.
-    cache: Store<Service>,
-    /// The last fingerprint seen of each Service.
-    seen: HashMap<String, u64>,
-}
-
-impl RelevantChanges {
-    fn new(cache: Store<Service>) -> Self {
-        Self {
-            cache,
-            seen: HashMap::new(),
-        }
-    }
-
-    /// Whether this event about `svc` should queue it.
-    fn changed(&mut self, svc: &Service) -> bool {
-        let key = key_of(svc);
-        let cached = self.cache.get(&ObjectRef::from_obj(svc)).is_some();
-        if !cached {
-            self.seen.remove(&key);
-            return true;
-        }
-        let print = fingerprint(svc);
-        if self.seen.insert(key, print) == Some(print) && !needs_cleanup(svc) {
-            return false;
-        }
-        true
-    }
-}
-
-fn has_ingress(svc: &Service) -> bool {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|l| l.ingress.as_ref())
-        .is_some_and(|i| !i.is_empty())
 }
 
 fn reference(svc: &Service) -> ObjectReference {
@@ -484,31 +400,6 @@ impl Shared {
 
     fn lb(&self) -> Option<&dyn LoadBalancer> {
         self.cloud.load_balancer()
-    }
-
-    /// The backend nodes, rebuilt only after a node changed (not for every
-    /// ensure: at thousands of nodes, copying them per Service dominates).
-    fn backend_nodes(&self) -> (Arc<Vec<Node>>, Arc<Backends>) {
-        let generation = self.node_generation.load(Ordering::SeqCst);
-        let mut cache = self.backend_cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.generation != generation {
-            let nodes: Vec<Node> = self
-                .nodes
-                .state()
-                .iter()
-                .filter(|n| is_load_balancer_backend(n))
-                .map(|n| (**n).clone())
-                .collect();
-            let set = backends(&nodes);
-            // Keep the old set when it did not change, so load balancers
-            // given it still share it.
-            if *cache.backends != set {
-                cache.backends = Arc::new(set);
-            }
-            cache.nodes = Arc::new(nodes);
-            cache.generation = generation;
-        }
-        (cache.nodes.clone(), cache.backends.clone())
     }
 
     async fn event(&self, svc: &Service, kind: EventType, reason: &str, message: &str) {
@@ -853,201 +744,10 @@ impl Shared {
         }
         Ok(())
     }
-
-    /// Update the hosts of every load balancer whose backend set changed.
-    async fn sync_nodes(&self, queue: &WorkQueue<String>) {
-        let Some(lb) = self.lb() else { return };
-        let (nodes, current) = self.backend_nodes();
-        let stale: Vec<String> = self
-            .states()
-            .iter()
-            .filter(|(_, s)| {
-                s.backends
-                    .as_ref()
-                    .is_some_and(|b| !Arc::ptr_eq(b, &current) && b.as_ref() != current.as_ref())
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        // As many at once as Service workers (Go's `--concurrent-service-syncs`
-        // for host updates too): more only meet the cloud's budget sooner.
-        let limit = self.config.workers.max(1);
-        futures_util::stream::iter(stale)
-            .for_each_concurrent(limit, |key| {
-                self.update_hosts(lb, key, &nodes, &current, queue)
-            })
-            .await;
-    }
-
-    /// Update one load balancer's hosts (a throttled call again after the
-    /// cloud's delay, up to [`HOST_UPDATE_RETRIES`] times); any other
-    /// failure queues a full ensure.
-    async fn update_hosts(
-        &self,
-        lb: &dyn LoadBalancer,
-        key: String,
-        nodes: &Arc<Vec<Node>>,
-        current: &Arc<Backends>,
-        queue: &WorkQueue<String>,
-    ) {
-        let (ns, name) = key.split_once('/').unwrap_or(("default", key.as_str()));
-        let Some(svc) = self
-            .services
-            .get(&ObjectRef::new(name).within(ns))
-            .map(|s| (*s).clone())
-        else {
-            return;
-        };
-        self.update_state(&key, |s| s.backends = Some(current.clone()));
-        self.metrics.loadbalancer_sync.inc();
-        let started = std::time::Instant::now();
-        let mut retries = 0;
-        let updated = loop {
-            let updated = self
-                .metrics
-                .cloud(
-                    "update_load_balancer",
-                    lb.update_load_balancer(&self.config.cluster_name, &svc, nodes),
-                )
-                .await;
-            // A throttled (or retry-after) update is tried again after the
-            // cloud's delay, in place: the throttle says nothing about the
-            // load balancer, so neither an existence check nor a full
-            // ensure (each another call against a spent budget) helps.
-            match updated.as_ref().err().and_then(CloudError::retry_delay) {
-                Some(delay) if delay <= HOST_UPDATE_RETRY_WAIT && retries < HOST_UPDATE_RETRIES => {
-                    retries += 1;
-                    tokio::time::sleep(delay).await;
-                }
-                _ => break updated,
-            }
-        };
-        self.metrics
-            .update_host_latency
-            .observe(started.elapsed().as_secs_f64());
-        match updated {
-            Ok(()) => {
-                if nodes.is_empty() {
-                    self.event(
-                        &svc,
-                        EventType::Warning,
-                        events::UNAVAILABLE_LOAD_BALANCER,
-                        events::UNAVAILABLE_LOAD_BALANCER_MESSAGE,
-                    )
-                    .await;
-                } else {
-                    self.event(
-                        &svc,
-                        EventType::Normal,
-                        events::UPDATED_LOAD_BALANCER,
-                        "Updated load balancer with new hosts",
-                    )
-                    .await;
-                }
-            }
-            Err(e) if e.is_implemented_elsewhere() => {}
-            Err(e) => {
-                // As Go: only an error if the load balancer still exists. One
-                // deleted in the cloud is not re-created behind the user's
-                // back (the drift check, when on, is the way to repair it).
-                let exists = self
-                    .metrics
-                    .cloud(
-                        "get_load_balancer",
-                        lb.get_load_balancer(&self.config.cluster_name, &svc),
-                    )
-                    .await;
-                match exists {
-                    Ok(None) => {
-                        tracing::info!(service = %key, error = %e, "the host update failed, but the load balancer no longer exists; leaving it");
-                        return;
-                    }
-                    Ok(Some(_)) => {}
-                    Err(check) => {
-                        tracing::warn!(service = %key, error = %check, "failed to check if the load balancer exists");
-                    }
-                }
-                self.metrics.nodesync_error.inc();
-                let names: Vec<&str> = nodes
-                    .iter()
-                    .filter_map(|n| n.metadata.name.as_deref())
-                    .take(20)
-                    .collect();
-                self.event(
-                    &svc,
-                    EventType::Warning,
-                    events::UPDATE_LOAD_BALANCER_FAILED,
-                    &format!(
-                        "Error updating load balancer with new hosts {names:?} [node names limited, total number of nodes: {}], error: {e}",
-                        nodes.len()
-                    ),
-                )
-                .await;
-                // A full ensure follows: forget the fingerprint, or the
-                // unchanged Service would be skipped and the host lost.
-                self.update_state(&key, |s| s.ensured = None);
-                match e.retry_delay() {
-                    Some(delay) => queue.add_after(key, delay),
-                    None => queue.add_rate_limited(key),
-                }
-            }
-        }
-    }
 }
 
 impl crate::Instrumented for ServiceController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
         (&mut self.metrics, &mut self.health)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn service(value: serde_json::Value) -> Service {
-        serde_json::from_value(value).unwrap()
-    }
-
-    #[test]
-    fn only_what_go_compares_queues_a_service_again() {
-        let (cache, mut writer) = kube_runtime::reflector::store::<Service>();
-        let mut relevant = RelevantChanges::new(cache);
-        let mut svc = service(json!({
-            "metadata": {"name": "web", "namespace": "default", "uid": "1"},
-            "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
-        }));
-        let mut seen = |relevant: &mut RelevantChanges, svc: &Service| {
-            writer.apply_watcher_event(&kube_runtime::watcher::Event::Apply(svc.clone()));
-            relevant.changed(svc)
-        };
-        assert!(seen(&mut relevant, &svc), "new");
-        assert!(!seen(&mut relevant, &svc), "a resync of the same Service");
-        svc.metadata.finalizers = Some(vec![finalizers::LOAD_BALANCER_CLEANUP.into()]);
-        svc.status =
-            serde_json::from_value(json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}))
-                .unwrap();
-        assert!(
-            !seen(&mut relevant, &svc),
-            "the controller's own finalizer and status"
-        );
-        svc.spec.as_mut().unwrap().selector = Some([("app".to_owned(), "web".to_owned())].into());
-        assert!(
-            !seen(&mut relevant, &svc),
-            "a selector: not a field Go's needsUpdate compares"
-        );
-        svc.spec.as_mut().unwrap().ports.as_mut().unwrap()[0].port = 8080;
-        assert!(seen(&mut relevant, &svc), "a port");
-        svc.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
-        assert!(seen(&mut relevant, &svc), "an annotation");
-        svc.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::now(),
-            ));
-        assert!(seen(&mut relevant, &svc), "deleted, needing cleanup");
-        assert!(seen(&mut relevant, &svc), "still needing cleanup");
-        // Gone from the cache: queued, and forgotten.
-        writer.apply_watcher_event(&kube_runtime::watcher::Event::Delete(svc.clone()));
-        assert!(relevant.changed(&svc));
-        assert!(relevant.seen.is_empty());
     }
 }
