@@ -24,6 +24,9 @@
 //!    `--leader-elect-recampaign`, campaign again and restart the
 //!    controllers once the Lease is won back).
 
+mod configz;
+mod connect;
+
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -51,6 +54,8 @@ use super::controllers::{KnownController, canonicalize, is_enabled};
 use super::managed::{ControllerContext, ManagedController, StartError, Started};
 use super::options::{ManagerOptions, OptionsError};
 use crate::metrics::CcmMetrics;
+use configz::{configz, record_status};
+use connect::{delegated_auth, load_config};
 
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -514,184 +519,6 @@ fn default_identity() -> String {
         })
         .unwrap_or_else(|| "localhost".into());
     format!("{host}_{}", uuid::Uuid::new_v4())
-}
-
-async fn load_config(o: &ManagerOptions) -> Result<kube::Config, ManagerError> {
-    let mut config = load_kubeconfig(&o.kubeconfig).await?;
-    if !o.master.is_empty() {
-        config.cluster_url = o
-            .master
-            .parse()
-            .map_err(|e| ManagerError::Kubeconfig(format!("--master {:?}: {e}", o.master)))?;
-    }
-    Ok(config)
-}
-
-/// The configuration in the kubeconfig at `path`, or the inferred one
-/// (in-cluster, `KUBECONFIG`) when `path` is empty.
-async fn load_kubeconfig(path: &str) -> Result<kube::Config, ManagerError> {
-    let err = |e: &dyn std::fmt::Display| ManagerError::Kubeconfig(format!("{path}: {e}"));
-    if path.is_empty() {
-        return kube::Config::infer().await.map_err(|e| err(&e));
-    }
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| err(&e))?;
-    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .map_err(|e| err(&e))
-}
-
-/// The delegated authentication and authorization of the admin server (Go's
-/// `--authentication-*` / `--authorization-*` flags), and the client CA:
-/// `--client-ca-file`, else the `client-ca-file` of
-/// `kube-system/extension-apiserver-authentication` (unless
-/// `--authentication-skip-lookup`; when it cannot be read, client
-/// certificates are not accepted, as Go warns and goes on).
-async fn delegated_auth(
-    o: &ManagerOptions,
-    client: &kube::Client,
-) -> Result<(DelegatedAuth, Option<String>), ManagerError> {
-    let client_for = |path: &str| {
-        let path = path.to_owned();
-        let client = client.clone();
-        async move {
-            if path.is_empty() {
-                return Ok(client);
-            }
-            let options = ClientOptions::new("cloud-controller-manager");
-            Ok::<_, ManagerError>(build_client(load_kubeconfig(&path).await?, &options)?)
-        }
-    };
-    let config = DelegatedAuthConfig {
-        always_allow_paths: o.authorization_always_allow_paths.clone(),
-        authentication_cache_ttl: o.authentication_token_webhook_cache_ttl,
-        authorized_cache_ttl: o.authorization_webhook_cache_authorized_ttl,
-        unauthorized_cache_ttl: o.authorization_webhook_cache_unauthorized_ttl,
-        ..Default::default()
-    };
-    let authn_client = client_for(&o.authentication_kubeconfig).await?;
-    let mut auth = DelegatedAuth::new(client_for(&o.authorization_kubeconfig).await?, config)
-        .with_authentication_client(authn_client.clone());
-    let read = |flag: &str, path: &std::path::Path| {
-        std::fs::read_to_string(path)
-            .map_err(|e| ManagerError::ClientCa(format!("{flag} {}: {e}", path.display())))
-    };
-    let mut client_ca = o
-        .client_ca_file
-        .as_deref()
-        .map(|p| read("--client-ca-file", p))
-        .transpose()?;
-    let mut proxy_ca = o
-        .requestheader_client_ca_file
-        .as_deref()
-        .map(|p| read("--requestheader-client-ca-file", p))
-        .transpose()?;
-    let mut proxy_names = o.requestheader_allowed_names.clone();
-    let (mut user_headers, mut group_headers, mut extra_prefixes, mut uid_headers) = (
-        o.requestheader_username_headers.clone(),
-        o.requestheader_group_headers.clone(),
-        o.requestheader_extra_headers_prefix.clone(),
-        o.requestheader_uid_headers.clone(),
-    );
-    // Go's `lookupMissingConfigInCluster`: what the flags leave out comes
-    // from kube-system/extension-apiserver-authentication.
-    if !o.authentication_skip_lookup && (client_ca.is_none() || proxy_ca.is_none()) {
-        let maps: kube::Api<ConfigMap> = kube::Api::namespaced(authn_client, "kube-system");
-        match maps.get_opt("extension-apiserver-authentication").await {
-            Ok(found) => {
-                let data = found.and_then(|m| m.data).unwrap_or_default();
-                let pem = |key: &str| data.get(key).filter(|p| !p.trim().is_empty()).cloned();
-                let list = |key: &str| {
-                    data.get(key)
-                        .and_then(|v| serde_json::from_str::<Vec<String>>(v).ok())
-                        .filter(|l| !l.is_empty())
-                };
-                if client_ca.is_none() {
-                    client_ca = pem("client-ca-file");
-                }
-                if proxy_ca.is_none()
-                    && let Some(ca) = pem("requestheader-client-ca-file")
-                {
-                    proxy_ca = Some(ca);
-                    proxy_names = list("requestheader-allowed-names").unwrap_or_default();
-                    user_headers = list("requestheader-username-headers").unwrap_or(user_headers);
-                    group_headers = list("requestheader-group-headers").unwrap_or(group_headers);
-                    extra_prefixes =
-                        list("requestheader-extra-headers-prefix").unwrap_or(extra_prefixes);
-                    uid_headers = list("requestheader-uid-headers").unwrap_or(uid_headers);
-                }
-            }
-            Err(e) if o.authentication_tolerate_lookup_failure => {
-                tracing::warn!(error = %e, "cannot read kube-system/extension-apiserver-authentication; continuing without its client CAs (--authentication-tolerate-lookup-failure)");
-            }
-            Err(e) => {
-                return Err(ManagerError::ClientCa(format!(
-                    "cannot read kube-system/extension-apiserver-authentication: {e} (set --authentication-tolerate-lookup-failure to go on without it, or --authentication-skip-lookup)"
-                )));
-            }
-        }
-    }
-    if let Some(ca) = &proxy_ca {
-        let mut header = RequestHeader::new(ca, proxy_names)
-            .map_err(|e| ManagerError::ClientCa(format!("the request-header CA: {e}")))?;
-        header.username_headers = user_headers;
-        header.group_headers = group_headers;
-        header.extra_headers_prefix = extra_prefixes;
-        header.uid_headers = uid_headers;
-        if let Some(clients) = &client_ca {
-            header = header
-                .with_client_ca(clients)
-                .map_err(|e| ManagerError::ClientCa(format!("the client CA: {e}")))?;
-        }
-        auth = auth.with_request_header(header);
-        // The TLS layer asks for and verifies certificates of both CAs.
-        client_ca = Some(match client_ca {
-            Some(pem) => format!("{}\n{ca}", pem.trim_end()),
-            None => ca.clone(),
-        });
-    }
-    Ok((auth, client_ca))
-}
-
-/// Record in `/configz` whether the controller `name` started (`None`) or
-/// why not.
-fn record_status(configz: &Configz, name: &str, not_started: Option<&str>) {
-    let status = match not_started {
-        None => serde_json::json!({"Started": true}),
-        Some(reason) => serde_json::json!({"Started": false, "Reason": reason}),
-    };
-    configz.update(|doc| {
-        doc[crate::names::manager::CONFIGZ_NAME]["ControllerStatus"][name] = status;
-    });
-}
-
-/// The `/configz` document: the effective flags, by Go's names.
-fn configz(o: &ManagerOptions) -> serde_json::Value {
-    serde_json::json!({
-        "Generic": {
-            "Controllers": o.controllers,
-            "ClientConnection": {"QPS": o.kube_api_qps, "Burst": o.kube_api_burst},
-            "LeaderElection": {
-                "LeaderElect": o.leader_elect,
-                "LeaseDuration": format!("{:?}", o.leader_elect_lease_duration),
-                "RenewDeadline": format!("{:?}", o.leader_elect_renew_deadline),
-                "RetryPeriod": format!("{:?}", o.leader_elect_retry_period),
-                "ResourceName": o.leader_elect_resource_name,
-                "ResourceNamespace": o.leader_elect_resource_namespace,
-            },
-        },
-        "KubeCloudShared": {
-            "CloudProvider": {"Name": o.cloud_provider, "CloudConfigFile": o.cloud_config},
-            "ClusterName": o.cluster_name,
-            "ClusterCIDR": o.cluster_cidr,
-            "AllocateNodeCIDRs": o.allocate_node_cidrs,
-            "ConfigureCloudRoutes": o.configure_cloud_routes,
-            "NodeMonitorPeriod": format!("{:?}", o.node_monitor_period),
-            "RouteReconciliationPeriod": format!("{:?}", o.route_reconciliation_period),
-        },
-        "NodeController": {"ConcurrentNodeSyncs": o.concurrent_node_syncs},
-        "ServiceController": {"ConcurrentServiceSyncs": o.concurrent_service_syncs},
-        "NodeStatusUpdateFrequency": format!("{:?}", o.node_status_update_frequency),
-    })
 }
 
 /// What runs once the servers are up: elections and controller terms.
