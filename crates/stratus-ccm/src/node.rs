@@ -256,12 +256,11 @@ impl NodeController {
         ))
         .health(self.health.clone())
         .watches_resynced(&self.nodes, resync, |node: &Node| {
-            let labels = node.metadata.labels.as_ref();
-            let mirrored = cloud_labels::mirror_beta_labels(labels.unwrap_or(&BTreeMap::new()));
-            node.metadata
-                .name
-                .clone()
-                .filter(|_| !is_uninitialized(node) && !mirrored.is_empty())
+            static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+            let labels = node.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+            node.metadata.name.clone().filter(|_| {
+                !is_uninitialized(node) && !cloud_labels::mirror_beta_labels(labels).is_empty()
+            })
         });
         let period = self.config.status_update_frequency;
         let refresh = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
