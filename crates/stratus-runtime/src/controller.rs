@@ -97,7 +97,8 @@ pub struct Controller<K> {
     workers: usize,
     subscriptions: Vec<Subscribe<K>>,
     reconciles: Option<ControllerReconcileMetrics>,
-    passes: bool,
+    /// The period of its passes, if each reconcile is one.
+    passes: Option<Duration>,
 }
 
 impl<K> Debug for Controller<K> {
@@ -122,7 +123,7 @@ where
             workers: 1,
             subscriptions: Vec::new(),
             reconciles: None,
-            passes: false,
+            passes: None,
         }
     }
 
@@ -154,8 +155,7 @@ where
     /// Each reconcile is a pass expected every `period`: the health turns
     /// unhealthy after three periods without one.
     pub fn passes_every(mut self, period: Duration) -> Self {
-        self.health = self.health.expect_pass_every(period);
-        self.passes = true;
+        self.passes = Some(period);
         self
     }
 
@@ -318,6 +318,10 @@ where
             reconciles,
             passes,
         } = self;
+        let health = match passes {
+            Some(period) => health.expect_pass_every(period),
+            None => health,
+        };
         let watched: Vec<Box<dyn Watched>> = subscriptions
             .into_iter()
             .map(|subscribe| subscribe(&queue, &health))
@@ -334,7 +338,7 @@ where
                         queue: queue.clone(),
                         health: health.clone(),
                         reconciles: reconciles.clone(),
-                        passes,
+                        passes: passes.is_some(),
                     }))
                 })
                 .collect();

@@ -1,6 +1,7 @@
 //! The controller shape through the harness: keys from a shared informer
 //! reconciled after the first list, writes seen through the API, retries
-//! as the error asks, requeues, batches, metrics, health, and stop.
+//! as the error asks, requeues, batches, metrics, health (passes expected
+//! included), and stop.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -184,11 +185,21 @@ async fn two_controllers_share_one_list_and_one_watch_and_a_pass_requeues_itself
         }
     };
 
+    // A periodic controller whose pass never comes (no key): its health,
+    // handed over after `passes_every`, turns unhealthy.
+    let idle_health = ControllerHealth::new();
+    let idle = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
+        .passes_every(Duration::from_millis(50))
+        .health(idle_health.clone())
+        .watches(&informer, |_: &ConfigMap| None::<&'static str>);
+    let nothing = |_: &'static str| async { Ok::<_, std::convert::Infallible>(Action::Done) };
+
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let running = tokio::spawn(async move {
         tokio::join!(
             batched.run_batched(Duration::from_millis(200), 10, batch, stop.clone()),
-            periodic.run(pass, stop),
+            periodic.run(pass, stop.clone()),
+            idle.run(nothing, stop),
         )
     });
     eventually("a reconciled", WAIT, || async {
@@ -213,6 +224,11 @@ async fn two_controllers_share_one_list_and_one_watch_and_a_pass_requeues_itself
     })
     .await;
     assert!(health.check().is_ok());
+    eventually("no pass in three periods: unhealthy", WAIT, || async {
+        idle_health.check().is_err()
+    })
+    .await;
+    assert!(health.check().is_ok(), "the periodic one still passes");
     assert_eq!(server.answered(Some(Verb::List), "configmaps", 200), 1);
     assert_eq!(server.answered(Some(Verb::Watch), "configmaps", 200), 1);
 
