@@ -328,7 +328,13 @@ where
             .collect();
         let ready = futures_util::future::join_all(watched.iter().map(|w| w.ready()));
         let listed = tokio::select! {
-            listed = ready => listed.iter().all(Result::is_ok),
+            listed = ready => match listed.into_iter().find_map(Result::err) {
+                None => true,
+                Some(stopped) => {
+                    tracing::warn!(error = %stopped, "a watched informer stopped; the controller does not start");
+                    false
+                }
+            },
             _ = crate::stopped(&mut stop) => false,
         };
         if listed {
