@@ -60,9 +60,11 @@ const STEPS: &[Step] = &[
         env: &[],
     },
     Step {
+        // Every test binary runs even after one fails, so one run shows
+        // every failure.
         name: "test",
         program: "cargo",
-        args: &["test", "--workspace", "--all-features"],
+        args: &["test", "--workspace", "--all-features", "--no-fail-fast"],
         env: &[],
     },
     Step {
