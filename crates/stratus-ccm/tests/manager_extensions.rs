@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kube::core::admission::AdmissionResponse;
 use stratus_ccm::app::{
-    CloudControllerManager, Command, ManagedController, ManagerError, ManagerOptions, OptionsError,
-    Started, Webhook,
+    CloudControllerManager, Command, CommandError, ManagedController, ManagerError, ManagerOptions,
+    OptionsError, Started, Webhook,
 };
 use stratus_cloud::CloudProvider;
 use stratus_cloud::names::ControllerNames;
@@ -305,7 +305,7 @@ async fn unknown_webhooks_clashing_names_and_failing_starts_are_errors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_command_passes_vendor_flags_to_the_cloud_initializer_and_controllers() {
+async fn the_command_passes_vendor_flags_to_the_built_in_provider_and_controllers() {
     let cluster = TestCluster::start().await.unwrap();
     let path = std::env::temp_dir().join(format!("stratus-ext-{}.kubeconfig", std::process::id()));
     cluster.server().write_kubeconfig(&path).unwrap();
@@ -313,16 +313,17 @@ async fn the_command_passes_vendor_flags_to_the_cloud_initializer_and_controller
     let seen_tag = Arc::new(std::sync::Mutex::new(String::new()));
     let seen = seen_tag.clone();
     let command = Command::with_flags::<AcmeFlags>()
-        .cloud_initializer(move |options, flags: &AcmeFlags| {
+        .provider("acme", move |options, flags: &AcmeFlags| {
             *seen.lock().unwrap() = format!("{}:{}", options.cloud_provider, flags.tag);
             Ok(Arc::new(FakeCloud::new()) as Arc<dyn CloudProvider>)
         })
         .without_controller("node-route-controller")
         .controller(tagging(starts.clone()));
     let (stop, stopped) = watch::channel(false);
+    // No --cloud-provider: the built-in provider is the default, and the
+    // options name it.
     let args = vec![
         "acme-ccm".to_string(),
-        "--cloud-provider=acme".into(),
         format!("--kubeconfig={}", path.display()),
         "--secure-port=0".into(),
         "--leader-elect=false".into(),
@@ -346,6 +347,30 @@ async fn the_command_passes_vendor_flags_to_the_cloud_initializer_and_controller
     assert_eq!(*seen_tag.lock().unwrap(), "acme:green");
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
+
+    // Another --cloud-provider is looked up in the registry, not given to
+    // the built-in initializer.
+    let (_stop, stopped) = watch::channel(false);
+    let err = Command::new()
+        .provider("acme", |_options, _flags| {
+            Ok(Arc::new(FakeCloud::new()) as Arc<dyn CloudProvider>)
+        })
+        .run_with_args(
+            [
+                "acme-ccm".to_string(),
+                "--cloud-provider=elsewhere".into(),
+                format!("--kubeconfig={}", path.display()),
+                "--secure-port=0".into(),
+                "--leader-elect=false".into(),
+            ],
+            stopped,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CommandError::Manager(ManagerError::Provider { name, .. }) if name == "elsewhere"),
+        "{err:?}"
+    );
     let _ = std::fs::remove_file(&path);
 
     // The vendor's flags are in --help, in their own group; bad ones fail.

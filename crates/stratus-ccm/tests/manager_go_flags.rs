@@ -390,8 +390,9 @@ async fn a_front_proxy_names_the_user_in_headers() {
         "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
     ];
     let cloud = FakeCloud::new();
-    let command = Command::new()
-        .cloud_initializer(move |_options, _flags| Ok(Arc::new(cloud) as Arc<dyn CloudProvider>));
+    let command = Command::new().provider("fake", move |_options, _flags| {
+        Ok(Arc::new(cloud) as Arc<dyn CloudProvider>)
+    });
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(command.run_with_args(args, stopped));
     let proxy = admin_client(

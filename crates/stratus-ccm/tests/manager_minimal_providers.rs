@@ -96,8 +96,9 @@ async fn start(name: &str, cloud: FakeCloud, extra: &[&str]) -> Running {
     args.extend(extra.iter().map(|a| a.to_string()));
     let provider = Arc::new(cloud.clone());
     let (stop, stopped) = watch::channel(false);
-    let command = Command::new()
-        .cloud_initializer(move |_options, _flags| Ok(provider as Arc<dyn CloudProvider>));
+    let command = Command::new().provider(name, move |_options, _flags| {
+        Ok(provider as Arc<dyn CloudProvider>)
+    });
     let task = tokio::spawn(command.run_with_args(args, stopped));
     let admin = insecure_client(([127, 0, 0, 1], port).into());
     eventually(

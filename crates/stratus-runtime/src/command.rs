@@ -109,3 +109,118 @@ impl std::fmt::Debug for VendorFlags {
         f.debug_struct("VendorFlags").finish_non_exhaustive()
     }
 }
+
+/// What the manager's and the virtual kubelet's `Command` builders share,
+/// so both have the same verbs: the vendor binary's version
+/// ([`with_version`](Self::with_version)), a built-in provider made from
+/// the typed flags ([`provider`](Self::provider)), the provider run when no
+/// flag names one ([`default_provider`](Self::default_provider)), and the
+/// parse that applies them. `I` is the command's provider initializer.
+///
+/// ```
+/// use stratus_runtime::command::Launcher;
+///
+/// #[derive(Debug, clap::Parser)]
+/// #[command(name = "acme-node", version)]
+/// struct Cli {
+///     #[arg(long, default_value = "")]
+///     provider: String,
+/// }
+///
+/// let launcher = Launcher::new().with_version("2.3.4").provider("acme", "the initializer");
+/// let cli: Cli = launcher.parse(["acme-node"]).unwrap();
+/// // No --provider: the built-in one, which is also the default.
+/// let name = launcher.provider_name(&cli.provider).unwrap().to_owned();
+/// assert_eq!(launcher.into_built_in(&name), Some("the initializer"));
+///
+/// let err = Launcher::<()>::new().with_version("2.3.4").parse::<Cli, _, _>(["acme-node", "--version"]);
+/// assert_eq!(err.err().unwrap().to_string(), "acme-node 2.3.4\n");
+/// ```
+pub struct Launcher<I> {
+    version: Option<&'static str>,
+    default_provider: Option<String>,
+    built_in: Option<(String, I)>,
+}
+
+impl<I> Default for Launcher<I> {
+    fn default() -> Self {
+        Self {
+            version: None,
+            default_provider: None,
+            built_in: None,
+        }
+    }
+}
+
+impl<I> std::fmt::Debug for Launcher<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launcher")
+            .field("version", &self.version)
+            .field("default_provider", &self.default_provider)
+            .field("built_in", &self.built_in.as_ref().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+impl<I> Launcher<I> {
+    /// No version of its own, no built-in provider, no default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `--version` prints `version` (the vendor binary's, typically
+    /// `env!("CARGO_PKG_VERSION")`) instead of the SDK's.
+    pub fn with_version(mut self, version: &'static str) -> Self {
+        self.version = Some(version);
+        self
+    }
+
+    /// The vendor binary's version, if set.
+    pub fn version(&self) -> Option<&'static str> {
+        self.version
+    }
+
+    /// Run `name` when the command's provider flag is empty.
+    pub fn default_provider(mut self, name: impl Into<String>) -> Self {
+        self.default_provider = Some(name.into());
+        self
+    }
+
+    /// A built-in provider called `name`, made by `initializer`; it is also
+    /// the default unless [`default_provider`](Self::default_provider)
+    /// named another (before or after).
+    pub fn provider(mut self, name: impl Into<String>, initializer: I) -> Self {
+        let name = name.into();
+        self.default_provider.get_or_insert_with(|| name.clone());
+        self.built_in = Some((name, initializer));
+        self
+    }
+
+    /// Parse `args` (the first is the program name) into `C`, with this
+    /// version (see [`parse_args_as`]).
+    pub fn parse<C, A, T>(&self, args: A) -> Result<C, clap::Error>
+    where
+        C: CommandFactory + FromArgMatches,
+        A: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        parse_args_as(args, self.version)
+    }
+
+    /// The provider to run: `given` (the provider flag), or the default
+    /// when it is empty; `None` when both are.
+    pub fn provider_name<'a>(&'a self, given: &'a str) -> Option<&'a str> {
+        match given.trim() {
+            "" => self.default_provider.as_deref(),
+            _ => Some(given),
+        }
+    }
+
+    /// The built-in provider's initializer if `selected` names it (else the
+    /// command looks `selected` up in its registry).
+    pub fn into_built_in(self, selected: &str) -> Option<I> {
+        self.built_in
+            .filter(|(name, _)| name == selected)
+            .map(|(_, initializer)| initializer)
+    }
+}

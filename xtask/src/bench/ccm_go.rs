@@ -784,7 +784,7 @@ pub(crate) fn stratus_manager(args: &[String]) -> Result<std::process::ExitCode,
     let argv = std::iter::once("cloud-controller-manager".to_owned())
         .chain(args[split + 1..].iter().cloned());
     Ok(stratus_ccm::app::Command::new()
-        .cloud_initializer(move |_, _| Ok(provider))
+        .provider("fake", move |_, _| Ok(provider))
         .run_main_with_args(argv))
 }
 

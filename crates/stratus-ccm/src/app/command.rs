@@ -25,7 +25,6 @@
 //! ```
 
 use std::ffi::OsString;
-use std::marker::PhantomData;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -33,8 +32,8 @@ use clap::{Args, Parser};
 use prometheus_client::registry::Registry;
 use stratus_cloud::CloudProvider;
 use stratus_runtime::admission::Webhook;
+use stratus_runtime::command::Launcher;
 pub use stratus_runtime::command::NoFlags;
-use stratus_runtime::command::parse_args_as;
 use tokio::sync::watch;
 
 use super::managed::{ManagedController, StartError};
@@ -80,8 +79,11 @@ type CloudInitializer<F> =
 
 /// The manager command a vendor's `main` builds (Go's `CommandBuilder`):
 /// the controllers (the built-in ones plus the vendor's), admission
-/// webhooks, the vendor's own flags, and optionally a cloud initializer
-/// that reads them instead of the provider registry.
+/// webhooks, the vendor's own flags, and optionally a built-in provider
+/// made from them (Go's `InitCloudFunc`). It has the virtual kubelet
+/// command's verbs: [`provider`](Self::provider),
+/// [`default_provider`](Self::default_provider),
+/// [`with_version`](Self::with_version), `run_main` and `run_with_args`.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -110,7 +112,7 @@ type CloudInitializer<F> =
 ///
 /// fn main() -> std::process::ExitCode {
 ///     Command::with_flags::<MyFlags>()
-///         .cloud_initializer(|_options, flags: &MyFlags| {
+///         .provider("my-cloud", |_options, flags: &MyFlags| {
 ///             Ok(Arc::new(MyCloud { endpoint: flags.endpoint.clone() }) as Arc<dyn CloudProvider>)
 ///         })
 ///         .controller(
@@ -133,10 +135,9 @@ type CloudInitializer<F> =
 pub struct Command<F = NoFlags> {
     controllers: Vec<ManagedController>,
     webhooks: Vec<Webhook>,
-    cloud_initializer: Option<CloudInitializer<F>>,
     registry: Option<Registry>,
-    version: Option<&'static str>,
-    flags: PhantomData<fn() -> F>,
+    /// The version, the built-in provider and the default one.
+    launcher: Launcher<CloudInitializer<F>>,
 }
 
 impl<F> std::fmt::Debug for Command<F> {
@@ -144,6 +145,7 @@ impl<F> std::fmt::Debug for Command<F> {
         f.debug_struct("Command")
             .field("controllers", &self.controllers)
             .field("webhooks", &self.webhooks)
+            .field("launcher", &self.launcher)
             .finish_non_exhaustive()
     }
 }
@@ -169,10 +171,8 @@ impl Command<NoFlags> {
         Command {
             controllers: default_controllers(),
             webhooks: Vec::new(),
-            cloud_initializer: None,
             registry: None,
-            version: None,
-            flags: PhantomData,
+            launcher: Launcher::new(),
         }
     }
 }
@@ -201,15 +201,41 @@ where
         self
     }
 
-    /// Make the provider from the flags (Go's `InitCloudFunc`) instead of
-    /// the registry.
-    pub fn cloud_initializer<I>(mut self, initializer: I) -> Self
+    /// A built-in provider called `name`, made by `initializer` from the
+    /// validated flags and the vendor's, typed (Go's `InitCloudFunc`):
+    /// `--cloud-provider=name` runs it, and so does no `--cloud-provider`
+    /// at all unless [`default_provider`](Self::default_provider) named
+    /// another; any other `--cloud-provider` is looked up in the registry.
+    pub fn provider<I>(mut self, name: impl Into<String>, initializer: I) -> Self
     where
         I: FnOnce(&ManagerOptions, &F) -> Result<Arc<dyn CloudProvider>, StartError>
             + Send
             + 'static,
     {
-        self.cloud_initializer = Some(Box::new(initializer));
+        self.launcher = self.launcher.provider(name, Box::new(initializer));
+        self
+    }
+
+    /// Run the registered provider `name` when `--cloud-provider` is not
+    /// given (a binary built for one cloud). Without a default (and without
+    /// a built-in provider) `--cloud-provider` is required, as in Go.
+    ///
+    /// ```
+    /// use stratus_ccm::app::{Command, CommandError, ManagerError};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let (_stop, stopped) = tokio::sync::watch::channel(false);
+    /// let outcome = Command::new()
+    ///     .default_provider("nowhere")
+    ///     .run_with_args(["acme-cloud-controller-manager", "--kubeconfig=/nonexistent"], stopped)
+    ///     .await;
+    /// // The flags are valid: no --cloud-provider is needed.
+    /// assert!(!matches!(outcome, Err(CommandError::Args(_))
+    ///     | Err(CommandError::Manager(ManagerError::Options(_)))), "{outcome:?}");
+    /// # });
+    /// ```
+    pub fn default_provider(mut self, name: impl Into<String>) -> Self {
+        self.launcher = self.launcher.default_provider(name);
         self
     }
 
@@ -236,12 +262,27 @@ where
     /// # });
     /// ```
     pub fn with_version(mut self, version: &'static str) -> Self {
-        self.version = Some(version);
+        self.launcher = self.launcher.with_version(version);
         self
+    }
+
+    /// Parse `args`: the manager's options (`--cloud-provider` filled in
+    /// with the default when empty) and the vendor's flags.
+    fn parse<I, T>(&self, args: I) -> Result<Cli<F>, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut cli: Cli<F> = self.launcher.parse(args)?;
+        if let Some(name) = self.launcher.provider_name(&cli.options.cloud_provider) {
+            cli.options.cloud_provider = name.to_owned();
+        }
+        Ok(cli)
     }
 
     fn manager(self, cli: Cli<F>) -> CloudControllerManager {
         let flags = Arc::new(cli.flags);
+        let built_in = self.launcher.into_built_in(&cli.options.cloud_provider);
         let mut manager = CloudControllerManager::new(cli.options)
             .with_controllers(self.controllers)
             .with_flags(flags.clone());
@@ -251,7 +292,7 @@ where
         if let Some(registry) = self.registry {
             manager = manager.with_registry(registry);
         }
-        if let Some(initializer) = self.cloud_initializer {
+        if let Some(initializer) = built_in {
             manager = manager
                 .with_provider_factory(Box::new(move |options| initializer(options, &flags)));
         }
@@ -270,7 +311,7 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli: Cli<F> = parse_args_as(args, self.version)?;
+        let cli = self.parse(args)?;
         self.manager(cli).run(stop).await?;
         Ok(())
     }
@@ -292,7 +333,7 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli: Cli<F> = match parse_args_as(args, self.version) {
+        let cli = match self.parse(args) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
         };

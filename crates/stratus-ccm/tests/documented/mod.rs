@@ -39,10 +39,9 @@ impl DocumentedManager {
         ];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         let provider = cloud.clone();
-        let command =
-            stratus_ccm::app::Command::new().cloud_initializer(move |_options, _flags| {
-                Ok(Arc::new(provider) as Arc<dyn stratus_cloud::CloudProvider>)
-            });
+        let command = stratus_ccm::app::Command::new().provider("fake", move |_options, _flags| {
+            Ok(Arc::new(provider) as Arc<dyn stratus_cloud::CloudProvider>)
+        });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(command.run_with_args(args, stopped));
         Self {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Parser};
 use stratus_runtime::auth::{DelegatedAuth, DelegatedAuthConfig};
 pub use stratus_runtime::command::NoFlags;
-use stratus_runtime::command::{VendorFlags, parse_args_as};
+use stratus_runtime::command::{Launcher, VendorFlags};
 use stratus_runtime::tls::reloading_pem_files;
 use tokio::sync::watch;
 
@@ -111,12 +111,8 @@ pub enum CommandError {
 /// }
 /// ```
 pub struct Command<F = NoFlags> {
-    default_provider: Option<String>,
-    /// The built-in provider: its name and how it is made from the typed
-    /// flags.
-    initializer: Option<(String, Initializer<F>)>,
-    /// The vendor binary's version, if set.
-    version: Option<&'static str>,
+    /// The version, the built-in provider and the default one.
+    launcher: Launcher<Initializer<F>>,
 }
 
 /// Makes a built-in provider from the node's context and the typed flags.
@@ -125,8 +121,8 @@ type Initializer<F> = Arc<dyn Fn(ProviderInit, &F) -> ProvidersFuture + Send + S
 impl<F> std::fmt::Debug for Command<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Command")
-            .field("default_provider", &self.default_provider)
-            .finish_non_exhaustive()
+            .field("launcher", &self.launcher)
+            .finish()
     }
 }
 
@@ -148,9 +144,7 @@ impl Command<NoFlags> {
     /// factory reads them with [`ProviderInit::flags`].
     pub fn with_flags<G>() -> Command<G> {
         Command {
-            default_provider: None,
-            initializer: None,
-            version: None,
+            launcher: Launcher::new(),
         }
     }
 }
@@ -166,7 +160,7 @@ where
     /// stratus_kubelet::app::Command::new().default_provider("process").run_main();
     /// ```
     pub fn default_provider(mut self, name: impl Into<String>) -> Self {
-        self.default_provider = Some(name.into());
+        self.launcher = self.launcher.default_provider(name);
         self
     }
 
@@ -189,13 +183,13 @@ where
     /// # });
     /// ```
     pub fn with_version(mut self, version: &'static str) -> Self {
-        self.version = Some(version);
+        self.launcher = self.launcher.with_version(version);
         self
     }
 
     /// A built-in provider called `name`, made by `initializer` from each
     /// node's context and the vendor's flags, typed (as the manager's
-    /// `cloud_initializer`): `--provider=name` runs it, and so does no
+    /// `Command::provider`): `--provider=name` runs it, and so does no
     /// `--provider` at all unless [`default_provider`](Self::default_provider)
     /// named another; any other `--provider` is looked up in the registry.
     ///
@@ -229,39 +223,38 @@ where
         I: Fn(ProviderInit, &F) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<Providers, String>> + Send + 'static,
     {
-        let name = name.into();
-        self.default_provider.get_or_insert_with(|| name.clone());
         let initializer: Initializer<F> =
             Arc::new(move |init, flags| Box::pin(initializer(init, flags)));
-        self.initializer = Some((name, initializer));
+        self.launcher = self.launcher.provider(name, initializer);
         self
     }
 
-    /// The built-in provider's factory, over the parsed flags, if
-    /// `--provider` names it.
-    fn built_in(&self, options: &KubeletOptions, flags: &Arc<F>) -> Option<AsyncFactory> {
-        let (name, initializer) = self.initializer.as_ref()?;
-        if *name != options.provider {
-            return None;
-        }
-        let (initializer, flags) = (initializer.clone(), flags.clone());
-        Some(Arc::new(move |init| initializer(init, &flags)))
-    }
-
-    fn parse<I, T>(&self, args: I) -> Result<(KubeletOptions, F), clap::Error>
+    /// Parse `args`: the options (`--provider` filled in with the default
+    /// when empty), the vendor's flags, and the built-in provider's
+    /// factory over them if `--provider` names it.
+    fn parse<I, T>(
+        self,
+        args: I,
+    ) -> Result<(KubeletOptions, VendorFlags, Option<AsyncFactory>), clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli: Cli<F> = parse_args_as(args, self.version)?;
+        let cli: Cli<F> = self.launcher.parse(args)?;
         let mut options = cli.options;
-        options.binary_version = self.version.map(str::to_owned);
-        if options.provider.is_empty()
-            && let Some(name) = &self.default_provider
-        {
-            options.provider = name.clone();
+        options.binary_version = self.launcher.version().map(str::to_owned);
+        if let Some(name) = self.launcher.provider_name(&options.provider) {
+            options.provider = name.to_owned();
         }
-        Ok((options, cli.flags))
+        let flags = Arc::new(cli.flags);
+        let built_in = self
+            .launcher
+            .into_built_in(&options.provider)
+            .map(|initializer| {
+                let flags = flags.clone();
+                Arc::new(move |init| initializer(init, &flags)) as AsyncFactory
+            });
+        Ok((options, VendorFlags::from_arc(flags), built_in))
     }
 
     /// Parse `args` (the first is the program name) and run until `stop`.
@@ -274,26 +267,33 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let (options, flags) = self.parse(args)?;
-        let flags = Arc::new(flags);
-        let built_in = self.built_in(&options, &flags);
-        run(options, VendorFlags::from_arc(flags), built_in, stop).await
+        let (options, flags, built_in) = self.parse(args)?;
+        run(options, flags, built_in, stop).await
     }
 
     /// The whole `main`: parse the process arguments, log to standard
     /// error, run until SIGTERM or Ctrl-C, and exit 0, or 1 with the reason
     /// (2 for bad arguments, 0 after `--help` / `--version`).
     pub fn run_main(self) -> ExitCode {
-        let (options, flags) = match self.parse(std::env::args_os()) {
+        self.run_main_with_args(std::env::args_os())
+    }
+
+    /// [`Command::run_main`] with these arguments (the first is the program
+    /// name) instead of the process's: for a binary that runs the virtual
+    /// kubelet as one of several commands. Call it outside any async
+    /// runtime (it starts its own).
+    pub fn run_main_with_args<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let (options, flags, built_in) = match self.parse(args) {
             Ok(parsed) => parsed,
             Err(e) => e.exit(),
         };
         let _ = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .try_init();
-        let flags = Arc::new(flags);
-        let built_in = self.built_in(&options, &flags);
-        let flags = VendorFlags::from_arc(flags);
         stratus_runtime::run_until_terminated("stopping the virtual node", |stopped| {
             run(options, flags, built_in, stopped)
         })
