@@ -16,7 +16,7 @@
 //!
 //! let command = Command::parse_from(["my-ccm", "--cloud-provider=fake", "--controllers=*,-route"]);
 //! assert!(command.options.validate(&known_controllers()).is_empty());
-//! assert_eq!(command.options.secure_port, 10258);
+//! assert_eq!(command.options.secure_serving.secure_port, 10258);
 //! ```
 
 mod builtin;
@@ -37,7 +37,12 @@ pub use managed::{ControllerContext, ControllerTask, ManagedController, StartErr
 pub use manager::{
     CloudControllerManager, ManagerError, ProviderFactory, RunningManager, TokioSpawner,
 };
-pub use options::{FEATURE_GATES, ManagerOptions, OptionsError, VmoduleRule, parse_cidr_list};
+pub use options::{
+    AuthenticationOptions, AuthorizationOptions, DebuggingOptions, FEATURE_GATES, GenericOptions,
+    KubeCloudSharedOptions, LeaderMigrationOptions, LogsOptions, ManagerOptions, MetricsOptions,
+    NodeControllerOptions, NodeIpamControllerOptions, OptionsError, SecureServingOptions,
+    ServiceControllerOptions, VmoduleRule, WebhookOptions, WebhookServingOptions, parse_cidr_list,
+};
 pub use registry::{
     CloudFactory, EXTERNAL_PROVIDER, InitError, ProviderRegistry, RegistryError, global_registry,
     init_cloud_provider, is_cloud_provider, is_external, register_cloud_provider,

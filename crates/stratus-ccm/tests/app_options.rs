@@ -21,13 +21,13 @@ fn parse(args: &[&str]) -> ManagerOptions {
 #[test]
 fn defaults_are_go_s_except_where_documented() {
     let o = parse(&["--cloud-provider", "fake"]);
-    assert_eq!(o.controllers, ["*"]);
-    assert!(o.leader_elect);
+    assert_eq!(o.generic.controllers, ["*"]);
+    assert!(o.generic.leader_elect);
     assert_eq!(
         (
-            o.leader_elect_lease_duration,
-            o.leader_elect_renew_deadline,
-            o.leader_elect_retry_period
+            o.generic.leader_elect_lease_duration,
+            o.generic.leader_elect_renew_deadline,
+            o.generic.leader_elect_retry_period
         ),
         (
             Duration::from_secs(15),
@@ -35,40 +35,55 @@ fn defaults_are_go_s_except_where_documented() {
             Duration::from_secs(2)
         )
     );
-    assert_eq!(o.leader_elect_resource_name, "cloud-controller-manager");
-    assert_eq!(o.leader_elect_resource_namespace, "kube-system");
-    assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
-    assert_eq!(o.node_monitor_period, Duration::from_secs(5));
-    assert_eq!(o.route_reconciliation_period, Duration::from_secs(10));
-    assert!(o.configure_cloud_routes && !o.allocate_node_cidrs);
-    assert_eq!((o.kube_api_qps, o.kube_api_burst), (20.0, 30));
     assert_eq!(
-        (o.secure_port, o.bind_address.to_string().as_str()),
+        o.generic.leader_elect_resource_name,
+        "cloud-controller-manager"
+    );
+    assert_eq!(o.generic.leader_elect_resource_namespace, "kube-system");
+    assert_eq!(o.node_status_update_frequency, Duration::from_secs(300));
+    assert_eq!(o.cloud.node_monitor_period, Duration::from_secs(5));
+    assert_eq!(o.cloud.route_reconciliation_period, Duration::from_secs(10));
+    assert!(o.cloud.configure_cloud_routes && !o.cloud.allocate_node_cidrs);
+    assert_eq!(
+        (o.generic.kube_api_qps, o.generic.kube_api_burst),
+        (20.0, 30)
+    );
+    assert_eq!(
+        (
+            o.secure_serving.secure_port,
+            o.secure_serving.bind_address.to_string().as_str()
+        ),
         (10258, "0.0.0.0")
     );
-    assert_eq!(o.cluster_name, "kubernetes");
+    assert_eq!(o.cloud.cluster_name, "kubernetes");
     let v4 = stratus_ccm::app::parse_cidr_list("--cluster-cidr", "10.0.0.0/8").unwrap();
     assert_eq!(o.node_cidr_mask_sizes(&v4).unwrap(), (24, 64));
     // Go's concurrency (1 and 1); ours: the two-pass deletion safeguard.
     assert_eq!(
-        (o.concurrent_node_syncs, o.concurrent_service_syncs),
+        (
+            o.node_controller.concurrent_node_syncs,
+            o.service_controller.concurrent_service_syncs
+        ),
         (1, 1)
     );
-    assert_eq!(o.node_gone_confirmations, 2);
+    assert_eq!(o.node_controller.node_gone_confirmations, 2);
     // Webhooks: none enabled, port 10260 on all addresses; exit on a lost
     // Lease.
-    assert!(o.webhooks.is_empty());
+    assert!(o.webhook.webhooks.is_empty());
     assert_eq!(
         (
-            o.webhook_secure_port,
-            o.webhook_bind_address.to_string().as_str()
+            o.webhook_serving.webhook_secure_port,
+            o.webhook_serving.webhook_bind_address.to_string().as_str()
         ),
         (10260, "0.0.0.0")
     );
-    assert!(!o.leader_elect_recampaign);
+    assert!(!o.generic.leader_elect_recampaign);
     // Batching and classes: ours.
     assert_eq!(
-        (o.node_batch_window, o.node_max_batch),
+        (
+            o.node_controller.node_batch_window,
+            o.node_controller.node_max_batch
+        ),
         (Duration::from_millis(10), 500)
     );
     assert!(o.load_balancer_classes().is_none(), "the provider decides");
@@ -85,8 +100,8 @@ fn a_repeated_flag_takes_its_last_value_and_lists_append() {
         "--webhooks=a",
         "--webhooks=-b",
     ]);
-    assert_eq!(o.secure_port, 2);
-    assert_eq!(o.controllers, ["cloud-node", "service"]);
+    assert_eq!(o.secure_serving.secure_port, 2);
+    assert_eq!(o.generic.controllers, ["cloud-node", "service"]);
     assert_eq!(o.enabled_webhooks(&["a", "b"]).unwrap(), ["a"]);
     let off = parse(&["--webhooks=*", "--webhook-secure-port=0"]);
     assert!(
@@ -128,11 +143,13 @@ fn go_style_values_parse() {
         "-v",
         "4",
     ]);
-    assert!(!o.leader_elect && !o.configure_cloud_routes && o.allocate_node_cidrs);
+    assert!(
+        !o.generic.leader_elect && !o.cloud.configure_cloud_routes && o.cloud.allocate_node_cidrs
+    );
     assert_eq!(o.node_status_update_frequency, Duration::from_secs(90));
-    assert_eq!(o.verbosity, 4);
+    assert_eq!(o.logs.verbosity, 4);
     let known = known_controllers();
-    let entries = canonicalize(&o.controllers, &known).unwrap();
+    let entries = canonicalize(&o.generic.controllers, &known).unwrap();
     assert_eq!(
         enabled(&known, &entries),
         ["cloud-node-controller", "service-lb-controller"]

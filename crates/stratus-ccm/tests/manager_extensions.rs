@@ -314,7 +314,7 @@ async fn the_command_passes_vendor_flags_to_the_built_in_provider_and_controller
     let seen = seen_tag.clone();
     let command = Command::with_flags::<AcmeFlags>()
         .provider("acme", move |options, flags: &AcmeFlags| {
-            *seen.lock().unwrap() = format!("{}:{}", options.cloud_provider, flags.tag);
+            *seen.lock().unwrap() = format!("{}:{}", options.cloud.cloud_provider, flags.tag);
             Ok(Arc::new(FakeCloud::new()) as Arc<dyn CloudProvider>)
         })
         .without_controller("node-route-controller")

@@ -170,7 +170,7 @@ fn every_flag_of_go_s_manager_is_accepted() {
     let all: Vec<String> = flags.iter().map(|(f, v)| format!("--{f}={v}")).collect();
     let options = parse(&all).unwrap();
     assert!(options.validate(&known_controllers()).is_empty());
-    assert!(options.use_service_account_credentials);
+    assert!(options.cloud.use_service_account_credentials);
     assert!(options.feature_gates().unwrap()["CloudControllerManagerWebhook"]);
     assert_eq!(options.vmodule_rules().unwrap().len(), 2);
     let warnings = options.ignored_flag_warnings();
@@ -198,7 +198,7 @@ fn every_flag_of_go_s_manager_is_accepted() {
         "--profiling".into(),
     ])
     .unwrap();
-    assert!(bare.use_service_account_credentials && bare.profiling == Some(true));
+    assert!(bare.cloud.use_service_account_credentials && bare.debugging.profiling == Some(true));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -96,17 +96,17 @@ fn cloud_node(ctx: ControllerContext) -> Start {
     }
     let o = &ctx.options;
     let config = NodeControllerConfig {
-        workers: o.concurrent_node_syncs,
-        cluster_name: o.cluster_name.clone(),
+        workers: o.node_controller.concurrent_node_syncs,
+        cluster_name: o.cloud.cluster_name.clone(),
         status_update_frequency: o.node_status_update_frequency,
         // Go: 0 means `--concurrent-node-syncs`.
-        status_update_workers: match o.concurrent_node_status_updates {
-            0 => o.concurrent_node_syncs,
+        status_update_workers: match o.node_controller.concurrent_node_status_updates {
+            0 => o.node_controller.concurrent_node_syncs,
             n => n,
         },
-        refresh_labels: o.refresh_node_labels,
-        batch_window: o.node_batch_window,
-        max_batch: o.node_max_batch,
+        refresh_labels: o.node_controller.refresh_node_labels,
+        batch_window: o.node_controller.node_batch_window,
+        max_batch: o.node_controller.node_max_batch,
         resync_period: Some(ctx.resync_period),
         ..NodeControllerConfig::default()
     };
@@ -122,9 +122,9 @@ fn cloud_node_lifecycle(ctx: ControllerContext) -> Start {
     }
     let o = &ctx.options;
     let config = LifecycleConfig {
-        monitor_period: o.node_monitor_period,
-        gone_confirmations: o.node_gone_confirmations,
-        min_node_age: o.node_min_age_before_deletion,
+        monitor_period: o.cloud.node_monitor_period,
+        gone_confirmations: o.node_controller.node_gone_confirmations,
+        min_node_age: o.node_controller.node_min_age_before_deletion,
     };
     let controller =
         LifecycleController::new(ctx.client, ctx.informers.nodes(), ctx.provider, config)
@@ -141,10 +141,13 @@ fn service_lb(ctx: ControllerContext) -> Start {
     }
     let o = &ctx.options;
     let config = ServiceControllerConfig {
-        workers: o.concurrent_service_syncs,
-        cluster_name: o.cluster_name.clone(),
-        drift_check_period: (!o.load_balancer_drift_check_period.is_zero())
-            .then_some(o.load_balancer_drift_check_period),
+        workers: o.service_controller.concurrent_service_syncs,
+        cluster_name: o.cloud.cluster_name.clone(),
+        drift_check_period: (!o
+            .service_controller
+            .load_balancer_drift_check_period
+            .is_zero())
+        .then_some(o.service_controller.load_balancer_drift_check_period),
         classes: o.load_balancer_classes(),
         resync_period: Some(ctx.resync_period),
         ..ServiceControllerConfig::default()
@@ -164,7 +167,7 @@ fn service_lb(ctx: ControllerContext) -> Start {
 fn node_route(ctx: ControllerContext) -> Start {
     let o = &ctx.options;
     // Go's order of checks (`startRouteController`).
-    if !o.configure_cloud_routes {
+    if !o.cloud.configure_cloud_routes {
         return Ok(Started::not_enabled("--configure-cloud-routes is false"));
     }
     if ctx.provider.routes().is_none() {
@@ -174,13 +177,13 @@ fn node_route(ctx: ControllerContext) -> Start {
     }
     // As Go: routes to configure and no cluster CIDR to take them from is
     // an error that stops the manager, not a controller quietly left off.
-    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?;
+    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cloud.cluster_cidr)?;
     if cluster_cidrs.is_empty() {
         return Err(EMPTY_CLUSTER_CIDR.into());
     }
     let mut config = RouteControllerConfig::new(cluster_cidrs);
-    config.cluster_name = o.cluster_name.clone();
-    config.reconcile_period = o.route_reconciliation_period;
+    config.cluster_name = o.cloud.cluster_name.clone();
+    config.reconcile_period = o.cloud.route_reconciliation_period;
     config.watch_based = o.feature_gates()?["CloudControllerManagerWatchBasedRoutesReconciliation"];
     config.resync_period = Some(ctx.resync_period);
     let controller = RouteController::new(ctx.client, ctx.informers.nodes(), ctx.provider, config)
@@ -191,14 +194,16 @@ fn node_route(ctx: ControllerContext) -> Start {
 
 fn node_ipam(ctx: ControllerContext) -> Start {
     let o = &ctx.options;
-    if !o.allocate_node_cidrs {
+    if !o.cloud.allocate_node_cidrs {
         return Ok(Started::not_enabled("--allocate-node-cidrs is false"));
     }
-    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cluster_cidr)?;
+    let cluster_cidrs = parse_cidr_list("--cluster-cidr", &o.cloud.cluster_cidr)?;
     let (ipv4_mask, ipv6_mask) = o.node_cidr_mask_sizes(&cluster_cidrs)?;
     let mut config = NodeIpamConfig::new(cluster_cidrs);
-    config.service_cidrs =
-        parse_cidr_list("--service-cluster-ip-range", &o.service_cluster_ip_range)?;
+    config.service_cidrs = parse_cidr_list(
+        "--service-cluster-ip-range",
+        &o.node_ipam_controller.service_cluster_ip_range,
+    )?;
     config.node_cidr_mask_size_ipv4 = ipv4_mask;
     config.node_cidr_mask_size_ipv6 = ipv6_mask;
     let controller = NodeIpamController::new(ctx.client, ctx.informers.nodes(), config)?

@@ -274,15 +274,20 @@ where
         T: Into<OsString> + Clone,
     {
         let mut cli: Cli<F> = self.launcher.parse(args)?;
-        if let Some(name) = self.launcher.provider_name(&cli.options.cloud_provider) {
-            cli.options.cloud_provider = name.to_owned();
+        if let Some(name) = self
+            .launcher
+            .provider_name(&cli.options.cloud.cloud_provider)
+        {
+            cli.options.cloud.cloud_provider = name.to_owned();
         }
         Ok(cli)
     }
 
     fn manager(self, cli: Cli<F>) -> CloudControllerManager {
         let flags = Arc::new(cli.flags);
-        let built_in = self.launcher.into_built_in(&cli.options.cloud_provider);
+        let built_in = self
+            .launcher
+            .into_built_in(&cli.options.cloud.cloud_provider);
         let mut manager = CloudControllerManager::new(cli.options)
             .with_controllers(self.controllers)
             .with_flags(flags.clone());

@@ -54,7 +54,7 @@ pub fn vmodule_level(rules: &[VmoduleRule], target: &str, base: u8) -> u8 {
 /// within any `--log-flush-frequency`). `RUST_LOG`, when set, takes
 /// precedence over `-v` and `--vmodule`.
 pub(crate) fn init_logging(options: &ManagerOptions) {
-    let json = options.logging_format == "json";
+    let json = options.logs.logging_format == "json";
     let layer = |json: bool| -> Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync> {
         let base = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
         if json {
@@ -71,7 +71,7 @@ pub(crate) fn init_logging(options: &ManagerOptions) {
         return;
     }
     let rules = options.vmodule_rules().unwrap_or_default();
-    let verbosity = options.verbosity;
+    let verbosity = options.logs.verbosity;
     let filter = tracing_subscriber::filter::filter_fn(move |meta| {
         *meta.level() <= level_of(vmodule_level(&rules, meta.target(), verbosity))
     });

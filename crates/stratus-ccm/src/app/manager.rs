@@ -26,6 +26,7 @@
 
 mod configz;
 mod connect;
+mod running;
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -37,7 +38,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use stratus_cloud::host::{BoxTask, Spawn};
 use stratus_cloud::{CloudProvider, InitContext, ShutdownSignal};
 use stratus_runtime::admin::{AdminError, AdminServer, Configz};
 use stratus_runtime::admission::{Webhook, WebhookMetrics, WebhookServer, WebhookServerError};
@@ -56,6 +56,7 @@ use super::options::{ManagerOptions, OptionsError};
 use crate::metrics::CcmMetrics;
 use configz::{configz, record_status};
 use connect::{delegated_auth, load_config};
+pub use running::{RunningManager, TokioSpawner};
 
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -133,54 +134,6 @@ impl std::fmt::Debug for CloudControllerManager {
         f.debug_struct("CloudControllerManager")
             .field("options", &self.options)
             .finish_non_exhaustive()
-    }
-}
-
-/// A started manager.
-#[derive(Debug)]
-pub struct RunningManager {
-    admin_addr: Option<SocketAddr>,
-    webhook_addr: Option<SocketAddr>,
-    task: JoinHandle<Result<(), ManagerError>>,
-}
-
-impl RunningManager {
-    /// Where the admin server listens, if it serves.
-    pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin_addr
-    }
-
-    /// Where the webhook server listens, if some webhook is enabled.
-    pub fn webhook_addr(&self) -> Option<SocketAddr> {
-        self.webhook_addr
-    }
-
-    /// Stop at once, as a crashed process would: the controllers are
-    /// aborted and the Lease is neither renewed nor released, so another
-    /// manager takes over only once it expires (tests of failover).
-    pub fn abort(&self) {
-        self.task.abort();
-    }
-
-    /// Wait for the manager to stop.
-    pub async fn wait(self) -> Result<(), ManagerError> {
-        match self.task.await {
-            Ok(result) => result,
-            Err(e) => Err(ManagerError::Task(e.to_string())),
-        }
-    }
-}
-
-/// Runs provider tasks on the current tokio runtime: what the manager puts
-/// in a provider's [`InitContext`](stratus_cloud::InitContext), and what a
-/// test or tool that initializes a provider itself can hand it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TokioSpawner;
-
-impl Spawn for TokioSpawner {
-    fn spawn(&self, name: &str, task: BoxTask) {
-        tracing::debug!(task = name, "starting a provider task");
-        tokio::spawn(task);
     }
 }
 
@@ -317,13 +270,13 @@ impl CloudControllerManager {
             tracing::warn!("{warning}");
         }
         let mut client_options = ClientOptions::new("cloud-controller-manager");
-        client_options.qps = o.kube_api_qps;
-        client_options.burst = o.kube_api_burst;
+        client_options.qps = o.generic.kube_api_qps;
+        client_options.burst = o.generic.kube_api_burst;
         let rest_client = stratus_runtime::metrics::RestClientMetrics::new();
         client_options.metrics = Some(rest_client.clone());
         // Per-controller ServiceAccount clients are made from the same
         // cluster configuration.
-        let config = match (&self.client, o.use_service_account_credentials) {
+        let config = match (&self.client, o.cloud.use_service_account_credentials) {
             (Some(_), false) => None,
             _ => Some(load_config(&o).await?),
         };
@@ -337,7 +290,7 @@ impl CloudControllerManager {
                 build_client(config, &client_options)?
             }
         };
-        let credentials = match (o.use_service_account_credentials, config) {
+        let credentials = match (o.cloud.use_service_account_credentials, config) {
             (true, Some(config)) => Some(Credentials {
                 config,
                 options: client_options.clone(),
@@ -345,16 +298,16 @@ impl CloudControllerManager {
             _ => None,
         };
         let provider_error = |message: String| ManagerError::Provider {
-            name: o.cloud_provider.clone(),
+            name: o.cloud.cloud_provider.clone(),
             message,
         };
         let provider = match (self.provider, self.provider_factory) {
             (Some(p), _) => p,
             (None, Some(factory)) => factory(&o).map_err(|e| provider_error(e.to_string()))?,
             (None, None) => {
-                let config =
-                    (!o.cloud_config.is_empty()).then(|| std::path::Path::new(&o.cloud_config));
-                super::init_cloud_provider(&o.cloud_provider, config)
+                let config = (!o.cloud.cloud_config.is_empty())
+                    .then(|| std::path::Path::new(&o.cloud.cloud_config));
+                super::init_cloud_provider(&o.cloud.cloud_provider, config)
                     .map_err(|e| provider_error(e.to_string()))?
                     .ok_or_else(|| {
                         provider_error(
@@ -367,7 +320,7 @@ impl CloudControllerManager {
         // A provider with only the legacy Instances and Zones answers the
         // node controllers through them, as Go's do.
         let provider = stratus_cloud::legacy::with_legacy_instances(provider);
-        if !provider.has_cluster_id() && !o.allow_untagged_cloud {
+        if !provider.has_cluster_id() && !o.cloud.allow_untagged_cloud {
             return Err(provider_error("no ClusterID found. A ClusterID is required for the cloud provider to function properly. This check can be bypassed by setting the allow-untagged-cloud option".into()));
         }
 
@@ -390,17 +343,21 @@ impl CloudControllerManager {
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
             leading.clone(),
         );
-        if o.leader_elect {
+        if o.generic.leader_elect {
             leading
-                .get_or_create(&vec![("name", o.leader_elect_resource_name.clone())])
+                .get_or_create(&vec![(
+                    "name",
+                    o.generic.leader_elect_resource_name.clone(),
+                )])
                 .set(0);
         }
 
         let webhook_addr = match enabled_webhooks.is_empty() {
             true => None,
             false => {
+                let serving = &o.webhook_serving;
                 let addr = self.webhook_addr.unwrap_or_else(|| {
-                    SocketAddr::new(o.webhook_bind_address, o.webhook_secure_port)
+                    SocketAddr::new(serving.webhook_bind_address, serving.webhook_secure_port)
                 });
                 let mut builder = WebhookServer::builder(addr)
                     .metrics(webhook_metrics)
@@ -415,9 +372,10 @@ impl CloudControllerManager {
                         builder = builder.webhook(webhook);
                     }
                 }
-                if let (Some(cert), Some(key)) =
-                    (&o.webhook_tls_cert_file, &o.webhook_tls_private_key_file)
-                {
+                if let (Some(cert), Some(key)) = (
+                    &serving.webhook_tls_cert_file,
+                    &serving.webhook_tls_private_key_file,
+                ) {
                     builder = builder.certificate(
                         stratus_runtime::tls::from_pem_files(cert, key)
                             .map_err(WebhookServerError::from)?,
@@ -434,8 +392,10 @@ impl CloudControllerManager {
         let configz_doc = Configz::new(serde_json::json!({
             crate::names::manager::CONFIGZ_NAME: configz(&o),
         }));
+        let serving = &o.secure_serving;
         let admin_addr = self.admin_addr.or_else(|| {
-            (o.secure_port != 0).then(|| SocketAddr::new(o.bind_address, o.secure_port))
+            (serving.secure_port != 0)
+                .then(|| SocketAddr::new(serving.bind_address, serving.secure_port))
         });
         let admin = match admin_addr {
             Some(addr) => {
@@ -447,7 +407,9 @@ impl CloudControllerManager {
                     .metrics_filter(metrics_filter)
                     .serving(admin_serving)
                     .shared_configz(configz_doc.clone());
-                if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
+                if let (Some(cert), Some(key)) =
+                    (&serving.tls_cert_file, &serving.tls_private_key_file)
+                {
                     builder = builder.certificate(
                         stratus_runtime::tls::from_pem_files(cert, key)
                             .map_err(AdminError::from)?,
@@ -465,7 +427,7 @@ impl CloudControllerManager {
             tokio::spawn(admin.serve(stop.clone()));
         }
         // `validate` accepted the entries: they parse.
-        let entries = canonicalize(&o.controllers, &known).unwrap_or_default();
+        let entries = canonicalize(&o.generic.controllers, &known).unwrap_or_default();
         let (controllers, disabled): (Vec<_>, Vec<_>) = self
             .controllers
             .into_iter()
@@ -596,7 +558,7 @@ impl Manager {
         self.leading
             .get_or_create(&vec![(
                 "name",
-                self.options.leader_elect_resource_name.clone(),
+                self.options.generic.leader_elect_resource_name.clone(),
             )])
             .set(i64::from(leading));
     }
@@ -605,18 +567,19 @@ impl Manager {
         let o = self.options.clone();
         let (shutdown_trigger, shutdown) = ShutdownSignal::new();
         let mut initialized = false;
-        let mut elector = o.leader_elect.then(|| {
+        let g = &o.generic;
+        let mut elector = g.leader_elect.then(|| {
             LeaderElector::new(
                 self.client.clone(),
                 LeaseLock::new(
-                    &o.leader_elect_resource_namespace,
-                    &o.leader_elect_resource_name,
+                    &g.leader_elect_resource_namespace,
+                    &g.leader_elect_resource_name,
                 ),
                 self.identity.clone(),
                 ElectionConfig {
-                    lease_duration: o.leader_elect_lease_duration,
-                    renew_deadline: o.leader_elect_renew_deadline,
-                    retry_period: o.leader_elect_retry_period,
+                    lease_duration: g.leader_elect_lease_duration,
+                    renew_deadline: g.leader_elect_renew_deadline,
+                    retry_period: g.leader_elect_retry_period,
                     release_on_cancel: true,
                 },
             )
@@ -637,7 +600,7 @@ impl Manager {
             }
             if !initialized {
                 let init = InitContext::new(
-                    o.cluster_name.clone(),
+                    o.cloud.cluster_name.clone(),
                     shutdown.clone(),
                     Arc::new(TokioSpawner),
                 )
@@ -647,7 +610,7 @@ impl Manager {
                         l.release().await;
                     }
                     break Err(ManagerError::Provider {
-                        name: o.cloud_provider.clone(),
+                        name: o.cloud.cloud_provider.clone(),
                         message: format!("initialize: {e}"),
                     });
                 }
@@ -666,7 +629,7 @@ impl Manager {
             }
             match end {
                 Ok(TermEnd::Stopped) => break Ok(()),
-                Ok(TermEnd::Lost) if o.leader_elect_recampaign && !*stop.borrow() => {
+                Ok(TermEnd::Lost) if o.generic.leader_elect_recampaign && !*stop.borrow() => {
                     tracing::warn!("leader election lost; campaigning again");
                     self.checks.remove("leaderElection");
                 }
@@ -690,7 +653,7 @@ impl Manager {
         let mut tasks = Tasks(Vec::new());
         let mut failed = None;
         // Go draws one resync period for its shared informers per start.
-        let resync_period = stratus_runtime::wait::jitter(o.min_resync_period, 1.0);
+        let resync_period = stratus_runtime::wait::jitter(o.generic.min_resync_period, 1.0);
         // One watch per kind for every controller of this term (Go's shared
         // informer factory); it stops once the controllers have.
         let informers = crate::informers::SharedInformers::new(self.client.clone());
@@ -753,9 +716,9 @@ impl Manager {
                 gauge.set(0);
             };
             tasks.0.push((name, tokio::spawn(watched)));
-            if !o.controller_start_interval.is_zero() {
+            if !o.generic.controller_start_interval.is_zero() {
                 // Jittered by up to 100 %, as Go's `wait.Jitter(interval, 1.0)`.
-                let pause = stratus_runtime::wait::jitter(o.controller_start_interval, 1.0);
+                let pause = stratus_runtime::wait::jitter(o.generic.controller_start_interval, 1.0);
                 tokio::time::sleep(pause).await;
             }
         }

@@ -50,39 +50,44 @@ pub(super) async fn delegated_auth(
         }
     };
     let config = DelegatedAuthConfig {
-        always_allow_paths: o.authorization_always_allow_paths.clone(),
-        authentication_cache_ttl: o.authentication_token_webhook_cache_ttl,
-        authorized_cache_ttl: o.authorization_webhook_cache_authorized_ttl,
-        unauthorized_cache_ttl: o.authorization_webhook_cache_unauthorized_ttl,
+        always_allow_paths: o.authorization.authorization_always_allow_paths.clone(),
+        authentication_cache_ttl: o.authentication.authentication_token_webhook_cache_ttl,
+        authorized_cache_ttl: o.authorization.authorization_webhook_cache_authorized_ttl,
+        unauthorized_cache_ttl: o.authorization.authorization_webhook_cache_unauthorized_ttl,
         ..Default::default()
     };
-    let authn_client = client_for(&o.authentication_kubeconfig).await?;
-    let mut auth = DelegatedAuth::new(client_for(&o.authorization_kubeconfig).await?, config)
-        .with_authentication_client(authn_client.clone());
+    let authn_client = client_for(&o.authentication.authentication_kubeconfig).await?;
+    let mut auth = DelegatedAuth::new(
+        client_for(&o.authorization.authorization_kubeconfig).await?,
+        config,
+    )
+    .with_authentication_client(authn_client.clone());
     let read = |flag: &str, path: &std::path::Path| {
         std::fs::read_to_string(path)
             .map_err(|e| ManagerError::ClientCa(format!("{flag} {}: {e}", path.display())))
     };
     let mut client_ca = o
+        .authentication
         .client_ca_file
         .as_deref()
         .map(|p| read("--client-ca-file", p))
         .transpose()?;
     let mut proxy_ca = o
+        .authentication
         .requestheader_client_ca_file
         .as_deref()
         .map(|p| read("--requestheader-client-ca-file", p))
         .transpose()?;
-    let mut proxy_names = o.requestheader_allowed_names.clone();
+    let mut proxy_names = o.authentication.requestheader_allowed_names.clone();
     let (mut user_headers, mut group_headers, mut extra_prefixes, mut uid_headers) = (
-        o.requestheader_username_headers.clone(),
-        o.requestheader_group_headers.clone(),
-        o.requestheader_extra_headers_prefix.clone(),
-        o.requestheader_uid_headers.clone(),
+        o.authentication.requestheader_username_headers.clone(),
+        o.authentication.requestheader_group_headers.clone(),
+        o.authentication.requestheader_extra_headers_prefix.clone(),
+        o.authentication.requestheader_uid_headers.clone(),
     );
     // Go's `lookupMissingConfigInCluster`: what the flags leave out comes
     // from kube-system/extension-apiserver-authentication.
-    if !o.authentication_skip_lookup && (client_ca.is_none() || proxy_ca.is_none()) {
+    if !o.authentication.authentication_skip_lookup && (client_ca.is_none() || proxy_ca.is_none()) {
         let maps: kube::Api<ConfigMap> = kube::Api::namespaced(authn_client, "kube-system");
         match maps.get_opt("extension-apiserver-authentication").await {
             Ok(found) => {
@@ -108,7 +113,7 @@ pub(super) async fn delegated_auth(
                     uid_headers = list("requestheader-uid-headers").unwrap_or(uid_headers);
                 }
             }
-            Err(e) if o.authentication_tolerate_lookup_failure => {
+            Err(e) if o.authentication.authentication_tolerate_lookup_failure => {
                 tracing::warn!(error = %e, "cannot read kube-system/extension-apiserver-authentication; continuing without its client CAs (--authentication-tolerate-lookup-failure)");
             }
             Err(e) => {
