@@ -57,14 +57,10 @@ pub(crate) struct Inner {
     /// Set when the server shuts down.
     closing: watch::Sender<bool>,
     generate: Mutex<u64>,
-    /// The harness's client identity towards kubelets.
-    kubelet: crate::kubelet_client::KubeletClient,
-    /// The key ServiceAccount tokens are signed with.
-    token_signer: crate::auth::service_account_jwt::Signer,
 }
 
 impl Inner {
-    pub(crate) fn new(settings: Settings) -> Result<Arc<Self>, String> {
+    pub(crate) fn new(settings: Settings) -> Arc<Self> {
         let defs = crate::resources::builtin();
         let store = Store::new(defs.len(), settings.history, settings.history_bytes);
         for (index, def) in defs.iter().enumerate() {
@@ -73,10 +69,8 @@ impl Inner {
             }
         }
         let defs = Registry::new(defs);
-        let kubelet = crate::kubelet_client::KubeletClient::new()?;
-        let token_signer = crate::auth::service_account_jwt::Signer::new()?;
         let log = RequestLog::with_budget(settings.request_log_bytes);
-        Ok(Arc::new(Self {
+        Arc::new(Self {
             defs,
             store,
             alloc: Allocators::default(),
@@ -87,9 +81,7 @@ impl Inner {
             watch_epoch: watch::channel(0).0,
             closing: watch::channel(false).0,
             generate: Mutex::new(0x5eed),
-            kubelet,
-            token_signer,
-        }))
+        })
     }
 
     /// The served resources: the built-in ones and those of
@@ -136,16 +128,6 @@ impl Inner {
     /// Set when the server shuts down.
     pub(crate) fn closing(&self) -> &watch::Sender<bool> {
         &self.closing
-    }
-
-    /// The harness's client identity towards kubelets.
-    pub(crate) fn kubelet(&self) -> &crate::kubelet_client::KubeletClient {
-        &self.kubelet
-    }
-
-    /// The key ServiceAccount tokens are signed with.
-    pub(crate) fn token_signer(&self) -> &crate::auth::service_account_jwt::Signer {
-        &self.token_signer
     }
 
     /// A random-looking 5-character suffix for `generateName`, from the

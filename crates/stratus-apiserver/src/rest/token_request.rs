@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::auth::service_account_jwt::{ISSUER, claims};
+use crate::auth::service_account_jwt::{ISSUER, Signer, claims};
 use crate::controls::ReviewUser;
 use crate::error::{ApiError, Cause};
 use crate::meta;
@@ -19,7 +19,12 @@ const DEFAULT_EXPIRATION: u64 = 3600;
 const MIN_EXPIRATION: u64 = 600;
 
 /// Issue a token for the ServiceAccount `req` names.
-pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result<Answer, ApiError> {
+pub(crate) fn issue(
+    inner: &Inner,
+    signer: &Signer,
+    req: &ResourceRequest,
+    body: &[u8],
+) -> Result<Answer, ApiError> {
     let def = &inner.defs().get(req.def);
     let namespace = req.ns_key().to_owned();
     let name = req.name.clone().unwrap_or_default();
@@ -64,8 +69,7 @@ pub(crate) fn issue(inner: &Inner, req: &ResourceRequest, body: &[u8]) -> Result
         now,
         seconds as i64,
     );
-    let token = inner
-        .token_signer()
+    let token = signer
         .sign(&claims)
         .map_err(|e| ApiError::internal(format!("signing the token: {e}")))?;
     let user = ReviewUser {

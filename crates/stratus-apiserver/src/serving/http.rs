@@ -14,6 +14,7 @@ use hyper::upgrade::OnUpgrade;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::keys::Keys;
 use crate::auth::rbac;
 use crate::body::Body;
 use crate::controls::{FaultAction, RequestRecord, Verb};
@@ -268,6 +269,7 @@ fn check_options(method: &Method, req: &ResourceRequest) -> Result<(), ApiError>
 
 async fn resource(
     inner: &Arc<Inner>,
+    keys: &Keys,
     method: &Method,
     req: ResourceRequest,
     parts: &http::request::Parts,
@@ -333,7 +335,15 @@ async fn resource(
                 name: req.name.clone().unwrap_or_default(),
                 sub: sub.clone().unwrap_or_default(),
             };
-            kubelet::proxy(inner, target, parts, Bytes::new(), on_upgrade).await
+            kubelet::proxy(
+                inner,
+                &keys.kubelet,
+                target,
+                parts,
+                Bytes::new(),
+                on_upgrade,
+            )
+            .await
         }
         (_, true, Some("proxy")) => {
             let target = kubelet_client::Target::Node {
@@ -341,7 +351,7 @@ async fn resource(
                 path: String::new(),
             };
             let body = req.incoming(read_body(inner, body).await?);
-            kubelet::proxy(inner, target, parts, body, on_upgrade).await
+            kubelet::proxy(inner, &keys.kubelet, target, parts, body, on_upgrade).await
         }
         (&Method::POST, false, None) => {
             let body = req.incoming(json_body(inner, parts, body).await?);
@@ -361,7 +371,12 @@ async fn resource(
         }
         (&Method::POST, true, Some("token")) => {
             let body = req.incoming(json_body(inner, parts, body).await?);
-            answer(crate::rest::token_request::issue(inner, &req, &body))
+            answer(crate::rest::token_request::issue(
+                inner,
+                &keys.token_signer,
+                &req,
+                &body,
+            ))
         }
         (&Method::POST, true, Some("eviction")) => {
             let body = req.incoming(json_body(inner, parts, body).await?);
@@ -580,6 +595,7 @@ fn warning_value(text: &str) -> String {
 
 pub(crate) async fn handle(
     inner: Arc<Inner>,
+    keys: Arc<Keys>,
     mut req: Request<Incoming>,
     host: Arc<str>,
     peer: Option<Arc<crate::controls::ReviewUser>>,
@@ -605,7 +621,7 @@ pub(crate) async fn handle(
         .map(|u| u.username.clone())
         .unwrap_or_default();
     let method = parts.method.clone();
-    let mut routed = route(&inner, parts.uri.path(), &query, &user_agent, &host);
+    let mut routed = route(&inner, &keys, parts.uri.path(), &query, &user_agent, &host);
 
     let (verb, resource_name, namespace, name) = match &routed {
         Ok(Route::Resource(r)) => {
@@ -696,10 +712,11 @@ pub(crate) async fn handle(
                     });
                 r.conversion = conversion.clone().map(Arc::new);
                 let watching = r.query.flag("watch");
-                let mut resp = match resource(&inner, &method, r, &parts, body, on_upgrade).await {
-                    Ok(resp) => resp,
-                    Err(e) => error_response(&e),
-                };
+                let mut resp =
+                    match resource(&inner, &keys, &method, r, &parts, body, on_upgrade).await {
+                        Ok(resp) => resp,
+                        Err(e) => error_response(&e),
+                    };
                 if let Some(conversion) = &conversion {
                     resp = conversion.outgoing(resp, watching).await;
                 }
@@ -709,7 +726,10 @@ pub(crate) async fn handle(
             (None, Ok(Route::NodeProxy { name, path })) => {
                 let target = kubelet_client::Target::Node { name, path };
                 let proxied = match read_body(&inner, body).await {
-                    Ok(bytes) => kubelet::proxy(&inner, target, &parts, bytes, on_upgrade).await,
+                    Ok(bytes) => {
+                        kubelet::proxy(&inner, &keys.kubelet, target, &parts, bytes, on_upgrade)
+                            .await
+                    }
                     Err(e) => Err(e),
                 };
                 proxied.unwrap_or_else(|e| error_response(&e))

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::body::Body;
 use crate::error::ApiError;
+use crate::kubelet_client::KubeletClient;
 use crate::kubelet_client::Target;
 use crate::serving::stream_translation::Translation;
 use crate::state::Inner;
@@ -210,6 +211,7 @@ fn backend_error(e: impl std::fmt::Display) -> ApiError {
 /// Proxy one request to its kubelet.
 pub(crate) async fn proxy(
     inner: &Arc<Inner>,
+    client: &KubeletClient,
     target: Target,
     parts: &http::request::Parts,
     body: Bytes,
@@ -222,7 +224,7 @@ pub(crate) async fn proxy(
     let _ = tcp.set_nodelay(true);
     let server_name = ServerName::try_from(host.clone())
         .map_err(|e| backend_error(format!("bad kubelet host {host:?}: {e}")))?;
-    let connector = tokio_rustls::TlsConnector::from(inner.kubelet().config.clone());
+    let connector = tokio_rustls::TlsConnector::from(client.config.clone());
     let tls = connector
         .connect(server_name, tcp)
         .await

@@ -5,6 +5,7 @@
 
 pub(crate) mod discovery;
 pub(crate) mod http;
+pub(crate) mod keys;
 pub(crate) mod kubelet;
 pub(crate) mod route;
 pub(crate) mod server;

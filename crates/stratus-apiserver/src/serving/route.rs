@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::keys::Keys;
 use crate::error::ApiError;
 use crate::openapi;
 use crate::serving::discovery;
@@ -51,6 +52,7 @@ fn find_def(inner: &Inner, group: &str, version: &str, plural: &str) -> Option<u
 
 pub(crate) fn route(
     inner: &Inner,
+    keys: &Keys,
     path: &str,
     query: &Query,
     user_agent: &str,
@@ -112,7 +114,7 @@ pub(crate) fn route(
                 crate::auth::service_account_jwt::openid_configuration(),
             ));
         }
-        ["openid", "v1", "jwks"] => return Ok(Route::Document(inner.token_signer().jwks())),
+        ["openid", "v1", "jwks"] => return Ok(Route::Document(keys.token_signer.jwks())),
         ["openapi", "v3"] => return Ok(Route::Document(openapi::root(&inner.defs().served()))),
         ["openapi", "v2"] => return Ok(Route::OpenApiV2),
         ["openapi", "v3", "api", v] => {

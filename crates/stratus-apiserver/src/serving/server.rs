@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 use tokio::task::JoinHandle;
 
+use super::keys::Keys;
 use crate::auth::rbac;
 use crate::rest::write;
 use crate::serving::{http, tls};
@@ -163,14 +164,15 @@ impl ApiServerBuilder {
     /// Start serving.
     pub async fn start(self) -> Result<ApiServer, ApiServerError> {
         let rbac = self.settings.rbac;
-        let inner = Inner::new(self.settings).map_err(ApiServerError::Tls)?;
+        let inner = Inner::new(self.settings);
+        let keys = Keys::new().map_err(ApiServerError::Tls)?;
         let tls = match self.tls {
             true => Some(Arc::new(
-                tls::self_signed(inner.kubelet().ca.ca_pem()).map_err(ApiServerError::Tls)?,
+                tls::self_signed(keys.client_ca_pem()).map_err(ApiServerError::Tls)?,
             )),
             false => None,
         };
-        seed_defaults(&inner)?;
+        seed_defaults(&inner, keys.client_ca_pem())?;
         if rbac {
             for object in rbac::bootstrap() {
                 create_json(&inner, object)?;
@@ -192,6 +194,7 @@ impl ApiServerBuilder {
         let (generation, _) = tokio_watch::channel(0u64);
         let task = spawn_serving(
             inner.clone(),
+            keys.clone(),
             Acceptor::new(listener, self.connections.clone()),
             addr,
             generation.subscribe(),
@@ -200,6 +203,7 @@ impl ApiServerBuilder {
         );
         Ok(ApiServer {
             inner,
+            keys,
             addr,
             task: Some(task),
             generation,
@@ -213,7 +217,7 @@ impl ApiServerBuilder {
 /// as kube-apiserver publishes it.
 const EXTENSION_APISERVER_AUTHENTICATION: &str = "extension-apiserver-authentication";
 
-fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
+fn seed_defaults(inner: &Inner, client_ca_pem: &str) -> Result<(), ApiServerError> {
     for object in crate::flowcontrol::bootstrap() {
         create_json(inner, object)?;
     }
@@ -233,7 +237,7 @@ fn seed_defaults(inner: &Inner) -> Result<(), ApiServerError> {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": EXTENSION_APISERVER_AUTHENTICATION, "namespace": "kube-system"},
-            "data": {"client-ca-file": inner.kubelet().ca.ca_pem()}
+            "data": {"client-ca-file": client_ca_pem}
         }),
     )?;
     create_json(
@@ -296,6 +300,7 @@ fn create_json(inner: &Inner, obj: Value) -> Result<Value, ApiServerError> {
 
 fn spawn_serving(
     inner: Arc<Inner>,
+    keys: Arc<Keys>,
     acceptor: Acceptor,
     addr: SocketAddr,
     mut generation: tokio_watch::Receiver<u64>,
@@ -313,7 +318,7 @@ fn spawn_serving(
                 _ = generation.changed() => break,
                 _ = closing.changed() => break,
             };
-            let inner = inner.clone();
+            let (inner, keys) = (inner.clone(), keys.clone());
             let host = host.clone();
             let tls_acceptor = tls_acceptor.clone();
             let (builder, limits) = (builder.clone(), limits.clone());
@@ -322,12 +327,12 @@ fn spawn_serving(
             tokio::spawn(async move {
                 let service = |peer: Option<Arc<crate::ReviewUser>>| {
                     hyper::service::service_fn(move |req| {
-                        let inner = inner.clone();
+                        let (inner, keys) = (inner.clone(), keys.clone());
                         let host = host.clone();
                         let peer = peer.clone();
                         async move {
                             Ok::<_, std::convert::Infallible>(
-                                http::handle(inner, req, host, peer).await,
+                                http::handle(inner, keys, req, host, peer).await,
                             )
                         }
                     })
@@ -382,7 +387,7 @@ fn spawn_serving(
 /// Signs certificate requests with the harness's CA.
 #[derive(Clone)]
 pub struct CaSigner {
-    inner: Arc<Inner>,
+    keys: Arc<Keys>,
 }
 
 impl std::fmt::Debug for CaSigner {
@@ -395,8 +400,8 @@ impl CaSigner {
     /// Sign a PEM certificate signing request, valid for `validity`: the
     /// certificate, PEM.
     pub fn sign(&self, csr_pem: &str, validity: Duration) -> Result<String, ApiServerError> {
-        self.inner
-            .kubelet()
+        self.keys
+            .kubelet
             .ca
             .sign_request(csr_pem, validity)
             .map_err(|e| ApiServerError::Tls(e.to_string()))
@@ -406,6 +411,8 @@ impl CaSigner {
 /// A running in-memory API server. Dropping it stops it.
 pub struct ApiServer {
     pub(crate) inner: Arc<Inner>,
+    /// Serving's own keys (kubelet client, token signer).
+    keys: Arc<Keys>,
     addr: SocketAddr,
     task: Option<JoinHandle<()>>,
     generation: tokio_watch::Sender<u64>,
@@ -456,7 +463,7 @@ impl ApiServer {
     /// kube-apiserver does, as `client-ca-file` of the ConfigMap
     /// `kube-system/extension-apiserver-authentication`.
     pub fn kubelet_client_ca_pem(&self) -> &str {
-        self.inner.kubelet().ca.ca_pem()
+        self.keys.client_ca_pem()
     }
 
     /// A client certificate and key (PEM) for `user` in `groups` (at most
@@ -468,8 +475,8 @@ impl ApiServer {
         user: &str,
         groups: &[&str],
     ) -> Result<(String, String), ApiServerError> {
-        self.inner
-            .kubelet()
+        self.keys
+            .kubelet
             .ca
             .issue_client(user, groups)
             .map_err(|e| ApiServerError::Tls(e.to_string()))
@@ -480,7 +487,7 @@ impl ApiServer {
     /// from other tasks. Used by `stratus_testing::csr_signer`.
     pub fn ca_signer(&self) -> CaSigner {
         CaSigner {
-            inner: self.inner.clone(),
+            keys: self.keys.clone(),
         }
     }
 
@@ -728,6 +735,7 @@ impl ApiServer {
         let listener = bind_retry(self.addr).await?;
         self.task = Some(spawn_serving(
             self.inner.clone(),
+            self.keys.clone(),
             Acceptor::new(listener, self.connections.clone()),
             self.addr,
             self.generation.subscribe(),
