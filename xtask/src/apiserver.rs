@@ -164,7 +164,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         "try: kubectl --kubeconfig {} get namespaces",
         args.kubeconfig.display()
     );
-    crate::wait_for_signal().await;
+    stratus_runtime::terminated().await;
     println!("shutting down");
     let _ = stop.send(true);
     for task in [scheduler, deployments].into_iter().flatten() {
@@ -235,7 +235,7 @@ async fn start_offload_node(
         .write_kubeconfig(kubeconfig)
         .map_err(|e| format!("the remote kubeconfig: {e}"))?;
     let root = start_process_node(remote.server(), REMOTE_NODE, false, stopped.clone()).await?;
-    let node = crate::demo_offload::offload_node(
+    let node = stratus_demo::offload_node(
         &stratus_testing::kubelet_api::KubeletApiSite::harness(server),
         name,
         remote.client(),

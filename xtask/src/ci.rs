@@ -95,6 +95,12 @@ const STEPS: &[Step] = &[
             "sample-cloud-controller-manager",
             "--exclude",
             "sample-virtual-kubelet",
+            "--exclude",
+            "stratus-cluster",
+            "--exclude",
+            "stratus-bench",
+            "--exclude",
+            "stratus-demo",
             "--allow-dirty",
         ],
         // A target directory of its own: the packed crates are registry

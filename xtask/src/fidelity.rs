@@ -21,8 +21,8 @@ use http::Method;
 use serde_json::{Value, json};
 use stratus_testing::ApiServer;
 
-use crate::cluster;
 use crate::error::BoxError;
+use stratus_cluster as cluster;
 
 mod compare;
 use compare::{comparable, first_difference};

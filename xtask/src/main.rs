@@ -3,7 +3,8 @@
 //! - `ci`: formatting, lints, tests and docs, as CI runs them.
 //! - `apiserver`: the harness's in-memory API server in the foreground.
 //! - `cluster`: a real control plane (etcd, kube-apiserver,
-//!   kube-controller-manager, kube-scheduler) built from Go modules.
+//!   kube-controller-manager, kube-scheduler) built from Go modules
+//!   (`tools/stratus-cluster`).
 //! - `demo`: a demo cluster on the embedded API server.
 //! - `e2e`: the end-to-end checks against a cluster (a kubeconfig).
 //! - `fidelity`: the harness and kube-apiserver answering one request
@@ -11,7 +12,8 @@
 //! - `fuzz`: the parsers of network and user input, fed mutated inputs.
 //! - `soak`: the demo's components as processes under churn and API
 //!   faults, their memory and descriptors sampled.
-//! - `bench`: benchmarks, reported as ratios to a floor.
+//! - `bench`: benchmarks, reported as ratios to a floor or to a Go peer:
+//!   the `stratus-bench` binary (`tools/stratus-bench`), in release.
 //! - `manifests`: the deploy manifests under `docs/deploy/`.
 //! - `new-provider`: `cargo stratus new` (cargo-stratus/) with this
 //!   checkout as the generated crate's Stratus.
@@ -19,14 +21,7 @@
 //!   supported Kubernetes minor.
 
 mod apiserver;
-mod bench;
 mod ci;
-mod cluster;
-mod demo;
-mod demo_local_cloud;
-mod demo_offload;
-mod demo_process;
-mod demo_web;
 mod e2e;
 mod error;
 mod fidelity;
@@ -34,18 +29,11 @@ mod fuzz;
 mod fuzz_live;
 mod fuzz_targets;
 mod generated;
-mod go_peers;
-mod heap_meter;
 mod kubernetes_versions;
 mod manifests;
 mod module_cycles;
 mod protobuf_schema;
 mod soak;
-
-/// Counts the controllers' heap in `bench ccm`; otherwise the system
-/// allocator with two atomic additions per allocation on tagged threads.
-#[global_allocator]
-static ALLOCATOR: heap_meter::HeapMeter = heap_meter::HeapMeter;
 
 use std::process::ExitCode;
 
@@ -81,10 +69,6 @@ tasks:
               check every library crate against each supported Kubernetes minor (1.34 to 1.37)";
 
 /// Wait for SIGINT or SIGTERM.
-pub(crate) async fn wait_for_signal() {
-    stratus_runtime::terminated().await;
-}
-
 fn runtime() -> Option<tokio::runtime::Runtime> {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -128,18 +112,43 @@ where
     }
 }
 
+/// `cargo xtask bench <suite> ...`: the benchmark binary (`stratus-bench`,
+/// with its own allocator), built and run in release.
+fn bench(args: &[String]) -> ExitCode {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "stratus-bench",
+            "--",
+        ])
+        .args(args)
+        .status();
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(s) => ExitCode::from(u8::try_from(s.code().unwrap_or(1)).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("could not run the benchmarks: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&args[1..]),
         Some("apiserver") => parse_and_run(&args, apiserver::run),
-        Some("bench") => bench::run(&args[1..]),
-        Some("cluster") => parse_and_run(&args, cluster::run),
-        Some("demo") => parse_and_run(&args, demo::run),
+        Some("bench") => bench(&args[1..]),
+        Some("cluster") => parse_and_run(&args, stratus_cluster::run),
+        Some("demo") => parse_and_run(&args, stratus_demo::run),
         Some("e2e") => parse_and_run(&args, e2e::run),
         Some("fidelity") => parse_and_run(&args, fidelity::run),
         Some("fuzz") => fuzz::run(&args[1..]),
-        Some("go-peers") => go_peers::run(&args[1..]),
+        Some("go-peers") => stratus_cluster::go_peers::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
         Some("manifests") => manifests::run(&args[1..]),
         Some("module-cycles") => module_cycles::run(&args[1..]),

@@ -27,7 +27,7 @@ type Module = Vec<String>;
 type Cycle = Vec<(Module, Vec<String>)>;
 
 /// Where the crates are, relative to the workspace root.
-const CRATE_FOLDERS: &[&str] = &["crates", "examples"];
+const CRATE_FOLDERS: &[&str] = &["crates", "examples", "tools"];
 
 /// `cargo xtask module-cycles [ROOT]`.
 pub(crate) fn run(args: &[String]) -> ExitCode {

@@ -69,7 +69,7 @@ impl Component {
         let Some(pid) = self.pid() else {
             return;
         };
-        let rss = crate::bench::measure::process_rss_bytes(&pid.to_string()).unwrap_or(0.0);
+        let rss = stratus_cluster::host::process_rss_bytes(&pid.to_string()).unwrap_or(0.0);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
         self.samples.push((minutes, rss, fds as f64));
     }
@@ -98,7 +98,7 @@ struct Settings {
 
 fn settings(args: &[String]) -> Result<Settings, String> {
     let mut total = Duration::from_secs(120);
-    for (flag, value) in crate::bench::measure::number_flags(args)? {
+    for (flag, value) in stratus_cluster::host::number_flags(args)? {
         total = match flag {
             "--minutes" => Duration::from_secs(value * 60),
             "--seconds" => Duration::from_secs(value),
@@ -309,7 +309,7 @@ fn steady_faults(server: &ApiServer) {
 
 /// The run.
 async fn soak(settings: Settings) -> Result<BTreeMap<String, f64>, BoxError> {
-    let bin = crate::bench::measure::build_binaries(
+    let bin = stratus_cluster::host::build_binaries(
         false,
         &[
             "sample-cloud-controller-manager",
