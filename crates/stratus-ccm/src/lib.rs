@@ -38,6 +38,7 @@
 //! ```
 
 pub mod app;
+mod context;
 pub mod informers;
 mod instrumented;
 pub mod ipam;

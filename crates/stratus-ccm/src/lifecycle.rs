@@ -24,15 +24,16 @@ use stratus_runtime::controller::Controller;
 use stratus_runtime::informer::SharedInformer;
 use stratus_runtime::workqueue::{Action, WorkQueue, default_controller_rate_limiter};
 
+use crate::context::{Context, Part};
 use crate::metrics::CcmMetrics;
 use crate::names::events;
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch};
 use kube_runtime::reflector::Store;
 use serde_json::json;
 use stratus_cloud::names::{controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceState, check_batch_len};
-use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::events::EventType;
 use stratus_runtime::health::ControllerHealth;
 use tokio::sync::watch;
 
@@ -93,15 +94,9 @@ fn age(node: &Node) -> Duration {
 
 /// The cloud-node-lifecycle controller.
 pub struct LifecycleController {
-    client: kube::Client,
-    /// The shared Node informer it reads.
-    nodes: SharedInformer<Node>,
-    cloud: Arc<dyn CloudProvider>,
+    ctx: Context,
     config: LifecycleConfig,
-    recorder: EventRecorder,
     gone_seen: HashMap<String, u32>,
-    metrics: CcmMetrics,
-    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for LifecycleController {
@@ -124,19 +119,11 @@ impl LifecycleController {
     ) -> Self {
         // Legacy Instances and Zones answer for InstancesV2 (as in Go).
         let cloud = stratus_cloud::legacy::with_legacy_instances(cloud);
-        let recorder = EventRecorder::new(
-            client.clone(),
-            controllers::CLOUD_NODE_LIFECYCLE.event_component,
-        );
+        let component = controllers::CLOUD_NODE_LIFECYCLE.event_component;
         Self {
-            client,
-            nodes: nodes.clone(),
-            cloud,
+            ctx: Context::new(client, nodes, cloud, component),
             config,
-            recorder,
             gone_seen: HashMap::new(),
-            metrics: CcmMetrics::default(),
-            health: ControllerHealth::new(),
         }
     }
 
@@ -144,7 +131,7 @@ impl LifecycleController {
     /// its first list, then each one a period after the previous one
     /// finished (sliding, as Go's `wait.UntilWithContext`).
     pub async fn run(self, stop: watch::Receiver<bool>) {
-        if self.cloud.instances_v2().is_none() {
+        if self.ctx.cloud.instances_v2().is_none() {
             tracing::warn!(
                 "the cloud provider offers neither InstancesV2 nor Instances; the lifecycle controller does not start"
             );
@@ -152,12 +139,16 @@ impl LifecycleController {
         }
         let period = self.config.monitor_period;
         let controller = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
-            .health(self.health.clone())
+            .health(self.ctx.health.clone())
             .passes_every(period)
-            .reconcile_metrics(self.metrics.reconciles(controllers::CLOUD_NODE_LIFECYCLE))
-            .watches(&self.nodes, |_: &Node| None);
+            .reconcile_metrics(
+                self.ctx
+                    .metrics
+                    .reconciles(controllers::CLOUD_NODE_LIFECYCLE),
+            )
+            .watches(&self.ctx.nodes, |_: &Node| None);
         controller.queue().add(PASS);
-        let store = self.nodes.store().clone();
+        let store = self.ctx.nodes.store().clone();
         let this = Arc::new(tokio::sync::Mutex::new(self));
         let reconcile = move |_: &'static str| {
             let (this, store) = (this.clone(), store.clone());
@@ -218,7 +209,7 @@ impl LifecycleController {
     }
 
     async fn states(&self, nodes: &[Node]) -> Vec<Result<InstanceState, CloudError>> {
-        let Some(instances) = self.cloud.instances_v2() else {
+        let Some(instances) = self.ctx.cloud.instances_v2() else {
             return nodes
                 .iter()
                 .map(|_| Err(CloudError::not_implemented()))
@@ -228,6 +219,7 @@ impl LifecycleController {
             let mut out = Vec::with_capacity(nodes.len());
             for chunk in nodes.chunks(batch.max_batch_size().max(1)) {
                 let answers = self
+                    .ctx
                     .metrics
                     .cloud("instance_state_batch", batch.instance_state_batch(chunk))
                     .await;
@@ -252,6 +244,7 @@ impl LifecycleController {
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
             let answer = self
+                .ctx
                 .metrics
                 .cloud("instance_state", instances.instance_state(node))
                 .await;
@@ -264,7 +257,8 @@ impl LifecycleController {
         let name = node.metadata.name.clone().unwrap_or_default();
         let reference = crate::node::reference(node);
         tracing::info!(node = %name, "deleting the node: its instance no longer exists in the cloud");
-        self.recorder
+        self.ctx
+            .recorder
             .record(
                 &reference,
                 EventType::Normal,
@@ -272,7 +266,7 @@ impl LifecycleController {
                 &format!("Deleting node {name} because it does not exist in the cloud provider"),
             )
             .await;
-        let nodes: Api<Node> = Api::all(self.client.clone());
+        let nodes = self.ctx.api();
         let params = DeleteParams {
             preconditions: node
                 .metadata
@@ -286,7 +280,8 @@ impl LifecycleController {
         };
         if let Err(e) = nodes.delete(&name, &params).await {
             tracing::warn!(node = %name, error = %e, "could not delete the node");
-            self.recorder
+            self.ctx
+                .recorder
                 .record(
                     &reference,
                     EventType::Warning,
@@ -315,18 +310,19 @@ impl LifecycleController {
             });
         }
         let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version}, "spec": {"taints": list}});
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        if let Err(e) = nodes
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            tracing::warn!(node = %name, error = %e, "could not update the shutdown taint");
-        }
+        self.ctx
+            .patch_or_warn(
+                &name,
+                Part::Object,
+                Patch::Merge(patch),
+                "update the shutdown taint",
+            )
+            .await;
     }
 }
 
 impl crate::Instrumented for LifecycleController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
-        (&mut self.metrics, &mut self.health)
+        self.ctx.instruments()
     }
 }

@@ -38,6 +38,7 @@
 mod cloud_labels;
 pub use cloud_labels::MANAGED_LABELS_ANNOTATION;
 
+use crate::context::{Context, Part};
 use crate::metrics::{CcmMetrics, seconds_since};
 use futures_util::StreamExt;
 use std::collections::BTreeMap;
@@ -58,7 +59,7 @@ use stratus_cloud::helpers::{
 use stratus_cloud::names::{annotations, controllers, taints};
 use stratus_cloud::{CloudError, CloudProvider, InstanceMetadata, check_batch_len};
 use stratus_runtime::controller::Controller;
-use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::events::EventType;
 use stratus_runtime::workqueue::{Action, Retry, WorkQueue, default_controller_rate_limiter};
 use tokio::sync::watch;
 
@@ -183,14 +184,8 @@ pub(crate) fn reference(node: &Node) -> ObjectReference {
 
 /// The cloud-node controller.
 pub struct NodeController {
-    client: kube::Client,
-    /// The shared Node informer it reads.
-    nodes: SharedInformer<Node>,
-    cloud: Arc<dyn CloudProvider>,
+    ctx: Context,
     config: NodeControllerConfig,
-    recorder: EventRecorder,
-    metrics: CcmMetrics,
-    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for NodeController {
@@ -213,15 +208,10 @@ impl NodeController {
     ) -> Self {
         // Legacy Instances and Zones answer for InstancesV2 (as in Go).
         let cloud = stratus_cloud::legacy::with_legacy_instances(cloud);
-        let recorder = EventRecorder::new(client.clone(), controllers::CLOUD_NODE.event_component);
+        let component = controllers::CLOUD_NODE.event_component;
         Self {
-            client,
-            nodes: nodes.clone(),
-            cloud,
+            ctx: Context::new(client, nodes, cloud, component),
             config,
-            recorder,
-            metrics: CcmMetrics::default(),
-            health: ControllerHealth::new(),
         }
     }
 
@@ -230,7 +220,7 @@ impl NodeController {
     /// mirror (Go's `reconcileNodeLabels`), and the address refresh pass
     /// every `status_update_frequency` (sliding, as Go's `wait.Until`).
     pub async fn run(self, stop: watch::Receiver<bool>) {
-        if self.cloud.instances_v2().is_none() {
+        if self.ctx.cloud.instances_v2().is_none() {
             tracing::warn!(
                 "the cloud provider offers neither InstancesV2 nor Instances; the cloud-node controller does not start"
             );
@@ -239,12 +229,12 @@ impl NodeController {
         let resync = self.config.resync_period.unwrap_or_default();
         let init = Controller::new(WorkQueue::with_metrics(
             default_controller_rate_limiter(),
-            self.metrics.runtime.workqueue.queue("Nodes"),
+            self.ctx.metrics.runtime.workqueue.queue("Nodes"),
         ))
         .workers(self.config.workers)
-        .health(self.health.clone())
-        .reconcile_metrics(self.metrics.reconciles(controllers::CLOUD_NODE))
-        .watches_resynced(&self.nodes, resync, |node: &Node| {
+        .health(self.ctx.health.clone())
+        .reconcile_metrics(self.ctx.metrics.reconciles(controllers::CLOUD_NODE))
+        .watches_resynced(&self.ctx.nodes, resync, |node: &Node| {
             node.metadata
                 .name
                 .clone()
@@ -252,10 +242,10 @@ impl NodeController {
         });
         let labels = Controller::new(WorkQueue::with_metrics(
             default_controller_rate_limiter(),
-            self.metrics.runtime.workqueue.queue("NodeLabels"),
+            self.ctx.metrics.runtime.workqueue.queue("NodeLabels"),
         ))
-        .health(self.health.clone())
-        .watches_resynced(&self.nodes, resync, |node: &Node| {
+        .health(self.ctx.health.clone())
+        .watches_resynced(&self.ctx.nodes, resync, |node: &Node| {
             static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
             let labels = node.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
             node.metadata.name.clone().filter(|_| {
@@ -264,13 +254,13 @@ impl NodeController {
         });
         let period = self.config.status_update_frequency;
         let refresh = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
-            .health(self.health.clone())
+            .health(self.ctx.health.clone())
             .passes_every(period)
-            .watches(&self.nodes, |_: &Node| None);
+            .watches(&self.ctx.nodes, |_: &Node| None);
         refresh.queue().add_after(REFRESH, period);
         let (window, max) = (self.config.batch_window, self.batch_limit());
         let queue = init.queue().clone();
-        let store = self.nodes.store().clone();
+        let store = self.ctx.nodes.store().clone();
         let this = Arc::new(self);
         let initialize = {
             let (this, store) = (this.clone(), store.clone());
@@ -315,7 +305,7 @@ impl NodeController {
             return Ok(());
         }
         let name = node.metadata.name.clone().unwrap_or_default();
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api = self.ctx.api();
         match api
             .patch(
                 &name,
@@ -343,8 +333,13 @@ impl NodeController {
             .filter(|n| !is_uninitialized(n))
             .map(|n| (**n).clone())
             .collect();
-        let api: Api<Node> = Api::all(self.client.clone());
-        let batches = self.cloud.instances_v2().and_then(|i| i.batch()).is_some();
+        let api = self.ctx.api();
+        let batches = self
+            .ctx
+            .cloud
+            .instances_v2()
+            .and_then(|i| i.batch())
+            .is_some();
         if batches {
             for chunk in nodes.chunks(self.batch_limit()) {
                 let answers = self.metadata(chunk).await;
@@ -370,16 +365,18 @@ impl NodeController {
     ///
     /// [`InstancesV2::instance_addresses`]: stratus_cloud::InstancesV2::instance_addresses
     async fn refresh_answer(&self, node: &Node) -> Result<Option<InstanceMetadata>, CloudError> {
-        let Some(instances) = self.cloud.instances_v2() else {
+        let Some(instances) = self.ctx.cloud.instances_v2() else {
             return Err(CloudError::not_implemented());
         };
         if self.config.refresh_labels {
             return self
+                .ctx
                 .metrics
                 .cloud("instance_metadata", instances.instance_metadata(node))
                 .await;
         }
         let addresses = self
+            .ctx
             .metrics
             .cloud("instance_addresses", instances.instance_addresses(node))
             .await?;
@@ -428,12 +425,9 @@ impl NodeController {
             return;
         }
         let patch = Patch::Merge(json!({"status": {"addresses": wanted}}));
-        if let Err(e) = api
-            .patch_status(&name, &PatchParams::default(), &patch)
-            .await
-        {
-            tracing::warn!(node = %name, error = %e, "could not update the node's addresses");
-        }
+        self.ctx
+            .patch_or_warn(&name, Part::Status, patch, "update the node's addresses")
+            .await;
     }
 
     /// Bring one initialized node's cloud labels in line with `meta` (see
@@ -484,6 +478,7 @@ impl NodeController {
 
     fn batch_limit(&self) -> usize {
         let provider = self
+            .ctx
             .cloud
             .instances_v2()
             .and_then(|i| i.batch())
@@ -500,7 +495,7 @@ impl NodeController {
         queue: &WorkQueue<String>,
         keys: Vec<String>,
     ) -> Vec<(String, Result<Action, SyncError>)> {
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api = self.ctx.api();
         let mut nodes = Vec::with_capacity(keys.len());
         for key in &keys {
             // The reflector's store is published at the end of each (re)list;
@@ -532,7 +527,8 @@ impl NodeController {
                 if let Err(e) = &result
                     && queue.num_requeues(&name) == 0
                 {
-                    self.recorder
+                    self.ctx
+                        .recorder
                         .record(
                             &reference(&node),
                             EventType::Warning,
@@ -551,7 +547,7 @@ impl NodeController {
     /// One metadata answer per node: one batched call when offered,
     /// otherwise one call per node.
     async fn metadata(&self, nodes: &[Node]) -> Vec<Result<Option<InstanceMetadata>, CloudError>> {
-        let Some(instances) = self.cloud.instances_v2() else {
+        let Some(instances) = self.ctx.cloud.instances_v2() else {
             return nodes
                 .iter()
                 .map(|_| Err(CloudError::not_implemented()))
@@ -561,6 +557,7 @@ impl NodeController {
             && nodes.len() > 1
         {
             let answers = self
+                .ctx
                 .metrics
                 .cloud(
                     "instance_metadata_batch",
@@ -584,6 +581,7 @@ impl NodeController {
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
             let answer = self
+                .ctx
                 .metrics
                 .cloud("instance_metadata", instances.instance_metadata(node))
                 .await;
@@ -601,6 +599,7 @@ impl NodeController {
             .and_then(|s| s.provider_id.clone())
             .unwrap_or_default();
         let required = self
+            .ctx
             .cloud
             .instances_v2()
             .is_none_or(|i| i.requires_provider_id());
@@ -623,7 +622,8 @@ impl NodeController {
         let list = invalid_addresses(&meta);
         if !list.is_empty() {
             tracing::warn!(node = %name, addresses = ?list, "the cloud reports invalid addresses; they are not written");
-            self.recorder
+            self.ctx
+                .recorder
                 .record(
                     &reference(node),
                     EventType::Warning,
@@ -668,11 +668,12 @@ impl NodeController {
                 json!({MANAGED_LABELS_ANNOTATION: cloud_labels::render_managed(&managed)});
         }
         let patch = json!({"metadata": metadata, "spec": spec});
-        let nodes: Api<Node> = Api::all(self.client.clone());
+        let nodes = self.ctx.api();
         let params = PatchParams::default();
         nodes.patch(&name, &params, &Patch::Merge(patch)).await?;
         let created = node.metadata.creation_timestamp.as_ref();
-        self.metrics
+        self.ctx
+            .metrics
             .taint_removal_delay
             .observe(seconds_since(created));
         if !addresses.is_empty() {
@@ -684,10 +685,12 @@ impl NodeController {
                 )
                 .await?;
         }
-        self.metrics
+        self.ctx
+            .metrics
             .initial_node_sync_delay
             .observe(seconds_since(created));
-        self.recorder
+        self.ctx
+            .recorder
             .record(
                 &reference(node),
                 EventType::Normal,
@@ -750,6 +753,6 @@ impl NodeController {
 
 impl crate::Instrumented for NodeController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
-        (&mut self.metrics, &mut self.health)
+        self.ctx.instruments()
     }
 }

@@ -39,18 +39,19 @@ use stratus_runtime::workqueue::{Action, WorkQueue, default_controller_rate_limi
 
 use schedule::{Next, Schedule};
 
+use crate::context::{Context, Part};
 use crate::metrics::CcmMetrics;
 use crate::names::events;
 use futures_util::StreamExt;
 use futures_util::stream;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Patch;
 use kube_runtime::reflector::Store;
 use serde_json::json;
 use stratus_cloud::helpers::{Cidr, node_addresses_equal, parse_ip_sloppy};
 use stratus_cloud::names::{conditions, controllers};
 use stratus_cloud::{CloudProvider, Route, Routes};
-use stratus_runtime::events::{EventRecorder, EventType};
+use stratus_runtime::events::EventType;
 use stratus_runtime::health::ControllerHealth;
 use tokio::sync::watch;
 
@@ -98,14 +99,8 @@ impl RouteControllerConfig {
 
 /// The node-route controller.
 pub struct RouteController {
-    client: kube::Client,
-    /// The shared Node informer it reads.
-    nodes: SharedInformer<Node>,
-    cloud: Arc<dyn CloudProvider>,
+    ctx: Context,
     config: RouteControllerConfig,
-    recorder: EventRecorder,
-    metrics: CcmMetrics,
-    health: ControllerHealth,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -184,15 +179,10 @@ impl RouteController {
         cloud: Arc<dyn CloudProvider>,
         config: RouteControllerConfig,
     ) -> Self {
-        let recorder = EventRecorder::new(client.clone(), controllers::NODE_ROUTE.event_component);
+        let component = controllers::NODE_ROUTE.event_component;
         Self {
-            client,
-            nodes: nodes.clone(),
-            cloud,
+            ctx: Context::new(client, nodes, cloud, component),
             config,
-            recorder,
-            metrics: CcmMetrics::default(),
-            health: ControllerHealth::new(),
         }
     }
 
@@ -211,7 +201,7 @@ impl RouteController {
     /// Run until `stop` becomes true: reconcile every period, or on the
     /// Node changes that matter at most once per period (watch-based).
     pub async fn run(self, stop: watch::Receiver<bool>) {
-        if self.cloud.routes().is_none() {
+        if self.ctx.cloud.routes().is_none() {
             tracing::warn!(
                 "the cloud provider offers no routes; the route controller does not start"
             );
@@ -225,27 +215,27 @@ impl RouteController {
         let watch_based = self.config.watch_based;
         // Passes are due every period only in the periodic mode.
         let health = if watch_based {
-            self.health.clone()
+            self.ctx.health.clone()
         } else {
-            self.health.clone().expect_pass_every(period)
+            self.ctx.health.clone().expect_pass_every(period)
         };
         let schedule = Arc::new(Mutex::new(Schedule::new(
             period,
             watch_based,
             self.config.resync_period,
         )));
-        let mut inputs = RouteInputs::new(self.nodes.store().clone());
+        let mut inputs = RouteInputs::new(self.ctx.nodes.store().clone());
         let seen = schedule.clone();
         let controller = Controller::new(WorkQueue::new(default_controller_rate_limiter()))
             .health(health.clone())
-            .watches(&self.nodes, move |node: &Node| {
+            .watches(&self.ctx.nodes, move |node: &Node| {
                 (watch_based && inputs.changed(node)).then(|| {
                     lock(&seen).changed();
                     PASS
                 })
             });
         controller.queue().add(PASS);
-        let store = self.nodes.store().clone();
+        let store = self.ctx.nodes.store().clone();
         let this = Arc::new(self);
         let reconcile = move |_: &'static str| {
             let (this, store, schedule, health) = (
@@ -259,7 +249,7 @@ impl RouteController {
                 if next == Next::Pass {
                     let started = Instant::now();
                     let ok = this.reconcile(&store).await;
-                    let reconciles = this.metrics.reconciles(controllers::NODE_ROUTE);
+                    let reconciles = this.ctx.metrics.reconciles(controllers::NODE_ROUTE);
                     if ok {
                         reconciles.observe_success(started.elapsed());
                     } else {
@@ -282,12 +272,13 @@ impl RouteController {
 
     /// One reconcile; false if some cloud operation failed.
     pub(crate) async fn reconcile(&self, store: &Store<Node>) -> bool {
-        let Some(routes) = self.cloud.routes() else {
+        let Some(routes) = self.ctx.cloud.routes() else {
             return false;
         };
-        self.metrics.route_sync.inc();
+        self.ctx.metrics.route_sync.inc();
         let cluster = self.config.cluster_name.as_str();
         let existing = match self
+            .ctx
             .metrics
             .cloud("list_routes", routes.list_routes(cluster))
             .await
@@ -340,7 +331,7 @@ impl RouteController {
                 let delete_failures = &delete_failures;
                 async move {
                     let deleted = self
-                        .metrics
+                        .ctx.metrics
                         .cloud("delete_route", routes.delete_route(cluster, route))
                         .await;
                     if let Err(e) = deleted {
@@ -387,6 +378,7 @@ impl RouteController {
         let started = Instant::now();
         let hint = node.metadata.uid.clone().unwrap_or_default();
         let created = self
+            .ctx
             .metrics
             .cloud("create_route", routes.create_route(cluster, &hint, &route))
             .await;
@@ -394,7 +386,8 @@ impl RouteController {
             Ok(()) => None,
             Err(e) => {
                 let reference = crate::node::reference(&node);
-                self.recorder
+                self.ctx
+                    .recorder
                     .record(
                         &reference,
                         EventType::Warning,
@@ -448,18 +441,15 @@ impl RouteController {
             "lastHeartbeatTime": now,
         }]}});
         let name = node.metadata.name.clone().unwrap_or_default();
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        if let Err(e) = nodes
-            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-        {
-            tracing::warn!(node = %name, error = %e, "could not set the NetworkUnavailable condition");
-        }
+        let condition = "set the NetworkUnavailable condition";
+        self.ctx
+            .patch_or_warn(&name, Part::Status, Patch::Strategic(patch), condition)
+            .await;
     }
 }
 
 impl crate::Instrumented for RouteController {
     fn instruments(&mut self) -> (&mut CcmMetrics, &mut ControllerHealth) {
-        (&mut self.metrics, &mut self.health)
+        self.ctx.instruments()
     }
 }
