@@ -126,16 +126,20 @@ impl<F> std::fmt::Debug for Command<F> {
     }
 }
 
-impl Default for Command<NoFlags> {
+/// The command with Go virtual-kubelet's flags and the vendor's `F`, no
+/// built-in provider and no default one.
+impl<F> Default for Command<F> {
     fn default() -> Self {
-        Self::new()
+        Command {
+            launcher: Launcher::new(),
+        }
     }
 }
 
 impl Command<NoFlags> {
     /// The command with Go virtual-kubelet's flags.
     pub fn new() -> Self {
-        Self::with_flags()
+        Self::default()
     }
 
     /// The command with the vendor's flags `G` next to Go
@@ -143,9 +147,7 @@ impl Command<NoFlags> {
     /// ([`Command::provider`]) gets them typed, a registered provider's
     /// factory reads them with [`ProviderInit::flags`].
     pub fn with_flags<G>() -> Command<G> {
-        Command {
-            launcher: Launcher::new(),
-        }
+        Command::default()
     }
 }
 
