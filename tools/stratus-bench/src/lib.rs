@@ -24,6 +24,13 @@
 //! - `failover`: Lease takeover by replicas of the sample manager after a
 //!   crash, a graceful stop and a partition of the leader
 //!   (`failover.rs`).
+//!
+//! ```
+//! use std::process::ExitCode;
+//!
+//! // An unknown suite is refused with the list of suites (exit code 2).
+//! assert_eq!(stratus_bench::run(&["nope".to_owned()]), ExitCode::from(2));
+//! ```
 
 mod apiserver;
 pub(crate) mod ccm;

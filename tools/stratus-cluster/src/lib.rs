@@ -23,6 +23,14 @@
 //!
 //! Everything lives under `target/kubernetes/cluster/` (certificates,
 //! etcd's data, logs, the audit log, `state.json`).
+//!
+//! ```
+//! // The Go module the control plane is built from, found from anywhere.
+//! let module = stratus_cluster::workspace_root().join("tools/kubernetes/go.mod");
+//! assert!(module.is_file());
+//! // No cluster is up in a test run: `cargo xtask cluster up` writes the state.
+//! let _running = stratus_cluster::State::load();
+//! ```
 
 mod access;
 mod build;
