@@ -753,7 +753,7 @@ fn serve_state(cloud: FakeCloud) -> Result<std::net::SocketAddr, BoxError> {
 pub(crate) fn stratus_manager(args: &[String]) -> Result<std::process::ExitCode, BoxError> {
     let usage = || -> BoxError {
         format!(
-            "usage: bench {STRATUS_MANAGER_CHILD} --nodes=N --address-base=A.B -- MANAGER-FLAGS"
+            "usage: stratus-bench {STRATUS_MANAGER_CHILD} --nodes=N --address-base=A.B -- MANAGER-FLAGS"
         )
         .into()
     };

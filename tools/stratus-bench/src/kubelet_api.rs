@@ -332,9 +332,10 @@ pub(crate) const STRATUS_NODE_CHILD: &str = "kubelet-api-stratus-node";
 /// API server of KUBECONFIG, until SIGTERM.
 pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
     let [kubeconfig, address, client_ca] = args else {
-        return Err(
-            format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG ADDRESS CLIENT_CA_FILE").into(),
-        );
+        return Err(format!(
+            "usage: stratus-bench {STRATUS_NODE_CHILD} KUBECONFIG ADDRESS CLIENT_CA_FILE"
+        )
+        .into());
     };
     let command = stratus_kubelet::app::Command::new().provider("firehose", |init, _| {
         let provider = Firehose(MockPodProvider::new().with_node_name(&init.node_name));

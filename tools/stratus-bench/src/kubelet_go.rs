@@ -563,7 +563,7 @@ pub(crate) fn go_node_command(
 /// loopback port, until SIGTERM.
 pub(crate) async fn stratus_node(args: &[String]) -> Result<(), BoxError> {
     let [kubeconfig, node] = args else {
-        return Err(format!("usage: bench {STRATUS_NODE_CHILD} KUBECONFIG NODES").into());
+        return Err(format!("usage: stratus-bench {STRATUS_NODE_CHILD} KUBECONFIG NODES").into());
     };
     stratus_cluster::mock_virtual_kubelet(Path::new(kubeconfig), node, "127.0.0.1").await
 }
