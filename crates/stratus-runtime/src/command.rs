@@ -128,10 +128,10 @@ impl std::fmt::Debug for VendorFlags {
 /// }
 ///
 /// let launcher = Launcher::new().with_version("2.3.4").provider("acme", "the initializer");
-/// let cli: Cli = launcher.parse(["acme-node"]).unwrap();
+/// let mut cli: Cli = launcher.parse(["acme-node"]).unwrap();
 /// // No --provider: the built-in one, which is also the default.
-/// let name = launcher.provider_name(&cli.provider).unwrap().to_owned();
-/// assert_eq!(launcher.into_built_in(&name), Some("the initializer"));
+/// assert_eq!(launcher.select(&mut cli.provider), Some("the initializer"));
+/// assert_eq!(cli.provider, "acme");
 ///
 /// let err = Launcher::<()>::new().with_version("2.3.4").parse::<Cli, _, _>(["acme-node", "--version"]);
 /// assert_eq!(err.err().unwrap().to_string(), "acme-node 2.3.4\n");
@@ -207,20 +207,18 @@ impl<I> Launcher<I> {
         parse_args_as(args, self.version)
     }
 
-    /// The provider to run: `given` (the provider flag), or the default
-    /// when it is empty; `None` when both are.
-    pub fn provider_name<'a>(&'a self, given: &'a str) -> Option<&'a str> {
-        match given.trim() {
-            "" => self.default_provider.as_deref(),
-            _ => Some(given),
+    /// Settle the provider flag: an empty `flag` becomes the default
+    /// provider (if there is one). The answer is the built-in provider's
+    /// initializer if the flag then names it; otherwise the command looks
+    /// the flag up in its registry.
+    pub fn select(self, flag: &mut String) -> Option<I> {
+        if flag.trim().is_empty()
+            && let Some(name) = self.default_provider
+        {
+            *flag = name;
         }
-    }
-
-    /// The built-in provider's initializer if `selected` names it (else the
-    /// command looks `selected` up in its registry).
-    pub fn into_built_in(self, selected: &str) -> Option<I> {
         self.built_in
-            .filter(|(name, _)| name == selected)
+            .filter(|(name, _)| name == flag)
             .map(|(_, initializer)| initializer)
     }
 }

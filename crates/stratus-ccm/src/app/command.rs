@@ -266,29 +266,12 @@ where
         self
     }
 
-    /// Parse `args`: the manager's options (`--cloud-provider` filled in
-    /// with the default when empty) and the vendor's flags.
-    fn parse<I, T>(&self, args: I) -> Result<Cli<F>, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<OsString> + Clone,
-    {
-        let mut cli: Cli<F> = self.launcher.parse(args)?;
-        if let Some(name) = self
-            .launcher
-            .provider_name(&cli.options.cloud.cloud_provider)
-        {
-            cli.options.cloud.cloud_provider = name.to_owned();
-        }
-        Ok(cli)
-    }
-
+    /// The manager of the parsed `cli`: `--cloud-provider` filled in with
+    /// the default when empty, the built-in provider if it names it.
     fn manager(self, cli: Cli<F>) -> CloudControllerManager {
-        let flags = Arc::new(cli.flags);
-        let built_in = self
-            .launcher
-            .into_built_in(&cli.options.cloud.cloud_provider);
-        let mut manager = CloudControllerManager::new(cli.options)
+        let (mut options, flags) = (cli.options, Arc::new(cli.flags));
+        let built_in = self.launcher.select(&mut options.cloud.cloud_provider);
+        let mut manager = CloudControllerManager::new(options)
             .with_controllers(self.controllers)
             .with_flags(flags.clone());
         for webhook in self.webhooks {
@@ -316,7 +299,7 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli = self.parse(args)?;
+        let cli: Cli<F> = self.launcher.parse(args)?;
         self.manager(cli).run(stop).await?;
         Ok(())
     }
@@ -338,7 +321,7 @@ where
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli = match self.parse(args) {
+        let cli: Cli<F> = match self.launcher.parse(args) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
         };

@@ -245,13 +245,10 @@ where
         let cli: Cli<F> = self.launcher.parse(args)?;
         let mut options = cli.options;
         options.binary_version = self.launcher.version().map(str::to_owned);
-        if let Some(name) = self.launcher.provider_name(&options.provider) {
-            options.provider = name.to_owned();
-        }
         let flags = Arc::new(cli.flags);
         let built_in = self
             .launcher
-            .into_built_in(&options.provider)
+            .select(&mut options.provider)
             .map(|initializer| {
                 let flags = flags.clone();
                 Arc::new(move |init| initializer(init, &flags)) as AsyncFactory
