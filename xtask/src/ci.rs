@@ -333,6 +333,37 @@ fn forget_packed_workspace_crates() {
     }
 }
 
+/// Remove the test executables a step left in `<target>/debug/deps` and
+/// return how many bytes that freed. Nothing runs them after their step,
+/// and together they are most of the target directory (about 45 MB each);
+/// on a CI machine with a small disk the later steps need the room. A test
+/// executable is told apart by its shape: an executable file without an
+/// extension that is not hard-linked anywhere else (Cargo links a
+/// binary's copy into `<target>/debug`; build scripts live in `build/`,
+/// proc macros are `.so` files). Cargo relinks a removed one if it is
+/// asked for again.
+fn remove_test_executables(target: &std::path::Path) -> u64 {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(entries) = std::fs::read_dir(target.join("debug").join("deps")) else {
+        return 0;
+    };
+    let mut freed = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let name = entry.file_name();
+        let is_test = meta.is_file()
+            && meta.permissions().mode() & 0o111 != 0
+            && meta.nlink() == 1
+            && !name.to_string_lossy().contains('.');
+        if is_test && std::fs::remove_file(entry.path()).is_ok() {
+            freed += meta.len();
+        }
+    }
+    freed
+}
+
 /// The free space on the file system of the current directory, as `df`
 /// tells it (`12G`); `None` if `df` cannot.
 fn free_disk() -> Option<String> {
@@ -410,6 +441,7 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
         return ExitCode::from(2);
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let target_dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".to_owned());
     let mut results = Vec::new();
     let mut failed_tails = Vec::new();
     for step in STEPS {
@@ -442,8 +474,18 @@ pub(crate) fn run(args: &[String]) -> ExitCode {
                 (false, Vec::new())
             }
         };
-        if step.name == "package" && std::env::var_os("CI").is_some() {
-            let _ = std::fs::remove_dir_all(PACKAGE_TARGET_DIR);
+        if std::env::var_os("CI").is_some() {
+            if step.name == "package" {
+                let _ = std::fs::remove_dir_all(PACKAGE_TARGET_DIR);
+            }
+            let freed = remove_test_executables(std::path::Path::new(&target_dir));
+            if freed > 0 {
+                eprintln!(
+                    "ci step {}: removed {:.1} GB of test executables",
+                    step.name,
+                    freed as f64 / 1e9
+                );
+            }
         }
         eprintln!(
             "ci step {}: {} after {:.1}s; {} free",
