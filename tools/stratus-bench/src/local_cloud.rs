@@ -23,7 +23,8 @@
 //! forwarding (`Forwarding::Kernel`, nftables DNAT rules; the demo's; the
 //! unprefixed metrics) and with the proxy (`Forwarding::Proxy`, this process
 //! relays; the `proxy_` metrics). Kernel forwarding needs `CAP_NET_ADMIN`
-//! and `nft`.
+//! and `nft`; without them its figures are skipped, and said so
+//! (`kernel_forwarding_measured` 0), and the proxy's are measured.
 //!
 //! The client, the load balancer and the backend share this process and the
 //! machine's cores, as they share a node; both paths pay that alike.
@@ -37,7 +38,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 use stratus_cloud::{CloudProvider, InitContext, LoadBalancer, ShutdownSignal};
 use stratus_local_cloud::api::{self, Backend, Listener, LoadBalancerSpec, Protocol};
-use stratus_local_cloud::{Config, Forwarding, LocalCloud};
+use stratus_local_cloud::{Config, Forwarding, LocalCloud, StartError};
 use stratus_provider_local::{Backends, Client, LocalProvider, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -75,7 +76,26 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         (Forwarding::Proxy, PROXY_RANGE, "proxy_"),
     ] {
         println!("forwarding: {forwarding:?}");
-        for (name, value) in measure(forwarding, range, mb, connections, services).await? {
+        let cloud = match LocalCloud::start(Config {
+            address_range: range.parse()?,
+            forwarding,
+            ..Config::default()
+        })
+        .await
+        {
+            // Without `nft` or CAP_NET_ADMIN the kernel's figures are
+            // skipped, and said so; the proxy's are still measured.
+            Err(StartError::Forwarding(e)) if forwarding == Forwarding::Kernel => {
+                println!("kernel forwarding skipped: {e}");
+                metrics.push(("kernel_forwarding_measured".into(), 0.0));
+                continue;
+            }
+            started => started?,
+        };
+        if forwarding == Forwarding::Kernel {
+            metrics.push(("kernel_forwarding_measured".into(), 1.0));
+        }
+        for (name, value) in measure(cloud, mb, connections, services).await? {
             metrics.push((format!("{prefix}{name}"), value));
         }
     }
@@ -89,20 +109,13 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
     )
 }
 
-/// One cloud's figures with `forwarding`, its load balancers in `range`.
+/// One started cloud's figures.
 async fn measure(
-    forwarding: Forwarding,
-    range: &str,
+    cloud: LocalCloud,
     mb: u64,
     connections: u64,
     services: u64,
 ) -> Result<Vec<(String, f64)>, BoxError> {
-    let cloud = LocalCloud::start(Config {
-        address_range: range.parse()?,
-        forwarding,
-        ..Config::default()
-    })
-    .await?;
     let client = Client::new(&format!("http://{}", cloud.addr()), RetryPolicy::default())?;
 
     let sink = serve(Behaviour::Sink).await?;
