@@ -32,7 +32,6 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -509,9 +508,8 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
         }
     }
 
-    let tty = std::io::stdout().is_terminal();
     let deadline = started + Duration::from_secs(args.timeout);
-    let mut printed = 0;
+    let bars = progress::Bars::new();
     let progress = loop {
         let p = match measure(&client).await {
             Ok(p) => p,
@@ -520,17 +518,7 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let lines = render(&p, args);
-        if tty {
-            if printed > 0 {
-                print!("\x1b[{printed}A");
-            }
-            for l in &lines {
-                println!("\x1b[2K{l}");
-            }
-            printed = lines.len();
-            let _ = std::io::stdout().flush();
-        }
+        bars.update(&p, args);
         let done = p.registered == args.nodes
             && p.ready == args.nodes
             && p.initialized == args.nodes
@@ -539,8 +527,9 @@ async fn demo(args: &Args, home: &Home, started: Instant) -> ExitCode {
             && p.provisioned == args.services
             && p.virtual_pods_running == args.pods;
         if done || Instant::now() > deadline {
-            if !tty {
-                for l in &lines {
+            bars.finish();
+            if !bars.drawn() {
+                for l in render(&p, args) {
                     println!("{l}");
                 }
             }

@@ -2,15 +2,6 @@
 
 use super::*;
 
-fn bar(done: usize, total: usize) -> String {
-    const WIDTH: usize = 24;
-    let filled = (done * WIDTH)
-        .checked_div(total)
-        .unwrap_or(WIDTH)
-        .min(WIDTH);
-    format!("[{}{}]", "#".repeat(filled), ".".repeat(WIDTH - filled))
-}
-
 pub(super) struct Progress {
     pub(super) virtual_pods_running: usize,
     pub(super) registered: usize,
@@ -95,49 +86,66 @@ pub(super) async fn measure(client: &kube::Client) -> Result<Progress, kube::Err
     })
 }
 
-pub(super) fn render(p: &Progress, args: &Args) -> Vec<String> {
-    vec![
-        format!(
-            "{} nodes registered    {}/{}",
-            bar(p.registered, args.nodes),
-            p.registered,
-            args.nodes
-        ),
-        format!(
-            "{} nodes Ready         {}/{}",
-            bar(p.ready, args.nodes),
-            p.ready,
-            args.nodes
-        ),
-        format!(
-            "{} nodes initialized   {}/{}",
-            bar(p.initialized, args.nodes),
-            p.initialized,
-            args.nodes
-        ),
-        format!(
-            "{} node leases         {}/{}",
-            bar(p.leases.min(args.nodes), args.nodes),
-            p.leases.min(args.nodes),
-            args.nodes
-        ),
-        format!(
-            "{} services allocated  {}/{}",
-            bar(p.allocated, args.services),
-            p.allocated,
-            args.services
-        ),
-        format!(
-            "{} load balancers      {}/{}",
-            bar(p.provisioned, args.services),
-            p.provisioned,
-            args.services
-        ),
-        format!(
-            "{} virtual-node pods   {}/{}",
-            bar(p.virtual_pods_running, args.pods),
-            p.virtual_pods_running,
-            args.pods
-        ),
+/// The demo's counts, each with what it counts and its goal.
+fn counts(p: &Progress, args: &Args) -> [(&'static str, usize, usize); 7] {
+    [
+        ("nodes registered", p.registered, args.nodes),
+        ("nodes Ready", p.ready, args.nodes),
+        ("nodes initialized", p.initialized, args.nodes),
+        ("node leases", p.leases.min(args.nodes), args.nodes),
+        ("services allocated", p.allocated, args.services),
+        ("load balancers", p.provisioned, args.services),
+        ("virtual-node pods", p.virtual_pods_running, args.pods),
     ]
+}
+
+/// The counts as plain lines, for output that is not a terminal.
+pub(super) fn render(p: &Progress, args: &Args) -> Vec<String> {
+    counts(p, args)
+        .iter()
+        .map(|(what, done, total)| format!("{what:<20} {done}/{total}"))
+        .collect()
+}
+
+/// The counts as progress bars while the demo waits: drawn on a terminal,
+/// hidden elsewhere (the demo then prints [`render`]'s lines once).
+pub(super) struct Bars {
+    multi: indicatif::MultiProgress,
+    bars: Vec<indicatif::ProgressBar>,
+}
+
+impl Bars {
+    /// One bar a count, on standard output.
+    pub(super) fn new() -> Self {
+        let multi =
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stdout());
+        let style = indicatif::ProgressStyle::with_template("[{bar:24}] {msg:<20} {pos}/{len}")
+            .map(|s| s.progress_chars("#>."))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        let bars = (0..7)
+            .map(|_| multi.add(indicatif::ProgressBar::new(0).with_style(style.clone())))
+            .collect();
+        Self { multi, bars }
+    }
+
+    /// Whether the bars are drawn (standard output is a terminal).
+    pub(super) fn drawn(&self) -> bool {
+        !self.multi.is_hidden()
+    }
+
+    /// Show `p`'s counts.
+    pub(super) fn update(&self, p: &Progress, args: &Args) {
+        for (bar, (what, done, total)) in self.bars.iter().zip(counts(p, args)) {
+            bar.set_message(what);
+            bar.set_length(total as u64);
+            bar.set_position(done.min(total) as u64);
+        }
+    }
+
+    /// Leave the last bars on the screen.
+    pub(super) fn finish(&self) {
+        for bar in &self.bars {
+            bar.abandon();
+        }
+    }
 }

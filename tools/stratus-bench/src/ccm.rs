@@ -151,13 +151,17 @@ where
 }
 
 /// Wait for `done` (an `Err` ends the wait with it); the benches' one way
-/// to wait, on [`stratus_apiserver::poll`].
+/// to wait, on [`stratus_apiserver::poll`], its progress shown
+/// ([`stratus_cluster::progress::Wait`]).
 pub(crate) async fn wait_until<F, Fut>(what: &str, limit: Duration, done: F) -> Result<(), BoxError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, BoxError>>,
 {
+    let wait = stratus_cluster::progress::Wait::start("bench", format!("waiting for {what}"));
+    let started = std::time::Instant::now();
     stratus_apiserver::poll(what, limit).until(done).await?;
+    wait.done(&format!("after {:.1} s", started.elapsed().as_secs_f64()));
     Ok(())
 }
 

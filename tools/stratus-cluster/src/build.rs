@@ -84,7 +84,9 @@ pub fn build() -> Result<String, BoxError> {
         if output.is_empty() {
             out.push("/");
         }
-        eprintln!("cluster: go build {}", packages.join(" "));
+        let wait =
+            crate::progress::Wait::start("cluster", format!("go build {}", packages.join(" ")));
+        let one = Instant::now();
         let status = Command::new("go")
             .current_dir(go_module())
             .env("GOFLAGS", "-mod=mod")
@@ -97,6 +99,7 @@ pub fn build() -> Result<String, BoxError> {
         if !status.success() {
             return Err(format!("go build {} failed", packages.join(" ")).into());
         }
+        wait.done(&format!("built in {:.0} s", one.elapsed().as_secs_f64()));
     }
     Ok(format!("built in {:.0}s", started.elapsed().as_secs_f64()))
 }

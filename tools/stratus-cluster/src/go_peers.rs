@@ -58,7 +58,7 @@ fn build(name: &str) -> Result<PathBuf, BoxError> {
     }
     std::fs::create_dir_all(bin_dir())?;
     let started = Instant::now();
-    eprintln!("go-peers: go build ./{name}");
+    let wait = crate::progress::Wait::start("go-peers", format!("go build ./{name}"));
     let status = Command::new("go")
         .current_dir(module())
         .env("GOFLAGS", "-mod=mod")
@@ -70,10 +70,10 @@ fn build(name: &str) -> Result<PathBuf, BoxError> {
     if !status.success() {
         return Err(format!("go build ./{name} failed").into());
     }
-    eprintln!(
-        "go-peers: {name} built in {:.0}s",
+    wait.done(&format!(
+        "built in {:.0} s",
         started.elapsed().as_secs_f64()
-    );
+    ));
     Ok(binary)
 }
 

@@ -41,6 +41,7 @@ pub mod lifecycle;
 pub mod pki;
 mod prepare;
 mod process;
+pub mod progress;
 mod state;
 mod virtual_node;
 

@@ -130,8 +130,9 @@ pub async fn up_without(node_address: Option<&str>, disabled: &[&str]) -> Result
     for name in COMPONENTS {
         spawn(state.component(name)?)?;
         state.save()?;
+        let wait = crate::progress::Wait::start("cluster", format!("{name} starting"));
         let took = wait_healthy(&state, name, Duration::from_secs(90)).await?;
-        eprintln!("cluster: {name} healthy after {:.1}s", took.as_secs_f64());
+        wait.done(&format!("healthy after {:.1} s", took.as_secs_f64()));
         if name == "kube-apiserver" {
             bootstrap(&state.client().await?).await?;
         }
