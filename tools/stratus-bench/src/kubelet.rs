@@ -299,6 +299,23 @@ impl Observer {
     }
 
     /// Each pod's bind → Running latency, sorted.
+    /// When each pod of `bound_at` was seen Running, in seconds since
+    /// `start`, sorted.
+    pub(crate) fn running_since(
+        &self,
+        start: Instant,
+        bound_at: &HashMap<String, Instant>,
+    ) -> Vec<f64> {
+        let running = self.running_at.lock().unwrap_or_else(|e| e.into_inner());
+        let mut times: Vec<f64> = bound_at
+            .keys()
+            .filter_map(|name| running.get(name))
+            .map(|r| r.duration_since(start).as_secs_f64())
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times
+    }
+
     pub(crate) fn latencies(&self, bound_at: &HashMap<String, Instant>) -> Vec<f64> {
         let running = self.running_at.lock().unwrap_or_else(|e| e.into_inner());
         let mut latencies: Vec<f64> = bound_at

@@ -44,7 +44,10 @@
 //! (`kubelet-go-real.json` on the real control plane) has each figure as
 //! `<metric>_stratus`, `<metric>_go`, `<metric>_go_tuned`,
 //! `<metric>_ratio_stratus_over_go` and
-//! `<metric>_ratio_stratus_over_go_tuned` (below 1 = Stratus better).
+//! `<metric>_ratio_stratus_over_go_tuned` (below 1 = Stratus better);
+//! the latency distributions and the pods Running over time in
+//! `kubelet-go.series.json`, drawn as `target/bench/kubelet-go-*.svg`
+//! (`plot.rs`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -92,6 +95,13 @@ struct Figures {
     cpu_s_per_1000_pods: f64,
     rss_per_pod: f64,
     rss_idle: f64,
+    /// Each pod's bind → Running latency after the burst, in ms, sorted.
+    burst_ms: Vec<f64>,
+    /// The same in the paced phase.
+    paced_ms: Vec<f64>,
+    /// When each pod of the burst was Running, in seconds since the first
+    /// bind, sorted.
+    running_s: Vec<f64>,
 }
 
 /// A node process's resident memory now, in bytes.
@@ -305,6 +315,7 @@ async fn workload(
     observer.running_within(pods, phase_limit(pods)).await?;
     let admission_s = started.elapsed().as_secs_f64();
     let latencies = observer.latencies(&bound_at);
+    let running_s = observer.running_since(started, &bound_at);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_running = rss(pid)?;
 
@@ -346,6 +357,9 @@ async fn workload(
         cpu_s_per_1000_pods: cpu_s / (pods as f64 / 1000.0),
         rss_per_pod: (rss_running - rss_before).max(0.0) / pods as f64,
         rss_idle: rss_before,
+        burst_ms: latencies.iter().map(|s| s * 1000.0).collect(),
+        paced_ms: paced.iter().map(|s| s * 1000.0).collect(),
+        running_s,
     })
 }
 
@@ -510,6 +524,31 @@ pub(crate) async fn run(args: &[String]) -> Result<(), BoxError> {
         &rows,
         &format!("{pods} pods per side, on {plane}; {first} ran first, Go as shipped last"),
     )?;
+    let mut series = crate::plot::Series::new();
+    let sides = [("stratus", &stratus), ("go_tuned", &tuned), ("go", &go)];
+    for (name, samples) in [
+        (
+            "bind_to_running_ms",
+            (|f: &Figures| &f.burst_ms) as fn(&Figures) -> &Vec<f64>,
+        ),
+        ("paced_bind_to_running_ms", |f| &f.paced_ms),
+        ("running_s", |f| &f.running_s),
+    ] {
+        let by_side = series.entry(name.to_owned()).or_default();
+        for (side, figures) in sides {
+            by_side.insert(side.to_owned(), crate::plot::quantiles(samples(figures)));
+        }
+    }
+    crate::plot::write_series(suite, &series)?;
+    if control_plane == ControlPlane::Embedded {
+        let results = Path::new("target/bench");
+        for (name, svg) in crate::plot::kubelet_go(&crate::plot::figures(results, suite)?, &series)?
+        {
+            let path = results.join(name);
+            std::fs::write(&path, svg)?;
+            println!("wrote {}", path.display());
+        }
+    }
     Ok(())
 }
 

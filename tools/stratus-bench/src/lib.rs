@@ -24,6 +24,9 @@
 //! - `failover`: Lease takeover by replicas of the sample manager after a
 //!   crash, a graceful stop and a partition of the leader
 //!   (`failover.rs`).
+//! - `plots [--out DIR]`: the plots of the suites that compare, drawn again
+//!   from their JSON in `target/bench` (`plot.rs`; `kubelet-go` and `ccm`
+//!   draw theirs when they end).
 //!
 //! ```
 //! use std::process::ExitCode;
@@ -44,6 +47,7 @@ mod kubelet_scale;
 mod local_cloud;
 pub(crate) mod measure;
 mod offload;
+pub(crate) mod plot;
 mod process;
 
 use std::process::ExitCode;
@@ -54,10 +58,20 @@ use serde_json::json;
 pub fn run(args: &[String]) -> ExitCode {
     let Some(target) = args.first() else {
         eprintln!(
-            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-scale|kubelet-api|process|offload|failover|local-cloud>"
+            "usage: cargo xtask bench <apiserver|ccm|ccm-go|kubelet|kubelet-go|kubelet-scale|kubelet-api|process|offload|failover|local-cloud|plots>"
         );
         return ExitCode::from(2);
     };
+    if target == "plots" {
+        // Drawing measures nothing: any build will do.
+        return self::plot::run(&args[1..]).map_or_else(
+            |e| {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            },
+            |()| ExitCode::SUCCESS,
+        );
+    }
     if ![
         "apiserver",
         "ccm",
@@ -78,7 +92,7 @@ pub fn run(args: &[String]) -> ExitCode {
         && target != self::kubelet_api::STRATUS_NODE_CHILD
     {
         eprintln!(
-            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-scale, kubelet-api, process, offload, failover, local-cloud"
+            "unknown benchmark {target:?}; available: apiserver, ccm, ccm-go, kubelet, kubelet-go, kubelet-scale, kubelet-api, process, offload, failover, local-cloud, plots"
         );
         return ExitCode::from(2);
     }

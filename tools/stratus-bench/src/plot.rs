@@ -1,0 +1,607 @@
+//! The benchmarks' plots, as SVG (`plotters`): each suite that compares
+//! draws its own next to its JSON when it ends, and `cargo xtask bench
+//! plots [--out DIR]` draws every plot again from the JSON in
+//! `target/bench` (into `DIR`, `target/bench` by default; the docs' copies
+//! live in `docs/benchmarks/`).
+//!
+//! - `kubelet-go-latency.svg`: bind → Running latency of 10,000 (or
+//!   `--pods`) pods bound at once, as a distribution (CDF), Stratus against
+//!   Go tuned and Go as shipped;
+//! - `kubelet-go-paced.svg`: the same at 500 binds a second;
+//! - `kubelet-go-running.svg`: pods Running over time after the burst;
+//! - `kubelet-go-memory.svg`: resident memory per pod, each side;
+//! - `ccm-phases.svg`: the cloud controller manager's phases against their
+//!   floors (`bench ccm`).
+//!
+//! A distribution is kept as its quantiles (a thousandth apart, see
+//! [`quantiles`]) in `target/bench/<suite>.series.json`, beside the
+//! suite's figures.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use stratus_cluster::BoxError;
+
+/// A suite's distributions: series name (e.g. `bind_to_running_ms`) →
+/// side (e.g. `stratus`) → quantiles.
+pub(crate) type Series = BTreeMap<String, BTreeMap<String, Vec<f64>>>;
+
+/// How many quantiles a distribution keeps: the 0th to the 1,000th
+/// thousandth.
+const QUANTILES: usize = 1001;
+
+/// The width and height of every plot, in pixels.
+const SIZE: (u32, u32) = (760, 420);
+
+/// The colors of the sides (and of the bars of a group), in order: blue,
+/// orange, grey.
+const COLORS: [RGBColor; 3] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(127, 127, 127),
+];
+
+/// The color of the `i`th side or bar.
+fn color(i: usize) -> RGBAColor {
+    COLORS[i % COLORS.len()].to_rgba()
+}
+
+/// The sides of a comparison in the order their lines are drawn and
+/// named: the key in the JSON and the name in the legend.
+const SIDES: [(&str, &str); 3] = [
+    ("stratus", "Stratus"),
+    ("go_tuned", "Go, tuned"),
+    ("go", "Go, as shipped"),
+];
+
+/// The quantiles of `sorted` (ascending), a thousandth apart: the
+/// distribution in 1,001 numbers whatever the sample count. Empty when
+/// `sorted` is.
+pub(crate) fn quantiles(sorted: &[f64]) -> Vec<f64> {
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    let last = sorted.len() - 1;
+    (0..QUANTILES)
+        .map(|q| sorted[(q * last + (QUANTILES - 1) / 2) / (QUANTILES - 1)])
+        .collect()
+}
+
+/// Write `series` to `target/bench/<suite>.series.json`.
+pub(crate) fn write_series(suite: &str, series: &Series) -> Result<(), BoxError> {
+    std::fs::create_dir_all("target/bench")?;
+    let path = format!("target/bench/{suite}.series.json");
+    std::fs::write(&path, serde_json::to_vec(series)?)?;
+    println!("wrote {path}");
+    Ok(())
+}
+
+/// `cargo xtask bench plots [--out DIR]`: every plot whose JSON is in
+/// `target/bench`, drawn into `DIR`.
+pub(crate) fn run(args: &[String]) -> Result<(), BoxError> {
+    let out = match args {
+        [] => "target/bench".to_owned(),
+        [flag, dir] if flag == "--out" => dir.clone(),
+        _ => return Err("usage: cargo xtask bench plots [--out DIR]".into()),
+    };
+    let drawn = draw_all(Path::new("target/bench"), Path::new(&out))?;
+    if drawn.is_empty() {
+        return Err("no benchmark results in target/bench: run `cargo xtask bench kubelet-go` or `cargo xtask bench ccm` first".into());
+    }
+    for path in drawn {
+        println!("wrote {path}");
+    }
+    Ok(())
+}
+
+/// Draw every plot whose JSON is in `results` into `out`: the paths
+/// written.
+pub(crate) fn draw_all(results: &Path, out: &Path) -> Result<Vec<String>, BoxError> {
+    std::fs::create_dir_all(out)?;
+    let mut written = Vec::new();
+    let figures = |suite: &str| -> Result<Option<BTreeMap<String, f64>>, BoxError> {
+        if results.join(format!("{suite}.json")).exists() {
+            figures(results, suite).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let mut write = |name: &str, svg: String| -> Result<(), BoxError> {
+        let path = out.join(name);
+        std::fs::write(&path, svg)?;
+        written.push(path.display().to_string());
+        Ok(())
+    };
+    if let Some(f) = figures("kubelet-go")? {
+        let series: Series = match std::fs::read(results.join("kubelet-go.series.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Series::new(),
+            Err(e) => return Err(e.into()),
+        };
+        for (name, svg) in kubelet_go(&f, &series)? {
+            write(name, svg)?;
+        }
+    }
+    if let Some(f) = figures("ccm")? {
+        write("ccm-phases.svg", ccm(&f)?)?;
+    }
+    Ok(written)
+}
+
+/// A suite's figures, from `<results>/<suite>.json`.
+pub(crate) fn figures(results: &Path, suite: &str) -> Result<BTreeMap<String, f64>, BoxError> {
+    let path = results.join(format!("{suite}.json"));
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+/// The `kubelet-go` suite's plots from its figures and series.
+pub(crate) fn kubelet_go(
+    figures: &BTreeMap<String, f64>,
+    series: &Series,
+) -> Result<Vec<(&'static str, String)>, BoxError> {
+    let pods = figures.get("pods").copied().unwrap_or_default();
+    let sides = |name: &str| -> Vec<(&'static str, &[f64])> {
+        SIDES
+            .iter()
+            .filter_map(|(key, legend)| {
+                series
+                    .get(name)
+                    .and_then(|s| s.get(*key))
+                    .filter(|q| !q.is_empty())
+                    .map(|q| (*legend, q.as_slice()))
+            })
+            .collect()
+    };
+    let mut plots = Vec::new();
+    let burst = sides("bind_to_running_ms");
+    if !burst.is_empty() {
+        plots.push((
+            "kubelet-go-latency.svg",
+            cdf(
+                &format!("bind → Running, {pods:.0} pods bound at once"),
+                "milliseconds (log scale)",
+                &burst,
+            )?,
+        ));
+    }
+    let paced = sides("paced_bind_to_running_ms");
+    if !paced.is_empty() {
+        plots.push((
+            "kubelet-go-paced.svg",
+            cdf(
+                &format!("bind → Running, {pods:.0} pods at 500 binds a second"),
+                "milliseconds (log scale)",
+                &paced,
+            )?,
+        ));
+    }
+    let running = sides("running_s");
+    if !running.is_empty() {
+        plots.push((
+            "kubelet-go-running.svg",
+            over_time(
+                &format!("pods Running after {pods:.0} are bound at once"),
+                pods,
+                &running,
+            )?,
+        ));
+    }
+    let memory: Vec<(&str, f64)> = SIDES
+        .iter()
+        .filter_map(|(key, legend)| {
+            figures
+                .get(&format!("rss_bytes_per_pod_{key}"))
+                .map(|b| (*legend, b / 1024.0))
+        })
+        .collect();
+    if !memory.is_empty() {
+        plots.push((
+            "kubelet-go-memory.svg",
+            bars(
+                "resident memory per Running pod",
+                "KiB per pod",
+                &[("virtual kubelet process", memory)],
+            )?,
+        ));
+    }
+    Ok(plots)
+}
+
+/// The `ccm` suite's phases, measured against their floors, in seconds.
+pub(crate) fn ccm(figures: &BTreeMap<String, f64>) -> Result<String, BoxError> {
+    let phases = [
+        ("node_init", "initialize 5,000 nodes"),
+        ("lb_ensure", "ensure 1,000 load balancers"),
+        ("lb_node_added", "add a node to 1,000"),
+    ];
+    let groups: Vec<(&str, Vec<(&str, f64)>)> = phases
+        .iter()
+        .filter_map(|(key, label)| {
+            let measured = figures.get(&format!("{key}_seconds"))?;
+            let floor = figures.get(&format!("{key}_floor_seconds"))?;
+            Some((*label, vec![("Stratus", *measured), ("floor", *floor)]))
+        })
+        .collect();
+    if groups.is_empty() {
+        return Err("ccm.json has none of the phases' figures".into());
+    }
+    bars(
+        "cloud controller manager phases against their floors",
+        "seconds",
+        &groups,
+    )
+}
+
+/// A plotters error as the benchmarks' error.
+fn failed<E: std::fmt::Debug>(e: E) -> BoxError {
+    format!("drawing a plot: {e:?}").into()
+}
+
+/// An SVG of `draw` on a white area of [`SIZE`].
+fn svg(
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), BoxError>,
+) -> Result<String, BoxError> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        draw(&root)?;
+        root.present().map_err(failed)?;
+    }
+    Ok(out)
+}
+
+/// The range of every series' values, widened to decades (for a log
+/// axis; values at or below 0 are left out).
+fn decades(sides: &[(&str, &[f64])]) -> std::ops::Range<f64> {
+    let positive = sides
+        .iter()
+        .flat_map(|(_, q)| q.iter().copied())
+        .filter(|v| *v > 0.0);
+    let (low, high) = positive.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if low > high {
+        return 0.1..10.0;
+    }
+    10f64.powf(low.log10().floor())..10f64.powf(high.log10().ceil().max(low.log10().floor() + 1.0))
+}
+
+/// A value on a log axis as people write it: `0.1`, `10`, `1,000`.
+fn axis_number(v: &f64) -> String {
+    if *v < 1.0 {
+        return format!("{v}");
+    }
+    let digits = format!("{v:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A distribution plot: for each side, the fraction of samples (y) at or
+/// below each value (x, log scale).
+fn cdf(title: &str, x: &str, sides: &[(&str, &[f64])]) -> Result<String, BoxError> {
+    svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .margin_right(40)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(decades(sides).log_scale(), 0f64..1f64)
+            .map_err(failed)?;
+        chart
+            .configure_mesh()
+            .x_desc(x)
+            .x_label_formatter(&axis_number)
+            .y_desc("fraction of pods")
+            .draw()
+            .map_err(failed)?;
+        for (i, (legend, q)) in sides.iter().enumerate() {
+            let color = color(i);
+            let last = (q.len().max(2) - 1) as f64;
+            let points = q
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(k, v)| (*v, k as f64 / last));
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(failed)?
+                .label(*legend)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(failed)?;
+        Ok(())
+    })
+}
+
+/// Pods Running (y) over the time since the burst was bound (x, seconds,
+/// log scale), each side's curve from the quantiles of its pods' times.
+fn over_time(title: &str, pods: f64, sides: &[(&str, &[f64])]) -> Result<String, BoxError> {
+    svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .margin_right(40)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(decades(sides).log_scale(), 0f64..pods.max(1.0))
+            .map_err(failed)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the first bind (log scale)")
+            .x_label_formatter(&axis_number)
+            .y_desc("pods Running")
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .draw()
+            .map_err(failed)?;
+        for (i, (legend, q)) in sides.iter().enumerate() {
+            let color = color(i);
+            let last = (q.len().max(2) - 1) as f64;
+            let points = q
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(k, v)| (*v, pods * k as f64 / last));
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(failed)?
+                .label(*legend)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(failed)?;
+        Ok(())
+    })
+}
+
+/// Grouped bars: for each group (named under the axis), one bar a series,
+/// the series named in the legend and in the order of the first group.
+fn bars(title: &str, y: &str, groups: &[(&str, Vec<(&str, f64)>)]) -> Result<String, BoxError> {
+    let per_group = groups.iter().map(|(_, s)| s.len()).max().unwrap_or(1);
+    // One slot a bar and one empty slot between groups.
+    let slots = (groups.len() * (per_group + 1)).saturating_sub(1).max(1);
+    let top = groups
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|(_, v)| *v))
+        .fold(0f64, f64::max)
+        * 1.15;
+    let names: Vec<&str> = groups
+        .first()
+        .map(|(_, s)| s.iter().map(|(n, _)| *n).collect())
+        .unwrap_or_default();
+    svg(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .margin_right(40)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d((0..slots).into_segmented(), 0f64..top.max(1e-9))
+            .map_err(failed)?;
+        let label = |slot: &SegmentValue<usize>| match slot {
+            SegmentValue::CenterOf(s) if s % (per_group + 1) == per_group / 2 => groups
+                .get(s / (per_group + 1))
+                .map(|(name, _)| (*name).to_owned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(slots)
+            .x_label_formatter(&label)
+            .y_desc(y)
+            .draw()
+            .map_err(failed)?;
+        for (j, name) in names.iter().enumerate() {
+            let color = color(j);
+            let rects = groups.iter().enumerate().filter_map(|(g, (_, s))| {
+                let value = s.get(j)?.1;
+                let slot = g * (per_group + 1) + j;
+                Some(Rectangle::new(
+                    [
+                        (SegmentValue::Exact(slot), 0.0),
+                        (SegmentValue::Exact(slot + 1), value),
+                    ],
+                    color.filled(),
+                ))
+            });
+            chart
+                .draw_series(rects)
+                .map_err(failed)?
+                .label(*name)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(failed)?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_keep_the_ends_and_the_median() {
+        let sorted: Vec<f64> = (1..=10_001).map(f64::from).collect();
+        let q = quantiles(&sorted);
+        assert_eq!(q.len(), QUANTILES);
+        assert_eq!(q[0], 1.0);
+        assert_eq!(q[500], 5_001.0);
+        assert_eq!(q[990], 9_901.0);
+        assert_eq!(q[1000], 10_001.0);
+        assert!(quantiles(&[]).is_empty());
+        // Fewer samples than quantiles: each sample repeats, in order.
+        let q = quantiles(&[1.0, 2.0, 3.0]);
+        assert_eq!((q[0], q[200], q[300], q[1000]), (1.0, 1.0, 2.0, 3.0));
+        assert!(q.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn axis_numbers_read_as_written() {
+        assert_eq!(axis_number(&0.01), "0.01");
+        assert_eq!(axis_number(&1.0), "1");
+        assert_eq!(axis_number(&100.0), "100");
+        assert_eq!(axis_number(&1000.0), "1,000");
+        assert_eq!(axis_number(&1_000_000.0), "1,000,000");
+    }
+
+    #[test]
+    fn decades_cover_every_positive_value() {
+        let a = [0.0, 3.0, 250.0];
+        let b = [12.0, 9_000.0];
+        let r = decades(&[("a", &a), ("b", &b)]);
+        assert_eq!((r.start, r.end), (1.0, 10_000.0));
+        let one = [5.0];
+        let r = decades(&[("a", &one)]);
+        assert_eq!((r.start, r.end), (1.0, 10.0));
+    }
+
+    /// The figures and series a `kubelet-go` run writes, made up.
+    fn kubelet_go_run() -> (BTreeMap<String, f64>, Series) {
+        let figures: BTreeMap<String, f64> = [
+            ("pods", 1000.0),
+            ("rss_bytes_per_pod_stratus", 26_316.8),
+            ("rss_bytes_per_pod_go_tuned", 41_500.7),
+            ("rss_bytes_per_pod_go", 39_759.9),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let mut series = Series::new();
+        for (name, scale) in [
+            ("bind_to_running_ms", 1.0),
+            ("paced_bind_to_running_ms", 0.2),
+            ("running_s", 0.001),
+        ] {
+            let sides = series.entry(name.to_owned()).or_default();
+            for (side, factor) in [("stratus", 1.0), ("go_tuned", 4.0), ("go", 3_000.0)] {
+                let sorted: Vec<f64> = (1..=1000).map(|i| f64::from(i) * scale * factor).collect();
+                sides.insert(side.to_owned(), quantiles(&sorted));
+            }
+        }
+        (figures, series)
+    }
+
+    #[test]
+    fn kubelet_go_draws_four_plots_naming_every_side() {
+        let (figures, series) = kubelet_go_run();
+        let plots = kubelet_go(&figures, &series).unwrap();
+        let names: Vec<&str> = plots.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "kubelet-go-latency.svg",
+                "kubelet-go-paced.svg",
+                "kubelet-go-running.svg",
+                "kubelet-go-memory.svg"
+            ]
+        );
+        for (name, svg) in &plots {
+            assert!(svg.starts_with("<svg"), "{name}");
+            for legend in ["Stratus", "Go, tuned", "Go, as shipped"] {
+                assert!(svg.contains(legend), "{name} does not name {legend}");
+            }
+        }
+        // A line a side on the distributions, a bar a side on memory.
+        // The mesh's lines are 1 px wide, the sides' 2 px.
+        assert_eq!(
+            plots[0].1.matches(r#"stroke-width="2""#).count(),
+            3 + 3,
+            "three lines and three legend marks"
+        );
+        assert!(plots[3].1.matches("<rect").count() >= 3);
+    }
+
+    #[test]
+    fn a_side_without_a_series_is_left_out() {
+        let (figures, mut series) = kubelet_go_run();
+        for sides in series.values_mut() {
+            sides.remove("go");
+        }
+        let plots = kubelet_go(&figures, &series).unwrap();
+        assert!(!plots[0].1.contains("Go, as shipped"));
+        assert!(plots[0].1.contains("Go, tuned"));
+        // No series at all: only the memory bars, from the figures.
+        let plots = kubelet_go(&figures, &Series::new()).unwrap();
+        assert_eq!(plots.len(), 1);
+    }
+
+    #[test]
+    fn ccm_phases_need_their_figures() {
+        let figures: BTreeMap<String, f64> = [
+            ("node_init_seconds", 2.0),
+            ("node_init_floor_seconds", 1.5),
+            ("lb_ensure_seconds", 9.3),
+            ("lb_ensure_floor_seconds", 10.0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let svg = ccm(&figures).unwrap();
+        assert!(svg.contains("initialize 5,000 nodes"));
+        assert!(svg.contains("ensure 1,000 load balancers"));
+        assert!(!svg.contains("add a node to 1,000"));
+        assert!(ccm(&BTreeMap::new()).is_err());
+    }
+
+    #[test]
+    fn draw_all_reads_the_results_it_finds() {
+        let dir = std::env::temp_dir().join(format!("stratus-bench-plots-{}", std::process::id()));
+        let out = dir.join("out");
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(draw_all(&dir, &out).unwrap().is_empty());
+        let (figures, series) = kubelet_go_run();
+        std::fs::write(
+            dir.join("kubelet-go.json"),
+            serde_json::to_vec(&figures).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("kubelet-go.series.json"),
+            serde_json::to_vec(&series).unwrap(),
+        )
+        .unwrap();
+        let written = draw_all(&dir, &out).unwrap();
+        assert_eq!(written.len(), 4);
+        assert!(out.join("kubelet-go-running.svg").is_file());
+        std::fs::write(dir.join("ccm.json"), b"not json").unwrap();
+        assert!(
+            draw_all(&dir, &out).is_err(),
+            "a broken results file is an error"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
