@@ -7,7 +7,8 @@
 //! outside the workspace), a short
 //! fuzzing run of every parser of network and user input, a two-minute
 //! soak of the components under churn and faults, the
-//! end-to-end runner against the demo cluster, the real control plane
+//! end-to-end runner against the demo cluster, the monitoring rules and
+//! dashboard against a real Prometheus, the real control plane
 //! (built from its Go modules; the demo, the e2e runner, kubectl and
 //! faults on it, and the kubectl, Python and JavaScript client scripts
 //! against it), the benchmarks' Go peers built from their modules, the
@@ -158,6 +159,16 @@ const STEPS: &[Step] = &[
         name: "e2e-demo",
         program: "bash",
         args: &["scripts/e2e-demo.sh"],
+        env: &[],
+    },
+    Step {
+        // The monitoring rules and dashboard of docs/deploy/monitoring:
+        // `promtool check rules` and `promtool test rules`, then Debian's
+        // Prometheus scraping the sample manager and virtual kubelet: every
+        // metric the rules and the dashboard read has samples.
+        name: "monitoring",
+        program: "bash",
+        args: &["scripts/monitoring.sh"],
         env: &[],
     },
     Step {

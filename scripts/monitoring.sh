@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The monitoring rules of docs/deploy/monitoring against Prometheus for real:
+#  1. `promtool check rules` and `promtool test rules` (Debian's Prometheus);
+#  2. the sample cloud controller manager and the sample virtual kubelet run
+#     as processes against the harness API server (RBAC, TLS), a node, a
+#     LoadBalancer Service and a pod given them to work on, and Prometheus
+#     (Debian's, started here on loopback with the rules loaded, stopped at
+#     the end) scraping the manager's /metrics over HTTPS with a bearer token
+#     (the manager reviews it with the API server) and the node's
+#     --metrics-addr; every metric the rules and the dashboard
+#     (stratus-dashboard.json) read must have samples there, and every
+#     dashboard query must answer.
+# Prints "monitoring: N passed, 0 failed"; exits non-zero on the first failed
+# check. Leaves nothing behind (processes, ports, files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rules="$(pwd)/docs/deploy/monitoring/stratus-rules.yaml"
+tests="$(pwd)/docs/deploy/monitoring/stratus-rules.test.yaml"
+for tool in prometheus promtool; do
+  command -v "$tool" >/dev/null || { echo "monitoring: $tool is not installed (apt-get install prometheus)" >&2; exit 1; }
+done
+
+# shellcheck source=lib/checks.sh
+source scripts/lib/checks.sh
+checks_begin monitoring
+check "promtool check rules" "SUCCESS" promtool check rules "$rules"
+check "promtool test rules" "SUCCESS" promtool test rules "$tests"
+
+# shellcheck source=lib/harness-server.sh
+source scripts/lib/harness-server.sh
+start_harness_server --authorization-mode RBAC
+pids=()
+stop_all() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stop_harness_server
+}
+trap stop_all EXIT
+# The administrator's token, which Prometheus presents to the manager.
+token=$(awk '/token:/ {print $2; exit}' "$KUBECONFIG")
+[ -n "$token" ] || fail "the harness kubeconfig has a token" "$(cat "$KUBECONFIG")"
+printf '%s' "$token" >"$work/token"
+
+cargo build --quiet -p sample-cloud-controller-manager -p sample-virtual-kubelet
+bin="${CARGO_TARGET_DIR:-target}/debug"
+ccm_port=$(free_port)
+"$bin/sample-cloud-controller-manager" --cloud-provider=fake --kubeconfig="$KUBECONFIG" \
+  --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+  --bind-address=127.0.0.1 --secure-port="$ccm_port" --cluster-cidr=10.244.0.0/16 \
+  --allocate-node-cidrs=true --configure-cloud-routes=false >"$work/ccm.log" 2>&1 &
+pids+=($!)
+vk_port=$(free_port)
+kubelet_port=$(free_port)
+KUBELET_PORT=$kubelet_port "$bin/sample-virtual-kubelet" --provider mock --kubeconfig "$KUBECONFIG" \
+  --nodename vk-monitoring --metrics-addr "127.0.0.1:$vk_port" >"$work/vk.log" 2>&1 &
+pids+=($!)
+
+# Work for both: a node of the cloud to initialize, a Service to give a
+# load balancer, a pod for the virtual node.
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Node
+metadata: {name: node-0}
+spec:
+  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: watched, namespace: default}
+spec:
+  nodeName: vk-monitoring
+  tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
+  containers: [{name: app, image: busybox}]
+YAML
+
+prom_port=$(free_port)
+mkdir -p "$work/prometheus"
+cat >"$work/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: ["$rules"]
+scrape_configs:
+  - job_name: cloud-controller-manager
+    scheme: https
+    tls_config: {insecure_skip_verify: true}
+    authorization: {credentials_file: "$work/token"}
+    static_configs: [{targets: ["127.0.0.1:$ccm_port"]}]
+  - job_name: virtual-kubelet
+    static_configs: [{targets: ["127.0.0.1:$vk_port"]}]
+YAML
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prometheus" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+pids+=($!)
+api="http://127.0.0.1:$prom_port/api/v1"
+query() { curl -sf --get "$api/query" --data-urlencode "query=$1"; }
+
+eventually "Prometheus is ready" "Ready" curl -sf "http://127.0.0.1:$prom_port/-/ready"
+eventually "node-0 initialized by the manager" "fake://node-0" kubectl get node node-0 -o jsonpath='{.spec.providerID}'
+eventually "the pod Running on the virtual node" "Running" kubectl get pod watched -o jsonpath='{.status.phase}'
+# `up` is 1 only after a scrape that authenticated (a 401 or 403 is 0).
+for job in cloud-controller-manager virtual-kubelet; do
+  eventually "$job scraped" '"value":[' query "up{job=\"$job\"} == 1"
+done
+
+# Every metric the loaded rules read (from Prometheus's own parse of them)
+# and every metric the dashboard's queries read; each must have samples,
+# and each dashboard query must return data.
+dashboard="$(pwd)/docs/deploy/monitoring/stratus-dashboard.json"
+queries() {
+  curl -sf "$api/rules" | python3 -c '
+import json, sys
+for group in json.load(sys.stdin)["data"]["groups"]:
+    for rule in group["rules"]:
+        print(" ".join(rule["query"].split()))'
+  python3 -c '
+import json, sys
+for panel in json.load(open(sys.argv[1]))["panels"]:
+    for target in panel.get("targets", []):
+        print(" ".join(target["expr"].split()))' "$dashboard"
+}
+metric_names() { # the metric names the PromQL queries on stdin read
+  python3 -c '
+import re, sys
+keywords = {"sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk",
+            "quantile", "count_values", "group", "by", "without", "on", "ignoring",
+            "group_left", "group_right", "and", "or", "unless", "bool", "offset"}
+names = set()
+for q in sys.stdin:
+    q = re.sub(r"\"[^\"]*\"", "", q)
+    q = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", q)
+    q = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", q)
+    for token in re.findall(r"(?<![A-Za-z0-9_:.])[A-Za-z_:][A-Za-z0-9_:]*(?![A-Za-z0-9_:])(?!\s*\()", q):
+        if token not in keywords and ":" not in token:
+            names.add(token)
+print("\n".join(sorted(names)))'
+}
+metrics=$(queries | metric_names)
+[ "$(echo "$metrics" | wc -l)" -ge 10 ] || fail "the rules and the dashboard read metrics" "$metrics"
+for metric in $metrics; do
+  eventually "$metric has samples" '"value":[' query "count({__name__=\"$metric\"})"
+done
+# Rates need two scrapes in their window: the dashboard's queries are asked
+# until they answer (a histogram quantile of nothing observed is NaN, which
+# still counts as an answer).
+while IFS= read -r expr; do
+  eventually "dashboard: $expr" '"value":[' query "$expr"
+done < <(python3 -c '
+import json, sys
+for panel in json.load(open(sys.argv[1]))["panels"]:
+    for target in panel.get("targets", []):
+        print(" ".join(target["expr"].split()))' "$dashboard")
+checks_end
