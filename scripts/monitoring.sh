@@ -9,7 +9,9 @@
 #     (the manager reviews it with the API server) and the node's
 #     --metrics-addr; every metric the rules and the dashboard
 #     (stratus-dashboard.json) read must have samples there, and every
-#     dashboard query must answer.
+#     dashboard query must answer; then a pod the provider leaves Pending
+#     must fire StratusVirtualKubeletPodsPending (the rules loaded with
+#     their `for` durations cut to 3 s).
 # Prints "monitoring: N passed, 0 failed"; exits non-zero on the first failed
 # check. Leaves nothing behind (processes, ports, files).
 set -euo pipefail
@@ -83,9 +85,13 @@ YAML
 
 prom_port=$(free_port)
 mkdir -p "$work/prometheus"
+# The rules as shipped but for their `for` durations (minutes; 3 s here), so
+# that an alert fires within the script; `promtool test rules` covers the
+# shipped durations.
+sed -E 's/^( +for: ).*/\13s/' "$rules" >"$work/rules.yaml"
 cat >"$work/prometheus.yml" <<YAML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: ["$rules"]
+rule_files: ["$work/rules.yaml"]
 scrape_configs:
   - job_name: cloud-controller-manager
     scheme: https
@@ -156,4 +162,22 @@ import json, sys
 for panel in json.load(open(sys.argv[1]))["panels"]:
     for target in panel.get("targets", []):
         print(" ".join(target["expr"].split()))' "$dashboard")
+
+# A fault: the provider leaves a pod Pending (MockPodProvider's
+# `mock.stratus.dev/pending`), and the pods-pending alert fires for the node.
+alert='ALERTS{alertname="StratusVirtualKubeletPodsPending",node="vk-monitoring",alertstate="firing"}'
+check "no pods-pending alert before the fault" '"result":[]' query "$alert"
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stuck
+  namespace: default
+  annotations: {mock.stratus.dev/pending: "true"}
+spec:
+  nodeName: vk-monitoring
+  tolerations: [{key: virtual-kubelet.io/provider, operator: Exists}]
+  containers: [{name: app, image: busybox}]
+YAML
+eventually "StratusVirtualKubeletPodsPending fires for vk-monitoring" '"alertstate":"firing"' query "$alert"
 checks_end
