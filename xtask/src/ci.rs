@@ -8,7 +8,8 @@
 //! fuzzing run of every parser of network and user input, a two-minute
 //! soak of the components under churn and faults, the
 //! end-to-end runner against the demo cluster, the monitoring rules and
-//! dashboard against a real Prometheus, the real control plane
+//! dashboard against a real Prometheus, the Helm charts against Helm built
+//! from its module, the real control plane
 //! (built from its Go modules; the demo, the e2e runner, kubectl and
 //! faults on it, and the kubectl, Python and JavaScript client scripts
 //! against it), the benchmarks' Go peers built from their modules, the
@@ -169,6 +170,16 @@ const STEPS: &[Step] = &[
         name: "monitoring",
         program: "bash",
         args: &["scripts/monitoring.sh"],
+        env: &[],
+    },
+    Step {
+        // The Helm charts of deploy/charts with Helm built from
+        // tools/helm/go.mod: lint, template, a server-side dry run, and an
+        // install into the harness whose rendered flags start the sample
+        // binaries, then an uninstall that leaves nothing.
+        name: "helm",
+        program: "bash",
+        args: &["scripts/helm.sh"],
         env: &[],
     },
     Step {
