@@ -121,8 +121,7 @@ fn chart_rbac() -> Result<Vec<(PathBuf, String)>, String> {
                 Path::new("deploy/charts")
                     .join(chart)
                     .join("templates/rbac.yaml"),
-                header.to_owned()
-                    + &text.replace(RELEASE_NAMESPACE, "{{ .Release.Namespace }}"),
+                header.to_owned() + &text.replace(RELEASE_NAMESPACE, "{{ .Release.Namespace }}"),
             )
         })
         .collect())

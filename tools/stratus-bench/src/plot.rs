@@ -288,52 +288,30 @@ fn axis_number(v: &f64) -> String {
 /// A distribution plot: for each side, the fraction of samples (y) at or
 /// below each value (x, log scale).
 fn cdf(title: &str, x: &str, sides: &[(&str, &[f64])]) -> Result<String, BoxError> {
-    svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .margin_right(40)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
-            .build_cartesian_2d(decades(sides).log_scale(), 0f64..1f64)
-            .map_err(failed)?;
-        chart
-            .configure_mesh()
-            .x_desc(x)
-            .x_label_formatter(&axis_number)
-            .y_desc("fraction of pods")
-            .draw()
-            .map_err(failed)?;
-        for (i, (legend, q)) in sides.iter().enumerate() {
-            let color = color(i);
-            let last = (q.len().max(2) - 1) as f64;
-            let points = q
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| **v > 0.0)
-                .map(|(k, v)| (*v, k as f64 / last));
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(failed)?
-                .label(*legend)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(failed)?;
-        Ok(())
-    })
+    cumulative(title, x, "fraction of pods", 1.0, sides)
 }
 
 /// Pods Running (y) over the time since the burst was bound (x, seconds,
 /// log scale), each side's curve from the quantiles of its pods' times.
 fn over_time(title: &str, pods: f64, sides: &[(&str, &[f64])]) -> Result<String, BoxError> {
+    cumulative(
+        title,
+        "seconds since the first bind (log scale)",
+        "pods Running",
+        pods.max(1.0),
+        sides,
+    )
+}
+
+/// Each side's quantiles as a cumulative curve: the `k`th of `n` at x =
+/// its value (log scale), y = `top` × k / n.
+fn cumulative(
+    title: &str,
+    x: &str,
+    y: &str,
+    top: f64,
+    sides: &[(&str, &[f64])],
+) -> Result<String, BoxError> {
     svg(|root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 20))
@@ -341,14 +319,18 @@ fn over_time(title: &str, pods: f64, sides: &[(&str, &[f64])]) -> Result<String,
             .margin_right(40)
             .x_label_area_size(40)
             .y_label_area_size(64)
-            .build_cartesian_2d(decades(sides).log_scale(), 0f64..pods.max(1.0))
+            .build_cartesian_2d(decades(sides).log_scale(), 0f64..top)
             .map_err(failed)?;
+        let whole = top >= 10.0;
         chart
             .configure_mesh()
-            .x_desc("seconds since the first bind (log scale)")
+            .x_desc(x)
             .x_label_formatter(&axis_number)
-            .y_desc("pods Running")
-            .y_label_formatter(&|v| format!("{v:.0}"))
+            .y_desc(y)
+            .y_label_formatter(&|v| match whole {
+                true => format!("{v:.0}"),
+                false => format!("{v:.1}"),
+            })
             .draw()
             .map_err(failed)?;
         for (i, (legend, q)) in sides.iter().enumerate() {
@@ -358,7 +340,7 @@ fn over_time(title: &str, pods: f64, sides: &[(&str, &[f64])]) -> Result<String,
                 .iter()
                 .enumerate()
                 .filter(|(_, v)| **v > 0.0)
-                .map(|(k, v)| (*v, pods * k as f64 / last));
+                .map(|(k, v)| (*v, top * k as f64 / last));
             chart
                 .draw_series(LineSeries::new(points, color.stroke_width(2)))
                 .map_err(failed)?
