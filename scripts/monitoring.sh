@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The monitoring rules of docs/deploy/monitoring against Prometheus for real:
 #  1. `promtool check rules` and `promtool test rules` (Debian's Prometheus);
-#  2. the sample cloud controller manager and the sample virtual kubelet run
+#  2. a cloud controller manager with the reference `local` provider (on a
+#     local cloud daemon of its own) and the sample virtual kubelet run
 #     as processes against the harness API server (RBAC, TLS), a node, a
 #     LoadBalancer Service and a pod given them to work on, and Prometheus
 #     (Debian's, started here on loopback with the rules loaded, stopped at
@@ -10,8 +11,9 @@
 #     --metrics-addr; every metric the rules and the dashboard
 #     (stratus-dashboard.json) read must have samples there, and every
 #     dashboard query must answer; then a pod the provider leaves Pending
-#     must fire StratusVirtualKubeletPodsPending (the rules loaded with
-#     their `for` durations cut to 3 s).
+#     must fire StratusVirtualKubeletPodsPending, and a cloud failing every
+#     call StratusCloudProviderErrors and StratusNodesNotInitialized (the
+#     rules loaded with their `for` durations cut to 3 s).
 # Prints "monitoring: N passed, 0 failed"; exits non-zero on the first failed
 # check. Leaves nothing behind (processes, ports, files).
 set -euo pipefail
@@ -43,11 +45,24 @@ token=$(awk '/token:/ {print $2; exit}' "$KUBECONFIG")
 [ -n "$token" ] || fail "the harness kubeconfig has a token" "$(cat "$KUBECONFIG")"
 printf '%s' "$token" >"$work/token"
 
-cargo build --quiet -p sample-cloud-controller-manager -p sample-virtual-kubelet
+cargo build --quiet -p sample-virtual-kubelet \
+  -p stratus-local-cloud --features stratus-local-cloud/daemon --bin stratus-local-cloud \
+  -p stratus-provider-local --features stratus-provider-local/manager --bin stratus-local-cloud-controller-manager
 bin="${CARGO_TARGET_DIR:-target}/debug"
+# The manager: the reference `local` provider on a local cloud of its own
+# (a daemon on loopback, load balancers in 127.75.0.0/24), whose faults the
+# script injects below.
+cloud_port=$(free_port)
+"$bin/stratus-local-cloud" --listen "127.0.0.1:$cloud_port" --address-range 127.75.0.0/24 >"$work/cloud.log" 2>&1 &
+pids+=($!)
+cloud="http://127.0.0.1:$cloud_port/v1"
+eventually "the local cloud answers" "items" curl -sf "$cloud/instances"
+curl -sf -X PUT "$cloud/instances/i-node-0" -H 'content-type: application/json' \
+  -d '{"nodeName": "node-0", "zone": "local-a", "region": "local", "instanceType": "process", "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}' >/dev/null
+printf 'endpoint: %s\n' "http://127.0.0.1:$cloud_port" >"$work/local-cloud.yaml"
 ccm_port=$(free_port)
-"$bin/sample-cloud-controller-manager" --cloud-provider=fake --kubeconfig="$KUBECONFIG" \
-  --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
+"$bin/stratus-local-cloud-controller-manager" --cloud-provider=local --cloud-config="$work/local-cloud.yaml" \
+  --kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
   --bind-address=127.0.0.1 --secure-port="$ccm_port" --cluster-cidr=10.244.0.0/16 \
   --allocate-node-cidrs=true --configure-cloud-routes=false >"$work/ccm.log" 2>&1 &
 pids+=($!)
@@ -108,7 +123,7 @@ api="http://127.0.0.1:$prom_port/api/v1"
 query() { curl -sf --get "$api/query" --data-urlencode "query=$1"; }
 
 eventually "Prometheus is ready" "Ready" curl -sf "http://127.0.0.1:$prom_port/-/ready"
-eventually "node-0 initialized by the manager" "fake://node-0" kubectl get node node-0 -o jsonpath='{.spec.providerID}'
+eventually "node-0 initialized by the manager" "local://i-node-0" kubectl get node node-0 -o jsonpath='{.spec.providerID}'
 eventually "the pod Running on the virtual node" "Running" kubectl get pod watched -o jsonpath='{.status.phase}'
 # `up` is 1 only after a scrape that authenticated (a 401 or 403 is 0).
 for job in cloud-controller-manager virtual-kubelet; do
@@ -180,4 +195,24 @@ spec:
   containers: [{name: app, image: busybox}]
 YAML
 eventually "StratusVirtualKubeletPodsPending fires for vk-monitoring" '"alertstate":"firing"' query "$alert"
+
+# A fault: the cloud fails every call (the local cloud's `failNext`), and a
+# new node cannot be initialized: the cloud-error and the
+# nodes-not-initialized alerts fire.
+cloud_alert='ALERTS{alertname="StratusCloudProviderErrors",alertstate="firing"}'
+nodes_alert='ALERTS{alertname="StratusNodesNotInitialized",alertstate="firing"}'
+check "no cloud-error alert before the fault" '"result":[]' query "$cloud_alert"
+check "no nodes-not-initialized alert before the fault" '"result":[]' query "$nodes_alert"
+check "the local cloud fails every call" '"failNext":1000000' \
+  curl -sf -X PUT "$cloud/faults" -H 'content-type: application/json' -d '{"failNext": 1000000}'
+kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Node
+metadata: {name: node-1}
+spec:
+  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
+YAML
+eventually "StratusCloudProviderErrors fires" '"alertstate":"firing"' query "$cloud_alert"
+eventually "StratusNodesNotInitialized fires" '"alertstate":"firing"' query "$nodes_alert"
+check "node-1 is still tainted" "uninitialized" kubectl get node node-1 -o jsonpath='{.spec.taints[*].key}'
 checks_end

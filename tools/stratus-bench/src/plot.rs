@@ -162,7 +162,7 @@ pub(crate) fn kubelet_go(
         plots.push((
             "kubelet-go-latency.svg",
             cdf(
-                &format!("bind → Running, {pods:.0} pods bound at once"),
+                &format!("bind → Running, {} pods bound at once", axis_number(&pods)),
                 "milliseconds (log scale)",
                 &burst,
             )?,
@@ -173,7 +173,10 @@ pub(crate) fn kubelet_go(
         plots.push((
             "kubelet-go-paced.svg",
             cdf(
-                &format!("bind → Running, {pods:.0} pods at 500 binds a second"),
+                &format!(
+                    "bind → Running, {} pods at 500 binds a second",
+                    axis_number(&pods)
+                ),
                 "milliseconds (log scale)",
                 &paced,
             )?,
@@ -184,7 +187,10 @@ pub(crate) fn kubelet_go(
         plots.push((
             "kubelet-go-running.svg",
             over_time(
-                &format!("pods Running after {pods:.0} are bound at once"),
+                &format!(
+                    "pods Running after {} are bound at once",
+                    axis_number(&pods)
+                ),
                 pods,
                 &running,
             )?,
