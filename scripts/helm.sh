@@ -18,23 +18,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 target="${CARGO_TARGET_DIR:-$repo/target}"
-helm_bin="$target/helm/helm"
 
-# Build Helm unless the binary is newer than go.mod and go.sum, with the
-# version strings upstream's Makefile sets (Helm's own, and the Kubernetes
-# minor of its client-go, which `helm template` assumes without a cluster).
-if [ ! -x "$helm_bin" ] || [ tools/helm/go.mod -nt "$helm_bin" ] || [ tools/helm/go.sum -nt "$helm_bin" ]; then
-  command -v go >/dev/null || { echo "helm: Go is not installed" >&2; exit 1; }
-  helm_version=$(awk '$1 == "helm.sh/helm/v3" {print $2}' tools/helm/go.mod)
-  k8s_minor=$(awk '$1 == "k8s.io/client-go" {split($2, v, "."); print v[2]}' tools/helm/go.mod)
-  start=$(date +%s)
-  (cd tools/helm && GOFLAGS=-mod=mod go build -trimpath -o "$helm_bin" -ldflags "-s -w \
-    -X helm.sh/helm/v3/internal/version.version=$helm_version \
-    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$k8s_minor \
-    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$k8s_minor" \
-    helm.sh/helm/v3/cmd/helm)
-  echo "helm: built $helm_version in $(( $(date +%s) - start )) s"
-fi
+# shellcheck source=lib/helm-build.sh
+source scripts/lib/helm-build.sh
+build_helm
 helm() { "$helm_bin" "$@"; }
 
 # shellcheck source=lib/checks.sh

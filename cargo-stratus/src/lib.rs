@@ -4,7 +4,8 @@
 //! answering `NotImplemented`, a `main.rs` that registers it and hands over
 //! to the Stratus command, its unit tests, the conformance test, a test of
 //! the binary against the in-memory API server, a Dockerfile, deploy
-//! manifests for its name, a README and a CI workflow.
+//! manifests and a Helm chart (`chart/`) for its name, a README and a CI
+//! workflow.
 //!
 //! ```
 //! use cargo_stratus::{Kind, Stratus, files};
@@ -23,12 +24,14 @@
 //! a tool that wraps it (the Stratus workspace's `cargo xtask
 //! new-provider`).
 
+mod chart;
 mod cli;
 mod manifests;
 mod template;
 
 use std::path::{Path, PathBuf};
 
+pub use chart::{ChartNames, chart};
 pub use cli::run;
 pub use manifests::documents;
 
@@ -196,6 +199,20 @@ pub fn files(
         out.push((file.to_owned(), template::render(text, &values, file)?));
     }
     out.extend(manifests::deploy(kind, name, &krate)?);
+    let names = ChartNames {
+        chart: krate.clone(),
+        description: match kind {
+            Kind::Ccm => format!("The {name} cloud controller manager"),
+            Kind::VirtualKubelet => format!("The {name} virtual kubelet"),
+        },
+        account: krate.clone(),
+        image: format!("registry.example.com/{krate}"),
+        provider: name.to_owned(),
+        node: format!("vk-{name}"),
+    };
+    for (file, text) in chart(kind, &names)? {
+        out.push((format!("chart/{file}"), text));
+    }
     if let Stratus::Path(root) = stratus {
         // The checkout's lock file: the same versions as its builds (Cargo
         // drops what the new crate does not use).
@@ -296,7 +313,14 @@ mod tests {
                 "main.rs is {} lines",
                 main.lines().count()
             );
-            assert!(files.iter().all(|(_, t)| !t.contains("{{")));
+            // Helm's own `{{ }}` stay in the chart; nothing else has any.
+            assert!(
+                files
+                    .iter()
+                    .filter(|(f, _)| !f.starts_with("chart/"))
+                    .all(|(_, t)| !t.contains("{{"))
+            );
+            assert!(files.iter().any(|(f, _)| f == "chart/templates/rbac.yaml"));
             let manifest = &files.iter().find(|(f, _)| f == "Cargo.toml").unwrap().1;
             assert!(
                 manifest.contains(r#"stratus-sdk = { version = "0.1.0""#),
