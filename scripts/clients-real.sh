@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The client scripts that run against the harness, run unchanged against the
 # real control plane (`cargo xtask cluster up`, STRATUS_CONTROL_PLANE=real):
-# every kubectl from 1.27 to 1.33 (scripts/kubectl-versions.sh), the
+# the Helm charts (scripts/helm.sh: a server-side dry run, an install whose
+# rendered flags start the sample binaries, an uninstall), every kubectl
+# from 1.27 to 1.33 (scripts/kubectl-versions.sh), the
 # official Python client, the official JavaScript client and the installed
 # kubectl with a virtual node (scripts/kubectl-harness.sh), and the
 # kube-runtime idiom suite (crates/stratus-apiserver/tests/kube_runtime.rs,
@@ -32,6 +34,9 @@ kill -INT "$vk" 2>/dev/null || true
 wait "$vk" 2>/dev/null || true
 vk=
 export STRATUS_CONTROL_PLANE=real
+# First: its install must own the ClusterRoles that kubectl-versions.sh's
+# apply of docs/deploy/ would otherwise have made.
+bash scripts/helm.sh
 bash scripts/kubectl-versions.sh
 bash scripts/python-client.sh
 bash scripts/js-client.sh

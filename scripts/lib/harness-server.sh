@@ -37,8 +37,11 @@ start_harness_server() {
 }
 
 stop_harness_server() {
-  kill "$harness_server" 2>/dev/null || true
-  wait "$harness_server" 2>/dev/null || true
+  # On the real control plane there is no server of the script's to stop.
+  if [ -n "${harness_server:-}" ]; then
+    kill "$harness_server" 2>/dev/null || true
+    wait "$harness_server" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 
