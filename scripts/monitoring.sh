@@ -45,7 +45,7 @@ token=$(awk '/token:/ {print $2; exit}' "$KUBECONFIG")
 [ -n "$token" ] || fail "the harness kubeconfig has a token" "$(cat "$KUBECONFIG")"
 printf '%s' "$token" >"$work/token"
 
-cargo build --quiet -p sample-virtual-kubelet \
+cargo build --quiet -p sample-virtual-kubelet --bin sample-virtual-kubelet \
   -p stratus-local-cloud --features stratus-local-cloud/daemon --bin stratus-local-cloud \
   -p stratus-provider-local --features stratus-provider-local/manager --bin stratus-local-cloud-controller-manager
 bin="${CARGO_TARGET_DIR:-target}/debug"
@@ -125,6 +125,12 @@ query() { curl -sf --get "$api/query" --data-urlencode "query=$1"; }
 eventually "Prometheus is ready" "Ready" curl -sf "http://127.0.0.1:$prom_port/-/ready"
 eventually "node-0 initialized by the manager" "local://i-node-0" kubectl get node node-0 -o jsonpath='{.spec.providerID}'
 eventually "the pod Running on the virtual node" "Running" kubectl get pod watched -o jsonpath='{.status.phase}'
+# The kubelet API: a caller without credentials (refused), the
+# administrator (served); each request counted.
+check "the kubelet API refuses a caller without credentials" "401" \
+  curl -sk -o /dev/null -w '%{http_code}' "https://127.0.0.1:$kubelet_port/pods"
+check "the kubelet API serves the administrator" "200" \
+  curl -sk -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "https://127.0.0.1:$kubelet_port/pods"
 # `up` is 1 only after a scrape that authenticated (a 401 or 403 is 0).
 for job in cloud-controller-manager virtual-kubelet; do
   eventually "$job scraped" '"value":[' query "up{job=\"$job\"} == 1"

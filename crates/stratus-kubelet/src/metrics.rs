@@ -2,8 +2,9 @@
 //! depth and latency (client-go's `workqueue_*`, queues
 //! `pod-sync/<node>` and `pod-status/<node>`), provider calls by method
 //! and result with their latency, pods by phase, status-write latency,
-//! the time from a provider notification to its status write, and events
-//! dropped because the event queue was full.
+//! the time from a provider notification to its status write, events
+//! dropped because the event queue was full, and kubelet-API requests by
+//! subresource and status code.
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
@@ -46,6 +47,7 @@ pub struct KubeletMetrics {
     pod_states: Family<Labels, Gauge>,
     dangling_deleted: Family<Labels, Counter>,
     dangling_held: Family<Labels, Gauge>,
+    api_requests: Family<Labels, Counter>,
 }
 
 impl KubeletMetrics {
@@ -61,6 +63,7 @@ impl KubeletMetrics {
             pod_states: Family::default(),
             dangling_deleted: Family::default(),
             dangling_held: Family::default(),
+            api_requests: Family::default(),
         };
         registry.register(
             "stratus_kubelet_pods",
@@ -91,6 +94,11 @@ impl KubeletMetrics {
             "stratus_kubelet_dangling_pods_held",
             "Provider pods with no API pod that the dangling-pod safeguard kept at the last sweep",
             this.dangling_held.clone(),
+        );
+        registry.register(
+            "stratus_kubelet_api_requests",
+            "Requests to the kubelet API by node, subresource (the kubelet's authorization names: log, exec, stats, ...) and HTTP status code",
+            this.api_requests.clone(),
         );
         registry.register(
             "stratus_kubelet_events_dropped",
@@ -144,6 +152,18 @@ impl KubeletMetrics {
         if total > reported {
             counter.inc_by(total - reported);
         }
+    }
+
+    /// Count one kubelet-API request to `node`'s `subresource` answered
+    /// with `code`.
+    pub(crate) fn api_request(&self, node: &str, subresource: &str, code: u16) {
+        self.api_requests
+            .get_or_create(&vec![
+                ("node", node.to_owned()),
+                ("subresource", subresource.to_owned()),
+                ("code", code.to_string()),
+            ])
+            .inc();
     }
 
     pub(crate) fn status_written(&self, node: &str, took: Duration) {

@@ -168,6 +168,15 @@ async fn a_registered_provider_runs_from_gos_flags() {
     let caller = kube::Client::try_from(config).unwrap();
     let (code, body) = get(&caller, "/pods").await;
     assert_eq!(code, 200, "{body}");
+    // Each kubelet-API request is counted by subresource (the kubelet's
+    // authorization name: `/pods` is `proxy`) and code.
+    let metrics = http_get(metrics_port, "/metrics").await;
+    for series in [
+        "stratus_kubelet_api_requests_total{node=\"vk-command\",subresource=\"proxy\",code=\"401\"} 1",
+        "stratus_kubelet_api_requests_total{node=\"vk-command\",subresource=\"proxy\",code=\"200\"} 1",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);

@@ -59,6 +59,7 @@ struct Inner {
     auth: ApiAuth,
     stream_idle_timeout: Duration,
     stream_creation_timeout: Duration,
+    metrics: Option<crate::metrics::KubeletMetrics>,
 }
 
 /// The kubelet API of one virtual node: routes requests to its provider.
@@ -318,6 +319,7 @@ impl KubeletApi {
                 auth,
                 stream_idle_timeout: Duration::from_secs(30),
                 stream_creation_timeout: Duration::from_secs(30),
+                metrics: None,
             }),
         }
     }
@@ -334,6 +336,12 @@ impl KubeletApi {
         self.configure(|inner| inner.stream_creation_timeout = timeout)
     }
 
+    /// Count every request in `metrics`
+    /// (`stratus_kubelet_api_requests_total{node,subresource,code}`).
+    pub fn with_metrics(self, metrics: crate::metrics::KubeletMetrics) -> Self {
+        self.configure(|inner| inner.metrics = Some(metrics))
+    }
+
     fn configure(self, change: impl FnOnce(&mut Inner)) -> Self {
         let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| (*shared).clone());
         change(&mut inner);
@@ -347,8 +355,17 @@ impl KubeletApi {
         &self.inner.node
     }
 
-    /// Answer one request.
+    /// Answer one request (and count it, with [`KubeletApi::with_metrics`]).
     pub async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        let subresource = super::route::subresource_of(req.uri().path());
+        let response = self.answer(req).await;
+        if let Some(metrics) = &self.inner.metrics {
+            metrics.api_request(&self.inner.node, subresource, response.status().as_u16());
+        }
+        response
+    }
+
+    async fn answer(&self, req: Request<Incoming>) -> Response<Body> {
         let route = match Route::parse(req.method(), req.uri().path()) {
             Ok(r) => r,
             Err(RouteError::NotFound) => {

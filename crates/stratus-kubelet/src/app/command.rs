@@ -347,12 +347,14 @@ fn auth_config(o: &KubeletOptions) -> DelegatedAuthConfig {
     config
 }
 
-/// The kubelet API server, and the certificate rotation to run beside it.
+/// The kubelet API server (its requests counted in `metrics`, when the
+/// node has them), and the certificate rotation to run beside it.
 async fn kubelet_server(
     o: &KubeletOptions,
     client: &kube::Client,
     client_ca: Option<&str>,
     provider: Arc<dyn stratus_pod::PodLifecycleHandler>,
+    metrics: Option<KubeletMetrics>,
 ) -> Result<(KubeletServer, Option<ServingCertificateRotation>), String> {
     let config = auth_config(o);
     if config.anonymous && config.always_allow {
@@ -363,9 +365,12 @@ async fn kubelet_server(
         );
     }
     let auth = ApiAuth::delegated(DelegatedAuth::new(client.clone(), config));
-    let api = KubeletApi::new(&o.nodename, provider, client.clone(), auth)
+    let mut api = KubeletApi::new(&o.nodename, provider, client.clone(), auth)
         .with_stream_idle_timeout(o.stream_idle_timeout)
         .with_stream_creation_timeout(o.stream_creation_timeout);
+    if let Some(metrics) = metrics {
+        api = api.with_metrics(metrics);
+    }
     let mut builder = KubeletServer::builder(api).bind((o.listen_address, o.kubelet_port).into());
     let mut rotation = None;
     if let (Some(cert), Some(key)) = (&o.tls_cert_file, &o.tls_private_key_file) {
@@ -563,6 +568,7 @@ async fn start_node(
         &shared.client,
         shared.client_ca.as_deref(),
         provider.clone(),
+        shared.metrics.as_ref().map(|(metrics, _)| metrics.clone()),
     )
     .await
     .map_err(CommandError::KubeletApi)?;
