@@ -3,8 +3,9 @@
 //! `pod-sync/<node>` and `pod-status/<node>`), provider calls by method
 //! and result with their latency, pods by phase, status-write latency,
 //! the time from a provider notification to its status write, events
-//! dropped because the event queue was full, and kubelet-API requests by
-//! subresource and status code.
+//! dropped because the event queue was full, kubelet-API requests by
+//! subresource and status code, and the serving certificate's time to live
+//! (the kubelet's `kubelet_certificate_manager_server_ttl_seconds`).
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
@@ -17,6 +18,7 @@
 //! assert!(text.contains("stratus_kubelet_pods{node=\"vk-0\",phase=\"Running\"} 3"));
 //! ```
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -48,6 +50,7 @@ pub struct KubeletMetrics {
     dangling_deleted: Family<Labels, Counter>,
     dangling_held: Family<Labels, Gauge>,
     api_requests: Family<Labels, Counter>,
+    serving_certificate_ttl: Family<Labels, Gauge<f64, AtomicU64>>,
 }
 
 impl KubeletMetrics {
@@ -64,6 +67,7 @@ impl KubeletMetrics {
             dangling_deleted: Family::default(),
             dangling_held: Family::default(),
             api_requests: Family::default(),
+            serving_certificate_ttl: Family::default(),
         };
         registry.register(
             "stratus_kubelet_pods",
@@ -99,6 +103,11 @@ impl KubeletMetrics {
             "stratus_kubelet_api_requests",
             "Requests to the kubelet API by node, subresource (the kubelet's authorization names: log, exec, stats, ...) and HTTP status code",
             this.api_requests.clone(),
+        );
+        registry.register(
+            "kubelet_certificate_manager_server_ttl_seconds",
+            "Gauge of the shortest TTL (time-to-live) of the Kubelet's serving certificate. The value is in seconds until certificate expiry (negative if already expired). If serving certificate is invalid or unused, the value will be +INF.",
+            this.serving_certificate_ttl.clone(),
         );
         registry.register(
             "stratus_kubelet_events_dropped",
@@ -164,6 +173,24 @@ impl KubeletMetrics {
                 ("code", code.to_string()),
             ])
             .inc();
+    }
+
+    /// Set `node`'s serving certificate's time to live from its
+    /// `not_after` (+Inf when unknown, as Go's kubelet reports it).
+    pub(crate) fn set_serving_certificate_ttl(
+        &self,
+        node: &str,
+        not_after: Option<std::time::SystemTime>,
+    ) {
+        let ttl = not_after.map_or(f64::INFINITY, |at| {
+            match at.duration_since(std::time::SystemTime::now()) {
+                Ok(left) => left.as_secs_f64(),
+                Err(past) => -past.duration().as_secs_f64(),
+            }
+        });
+        self.serving_certificate_ttl
+            .get_or_create(&vec![("node", node.to_owned())])
+            .set(ttl);
     }
 
     pub(crate) fn status_written(&self, node: &str, took: Duration) {

@@ -177,6 +177,15 @@ async fn a_registered_provider_runs_from_gos_flags() {
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }
+    // The serving certificate (self-signed here, valid for a year): its
+    // seconds left, as the kubelet's certificate manager reports them.
+    let ttl = stratus_testing::metric_sample(
+        &metrics,
+        "kubelet_certificate_manager_server_ttl_seconds{node=\"vk-command\"}",
+    )
+    .unwrap_or_else(|| panic!("no certificate TTL in {metrics}"));
+    let year = 365.0 * 24.0 * 3600.0;
+    assert!(ttl > year - 3600.0 && ttl <= year, "{ttl}");
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&kubeconfig);

@@ -384,6 +384,31 @@ pub fn dns_names_of_certificate(der: &[u8]) -> Result<Vec<String>, PkiError> {
     Ok(names)
 }
 
+/// When a certificate (DER) expires: its `notAfter`.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+///
+/// let ca = stratus_pki::CertificateAuthority::new("ca").unwrap();
+/// let day = Duration::from_secs(24 * 3600);
+/// let serving = ca.issue_serving_valid_for("api", &["api"], day).unwrap();
+/// let not_after = stratus_pki::not_after_of_certificate(&serving.cert_der).unwrap();
+/// let left = not_after.duration_since(SystemTime::now()).unwrap();
+/// assert!(left <= day && left > day - Duration::from_secs(600));
+/// assert!(stratus_pki::not_after_of_certificate(b"not a certificate").is_err());
+/// ```
+pub fn not_after_of_certificate(der: &[u8]) -> Result<std::time::SystemTime, PkiError> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| PkiError::Certificate(e.to_string()))?;
+    let seconds = cert.validity().not_after.timestamp();
+    let since_epoch = std::time::Duration::from_secs(seconds.unsigned_abs());
+    Ok(if seconds >= 0 {
+        std::time::UNIX_EPOCH + since_epoch
+    } else {
+        std::time::UNIX_EPOCH - since_epoch
+    })
+}
+
 /// An alternative name a certificate signing request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AltName {

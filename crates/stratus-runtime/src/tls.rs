@@ -70,7 +70,56 @@ pub struct ServingCertificate {
     pub ca_der: Vec<u8>,
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
-    resolver: Option<Arc<dyn rustls::server::ResolvesServerCert>>,
+    resolver: Option<Arc<dyn Served>>,
+}
+
+/// A resolver of a certificate that changes (renewed, reloaded, rotated),
+/// which can also say what it serves now.
+trait Served: rustls::server::ResolvesServerCert {
+    /// The pair served now (without renewing or reloading it first).
+    fn served(&self) -> Option<Arc<rustls::sign::CertifiedKey>>;
+}
+
+/// When the certificate a [`ServingCertificate`] serves now expires, read
+/// each time it is asked (a renewed, reloaded or rotated certificate's
+/// new date): for metrics such as the kubelet's
+/// `kubelet_certificate_manager_server_ttl_seconds`.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+///
+/// let day = Duration::from_secs(24 * 3600);
+/// let cert = stratus_runtime::tls::self_signed_valid_for("vk", &["vk"], day).unwrap();
+/// let expiry = cert.expiry();
+/// let left = expiry.not_after().unwrap().duration_since(SystemTime::now()).unwrap();
+/// assert!(left <= day && left > day - Duration::from_secs(600));
+/// ```
+#[derive(Clone)]
+pub struct CertificateExpiry {
+    fixed: Option<std::time::SystemTime>,
+    served: Option<Arc<dyn Served>>,
+}
+
+impl std::fmt::Debug for CertificateExpiry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateExpiry")
+            .field("not_after", &self.not_after())
+            .finish()
+    }
+}
+
+impl CertificateExpiry {
+    /// The served leaf certificate's `notAfter`; `None` if it cannot be
+    /// read.
+    pub fn not_after(&self) -> Option<std::time::SystemTime> {
+        match &self.served {
+            Some(served) => served
+                .served()
+                .and_then(|key| key.cert.first().cloned())
+                .and_then(|leaf| stratus_pki::not_after_of_certificate(&leaf).ok()),
+            None => self.fixed,
+        }
+    }
 }
 
 /// A CA and a certificate it signs for `dns_names`, 127.0.0.1 and ::1,
@@ -167,6 +216,13 @@ impl Renewing {
     /// When a certificate issued at `issued` is due for renewal.
     fn renew_at(&self, issued: SystemTime) -> SystemTime {
         issued + self.validity / 5 * RENEW_AFTER_FIFTHS
+    }
+}
+
+impl Served for Renewing {
+    fn served(&self) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        current.as_ref().map(|(served, _)| served.clone())
     }
 }
 
@@ -293,6 +349,17 @@ impl SharedCertificate {
     }
 }
 
+impl Served for SharedCertificate {
+    fn served(&self) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+    }
+}
+
 impl rustls::server::ResolvesServerCert for SharedCertificate {
     fn resolve(
         &self,
@@ -387,6 +454,13 @@ impl std::fmt::Debug for Reloader {
     }
 }
 
+impl Served for Reloader {
+    fn served(&self) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Some(state.current.clone())
+    }
+}
+
 impl rustls::server::ResolvesServerCert for Reloader {
     fn resolve(
         &self,
@@ -424,7 +498,20 @@ impl ServingCertificate {
     /// What serves a certificate that changes (reloaded files, a rotation),
     /// if it does.
     pub(crate) fn reloads(&self) -> Option<Arc<dyn rustls::server::ResolvesServerCert>> {
-        self.resolver.clone()
+        self.resolver
+            .clone()
+            .map(|served| served as Arc<dyn rustls::server::ResolvesServerCert>)
+    }
+
+    /// When the certificate served expires, now and after every renewal,
+    /// reload or rotation.
+    pub fn expiry(&self) -> CertificateExpiry {
+        CertificateExpiry {
+            fixed: self
+                .leaf()
+                .and_then(|leaf| stratus_pki::not_after_of_certificate(leaf).ok()),
+            served: self.resolver.clone(),
+        }
     }
 
     /// The names the leaf certificate serves, lower case

@@ -638,6 +638,7 @@ impl KubeletServerBuilder {
                 stratus_runtime::tls::self_signed(self.api.node(), &[self.api.node(), "localhost"])?
             }
         };
+        let expiry = certificate.expiry();
         let options = serving::ServingOptions {
             disable_http2: !self.http2,
             ..Default::default()
@@ -658,15 +659,21 @@ impl KubeletServerBuilder {
         Ok(KubeletServer {
             api: self.api,
             listener,
+            expiry,
         })
     }
 }
+
+/// How often a served API with metrics sets its certificate's time to
+/// live.
+const TTL_EVERY: Duration = Duration::from_secs(10);
 
 /// The kubelet API's HTTPS server, bound and ready to run.
 #[derive(Debug)]
 pub struct KubeletServer {
     api: KubeletApi,
     listener: Listener,
+    expiry: stratus_runtime::tls::CertificateExpiry,
 }
 
 impl KubeletServer {
@@ -687,9 +694,29 @@ impl KubeletServer {
         self.listener.local_addr()
     }
 
-    /// Serve until `stop` becomes true.
+    /// When the certificate it serves expires (after renewals, reloads and
+    /// rotations too).
+    pub fn certificate_expiry(&self) -> &stratus_runtime::tls::CertificateExpiry {
+        &self.expiry
+    }
+
+    /// Serve until `stop` becomes true; with [`KubeletApi::with_metrics`],
+    /// also keep `kubelet_certificate_manager_server_ttl_seconds` (the
+    /// serving certificate's seconds left) up to date.
     pub async fn run(self, stop: watch::Receiver<bool>) {
         let api = self.api;
+        if let Some(metrics) = api.inner.metrics.clone() {
+            let (node, expiry, mut stop) = (api.node().to_owned(), self.expiry, stop.clone());
+            tokio::spawn(async move {
+                loop {
+                    metrics.set_serving_certificate_ttl(&node, expiry.not_after());
+                    tokio::select! {
+                        () = tokio::time::sleep(TTL_EVERY) => {}
+                        () = stratus_runtime::stopped(&mut stop) => return,
+                    }
+                }
+            });
+        }
         let handler: Handler<Body> = Arc::new(move |req| {
             let api = api.clone();
             Box::pin(async move { api.handle(req).await })
