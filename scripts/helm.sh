@@ -42,13 +42,6 @@ check "the node's options render" "provider-config: |" helm template vk "$vk_cha
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
 start_harness_server --authorization-mode RBAC
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  stop_harness_server
-}
-trap stop_all EXIT
 
 # Every rendered object is one the API server takes (a ServiceMonitor needs
 # prometheus-operator's CRD, which the harness does not have: defaults only).
@@ -75,19 +68,13 @@ ccm_port=$(free_port)
 mapfile -t ccm_args < <(args_of cloud-controller-manager | sed -e "s/^--secure-port=.*/--secure-port=$ccm_port/" -e "s/^--bind-address=.*/--bind-address=127.0.0.1/")
 "$bin/sample-cloud-controller-manager" "${ccm_args[@]}" --kubeconfig="$KUBECONFIG" \
   --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" >"$work/ccm.log" 2>&1 &
-pids+=($!)
+background_pids+=($!)
 metrics_port=$(free_port)
 kubelet_port=$(free_port)
 mapfile -t vk_args < <(args_of virtual-kubelet-vk-helm | sed -e "s/^--metrics-addr=.*/--metrics-addr=127.0.0.1:$metrics_port/")
 KUBELET_PORT=$kubelet_port "$bin/sample-virtual-kubelet" "${vk_args[@]}" --kubeconfig "$KUBECONFIG" >"$work/vk.log" 2>&1 &
-pids+=($!)
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Node
-metadata: {name: node-0}
-spec:
-  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
-YAML
+background_pids+=($!)
+uninitialized_node node-0
 eventually "the manager, from the chart's flags, serves /healthz" "ok" curl -sk "https://127.0.0.1:$ccm_port/healthz"
 eventually "the manager, from the chart's flags, leads" "cloud-controller-manager" \
   kubectl -n kube-system get lease cloud-controller-manager -o jsonpath='{.metadata.name}'

@@ -33,13 +33,6 @@ check "promtool test rules" "SUCCESS" promtool test rules "$tests"
 # shellcheck source=lib/harness-server.sh
 source scripts/lib/harness-server.sh
 start_harness_server --authorization-mode RBAC
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  stop_harness_server
-}
-trap stop_all EXIT
 # The administrator's token, which Prometheus presents to the manager.
 token=$(awk '/token:/ {print $2; exit}' "$KUBECONFIG")
 [ -n "$token" ] || fail "the harness kubeconfig has a token" "$(cat "$KUBECONFIG")"
@@ -54,7 +47,7 @@ bin="${CARGO_TARGET_DIR:-target}/debug"
 # script injects below.
 cloud_port=$(free_port)
 "$bin/stratus-local-cloud" --listen "127.0.0.1:$cloud_port" --address-range 127.75.0.0/24 >"$work/cloud.log" 2>&1 &
-pids+=($!)
+background_pids+=($!)
 cloud="http://127.0.0.1:$cloud_port/v1"
 eventually "the local cloud answers" "items" curl -sf "$cloud/instances"
 curl -sf -X PUT "$cloud/instances/i-node-0" -H 'content-type: application/json' \
@@ -65,22 +58,17 @@ ccm_port=$(free_port)
   --kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
   --bind-address=127.0.0.1 --secure-port="$ccm_port" --cluster-cidr=10.244.0.0/16 \
   --allocate-node-cidrs=true --configure-cloud-routes=false >"$work/ccm.log" 2>&1 &
-pids+=($!)
+background_pids+=($!)
 vk_port=$(free_port)
 kubelet_port=$(free_port)
 KUBELET_PORT=$kubelet_port "$bin/sample-virtual-kubelet" --provider mock --kubeconfig "$KUBECONFIG" \
   --nodename vk-monitoring --metrics-addr "127.0.0.1:$vk_port" >"$work/vk.log" 2>&1 &
-pids+=($!)
+background_pids+=($!)
 
 # Work for both: a node of the cloud to initialize, a Service to give a
 # load balancer, a pod for the virtual node.
+uninitialized_node node-0
 kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Node
-metadata: {name: node-0}
-spec:
-  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
----
 apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: default}
@@ -118,7 +106,7 @@ scrape_configs:
 YAML
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prometheus" \
   --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
+background_pids+=($!)
 api="http://127.0.0.1:$prom_port/api/v1"
 query() { curl -sf --get "$api/query" --data-urlencode "query=$1"; }
 
@@ -211,13 +199,7 @@ check "no cloud-error alert before the fault" '"result":[]' query "$cloud_alert"
 check "no nodes-not-initialized alert before the fault" '"result":[]' query "$nodes_alert"
 check "the local cloud fails every call" '"failNext":1000000' \
   curl -sf -X PUT "$cloud/faults" -H 'content-type: application/json' -d '{"failNext": 1000000}'
-kubectl apply -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Node
-metadata: {name: node-1}
-spec:
-  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
-YAML
+uninitialized_node node-1
 eventually "StratusCloudProviderErrors fires" '"alertstate":"firing"' query "$cloud_alert"
 eventually "StratusNodesNotInitialized fires" '"alertstate":"firing"' query "$nodes_alert"
 check "node-1 is still tainted" "uninitialized" kubectl get node node-1 -o jsonpath='{.spec.taints[*].key}'

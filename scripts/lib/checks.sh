@@ -4,7 +4,9 @@
 # with "NAME: N passed, 1 failed"; `checks_end` prints "NAME: N passed, 0
 # failed". `free_port` prints a free loopback port; `forward_get POD
 # REMOTE_PORT` runs `k port-forward` to the pod and prints the first bytes
-# its server answers to `GET /` (the caller defines `k`).
+# its server answers to `GET /` (the caller defines `k`);
+# `uninitialized_node NAME` registers a Node for a cloud controller manager to
+# initialize.
 
 checks_begin() {
   checks_name=$1
@@ -70,4 +72,14 @@ PY
   wait "$forwarder" 2>/dev/null || true
   rm -f "$log"
   return $status
+}
+
+uninitialized_node() { # uninitialized_node NAME: a Node as a kubelet registers it with --cloud-provider=external, for a cloud controller manager to initialize
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Node
+metadata: {name: $1}
+spec:
+  taints: [{key: node.cloudprovider.kubernetes.io/uninitialized, value: "true", effect: NoSchedule}]
+YAML
 }

@@ -1,9 +1,10 @@
 # Sourced by the kubectl scripts. `start_harness_server [ARGS...]` builds the
 # xtask, starts the standalone harness API server (`xtask apiserver --tls`,
 # plus ARGS) on a free loopback port (`port`), exports KUBECONFIG for it, sets `work`
-# to a temporary directory removed at exit (the server is stopped then too; a
-# `work` the caller made first is used), and waits until the server answers
-# /readyz; it exits with the server's log if it never does.
+# to a temporary directory removed at exit (the server is stopped then too, and
+# before it every process the script added to `background_pids`; a `work` the
+# caller made first is used), and waits until the server answers /readyz; it
+# exits with the server's log if it never does.
 #
 # With STRATUS_CONTROL_PLANE=real the scripts run against the real control
 # plane instead (`cargo xtask cluster up` first): KUBECONFIG is a copy of its
@@ -36,7 +37,14 @@ start_harness_server() {
   exit 1
 }
 
+# Processes a script starts beside the server (`background_pids+=($!)`),
+# stopped before it.
+background_pids=()
+
 stop_harness_server() {
+  local pid
+  for pid in "${background_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${background_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   # On the real control plane there is no server of the script's to stop.
   if [ -n "${harness_server:-}" ]; then
     kill "$harness_server" 2>/dev/null || true
@@ -53,6 +61,6 @@ use_real_control_plane() {
     echo "no real control plane is up: run cargo xtask cluster up first" >&2
     exit 1
   }
-  trap 'rm -rf "$work"' EXIT
+  trap stop_harness_server EXIT
   kubectl get --raw /readyz >/dev/null || { echo "the real control plane is not ready" >&2; exit 1; }
 }

@@ -156,45 +156,40 @@ pub(crate) fn kubelet_go(
             })
             .collect()
     };
-    let mut plots = Vec::new();
-    let burst = sides("bind_to_running_ms");
-    if !burst.is_empty() {
-        plots.push((
+    let count = axis_number(&pods);
+    let milliseconds = "milliseconds (log scale)";
+    let curves = [
+        (
+            "bind_to_running_ms",
             "kubelet-go-latency.svg",
-            cdf(
-                &format!("bind → Running, {} pods bound at once", axis_number(&pods)),
-                "milliseconds (log scale)",
-                &burst,
-            )?,
-        ));
-    }
-    let paced = sides("paced_bind_to_running_ms");
-    if !paced.is_empty() {
-        plots.push((
+            format!("bind → Running, {count} pods bound at once"),
+            milliseconds,
+            "fraction of pods",
+            1.0,
+        ),
+        (
+            "paced_bind_to_running_ms",
             "kubelet-go-paced.svg",
-            cdf(
-                &format!(
-                    "bind → Running, {} pods at 500 binds a second",
-                    axis_number(&pods)
-                ),
-                "milliseconds (log scale)",
-                &paced,
-            )?,
-        ));
-    }
-    let running = sides("running_s");
-    if !running.is_empty() {
-        plots.push((
+            format!("bind → Running, {count} pods at 500 binds a second"),
+            milliseconds,
+            "fraction of pods",
+            1.0,
+        ),
+        (
+            "running_s",
             "kubelet-go-running.svg",
-            over_time(
-                &format!(
-                    "pods Running after {} are bound at once",
-                    axis_number(&pods)
-                ),
-                pods,
-                &running,
-            )?,
-        ));
+            format!("pods Running after {count} are bound at once"),
+            "seconds since the first bind (log scale)",
+            "pods Running",
+            pods.max(1.0),
+        ),
+    ];
+    let mut plots = Vec::new();
+    for (series, file, title, x, y, top) in curves {
+        let drawn = sides(series);
+        if !drawn.is_empty() {
+            plots.push((file, cumulative(&title, x, y, top, &drawn)?));
+        }
     }
     let memory: Vec<(&str, f64)> = SIDES
         .iter()
@@ -291,26 +286,10 @@ fn axis_number(v: &f64) -> String {
     out
 }
 
-/// A distribution plot: for each side, the fraction of samples (y) at or
-/// below each value (x, log scale).
-fn cdf(title: &str, x: &str, sides: &[(&str, &[f64])]) -> Result<String, BoxError> {
-    cumulative(title, x, "fraction of pods", 1.0, sides)
-}
-
-/// Pods Running (y) over the time since the burst was bound (x, seconds,
-/// log scale), each side's curve from the quantiles of its pods' times.
-fn over_time(title: &str, pods: f64, sides: &[(&str, &[f64])]) -> Result<String, BoxError> {
-    cumulative(
-        title,
-        "seconds since the first bind (log scale)",
-        "pods Running",
-        pods.max(1.0),
-        sides,
-    )
-}
-
 /// Each side's quantiles as a cumulative curve: the `k`th of `n` at x =
-/// its value (log scale), y = `top` × k / n.
+/// its value (log scale), y = `top` × k / n (with `top` 1, a
+/// distribution: the fraction of samples at or below each value; with
+/// `top` the pod count and times as values, pods Running over time).
 fn cumulative(
     title: &str,
     x: &str,
