@@ -593,6 +593,7 @@ pub(super) async fn run() -> Result<(), BoxError> {
     println!(
         "\nwrote target/bench/apiserver.json (ratio = time per operation measured over the floor's; above 1 is slower)"
     );
+    crate::measure::draw_ratios("apiserver", &json_out)?;
     server.shutdown().await;
     Ok(())
 }

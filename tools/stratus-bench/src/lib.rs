@@ -24,9 +24,10 @@
 //! - `failover`: Lease takeover by replicas of the sample manager after a
 //!   crash, a graceful stop and a partition of the leader
 //!   (`failover.rs`).
-//! - `plots [--out DIR]`: the plots of the suites that compare, drawn again
-//!   from their JSON in `target/bench` (`plot.rs`; `kubelet-go` and `ccm`
-//!   draw theirs when they end).
+//! - `plots [--out DIR]`: the suites' plots (every suite's ratios; the
+//!   distributions of `kubelet-go`, the phases of `ccm`) drawn again from
+//!   their JSON in `target/bench` (`plot.rs`; each suite draws its own when
+//!   it ends).
 //!
 //! ```
 //! use std::process::ExitCode;

@@ -68,8 +68,9 @@ pub(crate) fn write_against_peers(
     )
 }
 
-/// Print `metrics` as a table and write them to `target/bench/<name>.json`;
-/// `ratios` says how the ratios among them read.
+/// Print `metrics` as a table and write them to `target/bench/<name>.json`
+/// (and their ratios as `target/bench/<name>-ratios.svg`); `ratios` says
+/// how the ratios among them read.
 pub(crate) fn write_results(
     name: &str,
     metrics: &[(&str, f64)],
@@ -84,6 +85,18 @@ pub(crate) fn write_results(
     let path = format!("target/bench/{name}.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&out)?)?;
     println!("\nwrote {path} ({ratios})");
+    let figures: BTreeMap<String, f64> = out.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+    draw_ratios(name, &figures)
+}
+
+/// Draw the ratios among `figures` as `target/bench/<name>-ratios.svg`
+/// (nothing when there are none).
+pub(crate) fn draw_ratios(name: &str, figures: &BTreeMap<String, f64>) -> Result<(), BoxError> {
+    if let Some(svg) = crate::plot::ratios(name, figures)? {
+        let plot = format!("target/bench/{name}-ratios.svg");
+        std::fs::write(&plot, svg)?;
+        println!("wrote {plot}");
+    }
     Ok(())
 }
 

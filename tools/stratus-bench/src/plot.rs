@@ -11,7 +11,10 @@
 //! - `kubelet-go-running.svg`: pods Running over time after the burst;
 //! - `kubelet-go-memory.svg`: resident memory per pod, each side;
 //! - `ccm-phases.svg`: the cloud controller manager's phases against their
-//!   floors (`bench ccm`).
+//!   floors (`bench ccm`);
+//! - `<suite>-ratios.svg`, for every suite: each of its ratios (to its
+//!   floor, to a Go peer) as a bar, parity marked (every suite draws its
+//!   own when it writes its JSON).
 //!
 //! A distribution is kept as its quantiles (a thousandth apart, see
 //! [`quantiles`]) in `target/bench/<suite>.series.json`, beside the
@@ -128,7 +131,128 @@ pub(crate) fn draw_all(results: &Path, out: &Path) -> Result<Vec<String>, BoxErr
     if let Some(f) = figures("ccm")? {
         write("ccm-phases.svg", ccm(&f)?)?;
     }
+    let mut suites: Vec<String> = std::fs::read_dir(results)?
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let suite = name.strip_suffix(".json")?;
+            (!suite.ends_with(".series")).then(|| suite.to_owned())
+        })
+        .collect();
+    suites.sort();
+    for suite in suites {
+        if let Some(svg) = ratios(&suite, &self::figures(results, &suite)?)? {
+            write(&format!("{suite}-ratios.svg"), svg)?;
+        }
+    }
     Ok(written)
+}
+
+/// Every ratio of a suite's figures (`<what>_ratio_measured_over_floor`,
+/// `<what>_ratio_stratus_over_<peer>`), as horizontal bars on a log scale
+/// with parity (1) marked: one row a figure, one bar a comparison. `None`
+/// when the suite has no ratio.
+pub(crate) fn ratios(
+    suite: &str,
+    figures: &BTreeMap<String, f64>,
+) -> Result<Option<String>, BoxError> {
+    let mut rows: BTreeMap<&str, Vec<(&str, f64)>> = BTreeMap::new();
+    for (key, value) in figures {
+        let Some((what, against)) = key.split_once("_ratio_") else {
+            continue;
+        };
+        if value.is_finite() && *value > 0.0 {
+            rows.entry(what).or_default().push((against, *value));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let comparisons: Vec<&str> = {
+        let mut all: Vec<&str> = rows.values().flatten().map(|(c, _)| *c).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    };
+    let rows: Vec<(&str, Vec<(&str, f64)>)> = rows.into_iter().collect();
+    let values: Vec<f64> = rows
+        .iter()
+        .flat_map(|(_, r)| r.iter().map(|(_, v)| *v))
+        .chain([1.0])
+        .collect();
+    // A decade of room on the right, for the legend.
+    let range = decades(&[("all", &values)]);
+    let range = range.start..range.end * 10.0;
+    let per_row = comparisons.len();
+    let slots = (rows.len() * (per_row + 1)).saturating_sub(1).max(1);
+    let height = u32::try_from(80 + 18 * slots)
+        .unwrap_or(u32::MAX)
+        .max(SIZE.1);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (SIZE.0, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{suite}: ratios (1 = parity, below 1 = Stratus better or faster)"),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .margin_right(40)
+            .x_label_area_size(40)
+            .y_label_area_size(260)
+            .build_cartesian_2d(range.clone().log_scale(), (0..slots).into_segmented())
+            .map_err(failed)?;
+        let label = |slot: &SegmentValue<usize>| match slot {
+            SegmentValue::CenterOf(s) if s % (per_row + 1) == (per_row - 1) / 2 => rows
+                .get(s / (per_row + 1))
+                .map(|(name, _)| (*name).to_owned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(slots)
+            .y_label_formatter(&label)
+            .x_label_formatter(&axis_number)
+            .x_desc("ratio (log scale)")
+            .draw()
+            .map_err(failed)?;
+        for (j, comparison) in comparisons.iter().enumerate() {
+            let color = color(j);
+            let bars = rows.iter().enumerate().filter_map(|(r, (_, row))| {
+                let value = row.iter().find(|(c, _)| c == comparison)?.1;
+                let slot = r * (per_row + 1) + j;
+                Some(Rectangle::new(
+                    [
+                        (range.start, SegmentValue::Exact(slot)),
+                        (value, SegmentValue::Exact(slot + 1)),
+                    ],
+                    color.filled(),
+                ))
+            });
+            chart
+                .draw_series(bars)
+                .map_err(failed)?
+                .label(*comparison)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![
+                    (1.0, SegmentValue::Exact(0)),
+                    (1.0, SegmentValue::Exact(slots)),
+                ],
+                BLACK.stroke_width(1),
+            )))
+            .map_err(failed)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        root.present().map_err(failed)?;
+    }
+    Ok(Some(out))
 }
 
 /// A suite's figures, from `<results>/<suite>.json`.
@@ -545,6 +669,35 @@ mod tests {
     }
 
     #[test]
+    fn every_ratio_is_a_bar_and_a_suite_without_one_has_no_plot() {
+        let figures: BTreeMap<String, f64> = [
+            ("admit_seconds", 3.7),
+            ("admit_ratio_measured_over_floor", 1.18),
+            ("p99_ms_ratio_stratus_over_go", 0.2),
+            ("p99_ms_ratio_stratus_over_go_tuned", 0.35),
+            ("broken_ratio_measured_over_floor", f64::NAN),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let svg = ratios("suite", &figures).unwrap().unwrap();
+        for label in [
+            "admit",
+            "p99_ms",
+            "measured_over_floor",
+            "stratus_over_go_tuned",
+        ] {
+            assert!(svg.contains(label), "{label}");
+        }
+        assert!(
+            !svg.contains("broken"),
+            "a ratio that is not a number is left out"
+        );
+        let only = [("admit_seconds".to_owned(), 3.7)].into_iter().collect();
+        assert!(ratios("suite", &only).unwrap().is_none());
+    }
+
+    #[test]
     fn draw_all_reads_the_results_it_finds() {
         let dir = std::env::temp_dir().join(format!("stratus-bench-plots-{}", std::process::id()));
         let out = dir.join("out");
@@ -562,6 +715,7 @@ mod tests {
         )
         .unwrap();
         let written = draw_all(&dir, &out).unwrap();
+        // Four kubelet-go plots (its made-up figures have no ratio).
         assert_eq!(written.len(), 4);
         assert!(out.join("kubelet-go-running.svg").is_file());
         std::fs::write(dir.join("ccm.json"), b"not json").unwrap();
