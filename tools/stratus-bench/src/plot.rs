@@ -188,11 +188,8 @@ pub(crate) fn ratios(
     let height = u32::try_from(80 + 18 * slots)
         .unwrap_or(u32::MAX)
         .max(SIZE.1);
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (SIZE.0, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(failed)?;
-        let mut chart = ChartBuilder::on(&root)
+    svg((SIZE.0, height), |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption(
                 format!("{suite}: ratios (1 = parity, below 1 = Stratus better or faster)"),
                 ("sans-serif", 18),
@@ -203,13 +200,8 @@ pub(crate) fn ratios(
             .y_label_area_size(260)
             .build_cartesian_2d(range.clone().log_scale(), (0..slots).into_segmented())
             .map_err(failed)?;
-        let label = |slot: &SegmentValue<usize>| match slot {
-            SegmentValue::CenterOf(s) if s % (per_row + 1) == (per_row - 1) / 2 => rows
-                .get(s / (per_row + 1))
-                .map(|(name, _)| (*name).to_owned())
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
+        let names: Vec<&str> = rows.iter().map(|(name, _)| *name).collect();
+        let label = |slot: &SegmentValue<usize>| group_label(slot, per_row, &names);
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -249,10 +241,9 @@ pub(crate) fn ratios(
                 BLACK.stroke_width(1),
             )))
             .map_err(failed)?;
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-        root.present().map_err(failed)?;
-    }
-    Ok(Some(out))
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
+    })
+    .map(Some)
 }
 
 /// A suite's figures, from `<results>/<suite>.json`.
@@ -366,18 +357,34 @@ fn failed<E: std::fmt::Debug>(e: E) -> BoxError {
     format!("drawing a plot: {e:?}").into()
 }
 
-/// An SVG of `draw` on a white area of [`SIZE`].
+/// An SVG of `draw` on a white area of `size` pixels.
 fn svg(
+    size: (u32, u32),
     draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), BoxError>,
 ) -> Result<String, BoxError> {
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
         root.fill(&WHITE).map_err(failed)?;
         draw(&root)?;
         root.present().map_err(failed)?;
     }
     Ok(out)
+}
+
+/// The label under (or beside) a slot of a grouped bar chart, whose
+/// groups of `per_group` bars are separated by an empty slot: the group's
+/// name at its middle bar, nothing elsewhere.
+fn group_label(slot: &SegmentValue<usize>, per_group: usize, names: &[&str]) -> String {
+    match slot {
+        SegmentValue::CenterOf(s) if s % (per_group + 1) == per_group.saturating_sub(1) / 2 => {
+            names
+                .get(s / (per_group + 1))
+                .map(|name| (*name).to_owned())
+                .unwrap_or_default()
+        }
+        _ => String::new(),
+    }
 }
 
 /// The range of every series' values, widened to decades (for a log
@@ -421,7 +428,7 @@ fn cumulative(
     top: f64,
     sides: &[(&str, &[f64])],
 ) -> Result<String, BoxError> {
-    svg(|root| {
+    svg(SIZE, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
@@ -491,7 +498,7 @@ fn bars(title: &str, y: &str, groups: &[(&str, Vec<(&str, f64)>)]) -> Result<Str
         .first()
         .map(|(_, s)| s.iter().map(|(n, _)| *n).collect())
         .unwrap_or_default();
-    svg(|root| {
+    svg(SIZE, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
@@ -500,13 +507,8 @@ fn bars(title: &str, y: &str, groups: &[(&str, Vec<(&str, f64)>)]) -> Result<Str
             .y_label_area_size(64)
             .build_cartesian_2d((0..slots).into_segmented(), 0f64..top.max(1e-9))
             .map_err(failed)?;
-        let label = |slot: &SegmentValue<usize>| match slot {
-            SegmentValue::CenterOf(s) if s % (per_group + 1) == per_group / 2 => groups
-                .get(s / (per_group + 1))
-                .map(|(name, _)| (*name).to_owned())
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
+        let group_names: Vec<&str> = groups.iter().map(|(name, _)| *name).collect();
+        let label = |slot: &SegmentValue<usize>| group_label(slot, per_group, &group_names);
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -567,6 +569,18 @@ mod tests {
         assert_eq!(axis_number(&100.0), "100");
         assert_eq!(axis_number(&1000.0), "1,000");
         assert_eq!(axis_number(&1_000_000.0), "1,000,000");
+    }
+
+    #[test]
+    fn a_group_is_named_once_at_its_middle_bar() {
+        let names = ["a", "b"];
+        let at = |s| group_label(&SegmentValue::CenterOf(s), 3, &names);
+        // Slots: a a a _ b b b.
+        let labels: Vec<String> = (0..7).map(at).collect();
+        assert_eq!(labels, ["", "a", "", "", "", "b", ""]);
+        assert_eq!(group_label(&SegmentValue::Exact(1), 3, &names), "");
+        // Two bars a group: the first of them.
+        assert_eq!(group_label(&SegmentValue::CenterOf(3), 2, &names), "b");
     }
 
     #[test]
