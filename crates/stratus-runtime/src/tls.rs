@@ -95,9 +95,15 @@ trait Served: rustls::server::ResolvesServerCert {
 /// assert!(left <= day && left > day - Duration::from_secs(600));
 /// ```
 #[derive(Clone)]
-pub struct CertificateExpiry {
-    fixed: Option<std::time::SystemTime>,
-    served: Option<Arc<dyn Served>>,
+pub struct CertificateExpiry(ExpirySource);
+
+/// Where a [`CertificateExpiry`] reads the date.
+#[derive(Clone)]
+enum ExpirySource {
+    /// A certificate that never changes: its date, read once.
+    Fixed(Option<std::time::SystemTime>),
+    /// One that is renewed, reloaded or rotated: whatever it serves now.
+    Served(Arc<dyn Served>),
 }
 
 impl std::fmt::Debug for CertificateExpiry {
@@ -112,12 +118,12 @@ impl CertificateExpiry {
     /// The served leaf certificate's `notAfter`; `None` if it cannot be
     /// read.
     pub fn not_after(&self) -> Option<std::time::SystemTime> {
-        match &self.served {
-            Some(served) => served
+        match &self.0 {
+            ExpirySource::Served(served) => served
                 .served()
                 .and_then(|key| key.cert.first().cloned())
                 .and_then(|leaf| stratus_pki::not_after_of_certificate(&leaf).ok()),
-            None => self.fixed,
+            ExpirySource::Fixed(at) => *at,
         }
     }
 }
@@ -506,12 +512,13 @@ impl ServingCertificate {
     /// When the certificate served expires, now and after every renewal,
     /// reload or rotation.
     pub fn expiry(&self) -> CertificateExpiry {
-        CertificateExpiry {
-            fixed: self
-                .leaf()
-                .and_then(|leaf| stratus_pki::not_after_of_certificate(leaf).ok()),
-            served: self.resolver.clone(),
-        }
+        CertificateExpiry(match &self.resolver {
+            Some(served) => ExpirySource::Served(served.clone()),
+            None => ExpirySource::Fixed(
+                self.leaf()
+                    .and_then(|leaf| stratus_pki::not_after_of_certificate(leaf).ok()),
+            ),
+        })
     }
 
     /// The names the leaf certificate serves, lower case
@@ -553,4 +560,38 @@ pub(crate) fn client_verifier(
         .allow_unauthenticated()
         .build()
         .map_err(|e| TlsError::ClientCa(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_from_files_tells_its_expiry() {
+        let ca = CertificateAuthority::new("ca").unwrap();
+        let (cert, key) = ca.issue_serving_pem("api", &["api"], &[]).unwrap();
+        let dir = std::env::temp_dir().join(format!("stratus-tls-expiry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        let fixed = from_pem_files(&cert_path, &key_path).unwrap().expiry();
+        let reloading = reloading_pem_files(&cert_path, &key_path).unwrap().expiry();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let left = |expiry: &CertificateExpiry| {
+            expiry
+                .not_after()
+                .unwrap()
+                .duration_since(std::time::SystemTime::now())
+                .unwrap()
+        };
+        for expiry in [&fixed, &reloading] {
+            let left = left(expiry);
+            assert!(left <= stratus_pki::CERTIFICATE_VALIDITY, "{left:?}");
+            assert!(
+                left > stratus_pki::CERTIFICATE_VALIDITY - Duration::from_secs(3600),
+                "{left:?}"
+            );
+        }
+    }
 }
