@@ -189,15 +189,8 @@ pub(crate) fn ratios(
         .unwrap_or(u32::MAX)
         .max(SIZE.1);
     svg((SIZE.0, height), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("{suite}: ratios (1 = parity, below 1 = Stratus better or faster)"),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .margin_right(40)
-            .x_label_area_size(40)
-            .y_label_area_size(260)
+        let title = format!("{suite}: ratios (1 = parity, below 1 = Stratus better or faster)");
+        let mut chart = framed(root, &title, 260)
             .build_cartesian_2d(range.clone().log_scale(), (0..slots).into_segmented())
             .map_err(failed)?;
         let names: Vec<&str> = rows.iter().map(|(name, _)| *name).collect();
@@ -429,12 +422,7 @@ fn cumulative(
     sides: &[(&str, &[f64])],
 ) -> Result<String, BoxError> {
     svg(SIZE, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .margin_right(40)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
+        let mut chart = framed(root, title, 64)
             .build_cartesian_2d(decades(sides).log_scale(), 0f64..top)
             .map_err(failed)?;
         let whole = top >= 10.0;
@@ -469,6 +457,23 @@ fn cumulative(
     })
 }
 
+/// Every plot's frame: `title` above, the margins, room for the x axis's
+/// labels and `y_labels` pixels for the y axis's.
+fn framed<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .margin_right(40)
+        .x_label_area_size(40)
+        .y_label_area_size(y_labels);
+    builder
+}
+
 /// Draw the chart's legend (its series' labels) at `position`.
 fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
@@ -499,12 +504,7 @@ fn bars(title: &str, y: &str, groups: &[(&str, Vec<(&str, f64)>)]) -> Result<Str
         .map(|(_, s)| s.iter().map(|(n, _)| *n).collect())
         .unwrap_or_default();
     svg(SIZE, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .margin_right(40)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
+        let mut chart = framed(root, title, 64)
             .build_cartesian_2d((0..slots).into_segmented(), 0f64..top.max(1e-9))
             .map_err(failed)?;
         let group_names: Vec<&str> = groups.iter().map(|(name, _)| *name).collect();
